@@ -1,0 +1,139 @@
+"""The agent loop as a workflow: receive -> llm -> tools -> llm ... -> END.
+
+Each of those is a step, so every model turn and every tool round is a
+checkpoint boundary: a crash costs at most the turn in flight.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from savegame.agent.model import ChatModel, Message, ModelResponse, ToolSpec
+from savegame.errors import ConfigurationError
+from savegame.runtime.context import StepContext
+from savegame.runtime.policy import CheckpointPolicy
+from savegame.runtime.workflow import END, Workflow
+
+_JSON_TYPES = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
+
+
+def tool_spec(fn: Callable[..., Any]) -> ToolSpec:
+    """Describe a plain function as a tool: its name, first doc line and a JSON schema."""
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name == "request_id":
+            continue
+        kind = _JSON_TYPES.get(param.annotation) if not isinstance(param.annotation, str) else None
+        props[param.name] = {"type": kind} if kind else {}
+        if param.default is param.empty:
+            required.append(param.name)
+    doc = (inspect.getdoc(fn) or "").strip().splitlines()
+    return ToolSpec(
+        name=fn.__name__,
+        description=doc[0] if doc else "",
+        parameters={"type": "object", "properties": props, "required": required},
+    )
+
+
+class Agent:
+    """An LLM agent whose loop is a durable workflow.
+
+    State keys: ``messages`` (the conversation), ``input`` (a user message to
+    add at the start of the next run; cleared once added), ``answer`` (the
+    model's final text) and ``turns`` (model calls in the current run).
+
+    Args:
+        name: the workflow name.
+        model: a ChatModel.
+        tools: plain functions the model may call.
+        system: a system prompt put first in a new conversation.
+        max_turns: model calls per run before the run stops with ``stopped="max_turns"``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: ChatModel,
+        tools: Sequence[Callable[..., Any]] = (),
+        *,
+        system: str | None = None,
+        max_turns: int = 20,
+        state_version: int = 1,
+        policy: CheckpointPolicy | None = None,
+    ) -> None:
+        self.model = model
+        self.tools = {fn.__name__: fn for fn in tools}
+        if len(self.tools) != len(tools):
+            raise ConfigurationError(f"agent {name!r}: two tools share a name")
+        self.specs = [tool_spec(fn) for fn in tools]
+        self.system = system
+        self.max_turns = max_turns
+        self.workflow = Workflow(
+            name, state_version=state_version, policy=policy or CheckpointPolicy()
+        )
+        caller = sys._getframe(1).f_globals
+        module = caller.get("__name__")
+        if module == "__main__" or str(module).startswith("savegame_user_"):
+            self.workflow.defined_in = caller.get("__file__")
+        else:
+            self.workflow.defined_in = module
+        self.workflow.step(self._receive, name="receive", entry=True)
+        self.workflow.step(self._llm, name="llm")
+        self.workflow.step(self._tools, name="tools")
+
+    def _receive(self, state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        messages: list[Message] = list(state.get("messages") or [])
+        if not messages and self.system:
+            messages.append({"role": "system", "content": self.system})
+        text = state.get("input")
+        if text:
+            messages.append({"role": "user", "content": text})
+        return {"messages": messages, "input": None, "turns": 0, "answer": None}, "llm"
+
+    async def _llm(self, state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turns = int(state.get("turns") or 0)
+        if turns >= self.max_turns:
+            return {"stopped": "max_turns"}, END
+        out = self.model.complete(state["messages"], self.specs)
+        response: ModelResponse = await out if inspect.isawaitable(out) else out
+        ctx.add_usage(
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cost_usd=response.cost_usd,
+            llm_calls=1,
+        )
+        update = {"messages": [*state["messages"], response.to_message()], "turns": turns + 1}
+        if response.tool_calls:
+            return update, "tools"
+        return {**update, "answer": response.content}, END
+
+    async def _tools(self, state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        messages: list[Message] = list(state["messages"])
+        for call in messages[-1].get("tool_calls") or ():
+            fn = self.tools.get(call["name"])
+            if fn is None:
+                content: Any = {"error": f"unknown tool {call['name']!r}"}
+            else:
+                result = fn(**call["arguments"])
+                content = await result if inspect.isawaitable(result) else result
+            ctx.add_usage(tool_calls=1)
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call["id"],
+                    "name": call["name"],
+                    "content": content,
+                }
+            )
+        return {"messages": messages}, "llm"

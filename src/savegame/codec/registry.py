@@ -1,0 +1,93 @@
+"""Named types that may appear in state: dataclasses, pydantic models, enums.
+
+Only registered types are saved, and they are saved by their registered name,
+never by import path, so renaming a module does not orphan old checkpoints and
+nothing in a checkpoint can make the loader import arbitrary code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, TypeVar
+
+from savegame.errors import ConfigurationError
+
+T = TypeVar("T")
+
+_by_name: dict[str, type[Any]] = {}
+_by_type: dict[type[Any], str] = {}
+
+
+def register(cls: type[T] | None = None, *, name: str | None = None) -> Any:
+    """Allow a dataclass, pydantic model or Enum in saved state under a stable name.
+
+    Usable as ``@register``, ``@register(name="Order")`` or ``register(Order)``.
+
+    Raises:
+        ConfigurationError: the type is not a dataclass, pydantic model or Enum,
+            or the name is taken by another type.
+    """
+
+    def apply(target: type[T]) -> type[T]:
+        key = name or f"{target.__module__}.{target.__qualname__}"
+        if not (
+            _is_dataclass_type(target) or _is_pydantic_type(target) or issubclass(target, enum.Enum)
+        ):
+            raise ConfigurationError(
+                f"cannot register {target.__qualname__}: only dataclasses, pydantic models and enums can be saved"
+            )
+        existing = _by_name.get(key)
+        if existing is not None and existing is not target:
+            raise ConfigurationError(
+                f"type name {key!r} is already registered for {existing.__qualname__}"
+            )
+        _by_name[key] = target
+        _by_type[target] = key
+        return target
+
+    if cls is not None:
+        return apply(cls)
+    return apply
+
+
+def name_of(cls: type[Any]) -> str | None:
+    return _by_type.get(cls)
+
+
+def type_named(name: str) -> type[Any] | None:
+    return _by_name.get(name)
+
+
+def _is_dataclass_type(cls: type[Any]) -> bool:
+    return dataclasses.is_dataclass(cls)
+
+
+def _is_pydantic_type(cls: type[Any]) -> bool:
+    return callable(getattr(cls, "model_validate", None)) and callable(
+        getattr(cls, "model_dump", None)
+    )
+
+
+def fields_of(obj: Any) -> dict[str, Any]:
+    """The field values of a registered dataclass or pydantic instance, shallow."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    # Shallow: nested models stay objects so the encoder can name them itself.
+    names: dict[str, Any] = type(obj).model_fields
+    return {key: getattr(obj, key) for key in names}
+
+
+def build(cls: type[Any], values: dict[str, Any]) -> Any:
+    if issubclass(cls, enum.Enum):
+        return cls(values["value"])
+    if _is_dataclass_type(cls):
+        init = {
+            f.name: values[f.name] for f in dataclasses.fields(cls) if f.init and f.name in values
+        }
+        obj = cls(**init)
+        for f in dataclasses.fields(cls):
+            if not f.init and f.name in values:
+                object.__setattr__(obj, f.name, values[f.name])
+        return obj
+    return cls.model_validate(values)

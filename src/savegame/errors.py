@@ -1,0 +1,138 @@
+"""The savegame exception tree.
+
+Every error savegame raises on purpose derives from :class:`SavegameError`, and
+each branch is named for what the caller does next::
+
+    SavegameError
+    ├── ConfigurationError          fix the setup (bad store URL, bad workflow)
+    ├── SerializationError          state holds something that is not pure data
+    ├── StateVersionError           a checkpoint's state schema cannot be migrated
+    ├── CorruptRecordError          a stored record failed its checksum or did not decode
+    ├── NotFoundError               no such run / checkpoint / thread
+    ├── RunStateError               the run exists but cannot do that now (resume a completed run)
+    ├── ConflictError               someone else wrote first: retry or give up
+    │   ├── LeaseHeldError          a live process owns the run
+    │   └── LeaseLostError          our lease was taken over; a stale write was rejected
+    ├── CheckpointWriteError        a checkpoint could not be written; the run stopped
+    └── StepError                   a user step raised; the run is marked failed
+
+Errors carry structured fields (run, checkpoint, step, path) and build their
+message from them, so the message and the fields never disagree. Pauses and
+cancellation are not errors and do not live in this tree.
+"""
+
+from __future__ import annotations
+
+
+class SavegameError(Exception):
+    """Root of every error savegame raises on purpose."""
+
+
+class ConfigurationError(SavegameError):
+    """The setup is wrong: a bad store URL, a workflow with no entry step, an unknown step."""
+
+
+class SerializationError(SavegameError):
+    """A value is not pure data and cannot be saved.
+
+    Attributes:
+        path: where the value sits, e.g. ``state.tools[2].conn``.
+        reason: why it was refused.
+    """
+
+    def __init__(
+        self, path: str, reason: str, *, run_id: str | None = None, step: str | None = None
+    ) -> None:
+        self.path = path
+        self.reason = reason
+        self.run_id = run_id
+        self.step = step
+        where = ""
+        if run_id is not None:
+            where = f" (run {run_id}" + (f", step {step!r}" if step else "") + ")"
+        super().__init__(f"{path}: {reason}{where}")
+
+    def located(self, *, run_id: str, step: str | None) -> SerializationError:
+        """Return a copy that also names the run and step where it happened."""
+        return SerializationError(self.path, self.reason, run_id=run_id, step=step)
+
+
+class StateVersionError(SavegameError):
+    """A checkpoint's state schema version cannot be brought to the workflow's version."""
+
+    def __init__(self, message: str, *, checkpoint_id: str | None = None) -> None:
+        self.checkpoint_id = checkpoint_id
+        super().__init__(message + (f" (checkpoint {checkpoint_id})" if checkpoint_id else ""))
+
+
+class CorruptRecordError(SavegameError):
+    """A stored record failed its integrity check or could not be decoded."""
+
+    def __init__(self, record_id: str, reason: str) -> None:
+        self.record_id = record_id
+        self.reason = reason
+        super().__init__(f"record {record_id} is damaged: {reason}")
+
+
+class NotFoundError(SavegameError):
+    """No run, checkpoint or thread with that id exists in the store."""
+
+    def __init__(self, kind: str, ident: str) -> None:
+        self.kind = kind
+        self.ident = ident
+        super().__init__(f"no {kind} {ident!r} in the store")
+
+
+class RunStateError(SavegameError):
+    """The run exists but its status does not allow the operation."""
+
+    def __init__(self, run_id: str, status: str, action: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.action = action
+        super().__init__(f"cannot {action} run {run_id}: it is {status}")
+
+
+class ConflictError(SavegameError):
+    """A concurrent writer got there first."""
+
+
+class LeaseHeldError(ConflictError):
+    """Another live process owns the run."""
+
+    def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.expires_in = expires_in
+        super().__init__(
+            f"run {run_id} is being executed by {owner}; its lease expires in {max(expires_in, 0):.1f}s"
+        )
+
+
+class LeaseLostError(ConflictError):
+    """Our lease on the run was taken over; the write with the stale fencing token was rejected."""
+
+    def __init__(self, run_id: str, token: int) -> None:
+        self.run_id = run_id
+        self.token = token
+        super().__init__(f"lost the lease on run {run_id} (fencing token {token} is stale)")
+
+
+class CheckpointWriteError(SavegameError):
+    """A checkpoint could not be written; the run stopped and the last good checkpoint stays."""
+
+    def __init__(self, run_id: str, step: int, cause: BaseException) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.cause = cause
+        super().__init__(f"run {run_id}: checkpoint for step {step} could not be written: {cause}")
+
+
+class StepError(SavegameError):
+    """A user step raised; the run is marked failed with this error recorded."""
+
+    def __init__(self, run_id: str, step: str, cause: BaseException) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.cause = cause
+        super().__init__(f"run {run_id}: step {step!r} raised {type(cause).__name__}: {cause}")

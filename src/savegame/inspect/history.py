@@ -1,0 +1,82 @@
+"""Read-only views over a store for people and tools (the CLI renders these)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from savegame import codec
+from savegame.errors import NotFoundError
+from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus
+from savegame.stores import Store, open_store
+from savegame.stores.base import ThreadInfo
+
+
+@contextmanager
+def opened(store: Store | str | None) -> Iterator[Store]:
+    """Open ``store`` if it is a URL (or None), and close it afterwards only if we opened it."""
+    handle = open_store(store)
+    try:
+        yield handle
+    finally:
+        if handle is not store:
+            handle.close()
+
+
+def get_run(run_id: str, *, store: Store | str | None = None) -> RunInfo:
+    """The run's row: status, head, lease. Raises NotFoundError."""
+    with opened(store) as s:
+        return s.get_run(run_id)
+
+
+def list_runs(
+    *,
+    thread_id: str | None = None,
+    status: RunStatus | str | None = None,
+    limit: int = 100,
+    store: Store | str | None = None,
+) -> list[RunInfo]:
+    """Runs, newest first, optionally of one thread and one status."""
+    with opened(store) as s:
+        return s.list_runs(
+            thread_id=thread_id, status=RunStatus(status) if status else None, limit=limit
+        )
+
+
+def list_threads(*, limit: int = 100, store: Store | str | None = None) -> list[ThreadInfo]:
+    with opened(store) as s:
+        return s.list_threads(limit=limit)
+
+
+def history(
+    run_id: str,
+    *,
+    limit: int | None = None,
+    before: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    store: Store | str | None = None,
+) -> list[CheckpointHeader]:
+    """A run's checkpoints, newest first, without decoding states."""
+    with opened(store) as s:
+        return s.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
+
+
+def get_checkpoint(ident: str, *, store: Store | str | None = None) -> Checkpoint:
+    """A decoded checkpoint by checkpoint id, or a run's latest checkpoint by run id.
+
+    The state is returned as stored (no migration); integrity is verified.
+
+    Raises:
+        NotFoundError: neither a run nor a checkpoint has that id.
+        CorruptRecordError: the record failed its integrity check.
+    """
+    with opened(store) as s:
+        try:
+            record = s.latest_checkpoint(ident)
+        except NotFoundError:
+            try:
+                record = s.get_checkpoint(ident)
+            except NotFoundError:
+                raise NotFoundError("run or checkpoint", ident) from None
+        return codec.decode(record)

@@ -1,0 +1,245 @@
+"""Records: what a checkpoint, a run and a lease are, as frozen data.
+
+``Checkpoint`` is the decoded, user-facing view. ``CheckpointRecord`` is what a
+store keeps: the same header plus the encoded state as bytes, so stores never
+import the codec and listing a history never decodes a state.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+#: Version of the stored checkpoint layout. Bump it with a migration path when the
+#: record layout or the payload encoding changes; old versions must keep loading.
+FORMAT_VERSION = 1
+
+
+class RunStatus(str, enum.Enum):
+    """Where a run is in its life."""
+
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        """True for statuses a run never leaves by itself."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Counters a run accumulates across steps (LLM tokens, cost, calls)."""
+
+    input_tokens: int = 0
+    """Prompt tokens sent to models."""
+    output_tokens: int = 0
+    """Completion tokens received from models."""
+    cost_usd: float = 0.0
+    """Money spent, as reported by the model adapters."""
+    llm_calls: int = 0
+    """Number of model calls."""
+    tool_calls: int = 0
+    """Number of tool calls."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            round(self.cost_usd + other.cost_usd, 10),
+            self.llm_calls + other.llm_calls,
+            self.tool_calls + other.tool_calls,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "llm_calls": self.llm_calls,
+            "tool_calls": self.tool_calls,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
+        if not data:
+            return cls()
+        return cls(
+            int(data.get("input_tokens", 0)),
+            int(data.get("output_tokens", 0)),
+            float(data.get("cost_usd", 0.0)),
+            int(data.get("llm_calls", 0)),
+            int(data.get("tool_calls", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointHeader:
+    """Everything about a checkpoint except its state: cheap to list and filter."""
+
+    thread_id: str
+    """The thread (conversation or job) the run belongs to."""
+    run_id: str
+    """The run this checkpoint belongs to."""
+    checkpoint_id: str
+    """Unique, time-sortable id (lexicographic order is creation order)."""
+    parent_id: str | None
+    """The checkpoint this one follows; None for the first checkpoint of a thread."""
+    step: int
+    """Number of steps the run had completed when this checkpoint was taken (0 = input)."""
+    node: str | None
+    """The step that just ran; None for the input checkpoint."""
+    status: RunStatus
+    """The run's status as of this checkpoint."""
+    next: str | None
+    """The step to run next; None when the run has ended."""
+    usage: Usage = field(default_factory=Usage)
+    """Counters accumulated by the run up to this checkpoint."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """User metadata and tags (JSON-compatible), filterable in history queries."""
+    created_at: datetime = field(default_factory=utcnow)
+    """When the checkpoint was taken (UTC)."""
+    expires_at: datetime | None = None
+    """When retention may delete it; None keeps it until pruned by policy."""
+    format_version: int = FORMAT_VERSION
+    """Layout version of the stored record."""
+    state_version: int = 1
+    """The workflow's state schema version the state was written with."""
+    size: int = 0
+    """Bytes of the stored payload (0 when unknown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """A checkpoint as a store keeps it: header plus encoded state bytes."""
+
+    header: CheckpointHeader
+    payload: bytes
+    """Encoded state, opaque to stores."""
+    checksum: str
+    """Integrity check over the payload (see savegame.codec.envelope)."""
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.header.checkpoint_id
+
+    @property
+    def run_id(self) -> str:
+        return self.header.run_id
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A decoded checkpoint: the full runtime state of a run at a step boundary."""
+
+    header: CheckpointHeader
+    state: dict[str, Any]
+    """The user's state, pure data."""
+
+    # Flat accessors keep user code short: ``cp.state``, ``cp.next``, ``cp.step``.
+    @property
+    def thread_id(self) -> str:
+        return self.header.thread_id
+
+    @property
+    def run_id(self) -> str:
+        return self.header.run_id
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.header.checkpoint_id
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.header.parent_id
+
+    @property
+    def step(self) -> int:
+        return self.header.step
+
+    @property
+    def node(self) -> str | None:
+        return self.header.node
+
+    @property
+    def status(self) -> RunStatus:
+        return self.header.status
+
+    @property
+    def next(self) -> str | None:
+        return self.header.next
+
+    @property
+    def usage(self) -> Usage:
+        return self.header.usage
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        return self.header.metadata
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Ownership of a run by one live process, guarded by a fencing token."""
+
+    run_id: str
+    owner: str
+    """Who holds it: ``host:pid:start`` of the owning process."""
+    token: int
+    """Fencing token; grows by one on every acquisition. Every checkpoint write checks it."""
+    expires_at: float
+    """Wall-clock time (epoch seconds) after which another process may take the run over."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One row per run: identity, status and where its head is."""
+
+    run_id: str
+    thread_id: str
+    workflow: str
+    """The workflow's name."""
+    workflow_ref: str | None
+    """How to import the workflow again (``module:attr`` or ``path.py:attr``), for resume."""
+    status: RunStatus
+    step: int
+    """Steps completed as of the head checkpoint."""
+    head_checkpoint_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    error: str | None = None
+    """Why the run failed, when it did."""
+    lease: Lease | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_status(self, status: RunStatus) -> RunInfo:
+        return replace(self, status=status)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What ``run`` and ``resume`` return when the process is done with a run."""
+
+    run_id: str
+    thread_id: str
+    status: RunStatus
+    state: dict[str, Any]
+    """The run's state at its last checkpoint."""
+    checkpoint_id: str
+    """The last checkpoint written."""
+    step: int
+    """Steps completed."""
+    usage: Usage = field(default_factory=Usage)

@@ -1,0 +1,102 @@
+"""Finding a workflow again from a reference: ``package.module:attr`` or ``path/file.py:attr``.
+
+A run stores the reference of its workflow so that ``savegame resume RUN_ID``
+in a fresh process can import it without being told where it lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any
+
+from savegame.errors import ConfigurationError
+from savegame.runtime.workflow import Workflow
+
+
+def as_workflow(obj: Any, ref: str = "<object>") -> Workflow:
+    """Accept a Workflow or anything exposing one as ``.workflow`` (an Agent)."""
+    wf = getattr(obj, "workflow", None)
+    if isinstance(wf, Workflow):
+        return wf
+    raise ConfigurationError(f"{ref} is {type(obj).__qualname__}, not a savegame Workflow or Agent")
+
+
+def load(ref: str) -> Any:
+    """Import ``module:attr`` or ``path/file.py:attr`` and return the attribute."""
+    target, sep, attr = ref.rpartition(":")
+    if not sep or not target or not attr:
+        raise ConfigurationError(
+            f"workflow reference {ref!r} must look like module:attr or path/file.py:attr"
+        )
+    if target.endswith(".py") or os.sep in target:
+        module = _load_file(target, ref)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"cannot import {target!r} for workflow {ref!r}: {exc}"
+            ) from exc
+    obj = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigurationError(
+                f"{target!r} has no attribute {attr!r} (workflow {ref!r})"
+            ) from None
+    return obj
+
+
+def _load_file(path: str, ref: str) -> Any:
+    full = os.path.abspath(path)
+    if not os.path.isfile(full):
+        raise ConfigurationError(f"no file {path!r} for workflow {ref!r}")
+    # A stable module name per file, so loading the same file twice reuses it.
+    name = "savegame_user_" + hashlib.blake2b(full.encode(), digest_size=8).hexdigest()
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, full)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"cannot load {path!r} as a Python module (workflow {ref!r})")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    # The file's own folder goes on the path so its sibling imports work, as with `python file.py`.
+    folder = os.path.dirname(full)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def reference_of(obj: Any) -> str | None:
+    """Best-effort ``module:attr`` for a workflow or agent, by looking in its defining module."""
+    wf = as_workflow(obj)
+    where = wf.defined_in
+    if where is None:
+        return None
+    if where.endswith(".py"):
+        module = next(
+            (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == where), None
+        )
+        prefix = os.path.abspath(where)
+    else:
+        module = sys.modules.get(where)
+        prefix = where
+    if module is None:
+        return None
+    for attr, value in vars(module).items():
+        if value is obj or value is wf:
+            return f"{prefix}:{attr}"
+    for attr, value in vars(module).items():
+        if getattr(value, "workflow", None) is wf:
+            return f"{prefix}:{attr}"
+    return None

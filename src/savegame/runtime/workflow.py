@@ -1,0 +1,156 @@
+"""Workflows: named steps, an entry step, a state schema version and migrations."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from savegame.codec.migrate import Migration
+from savegame.errors import ConfigurationError
+from savegame.runtime.policy import CheckpointPolicy, Durability
+
+#: Returned as the next step to end the run.
+END = "__end__"
+
+StepResult = tuple[Mapping[str, Any] | None, str]
+StepFn = Callable[..., StepResult | Awaitable[StepResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class StepSpec:
+    """A registered step."""
+
+    name: str
+    fn: StepFn
+    is_async: bool
+    key: bool
+    """A key step: always checkpointed after it runs, whatever the policy."""
+
+
+@dataclass(eq=False)
+class Workflow:
+    """A named set of steps that savegame runs durably.
+
+    Args:
+        name: stable name, stored with every run.
+        state_version: the schema version of this workflow's state; bump it and
+            add a migration when the state's shape changes.
+        migrations: ``{v: fn}`` where ``fn`` turns a version-``v`` state into version ``v+1``.
+        policy: when to checkpoint (default: after every step).
+        durability: ``"sync"`` (default) commits each checkpoint before the next
+            step starts; ``"async"`` writes in a background thread (see CheckpointPolicy).
+
+    Example::
+
+        wf = Workflow("counter")
+
+        @wf.step(entry=True)
+        def tick(state, ctx):
+            n = state.get("n", 0) + 1
+            return {"n": n}, ("tick" if n < 10 else END)
+    """
+
+    name: str
+    state_version: int = 1
+    migrations: dict[int, Migration] = field(default_factory=dict)
+    policy: CheckpointPolicy = field(default_factory=CheckpointPolicy)
+    durability: Durability = "sync"
+    steps: dict[str, StepSpec] = field(default_factory=dict, init=False)
+    entry: str | None = field(default=None, init=False)
+    defined_in: str | None = field(default=None, init=False)
+    """Module name (or file path for ``__main__``) where the workflow was created, for resume."""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ConfigurationError("a workflow needs a non-empty name")
+        if self.state_version < 1:
+            raise ConfigurationError(f"workflow {self.name!r}: state_version must be >= 1")
+        if self.durability not in ("sync", "async"):
+            raise ConfigurationError(
+                f"workflow {self.name!r}: durability must be 'sync' or 'async', not {self.durability!r}"
+            )
+        frame = sys._getframe(2)  # caller of the dataclass __init__
+        module = frame.f_globals.get("__name__")
+        # Modules run as scripts or loaded from a file path are found again by path.
+        if module == "__main__" or str(module).startswith("savegame_user_"):
+            self.defined_in = frame.f_globals.get("__file__")
+        else:
+            self.defined_in = module
+
+    def step(
+        self,
+        fn: StepFn | None = None,
+        *,
+        entry: bool = False,
+        name: str | None = None,
+        checkpoint: bool = False,
+    ) -> Any:
+        """Register a step; usable as ``@wf.step`` or ``@wf.step(entry=True, checkpoint=True)``.
+
+        Args:
+            entry: this step runs first.
+            name: the step's name (default: the function's name).
+            checkpoint: a key step, always checkpointed after it runs.
+        """
+
+        def register(func: StepFn) -> StepFn:
+            step_name = name or getattr(func, "__name__", None)
+            if not step_name or step_name == END:
+                raise ConfigurationError(f"workflow {self.name!r}: invalid step name {step_name!r}")
+            if step_name in self.steps:
+                raise ConfigurationError(
+                    f"workflow {self.name!r}: step {step_name!r} is defined twice"
+                )
+            self.steps[step_name] = StepSpec(
+                step_name, func, inspect.iscoroutinefunction(func), checkpoint
+            )
+            if entry:
+                if self.entry is not None:
+                    raise ConfigurationError(
+                        f"workflow {self.name!r}: two entry steps ({self.entry!r} and {step_name!r})"
+                    )
+                self.entry = step_name
+            return func
+
+        if fn is not None:
+            return register(fn)
+        return register
+
+    def migration(self, from_version: int) -> Callable[[Migration], Migration]:
+        """Register the migration that upgrades a state from ``from_version`` to the next."""
+
+        def register(func: Migration) -> Migration:
+            if from_version in self.migrations:
+                raise ConfigurationError(
+                    f"workflow {self.name!r}: two migrations from version {from_version}"
+                )
+            self.migrations[from_version] = func
+            return func
+
+        return register
+
+    def entry_step(self) -> str:
+        if self.entry is None:
+            if len(self.steps) == 1:
+                return next(iter(self.steps))
+            raise ConfigurationError(
+                f"workflow {self.name!r} has no entry step; mark one with entry=True"
+            )
+        return self.entry
+
+    def get_step(self, name: str) -> StepSpec:
+        spec = self.steps.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self.steps)) or "none"
+            raise ConfigurationError(
+                f"workflow {self.name!r} has no step {name!r} (steps: {known})"
+            )
+        return spec
+
+    @property
+    def workflow(self) -> Workflow:
+        """Self, so a Workflow and an Agent can be passed where either is accepted."""
+        return self

@@ -1,0 +1,109 @@
+"""Checkpoint writers: synchronous (the default) and a bounded background writer."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from savegame.model import CheckpointRecord
+from savegame.stores.base import Store
+
+Committed = Callable[[CheckpointRecord, float], None]
+
+
+class Writer(Protocol):
+    def write(self, record: CheckpointRecord, *, error: str | None = None) -> None:
+        """Write (or queue) a record; raises the error of an earlier failed write."""
+        ...
+
+    def flush(self) -> None:
+        """Block until everything queued is committed; raise the first write error."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SyncWriter:
+    """Commits each record before returning."""
+
+    def __init__(self, store: Store, token: int, committed: Committed) -> None:
+        self._store = store
+        self._token = token
+        self._committed = committed
+
+    def write(self, record: CheckpointRecord, *, error: str | None = None) -> None:
+
+        started = time.perf_counter()
+        self._store.put_checkpoint(record, lease_token=self._token, error=error)
+        self._committed(record, time.perf_counter() - started)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+_STOP = object()
+
+
+class AsyncWriter:
+    """Writes records in order from a daemon thread through a bounded queue.
+
+    A full queue blocks the run (back-pressure) rather than dropping records.
+    The first write error stops the writer; it is raised by the next ``write``
+    or ``flush`` so the run stops at its next step boundary.
+    """
+
+    def __init__(
+        self, store: Store, token: int, committed: Committed, *, maxsize: int = 16
+    ) -> None:
+        self._store = store
+        self._token = token
+        self._committed = committed
+        self._queue: queue.Queue[tuple[CheckpointRecord, str | None] | None] = queue.Queue(
+            maxsize=maxsize
+        )
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="savegame-writer", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._error is not None:
+                    continue  # drain without writing: order matters more than progress
+                record, error = item
+                started = time.perf_counter()
+                try:
+                    self._store.put_checkpoint(record, lease_token=self._token, error=error)
+                except BaseException as exc:
+                    self._error = exc
+                    continue
+                self._committed(record, time.perf_counter() - started)
+            finally:
+                self._queue.task_done()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def write(self, record: CheckpointRecord, *, error: str | None = None) -> None:
+        self._raise()
+        self._queue.put((record, error))
+
+    def flush(self) -> None:
+        self._queue.join()
+        self._raise()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)  # the stop marker
+            self._thread.join()

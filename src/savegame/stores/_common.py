@@ -1,0 +1,129 @@
+"""Helpers every backend shares, so the backends agree on edge cases.
+
+Time, JSON and metadata filters are where backends drift apart silently (a
+float that loses a microsecond, ``True`` matching ``1``), so their rules live
+here once and every backend calls them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+
+from savegame.errors import SerializationError
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+Scalar = str | int | float | bool | None
+"""A metadata filter value: only top-level scalars can be compared for equality."""
+
+
+def to_micros(value: datetime) -> int:
+    """Integer microseconds since the epoch: exact, unlike an epoch float.
+
+    Raises:
+        ValueError: ``value`` is naive (the model keeps timezone-aware UTC datetimes).
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value!r}: savegame stores timezone-aware datetimes")
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int) -> datetime:
+    """The UTC datetime of :func:`to_micros`; round trips compare equal."""
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def json_dumps(value: Any, what: str) -> bytes:
+    """Serialize metadata or usage to JSON, naming ``what`` when it is not JSON data.
+
+    Raises:
+        SerializationError: the value holds something JSON cannot carry.
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+        raise SerializationError(what, f"not JSON-compatible: {exc}") from exc
+
+
+def json_loads(data: bytes | str | None) -> Any:
+    return None if data is None else orjson.loads(data)
+
+
+def detach(metadata: Mapping[str, Any], what: str = "metadata") -> dict[str, Any]:
+    """A private JSON-normalised copy, so an in-memory store behaves like a real one.
+
+    The caller may mutate its dict after a write; a persistent store would not see
+    that, so neither may the memory store. Normalising through JSON also turns
+    tuples into lists exactly as a round trip through SQLite would.
+    """
+    copy: dict[str, Any] = orjson.loads(json_dumps(dict(metadata), what))
+    return copy
+
+
+def check_filter(metadata: Mapping[str, Any] | None) -> dict[str, Scalar]:
+    """Validate a ``list_checkpoints`` metadata filter.
+
+    Raises:
+        ValueError: a value is not a scalar (lists and objects cannot be compared).
+    """
+    if not metadata:
+        return {}
+    out: dict[str, Scalar] = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str):
+            raise ValueError(f"metadata filter keys must be strings, not {key!r}")
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise ValueError(
+                f"metadata filter {key!r}: only scalar values (str, int, float, bool, None) "
+                f"can be matched, not {type(value).__qualname__}"
+            )
+        out[key] = value
+    return out
+
+
+def scalar_matches(present: bool, actual: Any, expected: Scalar) -> bool:
+    """Equality with JSON types kept apart: ``True`` never matches ``1``, ``"1"`` never ``1``.
+
+    ``None`` matches a key that is present with a JSON null, not a missing key.
+    """
+    if not present:
+        return False
+    if expected is None:
+        return actual is None
+    if isinstance(expected, bool):
+        return isinstance(actual, bool) and actual is expected
+    if isinstance(expected, (int, float)):
+        return (
+            isinstance(actual, (int, float)) and not isinstance(actual, bool) and actual == expected
+        )
+    return isinstance(actual, str) and actual == expected
+
+
+def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Scalar]) -> bool:
+    return all(scalar_matches(k in metadata, metadata.get(k), v) for k, v in wanted.items())
+
+
+def check_ttl(ttl: float) -> float:
+    """Raises ValueError for a negative or non-finite lease duration."""
+    if not math.isfinite(ttl) or ttl < 0:
+        raise ValueError(f"lease ttl must be a finite number of seconds >= 0, not {ttl!r}")
+    return float(ttl)
+
+
+def check_first(run_id: str, thread_id: str, first_run_id: str, first_thread_id: str) -> None:
+    """The first checkpoint of a run must belong to that run and thread.
+
+    Raises:
+        ValueError: it names another run or thread (a caller bug, not a conflict).
+    """
+    if first_run_id != run_id or first_thread_id != thread_id:
+        raise ValueError(
+            f"first checkpoint belongs to run {first_run_id} / thread {first_thread_id}, "
+            f"not run {run_id} / thread {thread_id}"
+        )

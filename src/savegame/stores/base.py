@@ -1,0 +1,179 @@
+"""The store contract: one protocol every backend implements.
+
+A store keeps runs, checkpoint records (header + opaque payload bytes) and
+leases. It never decodes a payload. Every method is synchronous; the async API
+runs them in a worker thread, so there is one implementation per backend.
+
+Invariants a backend must keep (the contract suite in savegame.testing proves them):
+
+* ``create_run`` inserts the run row, its first checkpoint and its lease
+  (token 1) in one atomic step; an existing run id is a ConflictError.
+* ``put_checkpoint`` inserts the checkpoint and moves the run's head, status and
+  step in one atomic step, and only if the run's current fencing token equals
+  ``lease_token``; otherwise it raises LeaseLostError and writes nothing.
+* A stored checkpoint id is never overwritten: a second put of the same id is a ConflictError.
+* Fencing tokens only grow: every successful ``acquire_lease`` returns a token
+  greater than any token that run had before, including released ones.
+* Histories are newest first; checkpoint ids sort by creation time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from savegame.model import CheckpointHeader, CheckpointRecord, Lease, RunInfo, RunStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend promises beyond the base contract; the contract suite skips the rest."""
+
+    persistent: bool
+    """Data survives the process (and, with the default settings, a power loss)."""
+    multi_process: bool
+    """Several processes may use the same store at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """A thread summarised from its runs."""
+
+    thread_id: str
+    runs: int
+    latest_run_id: str
+    updated_at: float
+    """Epoch seconds of the latest change to any of its runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Sizes for ``savegame stats`` and benchmarks."""
+
+    runs: int
+    checkpoints: int
+    payload_bytes: int
+    """Sum of stored checkpoint payload sizes."""
+    file_bytes: int | None
+    """On-disk size where the backend can tell (SQLite file plus WAL), else None."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where checkpoints, runs and leases live."""
+
+    @property
+    def url(self) -> str:
+        """The URL this store was opened with (without secrets)."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    # -- runs ---------------------------------------------------------------
+    def create_run(self, run: RunInfo, first: CheckpointRecord, *, owner: str, ttl: float) -> Lease:
+        """Insert a run with its first checkpoint and a lease held by ``owner`` for ``ttl`` seconds.
+
+        Raises:
+            ConflictError: a run with that id exists.
+        """
+        ...
+
+    def get_run(self, run_id: str) -> RunInfo:
+        """Raises NotFoundError for an unknown run id."""
+        ...
+
+    def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        """Runs, newest first, optionally of one thread and/or one status."""
+        ...
+
+    def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
+        """Threads, most recently updated first."""
+        ...
+
+    # -- checkpoints ----------------------------------------------------------
+    def put_checkpoint(
+        self, record: CheckpointRecord, *, lease_token: int, error: str | None = None
+    ) -> None:
+        """Insert ``record`` and move its run's head to it, fenced by ``lease_token``.
+
+        The run's status and step become the record's; ``error`` is stored on the run.
+
+        Raises:
+            LeaseLostError: the run's fencing token is no longer ``lease_token``.
+            ConflictError: the checkpoint id exists already.
+            NotFoundError: the run does not exist.
+        """
+        ...
+
+    def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
+        """Raises NotFoundError for an unknown id."""
+        ...
+
+    def latest_checkpoint(self, run_id: str) -> CheckpointRecord:
+        """The run's head. Raises NotFoundError for an unknown run."""
+        ...
+
+    def thread_head(self, thread_id: str) -> CheckpointRecord | None:
+        """The newest checkpoint of any run of the thread, or None for a new thread."""
+        ...
+
+    def list_checkpoints(
+        self,
+        run_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointHeader]:
+        """A run's history, newest first, without payloads.
+
+        Args:
+            limit: at most this many headers.
+            before: only checkpoints whose id sorts before this one (paging).
+            metadata: only checkpoints whose metadata has each of these top-level
+                keys equal to the given scalar value.
+        Raises:
+            NotFoundError: the run does not exist.
+        """
+        ...
+
+    # -- leases ---------------------------------------------------------------
+    def acquire_lease(
+        self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
+    ) -> Lease:
+        """Take ownership of a run.
+
+        Succeeds when the run has no owner, the lease has expired, or its current
+        token equals ``takeover_token`` (the caller proved that holder dead).
+        The new token is one more than the run's previous token.
+
+        Raises:
+            LeaseHeldError: another owner holds a live lease.
+            NotFoundError: the run does not exist.
+        """
+        ...
+
+    def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
+        """Extend our lease. Raises LeaseLostError when ``token`` is no longer current."""
+        ...
+
+    def release_lease(self, run_id: str, token: int) -> None:
+        """Give up our lease; a no-op when ``token`` is no longer current. The token is kept."""
+        ...
+
+    # -- housekeeping -----------------------------------------------------------
+    def delete_thread(self, thread_id: str) -> int:
+        """Delete a thread's runs and checkpoints; return how many checkpoints went."""
+        ...
+
+    def stats(self) -> StoreStats: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,307 @@
+"""An in-process store: for tests, examples and runs that need no durability.
+
+``memory://`` opens a fresh, private store; ``memory://NAME`` opens a store
+shared by everything in the process that uses the same name, so a test can
+run a workflow and inspect it through the public API with one URL.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from savegame.errors import (
+    ConfigurationError,
+    ConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    NotFoundError,
+)
+from savegame.model import CheckpointHeader, CheckpointRecord, Lease, RunInfo, RunStatus, utcnow
+from savegame.stores import _common
+from savegame.stores.base import Capabilities, StoreStats, ThreadInfo
+
+_CAPABILITIES = Capabilities(persistent=False, multi_process=False)
+
+_named: dict[str, MemoryStore] = {}
+_named_lock = threading.Lock()
+
+
+@dataclass(slots=True)
+class _Run:
+    """Mutable twin of RunInfo; only ever touched under the store lock."""
+
+    info: RunInfo
+    checkpoint_ids: list[str]
+    """Sorted ascending; ids are time-sortable so this is creation order."""
+    lease_owner: str | None
+    lease_token: int
+    lease_expires_at: float | None
+
+    def lease(self) -> Lease | None:
+        if self.lease_owner is None or self.lease_expires_at is None:
+            return None
+        return Lease(self.info.run_id, self.lease_owner, self.lease_token, self.lease_expires_at)
+
+    def snapshot(self) -> RunInfo:
+        return replace(self.info, lease=self.lease(), metadata=dict(self.info.metadata))
+
+
+class MemoryStore:
+    """A thread-safe store held in dictionaries; gone when the process ends.
+
+    Args:
+        name: the name of a shared store (``memory://NAME``); None for a private one.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        self._name = name
+        # One lock for everything: each public method is one atomic step, which
+        # is what the contract asks of create_run and put_checkpoint.
+        self._lock = threading.RLock()
+        self._runs: dict[str, _Run] = {}
+        self._checkpoints: dict[str, CheckpointRecord] = {}
+
+    @classmethod
+    def from_url(cls, url: str) -> MemoryStore:
+        """Open ``memory://`` (a fresh store) or ``memory://NAME`` (shared in the process).
+
+        Raises:
+            ConfigurationError: the URL is not a ``memory://`` URL.
+        """
+        if not url.startswith("memory://"):
+            raise ConfigurationError(f"not a memory store URL: {url!r}")
+        name = url[len("memory://") :]
+        if "/" in name or "?" in name:
+            raise ConfigurationError(
+                f"bad memory store URL {url!r}: expected memory:// or memory://NAME"
+            )
+        if not name:
+            return cls()
+        with _named_lock:
+            store = _named.get(name)
+            if store is None:
+                store = _named[name] = cls(name)
+            return store
+
+    @property
+    def url(self) -> str:
+        return f"memory://{self._name or ''}"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return _CAPABILITIES
+
+    # -- runs -------------------------------------------------------------------
+    def create_run(self, run: RunInfo, first: CheckpointRecord, *, owner: str, ttl: float) -> Lease:
+        _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
+        ttl = _common.check_ttl(ttl)
+        first = _detached(first)
+        info = replace(
+            run,
+            status=first.header.status,
+            step=first.header.step,
+            head_checkpoint_id=first.checkpoint_id,
+            lease=None,
+            metadata=_common.detach(run.metadata, "run.metadata"),
+        )
+        _common.to_micros(info.created_at)  # refuse naive datetimes like the SQL stores do
+        _common.to_micros(info.updated_at)
+        with self._lock:
+            if run.run_id in self._runs:
+                raise ConflictError(f"run {run.run_id} exists already")
+            if first.checkpoint_id in self._checkpoints:
+                raise ConflictError(f"checkpoint {first.checkpoint_id} exists already")
+            lease = Lease(run.run_id, owner, 1, time.time() + ttl)
+            self._runs[run.run_id] = _Run(info, [first.checkpoint_id], owner, 1, lease.expires_at)
+            self._checkpoints[first.checkpoint_id] = first
+            return lease
+
+    def get_run(self, run_id: str) -> RunInfo:
+        with self._lock:
+            return self._run(run_id).snapshot()
+
+    def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        with self._lock:
+            rows = [
+                r.snapshot()
+                for r in self._runs.values()
+                if (thread_id is None or r.info.thread_id == thread_id)
+                and (status is None or r.info.status == status)
+            ]
+        rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+        return rows[:limit]
+
+    def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
+        with self._lock:
+            infos = [r.info for r in self._runs.values()]
+        by_thread: dict[str, list[RunInfo]] = {}
+        for info in infos:
+            by_thread.setdefault(info.thread_id, []).append(info)
+        threads = [
+            ThreadInfo(
+                thread_id=tid,
+                runs=len(runs),
+                latest_run_id=max(runs, key=lambda r: (r.created_at, r.run_id)).run_id,
+                updated_at=max(_common.to_micros(r.updated_at) for r in runs) / 1e6,
+            )
+            for tid, runs in by_thread.items()
+        ]
+        threads.sort(key=lambda t: (t.updated_at, t.thread_id), reverse=True)
+        return threads[:limit]
+
+    # -- checkpoints --------------------------------------------------------------
+    def put_checkpoint(
+        self, record: CheckpointRecord, *, lease_token: int, error: str | None = None
+    ) -> None:
+        record = _detached(record)
+        with self._lock:
+            run = self._run(record.run_id)
+            if run.lease_token != lease_token:
+                raise LeaseLostError(record.run_id, lease_token)
+            if record.checkpoint_id in self._checkpoints:
+                raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
+            self._checkpoints[record.checkpoint_id] = record
+            bisect.insort(run.checkpoint_ids, record.checkpoint_id)
+            header = record.header
+            run.info = replace(
+                run.info,
+                status=header.status,
+                step=header.step,
+                head_checkpoint_id=record.checkpoint_id,
+                error=error,
+                updated_at=utcnow(),
+            )
+
+    def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
+        with self._lock:
+            record = self._checkpoints.get(checkpoint_id)
+        if record is None:
+            raise NotFoundError("checkpoint", checkpoint_id)
+        return _detached(record)
+
+    def latest_checkpoint(self, run_id: str) -> CheckpointRecord:
+        with self._lock:
+            head = self._run(run_id).info.head_checkpoint_id
+            if head is None:  # unreachable: create_run always sets a head
+                raise NotFoundError("checkpoint", f"head of run {run_id}")
+            return self.get_checkpoint(head)
+
+    def thread_head(self, thread_id: str) -> CheckpointRecord | None:
+        with self._lock:
+            ids = [
+                r.checkpoint_ids[-1]
+                for r in self._runs.values()
+                if r.info.thread_id == thread_id and r.checkpoint_ids
+            ]
+            return self.get_checkpoint(max(ids)) if ids else None
+
+    def list_checkpoints(
+        self,
+        run_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointHeader]:
+        """A run's history, newest first; see :meth:`savegame.stores.base.Store.list_checkpoints`."""
+        wanted = _common.check_filter(metadata)
+        with self._lock:
+            ids = self._run(run_id).checkpoint_ids
+            end = len(ids) if before is None else bisect.bisect_left(ids, before)
+            out: list[CheckpointHeader] = []
+            for cid in reversed(ids[:end]):
+                if limit is not None and len(out) >= limit:
+                    break
+                header = self._checkpoints[cid].header
+                if _common.matches(header.metadata, wanted):
+                    out.append(replace(header, metadata=dict(header.metadata)))
+            return out
+
+    # -- leases ---------------------------------------------------------------------
+    def acquire_lease(
+        self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
+    ) -> Lease:
+        ttl = _common.check_ttl(ttl)
+        with self._lock:
+            run = self._run(run_id)
+            now = time.time()
+            current = run.lease()
+            if current is not None and current.expires_at > now and takeover_token != current.token:
+                raise LeaseHeldError(run_id, current.owner, current.expires_at - now)
+            run.lease_owner = owner
+            run.lease_token += 1
+            run.lease_expires_at = now + ttl
+            return Lease(run_id, owner, run.lease_token, run.lease_expires_at)
+
+    def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
+        ttl = _common.check_ttl(ttl)
+        with self._lock:
+            run = self._run(run_id)
+            if run.lease_owner is None or run.lease_token != token:
+                raise LeaseLostError(run_id, token)
+            run.lease_expires_at = time.time() + ttl
+            return Lease(run_id, run.lease_owner, token, run.lease_expires_at)
+
+    def release_lease(self, run_id: str, token: int) -> None:
+        with self._lock:
+            run = self._run(run_id)
+            if run.lease_token == token:
+                # The token stays: the next acquisition must still get a larger one.
+                run.lease_owner = None
+                run.lease_expires_at = None
+
+    # -- housekeeping -------------------------------------------------------------------
+    def delete_thread(self, thread_id: str) -> int:
+        with self._lock:
+            doomed = [r for r in self._runs.values() if r.info.thread_id == thread_id]
+            deleted = 0
+            for run in doomed:
+                for cid in run.checkpoint_ids:
+                    del self._checkpoints[cid]
+                deleted += len(run.checkpoint_ids)
+                del self._runs[run.info.run_id]
+            return deleted
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            return StoreStats(
+                runs=len(self._runs),
+                checkpoints=len(self._checkpoints),
+                payload_bytes=sum(len(r.payload) for r in self._checkpoints.values()),
+                file_bytes=None,
+            )
+
+    def close(self) -> None:
+        """Nothing to release; a named store keeps its data for the next opener."""
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, run_id: str) -> _Run:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise NotFoundError("run", run_id)
+        return run
+
+
+def _detached(record: CheckpointRecord) -> CheckpointRecord:
+    """A copy whose metadata the caller cannot mutate behind the store's back."""
+    header = record.header
+    _common.to_micros(header.created_at)
+    if header.expires_at is not None:
+        _common.to_micros(header.expires_at)
+    return replace(record, header=replace(header, metadata=_common.detach(header.metadata)))

@@ -1,0 +1,110 @@
+"""The SQLite schema as append-only migrations.
+
+Never edit a released migration: add a new one at the end. Each migration is a
+tuple of statements run in one ``BEGIN IMMEDIATE`` transaction together with
+its row in ``savegame_schema``, so two processes opening a new file at once
+apply it exactly once and a crash mid-migration leaves the previous version.
+
+Units: ``created_at``, ``updated_at`` and ``expires_at`` are integer
+microseconds since the epoch (exact round trips of the model's datetimes);
+``lease_expires_at`` is epoch seconds as REAL, like ``Lease.expires_at``.
+JSON columns hold orjson text.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from savegame.errors import ConfigurationError
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 1: runs, checkpoints, leases on the run row.
+    (
+        """
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            workflow TEXT NOT NULL,
+            workflow_ref TEXT,
+            status TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            head_checkpoint_id TEXT,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            error TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            lease_owner TEXT,
+            lease_token INTEGER NOT NULL DEFAULT 0,
+            lease_expires_at REAL
+        )
+        """,
+        "CREATE INDEX runs_by_thread ON runs (thread_id, created_at)",
+        "CREATE INDEX runs_by_status ON runs (status, created_at)",
+        """
+        CREATE TABLE checkpoints (
+            checkpoint_id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            thread_id TEXT NOT NULL,
+            parent_id TEXT,
+            step INTEGER NOT NULL,
+            node TEXT,
+            status TEXT NOT NULL,
+            next TEXT,
+            usage TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            expires_at INTEGER,
+            format_version INTEGER NOT NULL,
+            state_version INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            checksum TEXT NOT NULL,
+            payload BLOB NOT NULL
+        )
+        """,
+        "CREATE INDEX checkpoints_by_run ON checkpoints (run_id, checkpoint_id)",
+        "CREATE INDEX checkpoints_by_thread ON checkpoints (thread_id, checkpoint_id)",
+    ),
+)
+
+#: The schema version this code writes and understands.
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT max(version) FROM savegame_schema").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> int:
+    """Bring the database at ``path`` to :data:`SCHEMA_VERSION`; return the version found.
+
+    Raises:
+        ConfigurationError: the file was written by a newer savegame.
+    """
+    # IMMEDIATE takes the write lock before reading the version, so a second
+    # process waits here and then sees the migrations already applied.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS savegame_schema ("
+            " version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        found = current_version(conn)
+        if found > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"{path} has savegame schema version {found}, newer than this savegame "
+                f"understands ({SCHEMA_VERSION}); upgrade savegame"
+            )
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version - 1]:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO savegame_schema (version, applied_at) VALUES (?, ?)",
+                (version, time.time()),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found

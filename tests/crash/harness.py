@@ -1,0 +1,104 @@
+"""Run the crash workload in real child processes, SIGKILL them, resume, and compare."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
+
+
+@dataclass
+class Outcome:
+    """What a child process reported before it ended or was killed."""
+
+    committed: list[tuple[int, str]] = field(default_factory=list)
+    done: str | None = None
+    returncode: int | None = None
+    stderr: str = ""
+    first_checkpoint_after: float | None = None
+    """Seconds from spawn to the first committed checkpoint line (calibrates random kills)."""
+    ended_after: float | None = None
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = os.path.join(os.path.dirname(CHILD), "..", "..", "src")
+    env["PYTHONPATH"] = os.path.abspath(src) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def spawn(mode: str, url: str, run_id: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, CHILD, mode, url, run_id, *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+
+
+def parse_line(line: str, out: Outcome) -> None:
+    parts = line.split()
+    if parts[:1] == ["CP"]:
+        out.committed.append((int(parts[1]), parts[2]))
+    elif parts[:1] == ["DONE"]:
+        out.done = parts[1]
+
+
+def run_to_end(mode: str, url: str, run_id: str) -> Outcome:
+    started = time.perf_counter()
+    proc = spawn(mode, url, run_id)
+    out = Outcome()
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        parse_line(line, out)
+        if out.first_checkpoint_after is None and out.committed:
+            out.first_checkpoint_after = time.perf_counter() - started
+    _, stderr = proc.communicate(timeout=60)
+    out.ended_after = time.perf_counter() - started
+    out.returncode, out.stderr = proc.returncode, stderr
+    return out
+
+
+def kill_after_step(mode: str, url: str, run_id: str, step: int) -> Outcome:
+    """Start a child that blocks right after checkpoint ``step`` is committed, then SIGKILL it."""
+    proc = spawn(mode, url, run_id, "--block-after", str(step))
+    out = Outcome()
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        parse_line(line, out)
+        if out.committed and out.committed[-1][0] == step:
+            break
+    proc.send_signal(signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=30)
+    out.returncode, out.stderr = proc.returncode, stderr
+    return out
+
+
+def kill_after_delay(mode: str, url: str, run_id: str, delay: float) -> Outcome:
+    """Start a child and SIGKILL it ``delay`` seconds later, wherever it is."""
+    proc = spawn(mode, url, run_id)
+    out = Outcome()
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        lines.extend(proc.stdout)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=30)
+    reader.join(timeout=30)
+    for line in lines:
+        parse_line(line, out)
+    out.returncode, out.stderr = proc.returncode, stderr
+    return out

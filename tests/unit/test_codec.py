@@ -1,0 +1,261 @@
+"""The codec: pure-data round trips, refusals that name the path, integrity checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import socket
+import threading
+import uuid
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+import pydantic
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from savegame import codec
+from savegame.errors import ConfigurationError, CorruptRecordError, SerializationError
+from savegame.model import CheckpointHeader, RunStatus
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+    st.datetimes(timezones=st.one_of(st.none(), st.timezones())),
+    st.dates(),
+    st.times(),
+    st.uuids(),
+    st.decimals(allow_nan=False),
+)
+hashables = st.one_of(st.integers(), st.text(), st.booleans(), st.uuids(), st.dates())
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(st.text(), inner, max_size=4),
+        st.dictionaries(hashables, inner, max_size=3),
+        st.frozensets(hashables, max_size=4),
+        st.sets(hashables, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality that also checks types (1 == 1.0 == True must not pass)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=False))
+    if isinstance(a, dt.datetime):
+        return a == b and a.tzinfo == b.tzinfo and a.isoformat() == b.isoformat()
+    return bool(a == b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values)
+def test_round_trip_keeps_value_and_type(value: Any) -> None:
+    back = codec.loads(codec.dumps(value))
+    assert same(value, back), (value, back)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values)
+def test_encoding_is_canonical(value: Any) -> None:
+    # Encoding the decoded value again gives the same bytes: resume can compare byte for byte.
+    data = codec.dumps(value)
+    assert codec.dumps(codec.loads(data)) == data
+
+
+def test_dict_key_order_does_not_change_bytes() -> None:
+    assert codec.canonical({"a": 1, "b": {"y": 2, "x": 3}}) == codec.canonical(
+        {"b": {"x": 3, "y": 2}, "a": 1}
+    )
+
+
+def test_special_floats_and_big_ints_survive() -> None:
+    value = {"inf": float("inf"), "ninf": float("-inf"), "big": 2**100, "neg": -(2**90)}
+    back = codec.loads(codec.dumps(value))
+    assert back["inf"] == float("inf") and back["ninf"] == float("-inf")
+    assert back["big"] == 2**100 and back["neg"] == -(2**90)
+    nan = codec.loads(codec.dumps(float("nan")))
+    assert nan != nan
+
+
+def test_user_dict_that_looks_like_a_tag_is_not_confused() -> None:
+    value = {"$sg:bytes": "aGVsbG8="}
+    assert codec.loads(codec.dumps(value)) == value
+
+
+@pytest.mark.parametrize(
+    ("state", "path", "what"),
+    [
+        ({"tools": [1, 2, {"conn": "SOCKET"}]}, "state.tools[2].conn", "socket.socket"),
+        ({"lock": "LOCK"}, "state.lock", "lock"),
+        ({"fn": "FN"}, "state.fn", "function"),
+        ({"odd key": {"x": ("a", "FN")}}, "state['odd key'].x[1]", "function"),
+        ({"m": {3: "FN"}}, "state.m[3]", "function"),
+    ],
+)
+def test_refusal_names_exact_path(state: dict[str, Any], path: str, what: str) -> None:
+    live = {"SOCKET": socket.socket(), "LOCK": threading.Lock(), "FN": lambda: None}
+
+    def plant(v: Any) -> Any:
+        if isinstance(v, str) and v in live:
+            return live[v]
+        if isinstance(v, dict):
+            return {k: plant(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [plant(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(plant(x) for x in v)
+        return v
+
+    try:
+        with pytest.raises(SerializationError) as info:
+            codec.dumps(plant(state))
+        assert info.value.path == path
+        assert str(info.value).startswith(f"{path}: ")
+        assert what in str(info.value)
+    finally:
+        live["SOCKET"].close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: int
+
+
+@dataclasses.dataclass
+class Shape:
+    name: str
+    points: list[Point]
+    created: dt.date
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Order(pydantic.BaseModel):
+    id: str
+    total: Decimal
+    shape: Shape | None = None
+
+
+codec.register(Point, name="test.Point")
+codec.register(Shape, name="test.Shape")
+codec.register(Color, name="test.Color")
+codec.register(Order, name="test.Order")
+
+
+def test_registered_types_round_trip_by_name() -> None:
+    shape = Shape("tri", [Point(0, 0), Point(1, 2)], dt.date(2026, 1, 2))
+    value = {
+        "shape": shape,
+        "color": Color.BLUE,
+        "order": Order(id="o1", total=Decimal("9.99"), shape=shape),
+    }
+    data = codec.dumps(value)
+    assert b"test.Shape" in data and b"tests." not in data  # stored by name, not import path
+    back = codec.loads(data)
+    assert back == value
+    assert type(back["order"].shape.points[0]) is Point
+
+
+def test_unregistered_dataclass_is_refused_with_a_hint() -> None:
+    @dataclasses.dataclass
+    class Secret:
+        a: int
+
+    with pytest.raises(
+        SerializationError, match=r"state\.x: .*Secret is not serializable until registered"
+    ):
+        codec.dumps({"x": Secret(1)}, "state")
+
+
+def test_register_refuses_arbitrary_classes_and_name_clashes() -> None:
+    class Plain:
+        pass
+
+    with pytest.raises(ConfigurationError):
+        codec.register(Plain)
+
+    @dataclasses.dataclass
+    class Other:
+        a: int
+
+    with pytest.raises(ConfigurationError, match="already registered"):
+        codec.register(Other, name="test.Point")
+
+
+def test_unknown_type_name_on_load_is_a_clear_error() -> None:
+    with pytest.raises(SerializationError, match="not registered"):
+        codec.loads(b'{"x":{"$sg:obj":["nobody.Knows",{}]}}')
+
+
+def test_builtin_subclasses_are_refused() -> None:
+    class MyStr(str):
+        pass
+
+    with pytest.raises(SerializationError, match="subclass of a builtin"):
+        codec.dumps({"s": MyStr("x")})
+
+
+def header(**over: Any) -> CheckpointHeader:
+    base = CheckpointHeader(
+        thread_id="t",
+        run_id="r",
+        checkpoint_id="c1",
+        parent_id=None,
+        step=0,
+        node=None,
+        status=RunStatus.RUNNING,
+        next="a",
+    )
+    return replace(base, **over)
+
+
+def test_record_round_trip_and_checksum() -> None:
+    state = {"id": uuid.uuid4(), "when": dt.datetime.now(dt.timezone.utc), "n": Decimal("1.5")}
+    record = codec.encode(header(), state)
+    assert record.header.size == len(record.payload)
+    assert codec.decode(record).state == state
+
+
+def test_damaged_payload_is_reported_by_id() -> None:
+    record = codec.encode(header(), {"n": 1})
+    bad = replace(record, payload=record.payload.replace(b"1", b"2"))
+    with pytest.raises(CorruptRecordError, match=r"c1.*checksum"):
+        codec.decode(bad)
+
+
+def test_payload_moved_under_another_id_is_detected() -> None:
+    record = codec.encode(header(), {"n": 1})
+    moved = replace(record, header=replace(record.header, checkpoint_id="c2"))
+    with pytest.raises(CorruptRecordError, match="c2"):
+        codec.decode(moved)
+
+
+def test_newer_format_version_refuses_to_load() -> None:
+    record = codec.encode(header(), {"n": 1})
+    future = replace(record, header=replace(record.header, format_version=99))
+    with pytest.raises(CorruptRecordError, match="newer than this savegame"):
+        codec.decode(future)
+
+
+def test_state_must_be_a_dict() -> None:
+    with pytest.raises(SerializationError, match="must be a dict"):
+        codec.encode(header(), [1, 2])  # type: ignore[arg-type]

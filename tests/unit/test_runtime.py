@@ -1,0 +1,332 @@
+"""The runner: steps, checkpoints, history, threads, failures and the public run/resume API."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+from typing import Any
+
+import pytest
+
+from savegame import (
+    END,
+    CheckpointPolicy,
+    ConfigurationError,
+    NotFoundError,
+    RunStateError,
+    RunStatus,
+    SerializationError,
+    StepContext,
+    StepError,
+    Store,
+    Workflow,
+    arun,
+    get_checkpoint,
+    history,
+    list_runs,
+    resume,
+    run,
+)
+
+
+def counter(limit: int = 10, **kwargs: Any) -> Workflow:
+    wf = Workflow("counter", **kwargs)
+
+    @wf.step(entry=True)
+    def tick(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        n = state.get("n", 0) + 1
+        return {"n": n, "seen": [*state.get("seen", []), n]}, ("tick" if n < limit else END)
+
+    return wf
+
+
+def test_counter_runs_to_the_end_with_one_checkpoint_per_step(store: Store) -> None:
+    result = run(counter(), {}, store=store)
+    assert result.status is RunStatus.COMPLETED
+    assert result.state == {"n": 10, "seen": list(range(1, 11))}
+    assert result.step == 10
+    headers = history(result.run_id, store=store)
+    assert [h.step for h in headers] == list(range(10, -1, -1))  # newest first, input = step 0
+    assert headers[0].checkpoint_id == result.checkpoint_id
+    assert headers[0].status is RunStatus.COMPLETED and headers[0].next is None
+    assert all(h.status is RunStatus.RUNNING and h.next == "tick" for h in headers[1:])
+    assert headers[-1].node is None and headers[-1].parent_id is None
+    for newer, older in itertools.pairwise(headers):
+        assert newer.parent_id == older.checkpoint_id
+        assert newer.checkpoint_id > older.checkpoint_id  # time-sortable ids
+    info = store.get_run(result.run_id)
+    assert info.status is RunStatus.COMPLETED and info.step == 10
+    assert info.head_checkpoint_id == result.checkpoint_id
+    assert info.lease is None  # released at the end
+
+
+def test_async_steps_and_arun(store: Store) -> None:
+    wf = Workflow("async")
+
+    @wf.step(entry=True)
+    async def first(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        await asyncio.sleep(0)
+        return {"a": 1}, "second"
+
+    @wf.step
+    def second(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"b": state["a"] + 1}, END
+
+    assert run(wf, store=store).state == {"a": 1, "b": 2}
+    assert asyncio.run(arun(wf, store=store)).state == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected_steps"),
+    [
+        (CheckpointPolicy.every_n_steps(3), [10, 9, 6, 3, 0]),
+        (CheckpointPolicy.only_key_steps("never"), [10, 0]),
+        (CheckpointPolicy(every=4, key_steps=frozenset({"tick"})), list(range(10, -1, -1))),
+    ],
+)
+def test_checkpoint_policy(
+    store: Store, policy: CheckpointPolicy, expected_steps: list[int]
+) -> None:
+    result = run(counter(), store=store, policy=policy)
+    assert [h.step for h in history(result.run_id, store=store)] == expected_steps
+    assert result.state["n"] == 10
+
+
+def test_interval_policy_checkpoints_on_time(store: Store) -> None:
+    wf = Workflow("slow")
+
+    @wf.step(entry=True)
+    def tick(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        import time
+
+        time.sleep(0.02)
+        n = state.get("n", 0) + 1
+        return {"n": n}, ("tick" if n < 6 else END)
+
+    result = run(wf, store=store, policy=CheckpointPolicy.interval(0.035))
+    steps = [h.step for h in history(result.run_id, store=store)]
+    assert steps[0] == 6 and steps[-1] == 0
+    assert 3 <= len(steps) < 7  # roughly every other step, never all of them
+
+
+def test_step_can_force_a_checkpoint_and_tag_it(store: Store) -> None:
+    wf = Workflow("forced", policy=CheckpointPolicy.only_key_steps())
+
+    @wf.step(entry=True)
+    def a(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"x": 1}, "b"
+
+    @wf.step
+    def b(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ctx.checkpoint()
+        ctx.tag(kind="important")
+        return {"y": 2}, "c"
+
+    @wf.step(checkpoint=True)
+    def c(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"z": 3}, "d"
+
+    @wf.step
+    def d(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {}, END
+
+    result = run(wf, store=store)
+    headers = history(result.run_id, store=store)
+    assert [h.node for h in headers] == ["d", "c", "b", None]
+    assert history(result.run_id, store=store, metadata={"kind": "important"})[0].node == "b"
+
+
+def test_async_durability_writes_everything_in_order(store: Store) -> None:
+    result = run(counter(limit=30), store=store, durability="async")
+    headers = history(result.run_id, store=store)
+    assert [h.step for h in headers] == list(range(30, -1, -1))
+    assert get_checkpoint(result.run_id, store=store).state == result.state
+
+
+def test_new_run_on_a_thread_continues_from_the_thread_state(store: Store) -> None:
+    wf = Workflow("chat")
+
+    @wf.step(entry=True)
+    def reply(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turns = [*state.get("turns", []), f"you said {state['say']}"]
+        return {"turns": turns}, END
+
+    first = run(wf, {"say": "hi"}, thread_id="t1", store=store)
+    second = run(wf, {"say": "again"}, thread_id="t1", store=store)
+    assert second.state["turns"] == ["you said hi", "you said again"]
+    assert {r.run_id for r in list_runs(thread_id="t1", store=store)} == {
+        first.run_id,
+        second.run_id,
+    }
+    # The new run's input checkpoint links to the thread's previous head.
+    assert history(second.run_id, store=store)[-1].parent_id == first.checkpoint_id
+    other = run(wf, {"say": "x"}, thread_id="t2", store=store)
+    assert other.state["turns"] == ["you said x"]
+
+
+def test_step_error_marks_run_failed_and_resume_retries(store: Store) -> None:
+    calls = {"n": 0}
+    wf = Workflow("flaky")
+
+    @wf.step(entry=True)
+    def a(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"a": 1}, "b"
+
+    @wf.step
+    def b(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("upstream 503")
+        return {"b": 2}, END
+
+    with pytest.raises(StepError, match=r"step 'b' raised RuntimeError: upstream 503") as info:
+        run(wf, run_id="r-flaky", store=store)
+    assert info.value.run_id == "r-flaky"
+    info_row = store.get_run("r-flaky")
+    assert info_row.status is RunStatus.FAILED and "upstream 503" in (info_row.error or "")
+    failed = get_checkpoint("r-flaky", store=store)
+    assert failed.status is RunStatus.FAILED and failed.next == "b" and failed.state == {"a": 1}
+    result = resume("r-flaky", store=store, workflow=wf)
+    assert result.status is RunStatus.COMPLETED and result.state == {"a": 1, "b": 2}
+
+
+def test_unserializable_update_names_the_path_and_keeps_the_resume_point(store: Store) -> None:
+    sock = socket.socket()
+    bad = {"on": True}
+    wf = Workflow("leaky")
+
+    @wf.step(entry=True)
+    def a(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"tools": [1, 2]}, "b"
+
+    @wf.step
+    def b(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        extra = {"conn": sock} if bad["on"] else {"conn": "closed"}
+        return {"tools": [*state["tools"], extra]}, END
+
+    try:
+        with pytest.raises(SerializationError) as info:
+            run(wf, run_id="r-leak", store=store)
+        assert info.value.path == "state.tools[2].conn"
+        assert "run r-leak" in str(info.value) and "'b'" in str(info.value)
+        cp = get_checkpoint("r-leak", store=store)
+        assert cp.state == {"tools": [1, 2]} and cp.next == "b"
+        bad["on"] = False
+        assert resume("r-leak", store=store, workflow=wf).state["tools"][2] == {"conn": "closed"}
+    finally:
+        sock.close()
+
+
+def test_bad_step_results_are_clear(store: Store) -> None:
+    wf = Workflow("bad")
+
+    @wf.step(entry=True)
+    def a(state: dict[str, Any], ctx: StepContext) -> Any:
+        return {"x": 1}, "nowhere"
+
+    with pytest.raises(ConfigurationError, match="has no step 'nowhere'"):
+        run(wf, store=store)
+    wf2 = Workflow("bad2")
+
+    @wf2.step(entry=True)
+    def b(state: dict[str, Any], ctx: StepContext) -> Any:
+        return {"x": 1}
+
+    with pytest.raises(ConfigurationError, match=r"must return \(update, next_step\)"):
+        run(wf2, store=store)
+
+
+def test_resume_refuses_completed_and_unknown_runs(store: Store) -> None:
+    done = run(counter(limit=2), store=store)
+    with pytest.raises(RunStateError, match=f"cannot resume run {done.run_id}: it is completed"):
+        resume(done.run_id, store=store, workflow=counter())
+    with pytest.raises(NotFoundError, match="no run 'nope'"):
+        resume("nope", store=store, workflow=counter())
+
+
+def test_workflow_reference_is_stored_and_used_by_resume(store: Store) -> None:
+    result = run(MODULE_WF, store=store)
+    info = store.get_run(result.run_id)
+    assert info.workflow_ref == f"{__name__}:MODULE_WF"
+
+
+MODULE_WF = counter(limit=3)
+
+
+def test_state_schema_migration_on_resume(store: Store) -> None:
+    v1 = Workflow("migrating")
+
+    @v1.step(entry=True)
+    def a(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        raise RuntimeError("stop here")
+
+    for run_id in ("r-mig", "r-old"):
+        with pytest.raises(StepError):
+            run(v1, {"name": "Ada Lovelace"}, run_id=run_id, store=store)
+
+    v2 = Workflow("migrating", state_version=3)
+
+    @v2.migration(from_version=1)
+    def split(state: dict[str, Any]) -> dict[str, Any]:
+        first, last = state.pop("name").split(" ")
+        return {**state, "first": first, "last": last}
+
+    @v2.migration(from_version=2)
+    def upper(state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "last": state["last"].upper()}
+
+    @v2.step(entry=True)
+    def a2(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"greeting": f"hello {state['first']} {state['last']}"}, END
+
+    v2.steps["a"] = v2.steps.pop("a2")
+    v2.entry = "a"
+    result = resume("r-mig", store=store, workflow=v2)
+    assert result.state == {"first": "Ada", "last": "LOVELACE", "greeting": "hello Ada LOVELACE"}
+    assert history("r-mig", store=store)[0].state_version == 3
+
+    from savegame import StateVersionError
+
+    old = Workflow("migrating", state_version=2)
+    old.step(a2, name="a", entry=True)
+    newer = run(
+        v2, {"first": "x", "last": "y"}, store=store, policy=CheckpointPolicy.only_key_steps()
+    )
+    with pytest.raises(StateVersionError, match="newer than workflow 'migrating'"):
+        run(old, thread_id=newer.thread_id, store=store)
+    missing = Workflow("migrating", state_version=2)
+    missing.step(a2, name="a", entry=True)
+    with pytest.raises(StateVersionError, match="no migration from state version 1 to 2"):
+        run(missing, thread_id="r-old", store=store)
+
+
+def test_input_must_be_pure_data(store: Store) -> None:
+    with pytest.raises(SerializationError, match=r"state\.x"):
+        run(counter(), {"x": object()}, store=store)
+    with pytest.raises(ConfigurationError, match="run input must be a dict"):
+        run(counter(), [1], store=store)  # type: ignore[arg-type]
+
+
+def test_resume_from_a_chosen_checkpoint(store: Store) -> None:
+    wf = Workflow("pick")
+    fail = {"on": True}
+
+    @wf.step(entry=True)
+    def tick(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        n = state.get("n", 0) + 1
+        if n == 4 and fail["on"]:
+            raise RuntimeError("boom")
+        return {"n": n, "trail": [*state.get("trail", []), n]}, ("tick" if n < 5 else END)
+
+    with pytest.raises(StepError):
+        run(wf, run_id="r-pick", store=store)
+    step1 = next(h for h in history("r-pick", store=store) if h.step == 1)
+    with pytest.raises(NotFoundError):
+        resume("r-pick", store=store, workflow=wf, from_checkpoint="not-a-checkpoint")
+    fail["on"] = False
+    result = resume("r-pick", store=store, workflow=wf, from_checkpoint=step1.checkpoint_id)
+    assert result.state == {"n": 5, "trail": [1, 2, 3, 4, 5]}
+    # The continuation hangs off the chosen checkpoint.
+    step2 = [h for h in history("r-pick", store=store) if h.step == 2]
+    assert step1.checkpoint_id in {h.parent_id for h in step2}

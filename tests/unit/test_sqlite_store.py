@@ -1,0 +1,205 @@
+"""What is specific to SQLite; behaviour shared by all stores is in tests/contract."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from savegame.errors import ConfigurationError
+from savegame.stores import SqliteStore, open_store
+from savegame.stores.sqlite import parse_url
+from savegame.stores.sqlite_schema import SCHEMA_VERSION
+from savegame.testing.builders import OWNER, make_run, next_record
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _pragma(store: SqliteStore, name: str) -> object:
+    # synchronous is per connection, so it must be read on the store's own one.
+    return store._conn.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+def test_wal_and_full_synchronous_by_default(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "s.db") as store:
+        assert _pragma(store, "journal_mode") == "wal"
+        assert _pragma(store, "synchronous") == 2  # FULL
+        assert _pragma(store, "foreign_keys") == 1
+        assert _pragma(store, "busy_timeout") == 30_000
+
+
+def test_normal_synchronous_is_opt_in_through_the_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}?synchronous=normal"
+    store = open_store(url)
+    try:
+        assert isinstance(store, SqliteStore)
+        assert _pragma(store, "synchronous") == 1  # NORMAL
+        assert store.url == url
+    finally:
+        store.close()
+
+
+def test_schema_is_recorded_and_reopening_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "dir" / "s.db"  # parents are created
+    run, first = make_run()
+    with SqliteStore(path) as store:
+        lease = store.create_run(run, first, owner=OWNER, ttl=30)
+        store.put_checkpoint(next_record(first), lease_token=lease.token)
+    for _ in range(2):
+        with SqliteStore(path) as store:
+            assert store.stats().checkpoints == 2
+            assert store.latest_checkpoint(run.run_id).header.step == 1
+    conn = sqlite3.connect(path)
+    try:
+        versions = [
+            row[0] for row in conn.execute("SELECT version FROM savegame_schema ORDER BY version")
+        ]
+    finally:
+        conn.close()
+    assert versions == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_a_file_from_a_newer_savegame_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    SqliteStore(path).close()
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            conn.execute("INSERT INTO savegame_schema VALUES (?, 0)", (SCHEMA_VERSION + 1,))
+    finally:
+        conn.close()
+    with pytest.raises(ConfigurationError, match="newer than this savegame"):
+        SqliteStore(path)
+
+
+def test_stats_report_the_file_and_wal_size(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "s.db") as store:
+        run, first = make_run()
+        store.create_run(run, first, owner=OWNER, ttl=30)
+        stats = store.stats()
+        on_disk = sum(
+            os.path.getsize(p) for p in tmp_path.iterdir() if p.name in ("s.db", "s.db-wal")
+        )
+        assert stats.file_bytes == on_disk > 0
+
+
+_RACER = textwrap.dedent(
+    """
+    import sys
+    from savegame.errors import LeaseHeldError
+    from savegame.stores import SqliteStore
+
+    store = SqliteStore(sys.argv[1])
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        lease = store.acquire_lease(sys.argv[2], sys.argv[3], 30.0)
+        print("won", lease.token, flush=True)
+    except LeaseHeldError:
+        print("held", flush=True)
+    finally:
+        store.close()
+    """
+)
+
+
+def test_processes_racing_for_one_lease_have_one_winner(tmp_path: Path) -> None:
+    path = tmp_path / "race.db"
+    run, first = make_run()
+    with SqliteStore(path) as store:
+        store.create_run(run, first, owner=OWNER, ttl=0.0)  # expired at once: anyone may take it
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(path), run.run_id, f"racer:{i}:1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(4)
+    ]
+    try:
+        # Start them together: each has its connection open before anyone acquires.
+        for racer in racers:
+            assert racer.stdout is not None
+            assert racer.stdout.readline().strip() == "ready"
+        outputs = [racer.communicate("go\n", timeout=60)[0].split() for racer in racers]
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+                racer.wait()
+    assert all(racer.returncode == 0 for racer in racers)
+    assert sorted(out[0] for out in outputs) == ["held", "held", "held", "won"]
+    assert [out[1] for out in outputs if out[0] == "won"] == ["2"]
+    with SqliteStore(path) as store:
+        lease = store.get_run(run.run_id).lease
+        assert lease is not None and lease.token == 2 and lease.owner.startswith("racer:")
+
+
+@pytest.mark.parametrize(
+    ("url", "path", "synchronous"),
+    [
+        ("sqlite:///savegame.db", "savegame.db", "full"),
+        ("sqlite:///data/runs.db", "data/runs.db", "full"),
+        ("sqlite:////var/lib/app/runs.db", "/var/lib/app/runs.db", "full"),
+        ("sqlite:///runs.db?synchronous=normal", "runs.db", "normal"),
+        ("sqlite:///runs.db?synchronous=FULL", "runs.db", "full"),
+    ],
+)
+def test_url_parsing(url: str, path: str, synchronous: str) -> None:
+    assert parse_url(url) == (path, synchronous)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://runs.db",  # a host, not a path
+        "sqlite:///",
+        "sqlite:///dir/",
+        "sqlite:///runs.db?synchronous=off",
+        "sqlite:///runs.db?journal=delete",
+    ],
+)
+def test_bad_urls_are_configuration_errors(url: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"sqlite:///relative/path\.db|synchronous=full"):
+        open_store(url)
+
+
+def test_relative_urls_resolve_against_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    open_store("sqlite:///nested/runs.db").close()
+    assert (tmp_path / "nested" / "runs.db").is_file()
+
+
+def test_default_store_is_savegame_db_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SAVEGAME_STORE", raising=False)
+    store = open_store()
+    store.close()
+    assert store.url == "sqlite:///savegame.db"
+    assert (tmp_path / "savegame.db").is_file()
+
+
+def test_the_environment_variable_names_the_default_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'from-env.db'}"
+    monkeypatch.setenv("SAVEGAME_STORE", url)
+    store = open_store(None)
+    store.close()
+    assert store.url == url
+    assert (tmp_path / "from-env.db").is_file()
