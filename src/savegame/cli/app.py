@@ -1,0 +1,210 @@
+"""The commands. Each one parses, calls one public savegame function, renders."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+import savegame
+from savegame.cli import jsonview, render
+from savegame.cli.errors import CliError, Group
+from savegame.cli.options import DebugOption, JsonOption, LimitOption, StoreOption
+from savegame.codec.values import from_data
+from savegame.model import CheckpointHeader, RunStatus
+from savegame.runtime.loader import as_workflow, load
+
+app = typer.Typer(
+    cls=Group,
+    name="savegame",
+    help="Durable execution for AI agents: run, resume and inspect checkpointed runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(debug: DebugOption = False) -> None:
+    """Durable execution for AI agents: run, resume and inspect checkpointed runs."""
+    # --debug is read by Group.invoke from the parsed parameters.
+
+
+def _parse_input(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CliError(f"--input is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise CliError(f"--input must be a JSON object of state keys, not {type(value).__name__}")
+    # The same tagged form `show --json` prints, so a state can be fed back in.
+    state: dict[str, Any] = from_data(value)
+    return state
+
+
+def _load_workflow(ref: str) -> Any:
+    target = load(ref)
+    as_workflow(target, ref)  # refuse a non-workflow here, naming the reference the user typed
+    return target
+
+
+def _parse_status(text: str | None) -> RunStatus | None:
+    if text is None:
+        return None
+    try:
+        return RunStatus(text)
+    except ValueError:
+        choices = ", ".join(s.value for s in RunStatus)
+        raise CliError(f"unknown status {text!r} (one of: {choices})") from None
+
+
+def _progress(as_json: bool) -> savegame.Observer:
+    if as_json:
+        return savegame.Observer()
+    out = render.console()
+
+    def on_checkpoint(header: CheckpointHeader, seconds: float) -> None:
+        render.progress(out, header, seconds)
+
+    return savegame.Observer(on_checkpoint=on_checkpoint)
+
+
+@app.command("run")
+def run_command(
+    workflow: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE:ATTR", help="The workflow or agent: module:attr or path/file.py:attr."
+        ),
+    ],
+    input_json: Annotated[
+        str | None,
+        typer.Option("--input", "-i", metavar="JSON", help="Initial state keys, as a JSON object."),
+    ] = None,
+    thread: Annotated[
+        str | None,
+        typer.Option("--thread", metavar="THREAD", help="Thread to run on (default: a new one)."),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", metavar="RUN_ID", help="Id for the new run (default: generated)."),
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a run of a workflow and drive it to its end."""
+    state = _parse_input(input_json)
+    target = _load_workflow(workflow)
+    res = savegame.run(
+        target, state, thread_id=thread, run_id=run_id, store=store, observer=_progress(as_json)
+    )
+    if as_json:
+        jsonview.emit(jsonview.result(res))
+    else:
+        render.result(render.console(), res, verb="ended")
+
+
+@app.command("resume")
+def resume_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to continue.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a run from its latest checkpoint, in this process."""
+    res = savegame.resume(run_id, store=store, observer=_progress(as_json))
+    if as_json:
+        jsonview.emit(jsonview.result(res))
+    else:
+        render.result(render.console(), res, verb="resumed and ended")
+
+
+@app.command("runs")
+def runs_command(
+    thread: Annotated[
+        str | None, typer.Option("--thread", metavar="THREAD", help="Only runs of this thread.")
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            metavar="STATUS",
+            help="Only runs with this status (running, completed, ...).",
+        ),
+    ] = None,
+    limit: LimitOption = 50,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest first."""
+    items = savegame.list_runs(
+        thread_id=thread, status=_parse_status(status), limit=limit, store=store
+    )
+    if as_json:
+        jsonview.emit_many(jsonview.run(info) for info in items)
+    else:
+        render.runs(render.console(), items)
+
+
+@app.command("history")
+def history_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Show at most this many checkpoints.")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a run's checkpoints, newest first."""
+    items = savegame.history(run_id, limit=limit, store=store)
+    if as_json:
+        jsonview.emit_many(jsonview.header(h) for h in items)
+    else:
+        render.history(render.console(), run_id, items)
+
+
+@app.command("show")
+def show_command(
+    ident: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_ID|CHECKPOINT_ID", help="A checkpoint, or a run (its latest checkpoint)."
+        ),
+    ],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one checkpoint with its full state."""
+    cp = savegame.get_checkpoint(ident, store=store)
+    if as_json:
+        jsonview.emit(jsonview.checkpoint(cp))
+    else:
+        render.checkpoint(render.console(), cp)
+
+
+@app.command("demo")
+def demo_command(
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="URL",
+            show_default=False,
+            help="Store for the demo's runs (default: a fresh SQLite file in a temporary folder).",
+        ),
+    ] = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the demo's database and print its path.")
+    ] = False,
+) -> None:
+    """Kill an agent with SIGKILL mid-run, resume it in a fresh process, prove nothing changed."""
+    from savegame.cli import demo_view
+    from savegame.demo import run_demo
+
+    out = render.console()
+    report = run_demo(store=store, keep=keep, on_event=demo_view.live(out))
+    demo_view.report(out, report)
+    if not report.verdict:
+        raise typer.Exit(1)

@@ -1,0 +1,83 @@
+"""Machine-readable views: records as JSON-compatible dicts, written with orjson.
+
+States go through savegame's codec (``to_data``), so tagged values such as
+tuples, datetimes or Decimals survive as ``{"$sg:<tag>": ...}`` objects and
+a program reading the output can revive them with ``savegame.codec``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+import typer
+
+from savegame.codec.values import to_data
+from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
+
+
+def _usage(usage: Usage) -> dict[str, Any]:
+    return usage.to_dict()
+
+
+def header(h: CheckpointHeader) -> dict[str, Any]:
+    return {
+        "run_id": h.run_id,
+        "thread_id": h.thread_id,
+        "checkpoint_id": h.checkpoint_id,
+        "parent_id": h.parent_id,
+        "step": h.step,
+        "node": h.node,
+        "status": h.status.value,
+        "next": h.next,
+        "created_at": h.created_at,
+        "size": h.size,
+        "usage": _usage(h.usage),
+        "metadata": to_data(dict(h.metadata), "metadata"),
+        "state_version": h.state_version,
+    }
+
+
+def checkpoint(cp: Checkpoint) -> dict[str, Any]:
+    return {**header(cp.header), "state": to_data(cp.state)}
+
+
+def run(info: RunInfo) -> dict[str, Any]:
+    return {
+        "run_id": info.run_id,
+        "thread_id": info.thread_id,
+        "workflow": info.workflow,
+        "workflow_ref": info.workflow_ref,
+        "status": info.status.value,
+        "step": info.step,
+        "head_checkpoint_id": info.head_checkpoint_id,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+        "error": info.error,
+    }
+
+
+def result(res: RunResult) -> dict[str, Any]:
+    return {
+        "run_id": res.run_id,
+        "thread_id": res.thread_id,
+        "status": res.status.value,
+        "step": res.step,
+        "checkpoint_id": res.checkpoint_id,
+        "usage": _usage(res.usage),
+        "state": to_data(res.state),
+    }
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_UTC_Z).decode()
+
+
+def emit(value: Any) -> None:
+    """Print one JSON document on stdout."""
+    typer.echo(dumps(value))
+
+
+def emit_many(items: Iterable[dict[str, Any]]) -> None:
+    emit(list(items))

@@ -1,0 +1,37 @@
+"""Options shared by several commands, defined once."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        show_default=False,
+        help="Store URL, e.g. sqlite:///path/to/file.db "
+        "(default: $SAVEGAME_STORE, else sqlite:///savegame.db).",
+    ),
+]
+
+JsonOption = Annotated[
+    bool,
+    typer.Option("--json", help="Print machine-readable JSON instead of tables."),
+]
+
+LimitOption = Annotated[
+    int,
+    typer.Option("--limit", min=1, help="Show at most this many rows."),
+]
+
+DebugOption = Annotated[
+    bool,
+    typer.Option(
+        "--debug",
+        envvar="SAVEGAME_DEBUG",
+        help="Show the full traceback when a command fails.",
+    ),
+]

@@ -1,0 +1,180 @@
+"""Views for people: rich tables and panels over savegame's records."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from rich import box
+from rich.console import Console
+from rich.json import JSON
+from rich.table import Table
+from rich.text import Text
+
+from savegame.codec.values import to_data
+from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, RunStatus, Usage
+
+PIPED_WIDTH = 160
+
+STATUS_STYLE = {
+    RunStatus.RUNNING: "cyan",
+    RunStatus.INTERRUPTED: "yellow",
+    RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "bold red",
+    RunStatus.CANCELLED: "dim",
+}
+
+
+def console() -> Console:
+    """A console on the current stdout (looked up per call, so test runners can swap it).
+
+    Piped output is not cut at rich's default of 80 columns: tables keep their
+    natural width so ids stay whole for grep and copy-paste.
+    """
+    piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(highlight=False, width=PIPED_WIDTH if piped else None)
+
+
+def status(value: RunStatus) -> Text:
+    return Text(value.value, style=STATUS_STYLE.get(value, ""))
+
+
+def when(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+def usage(u: Usage) -> str:
+    parts = [f"{u.llm_calls} llm calls", f"{u.tool_calls} tool calls"]
+    if u.input_tokens or u.output_tokens:
+        parts.append(f"{u.input_tokens}+{u.output_tokens} tokens")
+    if u.cost_usd:
+        parts.append(f"${u.cost_usd:.4f}")
+    return ", ".join(parts)
+
+
+def state(value: dict[str, Any]) -> JSON:
+    """The state as stored (tagged values visible), pretty-printed."""
+    return JSON(orjson.dumps(to_data(value)).decode(), indent=2, sort_keys=False)
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+
+
+def runs(out: Console, items: Sequence[RunInfo]) -> None:
+    if not items:
+        out.print("no runs")
+        return
+    table = _table(f"{len(items)} run{'s' if len(items) != 1 else ''} (newest first)")
+    table.add_column("run", no_wrap=True)
+    table.add_column("thread", overflow="fold")
+    table.add_column("workflow", overflow="fold")
+    table.add_column("status")
+    table.add_column("step", justify="right")
+    table.add_column("updated (UTC)", no_wrap=True)
+    for info in items:
+        table.add_row(
+            info.run_id,
+            "=" if info.thread_id == info.run_id else info.thread_id,
+            info.workflow,
+            status(info.status),
+            str(info.step),
+            when(info.updated_at),
+        )
+    out.print(table)
+
+
+def history(out: Console, run_id: str, items: Sequence[CheckpointHeader]) -> None:
+    table = _table(f"run {run_id}: {len(items)} checkpoints (newest first)")
+    table.add_column("step", justify="right")
+    table.add_column("node")
+    table.add_column("checkpoint", no_wrap=True)
+    table.add_column("status")
+    table.add_column("next")
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    for h in items:
+        table.add_row(
+            str(h.step),
+            h.node or Text("(input)", style="dim"),
+            h.checkpoint_id,
+            status(h.status),
+            h.next or Text("-", style="dim"),
+            size(h.size),
+            when(h.created_at),
+        )
+    out.print(table)
+    failed = next((h for h in items if h.status is RunStatus.FAILED), None)
+    if failed is not None and failed.metadata.get("error"):
+        out.print(Text(f"failed: {failed.metadata['error']}", style="red"))
+
+
+def _fields(out: Console, rows: Sequence[tuple[str, Any]]) -> None:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for name, value in rows:
+        grid.add_row(name, value if isinstance(value, Text) else str(value))
+    out.print(grid)
+
+
+def checkpoint(out: Console, cp: Checkpoint) -> None:
+    h = cp.header
+    rows: list[tuple[str, Any]] = [
+        ("checkpoint", h.checkpoint_id),
+        ("run", h.run_id),
+        ("thread", h.thread_id),
+        ("parent", h.parent_id or "-"),
+        ("step", h.step),
+        ("node", h.node or "(input)"),
+        ("status", status(h.status)),
+        ("next", h.next or "-"),
+        ("created", when(h.created_at) + " UTC"),
+        ("size", size(h.size)),
+    ]
+    if h.usage != Usage():
+        rows.append(("usage", usage(h.usage)))
+    if h.metadata:
+        rows.append(("metadata", orjson.dumps(to_data(dict(h.metadata))).decode()))
+    _fields(out, rows)
+    out.print(Text("state", style="bold"))
+    out.print(state(cp.state))
+
+
+def progress(out: Console, h: CheckpointHeader, seconds: float) -> None:
+    """One line per committed checkpoint while a run is going."""
+    out.print(
+        f"step {h.step:>3}  {h.node or '(input)':<12} -> {h.next or 'end':<12}"
+        f" {h.checkpoint_id} {size(h.size):>9} {seconds * 1000:7.2f} ms"
+    )
+
+
+def result(out: Console, res: RunResult, *, verb: str) -> None:
+    out.print(
+        Text.assemble(
+            f"run {res.run_id} {verb}: ",
+            status(res.status),
+            f" after {res.step} steps",
+        )
+    )
+    rows: list[tuple[str, Any]] = [
+        ("thread", res.thread_id),
+        ("checkpoint", res.checkpoint_id),
+    ]
+    if res.usage != Usage():
+        rows.append(("usage", usage(res.usage)))
+    _fields(out, rows)
+    out.print(Text("state", style="bold"))
+    out.print(state(res.state))

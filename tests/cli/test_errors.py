@@ -1,0 +1,118 @@
+"""Failures are one `error:` line on stderr and a non-zero exit; tracebacks only with --debug."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def assert_one_error_line(out: Any, *fragments: str) -> None:
+    assert out.exit_code != 0
+    assert "Traceback" not in out.stderr + out.stdout
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--input", '{"until": 3'], ["--input is not valid JSON"]),
+        (["--input", "[1, 2]"], ["--input must be a JSON object", "list"]),
+    ],
+    ids=["malformed", "not-an-object"],
+)
+def test_bad_input_json(
+    cli: Any, ref: str, store: str, args: list[str], fragments: list[str]
+) -> None:
+    out = cli("run", ref, *args, "--store", store)
+    assert_one_error_line(out, *fragments)
+    assert out.exit_code == 1
+    assert cli("runs", "--store", store, "--json").json() == []
+
+
+@pytest.mark.parametrize(
+    ("make_ref", "fragment"),
+    [
+        (lambda path: f"{path.parent / 'missing.py'}:wf", "no file"),
+        (lambda path: f"{path}:nowhere", "has no attribute 'nowhere'"),
+        (lambda path: f"{path}:not_a_workflow", "not a savegame Workflow or Agent"),
+        (lambda path: "no_such_module_xyz:wf", "cannot import 'no_such_module_xyz'"),
+        (lambda path: "json:dumps", "json:dumps is function"),
+        (lambda path: "just-a-name", "must look like module:attr"),
+    ],
+    ids=[
+        "missing-file",
+        "missing-attr",
+        "not-a-workflow",
+        "missing-module",
+        "function",
+        "no-colon",
+    ],
+)
+def test_bad_workflow_reference(
+    cli: Any, workflow_file: Any, store: str, make_ref: Any, fragment: str
+) -> None:
+    out = cli("run", make_ref(workflow_file), "--store", store)
+    assert_one_error_line(out, fragment)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["show", "01NOSUCHRUN"], ["history", "01NOSUCHRUN"], ["resume", "01NOSUCHRUN"]],
+    ids=["show", "history", "resume"],
+)
+def test_unknown_run_id(cli: Any, store: str, command: list[str]) -> None:
+    out = cli(*command, "--store", store)
+    assert_one_error_line(out, "01NOSUCHRUN", "in the store")
+    assert out.exit_code == 3
+
+
+def test_resume_of_a_completed_run_is_refused(cli: Any, ref: str, store: str) -> None:
+    assert cli("run", ref, "--run-id", "done-1", "--store", store).exit_code == 0
+    out = cli("resume", "done-1", "--store", store)
+    assert_one_error_line(out)
+    assert out.stderr == "error: cannot resume run done-1: it is completed\n"
+    assert out.exit_code == 4
+
+
+def test_bad_store_url_and_status(cli: Any, store: str) -> None:
+    assert_one_error_line(cli("runs", "--store", "ftp://x"), "unknown store URL 'ftp://x'")
+    assert_one_error_line(
+        cli("runs", "--status", "sleeping", "--store", store), "unknown status 'sleeping'"
+    )
+
+
+def test_debug_shows_the_traceback(cli: Any, store: str) -> None:
+    out = cli("--debug", "show", "01NOSUCHRUN", "--store", store)
+    assert out.exit_code == 3
+    assert out.stderr.startswith("Traceback (most recent call last):")
+    assert "savegame.errors.NotFoundError" in out.stderr
+    assert out.stderr.splitlines()[-1] == "error: no run or checkpoint '01NOSUCHRUN' in the store"
+
+
+def test_a_crash_while_importing_the_workflow_is_one_line(
+    cli: Any, tmp_path: Any, store: str
+) -> None:
+    broken = tmp_path / "broken_flow.py"
+    broken.write_text("import definitely_not_installed_pkg\n")
+    out = cli("run", f"{broken}:wf", "--store", store)
+    assert_one_error_line(out, "ModuleNotFoundError", "definitely_not_installed_pkg")
+    assert out.exit_code == 1
+
+
+def test_the_demo_refuses_a_store_other_processes_cannot_see(cli: Any) -> None:
+    out = cli("demo", "--store", "memory://")
+    assert_one_error_line(out, "cannot be shared between processes")
+
+
+def test_debug_can_come_from_the_environment(
+    cli: Any, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SAVEGAME_DEBUG", "1")
+    out = cli("history", "01NOSUCHRUN", "--store", store)
+    assert out.exit_code == 3
+    assert "Traceback (most recent call last):" in out.stderr
