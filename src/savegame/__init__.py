@@ -18,13 +18,19 @@ continues exactly where it stopped.
 
 from savegame.agent import Agent, ChatModel, ModelResponse, ScriptedModel, ToolCall, ToolSpec
 from savegame.codec import register
+from savegame.effects.decisions import PendingInterrupt
+from savegame.effects.tools import Tool, tool
 from savegame.errors import (
+    ApprovalRejected,
     CheckpointWriteError,
+    CompensationError,
     ConfigurationError,
     ConflictError,
     CorruptRecordError,
+    InDoubtEffectError,
     LeaseHeldError,
     LeaseLostError,
+    NonDeterminismError,
     NotFoundError,
     RunStateError,
     SavegameError,
@@ -33,7 +39,17 @@ from savegame.errors import (
     StepError,
 )
 from savegame.inspect import get_checkpoint, get_run, history, list_runs, list_threads
-from savegame.model import Checkpoint, CheckpointHeader, Lease, RunInfo, RunResult, RunStatus, Usage
+from savegame.model import (
+    Checkpoint,
+    CheckpointHeader,
+    EffectKind,
+    EffectStatus,
+    Lease,
+    RunInfo,
+    RunResult,
+    RunStatus,
+    Usage,
+)
 from savegame.runtime import (
     END,
     CheckpointPolicy,
@@ -45,6 +61,16 @@ from savegame.runtime import (
     resume,
     run,
 )
+from savegame.runtime.control import (
+    Effect,
+    approve,
+    cancel,
+    compensate,
+    list_effects,
+    pending_interrupts,
+    reject,
+    resolve,
+)
 from savegame.stores import MemoryStore, SqliteStore, Store, open_store
 
 __version__ = "0.1.0"
@@ -52,21 +78,29 @@ __version__ = "0.1.0"
 __all__ = [
     "END",
     "Agent",
+    "ApprovalRejected",
     "ChatModel",
     "Checkpoint",
     "CheckpointHeader",
     "CheckpointPolicy",
     "CheckpointWriteError",
+    "CompensationError",
     "ConfigurationError",
     "ConflictError",
     "CorruptRecordError",
+    "Effect",
+    "EffectKind",
+    "EffectStatus",
+    "InDoubtEffectError",
     "Lease",
     "LeaseHeldError",
     "LeaseLostError",
     "MemoryStore",
     "ModelResponse",
+    "NonDeterminismError",
     "NotFoundError",
     "Observer",
+    "PendingInterrupt",
     "RunInfo",
     "RunResult",
     "RunStateError",
@@ -79,20 +113,29 @@ __all__ = [
     "StepContext",
     "StepError",
     "Store",
+    "Tool",
     "ToolCall",
     "ToolSpec",
     "Usage",
     "Workflow",
     "__version__",
+    "approve",
     "aresume",
     "arun",
+    "cancel",
+    "compensate",
     "get_checkpoint",
     "get_run",
     "history",
+    "list_effects",
     "list_runs",
     "list_threads",
     "open_store",
+    "pending_interrupts",
     "register",
+    "reject",
+    "resolve",
     "resume",
     "run",
+    "tool",
 ]

@@ -14,7 +14,11 @@ each branch is named for what the caller does next::
     │   ├── LeaseHeldError          a live process owns the run
     │   └── LeaseLostError          our lease was taken over; a stale write was rejected
     ├── CheckpointWriteError        a checkpoint could not be written; the run stopped
-    └── StepError                   a user step raised; the run is marked failed
+    ├── StepError                   a user step raised; the run is marked failed
+    ├── InDoubtEffectError          a write effect may or may not have happened: a person decides
+    ├── NonDeterminismError         a re-executed step made a different call than the journal holds
+    ├── ApprovalRejected            a person rejected a gated tool call (a step may catch it)
+    └── CompensationError           undoing an effect failed; the run is compensation_failed
 
 Errors carry structured fields (run, checkpoint, step, path) and build their
 message from them, so the message and the fields never disagree. Pauses and
@@ -22,6 +26,8 @@ cancellation are not errors and do not live in this tree.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class SavegameError(Exception):
@@ -136,3 +142,61 @@ class StepError(SavegameError):
         self.step = step
         self.cause = cause
         super().__init__(f"run {run_id}: step {step!r} raised {type(cause).__name__}: {cause}")
+
+
+class InDoubtEffectError(SavegameError):
+    """A write effect started but has no recorded result, and nothing can tell whether it happened."""
+
+    def __init__(self, run_id: str, tool: str, arguments: Any, request_id: str) -> None:
+        self.run_id = run_id
+        self.tool = tool
+        self.arguments = arguments
+        self.request_id = request_id
+        super().__init__(
+            f"run {run_id}: call {tool}({_args(arguments)}) with request id {request_id} is in doubt: "
+            "it started but no result was recorded, and the tool is neither idempotent nor "
+            f"reconcilable; settle it with `savegame resolve {run_id} --effect {request_id} --done|--not-done`"
+        )
+
+
+class NonDeterminismError(SavegameError):
+    """A re-executed step made a different call at a journaled position."""
+
+    def __init__(self, run_id: str, request_id: str, recorded: str, attempted: str) -> None:
+        self.run_id = run_id
+        self.request_id = request_id
+        self.recorded = recorded
+        self.attempted = attempted
+        super().__init__(
+            f"run {run_id}: non-deterministic step: at {request_id} the journal holds {recorded} "
+            f"but the step now calls {attempted}"
+        )
+
+
+class ApprovalRejected(SavegameError):
+    """A person rejected a gated call; raised from ``ctx.call`` so the step can handle it."""
+
+    def __init__(self, run_id: str, tool: str, reason: str, by: str | None) -> None:
+        self.run_id = run_id
+        self.tool = tool
+        self.reason = reason
+        self.by = by
+        who = f" by {by}" if by else ""
+        super().__init__(f"run {run_id}: call to {tool} was rejected{who}: {reason}")
+
+
+class CompensationError(SavegameError):
+    """A compensation failed; the run ends compensation_failed naming the effect."""
+
+    def __init__(self, run_id: str, request_id: str, tool: str, cause: BaseException) -> None:
+        self.run_id = run_id
+        self.request_id = request_id
+        self.tool = tool
+        self.cause = cause
+        super().__init__(f"run {run_id}: compensation {tool} for {request_id} failed: {cause}")
+
+
+def _args(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        return ", ".join(f"{key}={value!r}" for key, value in arguments.items())
+    return repr(arguments)

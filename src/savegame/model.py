@@ -23,14 +23,26 @@ class RunStatus(str, enum.Enum):
 
     RUNNING = "running"
     INTERRUPTED = "interrupted"
+    """Paused on purpose (an approval, ``ctx.interrupt``); no process is held."""
+    NEEDS_ATTENTION = "needs_attention"
+    """Stopped on an in-doubt effect a person must settle (``savegame resolve``)."""
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    COMPENSATING = "compensating"
+    """Undoing completed write effects; resumable if the process dies."""
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
 
     @property
     def finished(self) -> bool:
-        """True for statuses a run never leaves by itself."""
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+        """True when the run cannot be resumed (a failed run can: resume retries the step)."""
+        return self in (
+            RunStatus.COMPLETED,
+            RunStatus.CANCELLED,
+            RunStatus.COMPENSATED,
+            RunStatus.COMPENSATION_FAILED,
+        )
 
     def __str__(self) -> str:
         return self.value
@@ -224,6 +236,8 @@ class RunInfo:
     """Why the run failed, when it did."""
     lease: Lease | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    cancel_requested: bool = False
+    """Someone asked the run to stop at its next step boundary (``savegame cancel``)."""
 
     def with_status(self, status: RunStatus) -> RunInfo:
         return replace(self, status=status)
@@ -243,3 +257,75 @@ class RunResult:
     step: int
     """Steps completed."""
     usage: Usage = field(default_factory=Usage)
+    interrupt_id: str | None = None
+    """When ``status`` is interrupted: the approval or interrupt the run waits for."""
+
+
+class EffectKind(str, enum.Enum):
+    """What a journal entry records."""
+
+    READ = "read"
+    """A tool that only reads; its result is saved with the step's checkpoint."""
+    WRITE = "write"
+    """A tool that changes the world: intent committed before the call, result after."""
+    LLM = "llm"
+    """A model call; its result is committed at once so a resume never pays twice."""
+    APPROVAL = "approval"
+    """A person's decision on a gated tool call."""
+    INTERRUPT = "interrupt"
+    """A value a person supplies to ``ctx.interrupt``."""
+    COMPENSATION = "compensation"
+    """The undo of a completed write effect."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class EffectStatus(str, enum.Enum):
+    """Where a journal entry is."""
+
+    PENDING = "pending"
+    """Intent recorded, no result: in doubt for a write, waiting for a person for an approval."""
+    DONE = "done"
+    """Result recorded; a re-executed step gets it back without calling again."""
+    FAILED = "failed"
+    """The call raised; the error is recorded and raised again on re-execution."""
+    REJECTED = "rejected"
+    """An approval a person refused."""
+    NOT_DONE = "not_done"
+    """A person settled an in-doubt call as never having happened: the next execution calls afresh."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class EffectRecord:
+    """One journal entry: a call to the outside world, an approval or an interrupt.
+
+    ``arguments`` and ``result`` are encoded bytes (opaque to stores), like a
+    checkpoint payload.
+    """
+
+    run_id: str
+    request_id: str
+    """Derived from (run, step, call index); stable when a step is re-executed."""
+    kind: EffectKind
+    name: str
+    """The tool's name, or the interrupt's."""
+    step: int
+    """The step index the call belongs to (``ctx.step``)."""
+    node: str
+    """The step's name."""
+    call_index: int
+    """Position of the call within its step execution."""
+    status: EffectStatus
+    arguments: bytes
+    result: bytes | None = None
+    error: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """JSON data: tool flags (idempotent, compensate), decisions (by, at, reason)."""
+    created_at: datetime = field(default_factory=utcnow)
+    completed_at: datetime | None = None
+    checksum: str = ""
+    """Integrity check over identity, arguments and result (see savegame.codec.journal)."""

@@ -19,6 +19,9 @@ class Outcome:
 
     committed: list[tuple[int, str]] = field(default_factory=list)
     done: str | None = None
+    error: str | None = None
+    """The savegame error class a child reported (``ERROR <Class> ...``)."""
+    hooks: list[str] = field(default_factory=list)
     returncode: int | None = None
     stderr: str = ""
     first_checkpoint_after: float | None = None
@@ -33,14 +36,21 @@ def _env() -> dict[str, str]:
     return env
 
 
-def spawn(mode: str, url: str, run_id: str, *extra: str) -> subprocess.Popen[str]:
+def spawn(
+    mode: str,
+    url: str,
+    run_id: str,
+    *extra: str,
+    script: str = CHILD,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, CHILD, mode, url, run_id, *extra],
+        [sys.executable, script, mode, url, run_id, *extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env={**_env(), **(env or {})},
     )
 
 
@@ -50,11 +60,17 @@ def parse_line(line: str, out: Outcome) -> None:
         out.committed.append((int(parts[1]), parts[2]))
     elif parts[:1] == ["DONE"]:
         out.done = parts[1]
+    elif parts[:1] == ["ERROR"]:
+        out.error = parts[1]
+    elif parts[:1] == ["HOOK"]:
+        out.hooks.append(parts[1])
 
 
-def run_to_end(mode: str, url: str, run_id: str) -> Outcome:
+def run_to_end(
+    mode: str, url: str, run_id: str, *, script: str = CHILD, env: dict[str, str] | None = None
+) -> Outcome:
     started = time.perf_counter()
-    proc = spawn(mode, url, run_id)
+    proc = spawn(mode, url, run_id, script=script, env=env)
     out = Outcome()
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -82,9 +98,37 @@ def kill_after_step(mode: str, url: str, run_id: str, step: int) -> Outcome:
     return out
 
 
-def kill_after_delay(mode: str, url: str, run_id: str, delay: float) -> Outcome:
+def kill_at_hook(
+    mode: str, url: str, run_id: str, hook: str, *, script: str, env: dict[str, str]
+) -> Outcome:
+    """Start a child with ``SAVEGAME_HOOK=hook`` and SIGKILL it when it reaches the hook.
+
+    A child that ends without reaching the hook is left to finish.
+    """
+    proc = spawn(mode, url, run_id, script=script, env={**env, "SAVEGAME_HOOK": hook})
+    out = Outcome()
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        parse_line(line, out)
+        if out.hooks:
+            proc.send_signal(signal.SIGKILL)
+            break
+    _, stderr = proc.communicate(timeout=30)
+    out.returncode, out.stderr = proc.returncode, stderr
+    return out
+
+
+def kill_after_delay(
+    mode: str,
+    url: str,
+    run_id: str,
+    delay: float,
+    *,
+    script: str = CHILD,
+    env: dict[str, str] | None = None,
+) -> Outcome:
     """Start a child and SIGKILL it ``delay`` seconds later, wherever it is."""
-    proc = spawn(mode, url, run_id)
+    proc = spawn(mode, url, run_id, script=script, env=env)
     out = Outcome()
     lines: list[str] = []
 

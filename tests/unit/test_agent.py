@@ -72,7 +72,9 @@ def test_agent_loop_runs_tools_and_answers(store: Store) -> None:
     # receive, llm, tools, llm, tools, llm: each a checkpoint after the input one.
     nodes = [h.node for h in reversed(history(result.run_id, store=store))]
     assert nodes == [None, "receive", "llm", "tools", "llm", "tools", "llm"]
-    assert result.usage.llm_calls == 3 and result.usage.tool_calls == 3
+    assert (
+        result.usage.llm_calls == 3 and result.usage.tool_calls == 2
+    )  # the unknown tool never ran
     assert result.usage.input_tokens >= 100 and result.usage.cost_usd == pytest.approx(0.001)
 
 

@@ -289,14 +289,14 @@ def test_state_schema_migration_on_resume(store: Store) -> None:
     from savegame import StateVersionError
 
     old = Workflow("migrating", state_version=2)
-    old.step(a2, name="a", entry=True)
+    old.add_step(a2, name="a", entry=True)
     newer = run(
         v2, {"first": "x", "last": "y"}, store=store, policy=CheckpointPolicy.only_key_steps()
     )
     with pytest.raises(StateVersionError, match="newer than workflow 'migrating'"):
         run(old, thread_id=newer.thread_id, store=store)
     missing = Workflow("migrating", state_version=2)
-    missing.step(a2, name="a", entry=True)
+    missing.add_step(a2, name="a", entry=True)
     with pytest.raises(StateVersionError, match="no migration from state version 1 to 2"):
         run(missing, thread_id="r-old", store=store)
 

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from savegame.errors import ConfigurationError
-from savegame.stores import SqliteStore, open_store
+from savegame.model import EffectKind, EffectStatus, RunStatus
+from savegame.stores import SqliteStore, open_store, sqlite_rows
+from savegame.stores._common import to_micros
 from savegame.stores.sqlite import parse_url
-from savegame.stores.sqlite_schema import SCHEMA_VERSION
-from savegame.testing.builders import OWNER, make_run, next_record
+from savegame.stores.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from savegame.testing.builders import OWNER, make_effect, make_run, next_record
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -23,6 +25,16 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 def _pragma(store: SqliteStore, name: str) -> object:
     # synchronous is per connection, so it must be read on the store's own one.
     return store._conn.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+def _versions(path: Path) -> list[int]:
+    conn = sqlite3.connect(path)
+    try:
+        return [
+            row[0] for row in conn.execute("SELECT version FROM savegame_schema ORDER BY version")
+        ]
+    finally:
+        conn.close()
 
 
 def test_wal_and_full_synchronous_by_default(tmp_path: Path) -> None:
@@ -54,14 +66,7 @@ def test_schema_is_recorded_and_reopening_is_idempotent(tmp_path: Path) -> None:
         with SqliteStore(path) as store:
             assert store.stats().checkpoints == 2
             assert store.latest_checkpoint(run.run_id).header.step == 1
-    conn = sqlite3.connect(path)
-    try:
-        versions = [
-            row[0] for row in conn.execute("SELECT version FROM savegame_schema ORDER BY version")
-        ]
-    finally:
-        conn.close()
-    assert versions == list(range(1, SCHEMA_VERSION + 1))
+    assert _versions(path) == list(range(1, SCHEMA_VERSION + 1))
 
 
 def test_a_file_from_a_newer_savegame_is_refused(tmp_path: Path) -> None:
@@ -75,6 +80,63 @@ def test_a_file_from_a_newer_savegame_is_refused(tmp_path: Path) -> None:
         conn.close()
     with pytest.raises(ConfigurationError, match="newer than this savegame"):
         SqliteStore(path)
+
+
+def test_a_version_1_file_upgrades_to_version_2_and_keeps_its_data(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    run, first = make_run(metadata={"user": "ada"})
+    second = next_record(first, status=RunStatus.INTERRUPTED)
+    # A file as savegame wrote it before the journal existed: migration 1 only,
+    # rows inserted with the version-1 columns (no cancel_requested).
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        conn.execute(
+            "CREATE TABLE savegame_schema (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO savegame_schema VALUES (1, 0)")
+        conn.execute(
+            "INSERT INTO runs (run_id, thread_id, workflow, workflow_ref, status, step,"
+            " head_checkpoint_id, created_at, updated_at, error, metadata, lease_owner,"
+            " lease_token, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run.run_id, run.thread_id, run.workflow, run.workflow_ref, "interrupted", 1,
+                second.checkpoint_id, to_micros(run.created_at), to_micros(run.updated_at),
+                None, '{"user":"ada"}', None, 3, None,
+            ),
+        )  # fmt: skip
+        sqlite_rows.insert_checkpoint(conn, first)
+        sqlite_rows.insert_checkpoint(conn, second)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    assert _versions(path) == [1]
+
+    with SqliteStore(path) as store:
+        got = store.get_run(run.run_id)
+        assert (got.status, got.step, got.head_checkpoint_id) == (
+            RunStatus.INTERRUPTED,
+            1,
+            second.checkpoint_id,
+        )
+        assert (got.metadata, got.created_at, got.cancel_requested) == (
+            {"user": "ada"},
+            run.created_at,
+            False,
+        )
+        assert store.latest_checkpoint(run.run_id) == second
+        assert store.get_checkpoint(first.checkpoint_id) == first
+        assert store.stats().checkpoints == 2
+        # The new parts work on the old rows: the journal, fenced by the kept token, and the flag.
+        lease = store.acquire_lease(run.run_id, OWNER, 30)
+        assert lease.token == 4
+        effect = make_effect(run.run_id)
+        assert store.record_intent(effect, lease_token=lease.token) == effect
+        store.request_cancel(run.run_id)
+        assert store.get_run(run.run_id).cancel_requested is True
+    assert _versions(path) == [1, 2] == list(range(1, SCHEMA_VERSION + 1))
 
 
 def test_stats_report_the_file_and_wal_size(tmp_path: Path) -> None:
@@ -203,3 +265,30 @@ def test_the_environment_variable_names_the_default_store(
     store.close()
     assert store.url == url
     assert (tmp_path / "from-env.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("run_id", "kinds", "statuses", "index"),
+    [
+        ("r1", None, None, "effects_by_run"),
+        ("r1", [EffectKind.WRITE], None, "effects_by_run"),
+        (
+            None,
+            [EffectKind.APPROVAL, EffectKind.INTERRUPT],
+            [EffectStatus.PENDING],
+            "effects_by_kind_status",
+        ),
+    ],
+)
+def test_journal_listings_use_their_index(
+    tmp_path: Path,
+    run_id: str | None,
+    kinds: list[EffectKind] | None,
+    statuses: list[EffectStatus] | None,
+    index: str,
+) -> None:
+    """A run's journal and the cross-run pending queries must not scan every entry ever made."""
+    sql, params = sqlite_rows.effects_query(run_id, kinds, statuses, 100)
+    with SqliteStore(tmp_path / "s.db") as store:
+        plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    assert f"USING INDEX {index}" in plan

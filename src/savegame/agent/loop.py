@@ -6,13 +6,15 @@ checkpoint boundary: a crash costs at most the turn in flight.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from savegame.agent.model import ChatModel, Message, ModelResponse, ToolSpec
-from savegame.errors import ConfigurationError
+from savegame.effects.tools import Tool, as_tool
+from savegame.errors import ApprovalRejected, ConfigurationError
 from savegame.runtime.context import StepContext
 from savegame.runtime.policy import CheckpointPolicy
 from savegame.runtime.workflow import END, Workflow
@@ -27,7 +29,7 @@ _JSON_TYPES = {
 }
 
 
-def tool_spec(fn: Callable[..., Any]) -> ToolSpec:
+def tool_spec(fn: Callable[..., Any], name: str | None = None) -> ToolSpec:
     """Describe a plain function as a tool: its name, first doc line and a JSON schema."""
     props: dict[str, Any] = {}
     required: list[str] = []
@@ -40,7 +42,7 @@ def tool_spec(fn: Callable[..., Any]) -> ToolSpec:
             required.append(param.name)
     doc = (inspect.getdoc(fn) or "").strip().splitlines()
     return ToolSpec(
-        name=fn.__name__,
+        name=name or fn.__name__,
         description=doc[0] if doc else "",
         parameters={"type": "object", "properties": props, "required": required},
     )
@@ -56,7 +58,8 @@ class Agent:
     Args:
         name: the workflow name.
         model: a ChatModel.
-        tools: plain functions the model may call.
+        tools: tools (``@savegame.tool``) or plain functions (treated as reads)
+            the model may call; every call goes through the journal.
         system: a system prompt put first in a new conversation.
         max_turns: model calls per run before the run stops with ``stopped="max_turns"``.
     """
@@ -73,10 +76,11 @@ class Agent:
         policy: CheckpointPolicy | None = None,
     ) -> None:
         self.model = model
-        self.tools = {fn.__name__: fn for fn in tools}
-        if len(self.tools) != len(tools):
+        declared = [as_tool(fn) for fn in tools]
+        self.tools: dict[str, Tool] = {t.name: t for t in declared}
+        if len(self.tools) != len(declared):
             raise ConfigurationError(f"agent {name!r}: two tools share a name")
-        self.specs = [tool_spec(fn) for fn in tools]
+        self.specs = [tool_spec(t.fn, t.name) for t in declared]
         self.system = system
         self.max_turns = max_turns
         self.workflow = Workflow(
@@ -88,9 +92,9 @@ class Agent:
             self.workflow.defined_in = caller.get("__file__")
         else:
             self.workflow.defined_in = module
-        self.workflow.step(self._receive, name="receive", entry=True)
-        self.workflow.step(self._llm, name="llm")
-        self.workflow.step(self._tools, name="tools")
+        self.workflow.add_step(self._receive, name="receive", entry=True)
+        self.workflow.add_step(self._llm, name="llm")
+        self.workflow.add_step(self._tools, name="tools")
 
     def _receive(self, state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
         messages: list[Message] = list(state.get("messages") or [])
@@ -105,8 +109,16 @@ class Agent:
         turns = int(state.get("turns") or 0)
         if turns >= self.max_turns:
             return {"stopped": "max_turns"}, END
-        out = self.model.complete(state["messages"], self.specs)
-        response: ModelResponse = await out if inspect.isawaitable(out) else out
+        name = f"llm:{type(self.model).__name__}"
+        request = {"messages": state["messages"], "tools": [spec.name for spec in self.specs]}
+        prepared, recorded = await asyncio.to_thread(ctx.journaled_llm, name, request)
+        if recorded is not None:
+            # Journaled by an earlier execution of this step: never pay for it twice.
+            response = ModelResponse.from_dict(recorded)
+        else:
+            out = self.model.complete(state["messages"], self.specs)
+            response = await out if inspect.isawaitable(out) else out
+            await asyncio.to_thread(ctx.record_llm, prepared, response.to_dict())
         ctx.add_usage(
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
@@ -122,12 +134,17 @@ class Agent:
         messages: list[Message] = list(state["messages"])
         for call in messages[-1].get("tool_calls") or ():
             fn = self.tools.get(call["name"])
+            content: Any
             if fn is None:
-                content: Any = {"error": f"unknown tool {call['name']!r}"}
+                content = {"error": f"unknown tool {call['name']!r}"}
             else:
-                result = fn(**call["arguments"])
-                content = await result if inspect.isawaitable(result) else result
-            ctx.add_usage(tool_calls=1)
+                try:
+                    content = await ctx.acall(fn, **call["arguments"])
+                except ApprovalRejected as rejected:
+                    # The model hears about the rejection and can answer accordingly.
+                    content = {
+                        "error": f"rejected by {rejected.by or 'a reviewer'}: {rejected.reason}"
+                    }
             messages.append(
                 {
                     "role": "tool",

@@ -47,6 +47,20 @@ class ModelResponse:
     output_tokens: int = 0
     cost_usd: float = 0.0
 
+    def to_dict(self) -> dict[str, Any]:
+        """Pure data, for the journal."""
+        return {
+            "content": self.content,
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelResponse:
+        return _as_response(data, 0)
+
     def to_message(self) -> Message:
         message: Message = {"role": "assistant", "content": self.content}
         if self.tool_calls:

@@ -9,6 +9,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from savegame import codec
+from savegame.effects import decisions
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.ids import new_id
 from savegame.model import (
@@ -28,6 +29,9 @@ from savegame.runtime.workflow import Workflow
 from savegame.stores import Store, open_store
 
 T = TypeVar("T")
+
+#: Marks "no value given" so that ``resume(run_id, value=None)`` can supply None.
+_NO_VALUE: Any = object()
 
 
 def _sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -120,8 +124,16 @@ def _prepare_resume(
     ttl: float,
 ) -> tuple[Workflow, Checkpoint, CheckpointRecord, Any]:
     info = store.get_run(run_id)
-    if info.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
-        raise RunStateError(run_id, info.status.value, "resume")
+    if info.status.finished or info.status is RunStatus.COMPENSATING:
+        hint = (
+            " (continue it with `savegame compensate`)"
+            if info.status is RunStatus.COMPENSATING
+            else ""
+        )
+        raise RunStateError(run_id, info.status.value + hint, "resume")
+    reason = decisions.waiting_reason(store, run_id)
+    if reason is not None:
+        raise RunStateError(run_id, f"interrupted: {reason}", "resume")
     if workflow is None:
         if info.workflow_ref is None:
             raise ConfigurationError(
@@ -204,6 +216,8 @@ async def _arun(
 async def _aresume(
     run_id: str,
     *,
+    value: Any,
+    interrupt_id: str | None,
     store: Store | str | None,
     workflow: Any,
     from_checkpoint: str | None,
@@ -215,6 +229,8 @@ async def _aresume(
 ) -> RunResult:
     opened = open_store(store)
     try:
+        if value is not _NO_VALUE:
+            await io(decisions.supply, opened, run_id, value, interrupt_id=interrupt_id)
         wf, start, record, lease = await io(
             _prepare_resume, run_id, opened, workflow, from_checkpoint, lease_ttl
         )
@@ -321,6 +337,8 @@ async def arun(
 def resume(
     run_id: str,
     *,
+    value: Any = _NO_VALUE,
+    interrupt_id: str | None = None,
     store: Store | str | None = None,
     workflow: Any = None,
     from_checkpoint: str | None = None,
@@ -335,17 +353,23 @@ def resume(
         run_id: the run to continue.
         workflow: the Workflow or Agent; by default imported from the reference
             stored with the run.
+        value: the value for the run's pending ``ctx.interrupt`` (recorded in the
+            journal, then the step re-executes and receives it).
+        interrupt_id: which pending interrupt ``value`` answers, when there are several.
         from_checkpoint: continue from this checkpoint of the run instead of the latest.
 
     Raises:
         NotFoundError: no such run or checkpoint.
-        RunStateError: the run has completed or was cancelled.
+        RunStateError: the run has ended (completed, cancelled, compensated), or
+            waits for an approval or an interrupt value that was not given.
         LeaseHeldError: a live process is executing the run.
         CorruptRecordError: the checkpoint failed its integrity check.
     """
     return _sync(
         _aresume(
             run_id,
+            value=value,
+            interrupt_id=interrupt_id,
             store=store,
             workflow=workflow,
             from_checkpoint=from_checkpoint,
@@ -361,6 +385,8 @@ def resume(
 async def aresume(
     run_id: str,
     *,
+    value: Any = _NO_VALUE,
+    interrupt_id: str | None = None,
     store: Store | str | None = None,
     workflow: Any = None,
     from_checkpoint: str | None = None,
@@ -372,6 +398,8 @@ async def aresume(
     """Async twin of :func:`resume`."""
     return await _aresume(
         run_id,
+        value=value,
+        interrupt_id=interrupt_id,
         store=store,
         workflow=workflow,
         from_checkpoint=from_checkpoint,

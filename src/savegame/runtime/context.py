@@ -1,11 +1,16 @@
-"""What a step sees besides its state: ids, usage accounting, checkpoint control."""
+"""What a step sees besides its state: ids, effects, interrupts, usage and checkpoint control."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from savegame.effects.calls import Calls
+from savegame.effects.tools import as_tool
+from savegame.errors import ConfigurationError
 from savegame.model import Usage
 
 
@@ -25,9 +30,77 @@ class StepContext:
     """The index this step will have once done (1 for the first step of a run)."""
     parent_checkpoint_id: str | None
     """The checkpoint this step started from, when one was taken."""
+    calls: Calls | None = None
     _usage: Usage = field(default_factory=Usage)
     _force: bool = False
     _metadata: dict[str, Any] = field(default_factory=dict)
+
+    def _calls(self) -> Calls:
+        if self.calls is None:
+            raise ConfigurationError("this context has no journal (it is not running inside a run)")
+        return self.calls
+
+    def call(self, tool: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Call a tool exactly once across crashes and re-executions.
+
+        A recorded result is returned without calling again. A write's intent is
+        committed before the call and its result after. A tool gated by approval
+        pauses the run until a person decides. See ``savegame.tool``.
+
+        Raises:
+            ApprovalRejected: a person rejected the call.
+            NonDeterminismError: the journal holds a different call at this position.
+        """
+        spec = as_tool(tool)
+        if spec.is_async:
+            raise ConfigurationError(f"tool {spec.name} is async: use `await ctx.acall(...)`")
+        calls = self._calls()
+        prepared = calls.before(spec, spec.bind(args, kwargs))
+        # Counted whether replayed or not, so a resumed run's usage equals an uninterrupted one's.
+        self.add_usage(tool_calls=1)
+        if prepared.replay:
+            return prepared.result
+        try:
+            result = spec.invoke(prepared.arguments, prepared.request_id)
+        except Exception as exc:
+            calls.after(prepared, error=exc)
+            raise
+        return calls.after(prepared, result)
+
+    async def acall(self, tool: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Async twin of :meth:`call`; journal writes run in a worker thread."""
+        spec = as_tool(tool)
+        calls = self._calls()
+        prepared = await asyncio.to_thread(calls.before, spec, spec.bind(args, kwargs))
+        self.add_usage(tool_calls=1)
+        if prepared.replay:
+            return prepared.result
+        try:
+            result = spec.invoke(prepared.arguments, prepared.request_id)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:
+            await asyncio.to_thread(calls.after, prepared, None, exc)
+            raise
+        return await asyncio.to_thread(calls.after, prepared, result)
+
+    def journaled_llm(self, name: str, request: Any) -> tuple[Any, Any]:
+        """Look up a model call: returns (prepared, recorded response or None)."""
+        prepared = self._calls().before_llm(name, request)
+        return prepared, (prepared.result if prepared.replay else None)
+
+    def record_llm(self, prepared: Any, response: Any) -> None:
+        self._calls().after_llm(prepared, response)
+
+    def interrupt(self, payload: Any = None, *, name: str = "interrupt") -> Any:
+        """Pause the run until a person supplies a value; return that value on resume.
+
+        The first time, the run is checkpointed with status ``interrupted`` and
+        the process stops working on it. ``savegame resume RUN --value JSON``
+        (or ``resume(run_id, value=...)``) re-executes the step, and this call
+        then returns the value.
+        """
+        return self._calls().interrupt(name, payload)
 
     def checkpoint(self) -> None:
         """Force a checkpoint after this step, whatever the policy says."""

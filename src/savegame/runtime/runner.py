@@ -1,8 +1,13 @@
-"""The step loop: run steps, apply the checkpoint policy, write checkpoints, fail safely.
+"""The step loop: run steps, apply the checkpoint policy, write checkpoints, stop safely.
 
 One loop serves both the sync and the async API. Store calls go through an
 ``io`` adapter: called inline for ``run``/``resume``, in a worker thread for
 ``arun``/``aresume`` so an event loop is never blocked on disk or network.
+
+Every way a run stops in this process (done, failed, paused for a person,
+cancelled, stopped on an in-doubt effect) writes a checkpoint that says so and
+keeps the right resume point: the state before the step that did not finish,
+and that step as ``next``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from savegame import codec
+from savegame.effects.calls import Calls
+from savegame.effects.compensation import run_compensation
+from savegame.effects.journal import Journal
 from savegame.errors import (
     CheckpointWriteError,
     ConfigurationError,
@@ -32,11 +40,11 @@ from savegame.model import (
     Lease,
     RunResult,
     RunStatus,
-    utcnow,
 )
 from savegame.runtime.context import StepContext
 from savegame.runtime.lease import Heartbeat
 from savegame.runtime.policy import CheckpointPolicy, Durability
+from savegame.runtime.signals import Cancel, NeedsAttention, Pause
 from savegame.runtime.workflow import END, Workflow
 from savegame.runtime.writer import AsyncWriter, SyncWriter, Writer
 from savegame.stores.base import Store
@@ -73,7 +81,7 @@ class Execution:
     start: Checkpoint
     """Where to continue from, decoded and migrated."""
     start_record: CheckpointRecord
-    """The stored record of ``start`` (its payload backs a failure checkpoint)."""
+    """The stored record of ``start`` (its payload backs a stop checkpoint)."""
     policy: CheckpointPolicy
     durability: Durability
     ttl: float
@@ -104,123 +112,198 @@ def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
 class _Loop:
     def __init__(self, ex: Execution) -> None:
         self.ex = ex
-        self.run_id = ex.start.run_id
+        start = ex.start
+        self.run_id = start.run_id
+        self.thread_id = start.thread_id
         self.last_record = ex.start_record
-        self.writer: Writer
+        self.state = dict(start.state)
+        self.target = start.next
+        self.step = start.step
+        self.node = start.node
+        self.usage = start.usage
+        self.parent: str | None = start.checkpoint_id
+        self.journal = Journal(ex.store, self.run_id, ex.lease.token, [])
         kind = AsyncWriter if ex.durability == "async" else SyncWriter
-        self.writer = kind(ex.store, ex.lease.token, self._committed)
+        self.writer: Writer = kind(ex.store, ex.lease.token, self._committed)
 
     def _committed(self, record: CheckpointRecord, seconds: float) -> None:
         self.last_record = record
         if self.ex.observer.on_checkpoint is not None:
             self.ex.observer.on_checkpoint(record.header, seconds)
 
+    def _announce(self, record: CheckpointRecord) -> None:
+        self._committed(record, 0.0)
+
+    def _cancel_requested(self) -> bool:
+        return self.ex.store.get_run(self.run_id).cancel_requested
+
     async def _write(self, record: CheckpointRecord, *, error: str | None = None) -> None:
+        effects = self.journal.take_buffered()
         try:
-            await self.ex.io(self.writer.write, record, error=error)
+            await self.ex.io(self.writer.write, record, error=error, effects=effects)
         except LeaseLostError:
             raise
         except Exception as exc:
             raise CheckpointWriteError(self.run_id, record.header.step, exc) from exc
 
-    async def _fail(self, error: BaseException) -> None:
-        """Record the failure as a checkpoint that keeps the last good state and resume point."""
-        await self.ex.io(self.writer.flush)
-        last = self.last_record.header
-        header = replace(
-            last,
+    def _header(
+        self, status: RunStatus, next_step: str | None, metadata: Mapping[str, Any]
+    ) -> CheckpointHeader:
+        return CheckpointHeader(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
             checkpoint_id=new_id(),
-            parent_id=last.checkpoint_id,
-            status=RunStatus.FAILED,
-            created_at=utcnow(),
-            metadata={"error": f"{type(error).__name__}: {error}"},
+            parent_id=self.parent,
+            step=self.step,
+            node=self.node,
+            status=status,
+            next=next_step,
+            usage=self.usage,
+            metadata=dict(metadata),
+            state_version=self.ex.workflow.state_version,
         )
-        await self._write(codec.rewrap(self.last_record, header), error=str(error))
-        await self.ex.io(self.writer.flush)
 
-    async def run(self) -> RunResult:
-        ex = self.ex
-        start = ex.start
-        state = dict(start.state)
-        target = start.next
-        step = start.step
-        usage = start.usage
-        parent: str | None = start.checkpoint_id
-        since_steps, since_time = 0, time.monotonic()
-        final: CheckpointRecord | None = None
-        with Heartbeat(ex.store, ex.lease, ex.ttl) as heartbeat:
-            try:
-                while target is not None:
-                    if heartbeat.lost is not None:
-                        raise heartbeat.lost
-                    try:
-                        spec = ex.workflow.get_step(target)
-                    except ConfigurationError as exc:
-                        await self._fail(exc)
-                        raise
-                    ctx = StepContext(self.run_id, start.thread_id, spec.name, step + 1, parent)
-                    if ex.observer.on_step is not None:
-                        ex.observer.on_step(self.run_id, step + 1, spec.name)
-                    try:
-                        out = spec.fn(state, ctx)
-                        if inspect.isawaitable(out):
-                            out = await out
-                        update, nxt = _check_result(out, spec.name)
-                        if nxt != END:
-                            ex.workflow.get_step(nxt)
-                    except Exception as exc:
-                        await self._fail(exc)
-                        if isinstance(exc, SavegameError):
-                            raise
-                        raise StepError(self.run_id, spec.name, exc) from exc
-                    state = {**state, **update}
-                    step += 1
-                    usage = usage + ctx.usage
-                    target = None if nxt == END else nxt
-                    since_steps += 1
-                    due = ex.policy.due(
-                        steps_since=since_steps,
-                        seconds_since=time.monotonic() - since_time,
-                        node=spec.name,
-                    )
-                    if not (target is None or due or ctx.forced or spec.key):
-                        continue
-                    header = CheckpointHeader(
-                        thread_id=start.thread_id,
-                        run_id=self.run_id,
-                        checkpoint_id=new_id(),
-                        parent_id=parent,
-                        step=step,
-                        node=spec.name,
-                        status=RunStatus.COMPLETED if target is None else RunStatus.RUNNING,
-                        next=target,
-                        usage=usage,
-                        metadata=dict(ctx.metadata),
-                        state_version=ex.workflow.state_version,
-                    )
-                    try:
-                        record = codec.encode(header, state)
-                    except SerializationError as exc:
-                        located = exc.located(run_id=self.run_id, step=spec.name)
-                        await self._fail(located)
-                        raise located from None
-                    await self._write(record)
-                    final, parent = record, record.checkpoint_id
-                    since_steps, since_time = 0, time.monotonic()
-                await ex.io(self.writer.flush)
-            finally:
-                self.writer.close()
-        await ex.io(_release, ex.store, ex.lease)
-        last = final or self.last_record
+    async def _stop(
+        self,
+        status: RunStatus,
+        next_step: str | None,
+        *,
+        error: BaseException | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CheckpointRecord:
+        """Write the checkpoint that ends this process's work on the run."""
+        await self.ex.io(self.writer.flush)
+        meta = dict(metadata or {})
+        if error is not None:
+            meta["error"] = f"{type(error).__name__}: {error}"
+        header = self._header(status, next_step, meta)
+        try:
+            record = codec.encode(header, self.state)
+        except SerializationError:
+            # Steps since the last checkpoint left something unsaveable in the
+            # state: fall back to the last committed state and its resume point.
+            last = self.last_record.header
+            header = replace(
+                header, step=last.step, node=last.node, usage=last.usage,
+                next=last.next if next_step is not None else None,
+                state_version=last.state_version,
+            )  # fmt: skip
+            record = codec.rewrap(self.last_record, header)
+        await self._write(record, error=None if error is None else str(error))
+        await self.ex.io(self.writer.flush)
+        self.parent = record.checkpoint_id
+        return record
+
+    def _result(self, record: CheckpointRecord, interrupt_id: str | None = None) -> RunResult:
         return RunResult(
             run_id=self.run_id,
-            thread_id=start.thread_id,
-            status=last.header.status,
-            state=state,
-            checkpoint_id=last.checkpoint_id,
-            step=last.header.step,
-            usage=usage,
+            thread_id=self.thread_id,
+            status=record.header.status,
+            state=self.state,
+            checkpoint_id=record.checkpoint_id,
+            step=record.header.step,
+            usage=self.usage,
+            interrupt_id=interrupt_id,
         )
+
+    async def _run_step(self, name: str) -> tuple[Mapping[str, Any], str, StepContext, bool]:
+        spec = self.ex.workflow.get_step(name)
+        calls = Calls(
+            self.journal, run_id=self.run_id, step=self.step + 1, node=name,
+            cancelled=self._cancel_requested,
+        )  # fmt: skip
+        ctx = StepContext(self.run_id, self.thread_id, name, self.step + 1, self.parent, calls)
+        if self.ex.observer.on_step is not None:
+            self.ex.observer.on_step(self.run_id, self.step + 1, name)
+        out = spec.fn(self.state, ctx)
+        if inspect.isawaitable(out):
+            out = await out
+        update, nxt = _check_result(out, name)
+        if nxt != END:
+            self.ex.workflow.get_step(nxt)
+        return update, nxt, ctx, spec.key
+
+    async def loop(self, heartbeat: Heartbeat) -> RunResult:
+        ex = self.ex
+        self.journal = Journal(
+            ex.store, self.run_id, ex.lease.token, await ex.io(ex.store.list_effects, self.run_id)
+        )
+        since_steps, since_time = 0, time.monotonic()
+        final: CheckpointRecord | None = None
+        while self.target is not None:
+            name = self.target
+            if heartbeat.lost is not None:
+                raise heartbeat.lost
+            try:
+                if await ex.io(self._cancel_requested):
+                    raise Cancel()
+                update, nxt, ctx, key = await self._run_step(name)
+            except Pause as pause:
+                paused = await self._stop(
+                    RunStatus.INTERRUPTED, name, metadata={"interrupt": pause.interrupt_id}
+                )
+                return self._result(paused, pause.interrupt_id)
+            except Cancel:
+                return self._result(await self._stop(RunStatus.CANCELLED, None))
+            except NeedsAttention as attention:
+                await self._stop(RunStatus.NEEDS_ATTENTION, name, error=attention.error)
+                raise attention.error from None
+            except LeaseLostError:
+                raise
+            except Exception as exc:
+                await self._stop(RunStatus.FAILED, name, error=exc)
+                if ex.workflow.compensate_on_failure:
+                    await ex.io(run_compensation, ex.store, self.run_id, ex.lease, self._announce)
+                if isinstance(exc, SavegameError):
+                    raise
+                raise StepError(self.run_id, name, exc) from exc
+            new_state = {**self.state, **update}
+            target = None if nxt == END else nxt
+            usage = self.usage + ctx.usage
+            since_steps += 1
+            due = ex.policy.due(
+                steps_since=since_steps, seconds_since=time.monotonic() - since_time, node=name
+            )
+            if target is None or due or ctx.forced or key:
+                status = RunStatus.COMPLETED if target is None else RunStatus.RUNNING
+                header = replace(
+                    self._header(status, target, ctx.metadata),
+                    step=self.step + 1,
+                    node=name,
+                    usage=usage,
+                )
+                try:
+                    record: CheckpointRecord | None = codec.encode(header, new_state)
+                except SerializationError as exc:
+                    # The step counts as not done: the stop checkpoint keeps the state before it.
+                    located = exc.located(run_id=self.run_id, step=name)
+                    await self._stop(RunStatus.FAILED, name, error=located)
+                    raise located from None
+            else:
+                record = None
+            self.state, self.step, self.node, self.usage, self.target = (
+                new_state,
+                self.step + 1,
+                name,
+                usage,
+                target,
+            )
+            if record is None:
+                continue
+            await self._write(record)
+            final, self.parent = record, record.checkpoint_id
+            since_steps, since_time = 0, time.monotonic()
+        await ex.io(self.writer.flush)
+        return self._result(final or self.last_record)
+
+    async def run(self) -> RunResult:
+        with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:
+            try:
+                result = await self.loop(heartbeat)
+            finally:
+                self.writer.close()
+        await self.ex.io(_release, self.ex.store, self.ex.lease)
+        return result
 
 
 def _release(store: Store, lease: Lease) -> None:
@@ -228,7 +311,7 @@ def _release(store: Store, lease: Lease) -> None:
 
 
 async def execute(ex: Execution) -> RunResult:
-    """Drive a run from ``ex.start`` until it ends; the lease is released on every exit."""
+    """Drive a run from ``ex.start`` until it ends or pauses; the lease is released on every exit."""
     try:
         return await _Loop(ex).run()
     except BaseException:

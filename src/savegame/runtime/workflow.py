@@ -6,7 +6,7 @@ import inspect
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from savegame.codec.migrate import Migration
 from savegame.errors import ConfigurationError
@@ -17,6 +17,7 @@ END = "__end__"
 
 StepResult = tuple[Mapping[str, Any] | None, str]
 StepFn = Callable[..., StepResult | Awaitable[StepResult]]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,8 @@ class Workflow:
         policy: when to checkpoint (default: after every step).
         durability: ``"sync"`` (default) commits each checkpoint before the next
             step starts; ``"async"`` writes in a background thread (see CheckpointPolicy).
+        compensate_on_failure: when a step fails, compensate the run's completed
+            write effects at once (the run ends compensated or compensation_failed).
 
     Example::
 
@@ -58,6 +61,8 @@ class Workflow:
     migrations: dict[int, Migration] = field(default_factory=dict)
     policy: CheckpointPolicy = field(default_factory=CheckpointPolicy)
     durability: Durability = "sync"
+    compensate_on_failure: bool = False
+    """Undo completed write effects (saga) when a step fails, instead of leaving the run resumable."""
     steps: dict[str, StepSpec] = field(default_factory=dict, init=False)
     entry: str | None = field(default=None, init=False)
     defined_in: str | None = field(default=None, init=False)
@@ -80,9 +85,24 @@ class Workflow:
         else:
             self.defined_in = module
 
+    @overload
+    def step(self, fn: F, /) -> F: ...
+
+    @overload
+    def step(
+        self,
+        fn: None = None,
+        /,
+        *,
+        entry: bool = False,
+        name: str | None = None,
+        checkpoint: bool = False,
+    ) -> Callable[[F], F]: ...
+
     def step(
         self,
         fn: StepFn | None = None,
+        /,
         *,
         entry: bool = False,
         name: str | None = None,
@@ -96,28 +116,32 @@ class Workflow:
             checkpoint: a key step, always checkpointed after it runs.
         """
 
-        def register(func: StepFn) -> StepFn:
-            step_name = name or getattr(func, "__name__", None)
-            if not step_name or step_name == END:
-                raise ConfigurationError(f"workflow {self.name!r}: invalid step name {step_name!r}")
-            if step_name in self.steps:
-                raise ConfigurationError(
-                    f"workflow {self.name!r}: step {step_name!r} is defined twice"
-                )
-            self.steps[step_name] = StepSpec(
-                step_name, func, inspect.iscoroutinefunction(func), checkpoint
-            )
-            if entry:
-                if self.entry is not None:
-                    raise ConfigurationError(
-                        f"workflow {self.name!r}: two entry steps ({self.entry!r} and {step_name!r})"
-                    )
-                self.entry = step_name
+        def register(func: F) -> F:
+            self.add_step(func, name=name, entry=entry, checkpoint=checkpoint)
             return func
 
         if fn is not None:
             return register(fn)
         return register
+
+    def add_step(
+        self, fn: StepFn, *, name: str | None = None, entry: bool = False, checkpoint: bool = False
+    ) -> StepSpec:
+        """Register ``fn`` as a step (the non-decorator form of :meth:`step`)."""
+        step_name = name or getattr(fn, "__name__", None)
+        if not step_name or step_name == END:
+            raise ConfigurationError(f"workflow {self.name!r}: invalid step name {step_name!r}")
+        if step_name in self.steps:
+            raise ConfigurationError(f"workflow {self.name!r}: step {step_name!r} is defined twice")
+        spec = StepSpec(step_name, fn, inspect.iscoroutinefunction(fn), checkpoint)
+        self.steps[step_name] = spec
+        if entry:
+            if self.entry is not None:
+                raise ConfigurationError(
+                    f"workflow {self.name!r}: two entry steps ({self.entry!r} and {step_name!r})"
+                )
+            self.entry = step_name
+        return spec
 
     def migration(self, from_version: int) -> Callable[[Migration], Migration]:
         """Register the migration that upgrades a state from ``from_version`` to the next."""

@@ -5,18 +5,25 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from savegame.model import CheckpointRecord
+from savegame.model import CheckpointRecord, EffectRecord
 from savegame.stores.base import Store
 
 Committed = Callable[[CheckpointRecord, float], None]
+_Item = tuple[CheckpointRecord, str | None, Sequence[EffectRecord]]
 
 
 class Writer(Protocol):
-    def write(self, record: CheckpointRecord, *, error: str | None = None) -> None:
-        """Write (or queue) a record; raises the error of an earlier failed write."""
+    def write(
+        self,
+        record: CheckpointRecord,
+        *,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
+    ) -> None:
+        """Write (or queue) a record with its journal entries; raises an earlier write's error."""
         ...
 
     def flush(self) -> None:
@@ -34,10 +41,15 @@ class SyncWriter:
         self._token = token
         self._committed = committed
 
-    def write(self, record: CheckpointRecord, *, error: str | None = None) -> None:
-
+    def write(
+        self,
+        record: CheckpointRecord,
+        *,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
+    ) -> None:
         started = time.perf_counter()
-        self._store.put_checkpoint(record, lease_token=self._token, error=error)
+        self._store.put_checkpoint(record, lease_token=self._token, error=error, effects=effects)
         self._committed(record, time.perf_counter() - started)
 
     def flush(self) -> None:
@@ -64,9 +76,7 @@ class AsyncWriter:
         self._store = store
         self._token = token
         self._committed = committed
-        self._queue: queue.Queue[tuple[CheckpointRecord, str | None] | None] = queue.Queue(
-            maxsize=maxsize
-        )
+        self._queue: queue.Queue[_Item | None] = queue.Queue(maxsize=maxsize)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name="savegame-writer", daemon=True)
         self._thread.start()
@@ -80,10 +90,12 @@ class AsyncWriter:
                     return
                 if self._error is not None:
                     continue  # drain without writing: order matters more than progress
-                record, error = item
+                record, error, effects = item
                 started = time.perf_counter()
                 try:
-                    self._store.put_checkpoint(record, lease_token=self._token, error=error)
+                    self._store.put_checkpoint(
+                        record, lease_token=self._token, error=error, effects=effects
+                    )
                 except BaseException as exc:
                     self._error = exc
                     continue
@@ -95,9 +107,15 @@ class AsyncWriter:
         if self._error is not None:
             raise self._error
 
-    def write(self, record: CheckpointRecord, *, error: str | None = None) -> None:
+    def write(
+        self,
+        record: CheckpointRecord,
+        *,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
+    ) -> None:
         self._raise()
-        self._queue.put((record, error))
+        self._queue.put((record, error, effects))
 
     def flush(self) -> None:
         self._queue.join()

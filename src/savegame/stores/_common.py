@@ -1,20 +1,23 @@
 """Helpers every backend shares, so the backends agree on edge cases.
 
-Time, JSON and metadata filters are where backends drift apart silently (a
-float that loses a microsecond, ``True`` matching ``1``), so their rules live
-here once and every backend calls them.
+Time, JSON, metadata filters and the journal's write rules are where backends
+drift apart silently (a float that loses a microsecond, ``True`` matching
+``1``, which entry a second intent keeps), so their rules live here once and
+every backend calls them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
 from savegame.errors import SerializationError
+from savegame.model import EffectKind, EffectRecord, EffectStatus
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -127,3 +130,84 @@ def check_first(run_id: str, thread_id: str, first_run_id: str, first_thread_id:
             f"first checkpoint belongs to run {first_run_id} / thread {first_thread_id}, "
             f"not run {run_id} / thread {thread_id}"
         )
+
+
+def detached_effect(effect: EffectRecord) -> EffectRecord:
+    """A copy sharing nothing mutable with the caller, normalised as SQLite stores it.
+
+    Every backend refuses the same inputs this way (a naive datetime, metadata
+    that is not JSON data) and returns the same values (JSON-normalised metadata).
+
+    Raises:
+        ValueError: a naive datetime.
+        SerializationError: metadata that is not JSON data.
+    """
+    to_micros(effect.created_at)
+    if effect.completed_at is not None:
+        to_micros(effect.completed_at)
+    return replace(
+        effect,
+        kind=EffectKind(effect.kind),
+        status=EffectStatus(effect.status),
+        arguments=bytes(effect.arguments),
+        result=None if effect.result is None else bytes(effect.result),
+        metadata=detach(effect.metadata, "effect.metadata"),
+    )
+
+
+def check_effects(run_id: str, effects: Sequence[EffectRecord]) -> list[EffectRecord]:
+    """Effects given with a checkpoint must belong to its run.
+
+    Raises:
+        ValueError: one names another run (a caller bug, not a conflict).
+    """
+    for effect in effects:
+        if effect.run_id != run_id:
+            raise ValueError(
+                f"effect {effect.request_id} belongs to run {effect.run_id}, "
+                f"not to the checkpoint's run {run_id}"
+            )
+    return [detached_effect(e) for e in effects]
+
+
+def keeps(existing: EffectRecord | None) -> TypeGuard[EffectRecord]:
+    """Whether the journal keeps ``existing`` rather than a new intent for its request id.
+
+    Insert-if-absent is what makes a re-executed step get its recorded result
+    back; NOT_DONE is the one exception, because a person declared that call
+    never happened, so the next execution must journal (and make) it afresh.
+    """
+    return existing is not None and existing.status is not EffectStatus.NOT_DONE
+
+
+def settled(
+    current: EffectRecord,
+    *,
+    status: EffectStatus,
+    result: bytes | None,
+    error: str | None,
+    metadata: Mapping[str, Any] | None,
+    checksum: str,
+) -> EffectRecord:
+    """``current`` after ``record_result``: the outcome set, completed now, metadata merged.
+
+    Metadata is a shallow update: a key given replaces that top-level key whole,
+    keys not given stay (a decision's ``by`` and ``reason`` join the tool's flags).
+
+    Raises:
+        SerializationError: ``metadata`` is not JSON data.
+    """
+    return replace(
+        current,
+        status=EffectStatus(status),
+        result=None if result is None else bytes(result),
+        error=error,
+        metadata={**current.metadata, **detach(metadata or {}, "effect.metadata")},
+        completed_at=datetime.now(timezone.utc),
+        checksum=checksum,
+    )
+
+
+def effect_order(effect: EffectRecord) -> tuple[int, str]:
+    """The journal's listing order: oldest first, ties broken by request id."""
+    return to_micros(effect.created_at), effect.request_id

@@ -15,15 +15,29 @@ Invariants a backend must keep (the contract suite in savegame.testing proves th
 * Fencing tokens only grow: every successful ``acquire_lease`` returns a token
   greater than any token that run had before, including released ones.
 * Histories are newest first; checkpoint ids sort by creation time.
+* Journal: ``record_intent`` is insert-if-absent keyed by (run_id, request_id)
+  and returns the entry that is stored afterwards (the existing one when
+  present, except a NOT_DONE entry, which the new intent replaces). Effects
+  passed to ``put_checkpoint`` are inserted the same way in the checkpoint's
+  transaction. Lease-fenced journal writes check the token like checkpoints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from savegame.model import CheckpointHeader, CheckpointRecord, Lease, RunInfo, RunStatus
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    Lease,
+    RunInfo,
+    RunStatus,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +114,18 @@ class Store(Protocol):
 
     # -- checkpoints ----------------------------------------------------------
     def put_checkpoint(
-        self, record: CheckpointRecord, *, lease_token: int, error: str | None = None
+        self,
+        record: CheckpointRecord,
+        *,
+        lease_token: int,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
     ) -> None:
         """Insert ``record`` and move its run's head to it, fenced by ``lease_token``.
 
-        The run's status and step become the record's; ``error`` is stored on the run.
+        The run's status and step become the record's; ``error`` is stored on the
+        run. ``effects`` (results of reads made during the step) are journaled in
+        the same transaction, insert-if-absent.
 
         Raises:
             LeaseLostError: the run's fencing token is no longer ``lease_token``.
@@ -169,9 +190,68 @@ class Store(Protocol):
         """Give up our lease; a no-op when ``token`` is no longer current. The token is kept."""
         ...
 
+    # -- journal ----------------------------------------------------------------
+    def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
+        """Journal ``effect`` unless its (run_id, request_id) is there already; return what is stored.
+
+        An existing NOT_DONE entry is replaced by ``effect``.
+
+        Raises:
+            LeaseLostError: the run's fencing token is no longer ``lease_token``.
+            NotFoundError: the run does not exist.
+        """
+        ...
+
+    def record_result(
+        self,
+        run_id: str,
+        request_id: str,
+        *,
+        status: EffectStatus,
+        result: bytes | None = None,
+        error: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        checksum: str,
+        lease_token: int | None,
+    ) -> EffectRecord:
+        """Settle a journal entry: set status, result, error and completed_at; merge ``metadata``.
+
+        ``lease_token`` None is a person acting outside any lease (approve,
+        resolve); otherwise the write is fenced like a checkpoint. ``checksum``
+        is the entry's new integrity check, computed by the caller.
+
+        Raises:
+            LeaseLostError: fenced and the token is stale.
+            NotFoundError: no such entry.
+        """
+        ...
+
+    def get_effect(self, run_id: str, request_id: str) -> EffectRecord:
+        """Raises NotFoundError for an unknown entry."""
+        ...
+
+    def list_effects(
+        self,
+        run_id: str | None = None,
+        *,
+        kinds: Sequence[EffectKind] | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+        limit: int = 10_000,
+    ) -> list[EffectRecord]:
+        """Journal entries, oldest first (by created_at, then request_id), of one run or of all runs."""
+        ...
+
+    def request_cancel(self, run_id: str) -> None:
+        """Flag the run so its owner stops at the next step boundary (``RunInfo.cancel_requested``).
+
+        Raises:
+            NotFoundError: the run does not exist.
+        """
+        ...
+
     # -- housekeeping -----------------------------------------------------------
     def delete_thread(self, thread_id: str) -> int:
-        """Delete a thread's runs and checkpoints; return how many checkpoints went."""
+        """Delete a thread's runs, checkpoints and journal entries; return how many checkpoints went."""
         ...
 
     def stats(self) -> StoreStats: ...

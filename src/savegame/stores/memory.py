@@ -10,8 +10,8 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from savegame.errors import (
@@ -21,7 +21,17 @@ from savegame.errors import (
     LeaseLostError,
     NotFoundError,
 )
-from savegame.model import CheckpointHeader, CheckpointRecord, Lease, RunInfo, RunStatus, utcnow
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    Lease,
+    RunInfo,
+    RunStatus,
+    utcnow,
+)
 from savegame.stores import _common
 from savegame.stores.base import Capabilities, StoreStats, ThreadInfo
 
@@ -41,6 +51,8 @@ class _Run:
     lease_owner: str | None
     lease_token: int
     lease_expires_at: float | None
+    effects: dict[str, EffectRecord] = field(default_factory=dict)
+    """The run's journal by request id; records are detached copies, never the caller's."""
 
     def lease(self) -> Lease | None:
         if self.lease_owner is None or self.lease_expires_at is None:
@@ -162,15 +174,25 @@ class MemoryStore:
 
     # -- checkpoints --------------------------------------------------------------
     def put_checkpoint(
-        self, record: CheckpointRecord, *, lease_token: int, error: str | None = None
+        self,
+        record: CheckpointRecord,
+        *,
+        lease_token: int,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
     ) -> None:
         record = _detached(record)
+        journal = _common.check_effects(record.run_id, effects)
         with self._lock:
             run = self._run(record.run_id)
             if run.lease_token != lease_token:
                 raise LeaseLostError(record.run_id, lease_token)
             if record.checkpoint_id in self._checkpoints:
                 raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
+            # Every check is behind us: from here on nothing raises, so the
+            # checkpoint and its effects land together or not at all.
+            for effect in journal:
+                _journal(run, effect)
             self._checkpoints[record.checkpoint_id] = record
             bisect.insort(run.checkpoint_ids, record.checkpoint_id)
             header = record.header
@@ -261,6 +283,84 @@ class MemoryStore:
                 run.lease_owner = None
                 run.lease_expires_at = None
 
+    # -- journal --------------------------------------------------------------------------
+    def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
+        effect = _common.detached_effect(effect)
+        with self._lock:
+            run = self._run(effect.run_id)
+            if run.lease_token != lease_token:
+                raise LeaseLostError(effect.run_id, lease_token)
+            return _common.detached_effect(_journal(run, effect))
+
+    def record_result(
+        self,
+        run_id: str,
+        request_id: str,
+        *,
+        status: EffectStatus,
+        result: bytes | None = None,
+        error: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        checksum: str,
+        lease_token: int | None,
+    ) -> EffectRecord:
+        with self._lock:
+            run = self._run(run_id)
+            if lease_token is not None and run.lease_token != lease_token:
+                raise LeaseLostError(run_id, lease_token)
+            current = run.effects.get(request_id)
+            if current is None:
+                raise NotFoundError("effect", f"{run_id}/{request_id}")
+            settled = _common.settled(
+                current,
+                status=status,
+                result=result,
+                error=error,
+                metadata=metadata,
+                checksum=checksum,
+            )
+            run.effects[request_id] = settled
+            return _common.detached_effect(settled)
+
+    def get_effect(self, run_id: str, request_id: str) -> EffectRecord:
+        with self._lock:
+            run = self._runs.get(run_id)
+            effect = None if run is None else run.effects.get(request_id)
+        if effect is None:
+            raise NotFoundError("effect", f"{run_id}/{request_id}")
+        return _common.detached_effect(effect)
+
+    def list_effects(
+        self,
+        run_id: str | None = None,
+        *,
+        kinds: Sequence[EffectKind] | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+        limit: int = 10_000,
+    ) -> list[EffectRecord]:
+        """Journal entries oldest first; see :meth:`savegame.stores.base.Store.list_effects`."""
+        wanted_kinds = None if kinds is None else {EffectKind(k) for k in kinds}
+        wanted_statuses = None if statuses is None else {EffectStatus(s) for s in statuses}
+        with self._lock:
+            if run_id is None:
+                runs = list(self._runs.values())
+            else:
+                runs = [self._runs[run_id]] if run_id in self._runs else []
+            found = [
+                effect
+                for run in runs
+                for effect in run.effects.values()
+                if (wanted_kinds is None or effect.kind in wanted_kinds)
+                and (wanted_statuses is None or effect.status in wanted_statuses)
+            ]
+        found.sort(key=_common.effect_order)
+        return [_common.detached_effect(e) for e in found[: max(limit, 0)]]
+
+    def request_cancel(self, run_id: str) -> None:
+        with self._lock:
+            run = self._run(run_id)
+            run.info = replace(run.info, cancel_requested=True)
+
     # -- housekeeping -------------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> int:
         with self._lock:
@@ -296,6 +396,15 @@ class MemoryStore:
         if run is None:
             raise NotFoundError("run", run_id)
         return run
+
+
+def _journal(run: _Run, effect: EffectRecord) -> EffectRecord:
+    """Insert-if-absent under the store lock; return what the journal holds afterwards."""
+    existing = run.effects.get(effect.request_id)
+    if _common.keeps(existing):
+        return existing
+    run.effects[effect.request_id] = effect
+    return effect
 
 
 def _detached(record: CheckpointRecord) -> CheckpointRecord:

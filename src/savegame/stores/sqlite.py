@@ -16,7 +16,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -32,28 +32,21 @@ from savegame.errors import (
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
     Lease,
     RunInfo,
     RunStatus,
-    Usage,
     utcnow,
 )
 from savegame.stores import _common, sqlite_schema
+from savegame.stores import sqlite_rows as conv
 from savegame.stores.base import Capabilities, StoreStats, ThreadInfo
 
 _CAPABILITIES = Capabilities(persistent=True, multi_process=True)
 _SYNCHRONOUS = ("full", "normal")
 _BUSY_TIMEOUT_S = 30.0
-
-_HEADER_COLS = (
-    "thread_id, run_id, checkpoint_id, parent_id, step, node, status, next, usage, metadata,"
-    " created_at, expires_at, format_version, state_version, size"
-)
-_RECORD_COLS = _HEADER_COLS + ", checksum, payload"
-_RUN_COLS = (
-    "run_id, thread_id, workflow, workflow_ref, status, step, head_checkpoint_id, created_at,"
-    " updated_at, error, metadata, lease_owner, lease_token, lease_expires_at"
-)
 
 
 def parse_url(url: str) -> tuple[str, str]:
@@ -163,21 +156,22 @@ class SqliteStore:
                 raise ConflictError(f"run {run.run_id} exists already")
             lease = Lease(run.run_id, owner, 1, time.time() + ttl)
             conn.execute(
-                f"INSERT INTO runs ({_RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO runs ({conv.RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id, run.thread_id, run.workflow, run.workflow_ref, header.status.value,
                     header.step, first.checkpoint_id, _common.to_micros(run.created_at),
                     _common.to_micros(run.updated_at), run.error, meta, owner, 1, lease.expires_at,
+                    int(run.cancel_requested),
                 ),
             )  # fmt: skip
-            _insert_checkpoint(conn, first)
+            conv.insert_checkpoint(conn, first)
         return lease
 
     def get_run(self, run_id: str) -> RunInfo:
-        rows = self._read(f"SELECT {_RUN_COLS} FROM runs WHERE run_id = ?", (run_id,))
+        rows = self._read(f"SELECT {conv.RUN_COLS} FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             raise NotFoundError("run", run_id)
-        return _run_info(rows[0])
+        return conv.run_info(rows[0])
 
     def list_runs(
         self,
@@ -194,9 +188,9 @@ class SqliteStore:
         if status is not None:
             where.append("status = ?")
             params.append(RunStatus(status).value)
-        sql = f"SELECT {_RUN_COLS} FROM runs WHERE {' AND '.join(where)}"
+        sql = f"SELECT {conv.RUN_COLS} FROM runs WHERE {' AND '.join(where)}"
         rows = self._read(sql + " ORDER BY created_at DESC, run_id DESC LIMIT ?", (*params, limit))
-        return [_run_info(row) for row in rows]
+        return [conv.run_info(row) for row in rows]
 
     def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
         # latest_run_id: the most recently created run of the thread (ties by id).
@@ -214,57 +208,54 @@ class SqliteStore:
 
     # -- checkpoints --------------------------------------------------------------
     def put_checkpoint(
-        self, record: CheckpointRecord, *, lease_token: int, error: str | None = None
+        self,
+        record: CheckpointRecord,
+        *,
+        lease_token: int,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
     ) -> None:
         header = record.header
+        journal = _common.check_effects(header.run_id, effects)
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT lease_token FROM runs WHERE run_id = ?", (header.run_id,)
-            ).fetchone()
-            if row is None:
-                raise NotFoundError("run", header.run_id)
-            # Fencing: equality only. Expiry is for acquirers to judge; a writer
-            # whose lease lapsed but was not taken over still owns the run.
-            if row[0] != lease_token:
-                raise LeaseLostError(header.run_id, lease_token)
-            _insert_checkpoint(conn, record)
+            self._fence(conn, header.run_id, lease_token)
+            conv.insert_checkpoint(conn, record)
+            # In the checkpoint's transaction: the entries land with it or not at all.
+            for effect in journal:
+                conv.journal(conn, effect)
             conn.execute(
                 "UPDATE runs SET head_checkpoint_id = ?, status = ?, step = ?, error = ?, updated_at = ?"
                 " WHERE run_id = ?",
                 (
-                    header.checkpoint_id,
-                    header.status.value,
-                    header.step,
-                    error,
-                    _common.to_micros(utcnow()),
-                    header.run_id,
+                    header.checkpoint_id, header.status.value, header.step, error,
+                    _common.to_micros(utcnow()), header.run_id,
                 ),
-            )
+            )  # fmt: skip
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
         rows = self._read(
-            f"SELECT {_RECORD_COLS} FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,)
+            f"SELECT {conv.RECORD_COLS} FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,)
         )
         if not rows:
             raise NotFoundError("checkpoint", checkpoint_id)
-        return _record(rows[0])
+        return conv.record(rows[0])
 
     def latest_checkpoint(self, run_id: str) -> CheckpointRecord:
         rows = self._read(
-            f"SELECT {_RECORD_COLS} FROM checkpoints"
+            f"SELECT {conv.RECORD_COLS} FROM checkpoints"
             " WHERE checkpoint_id = (SELECT head_checkpoint_id FROM runs WHERE run_id = ?)",
             (run_id,),
         )
         if not rows:
             raise NotFoundError("run", run_id)
-        return _record(rows[0])
+        return conv.record(rows[0])
 
     def thread_head(self, thread_id: str) -> CheckpointRecord | None:
         rows = self._read(
-            f"SELECT {_RECORD_COLS} FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT 1",
+            f"SELECT {conv.RECORD_COLS} FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT 1",
             (thread_id,),
         )
-        return _record(rows[0]) if rows else None
+        return conv.record(rows[0]) if rows else None
 
     def list_checkpoints(
         self,
@@ -287,16 +278,27 @@ class SqliteStore:
             params.append(before)
         for key, value in _common.check_filter(metadata).items():
             where.append(
-                f"EXISTS (SELECT 1 FROM json_each(c.metadata) WHERE key = ? AND {_type_test(value)})"
+                f"EXISTS (SELECT 1 FROM json_each(c.metadata) WHERE key = ? AND {conv.type_test(value)})"
             )
             params.append(key)
             if value is not None and not isinstance(value, bool):
                 params.append(value)
-        sql = f"SELECT {_HEADER_COLS} FROM checkpoints c WHERE {' AND '.join(where)} ORDER BY c.checkpoint_id DESC"
+        sql = f"SELECT {conv.HEADER_COLS} FROM checkpoints c WHERE {' AND '.join(where)} ORDER BY c.checkpoint_id DESC"
         rows = self._read(sql + " LIMIT ?", (*params, -1 if limit is None else limit))
         if not rows and not self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)):
             raise NotFoundError("run", run_id)
-        return [_header(row) for row in rows]
+        return [conv.header(row) for row in rows]
+
+    @staticmethod
+    def _fence(conn: sqlite3.Connection, run_id: str, lease_token: int | None) -> None:
+        """Raises NotFoundError for an unknown run, LeaseLostError for a stale token (None: unfenced)."""
+        row = conn.execute("SELECT lease_token FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise NotFoundError("run", run_id)
+        # Fencing: equality only. Expiry is for acquirers to judge; a writer
+        # whose lease lapsed but was not taken over still owns the run.
+        if lease_token is not None and row[0] != lease_token:
+            raise LeaseLostError(run_id, lease_token)
 
     # -- leases ---------------------------------------------------------------------
     def acquire_lease(
@@ -351,6 +353,65 @@ class SqliteStore:
             raise NotFoundError("run", run_id)
         return row[0], int(row[1]), row[2]
 
+    # -- journal --------------------------------------------------------------------------
+    def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
+        effect = _common.detached_effect(effect)
+        with self._write() as conn:
+            self._fence(conn, effect.run_id, lease_token)
+            return conv.journal(conn, effect)
+
+    def record_result(
+        self,
+        run_id: str,
+        request_id: str,
+        *,
+        status: EffectStatus,
+        result: bytes | None = None,
+        error: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        checksum: str,
+        lease_token: int | None,
+    ) -> EffectRecord:
+        with self._write() as conn:
+            self._fence(conn, run_id, lease_token)
+            current = conv.select_effect(conn, run_id, request_id)
+            if current is None:
+                raise NotFoundError("effect", f"{run_id}/{request_id}")
+            settled = _common.settled(
+                current,
+                status=status,
+                result=result,
+                error=error,
+                metadata=metadata,
+                checksum=checksum,
+            )
+            conv.write_effect(conn, settled)
+        return settled
+
+    def get_effect(self, run_id: str, request_id: str) -> EffectRecord:
+        with self._lock:
+            found = conv.select_effect(self._conn, run_id, request_id)
+        if found is None:
+            raise NotFoundError("effect", f"{run_id}/{request_id}")
+        return found
+
+    def list_effects(
+        self,
+        run_id: str | None = None,
+        *,
+        kinds: Sequence[EffectKind] | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+        limit: int = 10_000,
+    ) -> list[EffectRecord]:
+        """Journal entries oldest first; see :meth:`savegame.stores.base.Store.list_effects`."""
+        sql, params = conv.effects_query(run_id, kinds, statuses, limit)
+        return [conv.effect(row) for row in self._read(sql, params)]
+
+    def request_cancel(self, run_id: str) -> None:
+        with self._write() as conn:
+            self._fence(conn, run_id, None)
+            conn.execute("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?", (run_id,))
+
     # -- housekeeping -------------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> int:
         with self._write() as conn:
@@ -386,75 +447,3 @@ class SqliteStore:
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.url!r})"
-
-
-def _type_test(value: _common.Scalar) -> str:
-    """The json_each condition for one filter value; see MemoryStore for the same rules."""
-    if value is None:
-        return "type = 'null'"
-    if isinstance(value, bool):
-        return "type = 'true'" if value else "type = 'false'"
-    if isinstance(value, (int, float)):
-        return "type IN ('integer', 'real') AND value = ?"
-    return "type = 'text' AND value = ?"
-
-
-def _insert_checkpoint(conn: sqlite3.Connection, record: CheckpointRecord) -> None:
-    h = record.header
-    if conn.execute(
-        "SELECT 1 FROM checkpoints WHERE checkpoint_id = ?", (h.checkpoint_id,)
-    ).fetchone():
-        raise ConflictError(f"checkpoint {h.checkpoint_id} exists already")
-    conn.execute(
-        f"INSERT INTO checkpoints ({_RECORD_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            h.thread_id, h.run_id, h.checkpoint_id, h.parent_id, h.step, h.node, h.status.value, h.next,
-            _common.json_dumps(h.usage.to_dict(), "usage").decode(),
-            _common.json_dumps(dict(h.metadata), "metadata").decode(),
-            _common.to_micros(h.created_at),
-            None if h.expires_at is None else _common.to_micros(h.expires_at),
-            h.format_version, h.state_version, h.size, record.checksum, record.payload,
-        ),
-    )  # fmt: skip
-
-
-def _header(row: tuple[Any, ...]) -> CheckpointHeader:
-    return CheckpointHeader(
-        thread_id=row[0],
-        run_id=row[1],
-        checkpoint_id=row[2],
-        parent_id=row[3],
-        step=row[4],
-        node=row[5],
-        status=RunStatus(row[6]),
-        next=row[7],
-        usage=Usage.from_dict(_common.json_loads(row[8])),
-        metadata=_common.json_loads(row[9]),
-        created_at=_common.from_micros(row[10]),
-        expires_at=None if row[11] is None else _common.from_micros(row[11]),
-        format_version=row[12],
-        state_version=row[13],
-        size=row[14],
-    )
-
-
-def _record(row: tuple[Any, ...]) -> CheckpointRecord:
-    return CheckpointRecord(header=_header(row), checksum=row[15], payload=bytes(row[16]))
-
-
-def _run_info(row: tuple[Any, ...]) -> RunInfo:
-    owner, token, expires_at = row[11], row[12], row[13]
-    return RunInfo(
-        run_id=row[0],
-        thread_id=row[1],
-        workflow=row[2],
-        workflow_ref=row[3],
-        status=RunStatus(row[4]),
-        step=row[5],
-        head_checkpoint_id=row[6],
-        created_at=_common.from_micros(row[7]),
-        updated_at=_common.from_micros(row[8]),
-        error=row[9],
-        lease=None if owner is None else Lease(row[0], owner, token, expires_at),
-        metadata=_common.json_loads(row[10]),
-    )

@@ -8,7 +8,8 @@ apply it exactly once and a crash mid-migration leaves the previous version.
 Units: ``created_at``, ``updated_at`` and ``expires_at`` are integer
 microseconds since the epoch (exact round trips of the model's datetimes);
 ``lease_expires_at`` is epoch seconds as REAL, like ``Lease.expires_at``.
-JSON columns hold orjson text.
+``completed_at`` (effects) is integer microseconds too. JSON columns hold
+orjson text; ``arguments``, ``result`` and ``payload`` are opaque BLOBs.
 """
 
 from __future__ import annotations
@@ -64,6 +65,36 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX checkpoints_by_run ON checkpoints (run_id, checkpoint_id)",
         "CREATE INDEX checkpoints_by_thread ON checkpoints (thread_id, checkpoint_id)",
+    ),
+    # 2: the effect journal and the cancel flag.
+    (
+        """
+        CREATE TABLE effects (
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            request_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            name TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            node TEXT NOT NULL,
+            call_index INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            arguments BLOB NOT NULL,
+            result BLOB,
+            error TEXT,
+            metadata TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            completed_at INTEGER,
+            checksum TEXT NOT NULL,
+            PRIMARY KEY (run_id, request_id)
+        )
+        """,
+        # list_effects(run_id): a range scan already in the listing order.
+        "CREATE INDEX effects_by_run ON effects (run_id, created_at, request_id)",
+        # list_effects(kinds=..., statuses=...) across runs: the pending-approvals
+        # and in-doubt queries, which must not scan every journal entry ever made.
+        "CREATE INDEX effects_by_kind_status ON effects (kind, status, created_at, request_id)",
+        # NOT NULL with a constant default: SQLite fills existing rows without a table rewrite.
+        "ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0",
     ),
 )
 

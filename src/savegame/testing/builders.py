@@ -1,20 +1,41 @@
-"""Small builders for runs and checkpoint records, for store tests and users' tests.
+"""Small builders for runs, checkpoint records and journal entries, for store tests and users' tests.
 
-Records are built with the real codec, so checksums are genuine and a store
-that damaged a payload would be caught by ``savegame.codec.decode``.
+Checkpoint records are built with the real codec, so checksums are genuine and
+a store that damaged a payload would be caught by ``savegame.codec.decode``.
+Journal entries carry a BLAKE2b checksum of their own (:func:`effect_checksum`);
+stores keep a checksum as opaque text, so the suite only needs it to round trip.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from savegame.codec.envelope import encode
 from savegame.ids import new_id
-from savegame.model import CheckpointHeader, CheckpointRecord, RunInfo, RunStatus, Usage, utcnow
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    RunInfo,
+    RunStatus,
+    Usage,
+    utcnow,
+)
 
-__all__ = ["OTHER_OWNER", "OWNER", "make_record", "make_run", "next_record"]
+__all__ = [
+    "OTHER_OWNER",
+    "OWNER",
+    "effect_checksum",
+    "make_effect",
+    "make_record",
+    "make_run",
+    "next_record",
+]
 
 OWNER = "contract-host:1001:1"
 """A lease owner in the ``host:pid:start`` shape the runtime uses."""
@@ -108,4 +129,60 @@ def next_record(
         usage=header.usage + Usage(input_tokens=10, output_tokens=5, cost_usd=0.001, llm_calls=1),
         metadata=metadata,
         state={"step": step},
+    )
+
+
+def effect_checksum(
+    run_id: str, request_id: str, arguments: bytes, result: bytes | None = None
+) -> str:
+    """A BLAKE2b-128 hex digest over an entry's identity, arguments and result."""
+    digest = hashlib.blake2b(digest_size=16)
+    # Length prefixes keep ("ab", "c") and ("a", "bc") apart.
+    for part in (run_id.encode(), request_id.encode(), arguments, result or b""):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    digest.update(b"\x01" if result is not None else b"\x00")
+    return digest.hexdigest()
+
+
+def make_effect(
+    run_id: str,
+    request_id: str | None = None,
+    *,
+    kind: EffectKind = EffectKind.WRITE,
+    name: str = "send_email",
+    step: int = 1,
+    node: str = "work",
+    call_index: int = 0,
+    status: EffectStatus = EffectStatus.PENDING,
+    arguments: bytes = b'{"to":"ada@example.com"}',
+    result: bytes | None = None,
+    error: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    created_at: datetime | None = None,
+    completed_at: datetime | None = None,
+    checksum: str | None = None,
+) -> EffectRecord:
+    """A journal entry; every field can be set.
+
+    The request id defaults to ``{run_id}/{step}/{call_index}``, stable like the
+    runtime's, so two builders with the same position name the same entry.
+    """
+    request_id = request_id or f"{run_id}/{step}/{call_index}"
+    return EffectRecord(
+        run_id=run_id,
+        request_id=request_id,
+        kind=kind,
+        name=name,
+        step=step,
+        node=node,
+        call_index=call_index,
+        status=status,
+        arguments=arguments,
+        result=result,
+        error=error,
+        metadata=dict(metadata or {}),
+        created_at=created_at or utcnow(),
+        completed_at=completed_at,
+        checksum=checksum or effect_checksum(run_id, request_id, arguments, result),
     )

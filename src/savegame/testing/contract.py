@@ -10,7 +10,9 @@ Subclass :class:`StoreContract` and provide a ``store`` fixture::
             store.close()
 
 Tests of optional behaviour skip, with the reason, when the store's
-:class:`~savegame.stores.base.Capabilities` do not claim it. Tests that need a
+:class:`~savegame.stores.base.Capabilities` do not claim it. The journal and
+cancel-flag tests live in :mod:`savegame.testing._journal_contract` and come
+with :class:`StoreContract` by inheritance. Tests that need a
 second handle on the same data call :meth:`StoreContract.reopen`; override it
 when ``open_store(store.url)`` cannot reach the data (a URL without secrets).
 """
@@ -19,8 +21,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -28,42 +28,24 @@ import pytest
 from savegame.codec.envelope import decode
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
-from savegame.model import CheckpointRecord, Lease, RunInfo, RunStatus, Usage, utcnow
-from savegame.stores import open_store
+from savegame.model import CheckpointRecord, Lease, RunStatus, Usage, utcnow
 from savegame.stores.base import Store
-from savegame.testing.builders import OTHER_OWNER, OWNER, make_record, make_run, next_record
+from savegame.testing._contract_base import TTL
+from savegame.testing._journal_contract import JournalContract
+from savegame.testing.builders import (
+    OTHER_OWNER,
+    OWNER,
+    make_effect,
+    make_record,
+    make_run,
+    next_record,
+)
 
 __all__ = ["StoreContract"]
 
-TTL = 30.0
-"""A lease that stays live for the whole test."""
 
-
-class StoreContract:
-    """Behaviour every :class:`~savegame.stores.base.Store` must show."""
-
-    @pytest.fixture
-    def store(self) -> Store:
-        raise NotImplementedError("subclass StoreContract and provide a `store` fixture")
-
-    def reopen(self, store: Store) -> Store:
-        """A second, independent handle on the same data; the test closes it."""
-        return open_store(store.url)
-
-    @contextmanager
-    def _second_handle(self, store: Store) -> Iterator[Store]:
-        other = self.reopen(store)
-        try:
-            yield other
-        finally:
-            other.close()
-
-    def start(
-        self, store: Store, thread_id: str | None = None, *, ttl: float = TTL
-    ) -> tuple[RunInfo, CheckpointRecord, Lease]:
-        run, first = make_run(thread_id)
-        lease = store.create_run(run, first, owner=OWNER, ttl=ttl)
-        return run, first, lease
+class StoreContract(JournalContract):
+    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:
@@ -134,11 +116,15 @@ class StoreContract:
             lambda: store.put_checkpoint(first, lease_token=1),
             lambda: store.acquire_lease(run.run_id, OWNER, TTL),
             lambda: store.renew_lease(run.run_id, 1, TTL),
+            lambda: store.record_intent(make_effect(run.run_id), lease_token=1),
+            lambda: store.get_effect(run.run_id, "no-such-request"),
+            lambda: store.request_cancel(run.run_id),
         ):
             with pytest.raises(NotFoundError):
                 call()
         assert store.thread_head(run.thread_id) is None
         assert store.delete_thread(run.thread_id) == 0
+        assert store.list_effects(run.run_id) == []
 
     def test_thread_head_is_the_newest_checkpoint_of_any_run(self, store: Store) -> None:
         run1, first1, lease1 = self.start(store)

@@ -1,0 +1,147 @@
+"""Sagas: undo a run's completed write effects in reverse order, exactly once each.
+
+Compensation restores business consistency (the refund is cancelled, the
+booking released), not the exact prior world: emails stay sent, logs stay
+written. Each compensation is journaled like a write effect (intent before,
+result after), so a crash in the middle continues where it stopped and never
+undoes anything twice.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from savegame import codec
+from savegame.codec.journal import decode_value, encode_value
+from savegame.effects.journal import Journal
+from savegame.effects.tools import tool_named
+from savegame.errors import CompensationError, InDoubtEffectError, RunStateError
+from savegame.ids import new_id
+from savegame.model import (
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    Lease,
+    RunResult,
+    RunStatus,
+    utcnow,
+)
+from savegame.stores.base import Store
+
+Committed = Callable[[CheckpointRecord], None]
+
+
+def plan(effects: list[EffectRecord]) -> list[EffectRecord]:
+    """Completed writes that declared a compensation, newest first."""
+    done = [
+        e for e in effects
+        if e.kind is EffectKind.WRITE and e.status is EffectStatus.DONE and e.metadata.get("compensate")
+    ]  # fmt: skip
+    return sorted(done, key=lambda e: (e.step, e.call_index, e.created_at), reverse=True)
+
+
+def _arguments(fn: Callable[..., Any], original: dict[str, Any], result: Any) -> dict[str, Any]:
+    """The original call's arguments the compensating function accepts, plus ``result`` if it takes it."""
+    params = inspect.signature(fn).parameters
+    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in original.items() if takes_all or k in params}
+    if "result" in params or takes_all:
+        kwargs["result"] = result
+    kwargs.pop("request_id", None)
+    return kwargs
+
+
+def _status_record(
+    latest: CheckpointRecord, status: RunStatus, metadata: dict[str, Any]
+) -> CheckpointRecord:
+    header = replace(
+        latest.header,
+        checkpoint_id=new_id(),
+        parent_id=latest.checkpoint_id,
+        status=status,
+        next=None,
+        created_at=utcnow(),
+        metadata=metadata,
+    )
+    return codec.rewrap(latest, header)
+
+
+def run_compensation(
+    store: Store, run_id: str, lease: Lease, committed: Committed | None = None
+) -> RunResult:
+    """Compensate ``run_id`` while holding ``lease``; returns the final status.
+
+    Raises:
+        CompensationError: a compensation raised; the run is compensation_failed.
+        InDoubtEffectError: a compensation started but has no result and cannot be retried safely.
+    """
+    info = store.get_run(run_id)
+    if info.status is RunStatus.COMPENSATED:
+        raise RunStateError(run_id, info.status.value, "compensate")
+    latest = store.latest_checkpoint(run_id)
+
+    def write(status: RunStatus, error: str | None = None, **metadata: Any) -> CheckpointRecord:
+        nonlocal latest
+        record = _status_record(latest, status, metadata)
+        store.put_checkpoint(record, lease_token=lease.token, error=error)
+        latest = record
+        if committed is not None:
+            committed(record)
+        return record
+
+    if latest.header.status is not RunStatus.COMPENSATING:
+        write(RunStatus.COMPENSATING, previous=latest.header.status.value)
+    journal = Journal(store, run_id, lease.token, store.list_effects(run_id))
+    undone = 0
+    for effect in plan(store.list_effects(run_id, kinds=[EffectKind.WRITE])):
+        comp_id = f"{effect.request_id}:compensate"
+        existing = journal.get(comp_id)
+        if existing is not None and existing.status is EffectStatus.DONE:
+            undone += 1
+            continue
+        comp = tool_named(str(effect.metadata["compensate"]))
+        kwargs = _arguments(comp.fn, decode_value(effect.arguments), decode_value(effect.result))
+        if existing is not None and existing.status is EffectStatus.PENDING:
+            found = comp.reconcile(comp_id) if comp.reconcile is not None else None
+            if found is not None:
+                journal.settle(existing, EffectStatus.DONE, result=encode_value(found, "reconcile"))
+                undone += 1
+                continue
+            if not comp.idempotent and comp.reconcile is None:
+                error = InDoubtEffectError(run_id, comp.name, kwargs, comp_id)
+                write(RunStatus.NEEDS_ATTENTION, str(error), failed=comp_id)
+                raise error
+            entry = existing
+        else:
+            entry = journal.intent(
+                EffectRecord(
+                    run_id=run_id, request_id=comp_id, kind=EffectKind.COMPENSATION, name=comp.name,
+                    step=effect.step, node=effect.node, call_index=effect.call_index,
+                    status=EffectStatus.PENDING,
+                    arguments=encode_value(kwargs, f"compensation.{comp.name}"),
+                    metadata={"compensates": effect.request_id, "idempotent": comp.idempotent},
+                )
+            )  # fmt: skip
+        try:
+            result = comp.invoke(kwargs, comp_id)
+        except Exception as exc:
+            journal.settle(entry, EffectStatus.NOT_DONE, error=f"{type(exc).__name__}: {exc}")
+            failure = CompensationError(run_id, effect.request_id, comp.name, exc)
+            write(RunStatus.COMPENSATION_FAILED, str(failure), failed=comp_id, tool=comp.name)
+            raise failure from exc
+        journal.settle(entry, EffectStatus.DONE, result=encode_value(result, f"result.{comp.name}"))
+        undone += 1
+    final = write(RunStatus.COMPENSATED, compensated=undone)
+    return RunResult(
+        run_id=run_id,
+        thread_id=final.header.thread_id,
+        status=RunStatus.COMPENSATED,
+        state=codec.decode(final).state,
+        checkpoint_id=final.checkpoint_id,
+        step=final.header.step,
+        usage=final.header.usage,
+    )

@@ -1,0 +1,188 @@
+"""What people do to runs from outside: approve, reject, supply a value, settle an in-doubt call, cancel.
+
+Each decision is recorded in the run's journal with who gave it and when,
+outside any lease (a person is not a process owning the run). Continuing the
+run afterwards is an ordinary resume.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from savegame.codec.journal import decode_value, encode_value, sealed
+from savegame.errors import ConfigurationError, NotFoundError, RunStateError
+from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
+
+__all__ = ["EffectRecord", "PendingInterrupt", "approve", "pending", "reject", "resolve", "supply"]
+from savegame.stores.base import Store
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInterrupt:
+    """A run waiting for a person."""
+
+    run_id: str
+    interrupt_id: str
+    kind: EffectKind
+    """APPROVAL (a gated tool call) or INTERRUPT (``ctx.interrupt``)."""
+    name: str
+    """The tool's name, or the interrupt's."""
+    payload: Any
+    """The tool's arguments, or the interrupt's payload."""
+    step: int
+    node: str
+    created_at: Any
+
+
+def default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def pending(store: Store, run_id: str | None = None) -> list[PendingInterrupt]:
+    """Approvals and interrupts waiting for a person, oldest first (of one run or all)."""
+    entries = store.list_effects(
+        run_id, kinds=[EffectKind.APPROVAL, EffectKind.INTERRUPT], statuses=[EffectStatus.PENDING]
+    )
+    return [
+        PendingInterrupt(
+            e.run_id,
+            e.request_id,
+            e.kind,
+            e.name,
+            decode_value(e.arguments),
+            e.step,
+            e.node,
+            e.created_at,
+        )
+        for e in entries
+    ]
+
+
+def _pick(
+    store: Store, run_id: str, interrupt_id: str | None, kinds: Sequence[EffectKind]
+) -> EffectRecord:
+    waiting = [p for p in pending(store, run_id) if p.kind in kinds]
+    if interrupt_id is not None:
+        for entry in waiting:
+            if entry.interrupt_id == interrupt_id:
+                return store.get_effect(run_id, interrupt_id)
+        raise NotFoundError("pending interrupt", f"{interrupt_id} in run {run_id}")
+    if not waiting:
+        status = store.get_run(run_id).status
+        what = " or ".join(k.value for k in kinds)
+        raise RunStateError(run_id, status.value, f"find a pending {what} for")
+    if len(waiting) > 1:
+        ids = ", ".join(p.interrupt_id for p in waiting)
+        raise ConfigurationError(f"run {run_id} has several pending interrupts ({ids}); name one")
+    return store.get_effect(run_id, waiting[0].interrupt_id)
+
+
+def _settle(
+    store: Store,
+    entry: EffectRecord,
+    status: EffectStatus,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    by: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> EffectRecord:
+    meta = {"by": by or default_actor(), "at": utcnow().isoformat(), **(extra or {})}
+    encoded = (
+        None
+        if result is None and status is not EffectStatus.DONE
+        else encode_value(result, "decision")
+    )
+    done = sealed(
+        replace(
+            entry, status=status, result=encoded, error=error, metadata={**entry.metadata, **meta}
+        )
+    )
+    return store.record_result(
+        entry.run_id, entry.request_id, status=status, result=encoded, error=error,
+        metadata=meta, checksum=done.checksum, lease_token=None,
+    )  # fmt: skip
+
+
+def approve(
+    store: Store,
+    run_id: str,
+    *,
+    interrupt_id: str | None = None,
+    edit: dict[str, Any] | None = None,
+    by: str | None = None,
+) -> EffectRecord:
+    """Approve a gated tool call; ``edit`` replaces the tool's arguments."""
+    if edit is not None and not isinstance(edit, dict):
+        raise ConfigurationError(
+            f"an approval edit must be an object of arguments, not {type(edit).__name__}"
+        )
+    entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL])
+    return _settle(store, entry, EffectStatus.DONE, result={"approved": True, "edit": edit}, by=by)
+
+
+def reject(
+    store: Store,
+    run_id: str,
+    *,
+    reason: str,
+    interrupt_id: str | None = None,
+    by: str | None = None,
+) -> EffectRecord:
+    """Reject a gated tool call; the step's ``ctx.call`` raises ApprovalRejected on resume."""
+    entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL])
+    return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by)
+
+
+def supply(
+    store: Store, run_id: str, value: Any, *, interrupt_id: str | None = None, by: str | None = None
+) -> EffectRecord:
+    """Give ``ctx.interrupt`` its value."""
+    entry = _pick(store, run_id, interrupt_id, [EffectKind.INTERRUPT])
+    return _settle(store, entry, EffectStatus.DONE, result=value, by=by)
+
+
+def resolve(
+    store: Store,
+    run_id: str,
+    request_id: str,
+    *,
+    done: bool,
+    result: Any = None,
+    by: str | None = None,
+) -> EffectRecord:
+    """Settle an in-doubt write: it happened (with ``result``) or it did not (call again on resume)."""
+    entry = store.get_effect(run_id, request_id)
+    if (
+        entry.kind not in (EffectKind.WRITE, EffectKind.COMPENSATION)
+        or entry.status is not EffectStatus.PENDING
+    ):
+        raise RunStateError(
+            run_id, f"{entry.kind.value} entry {entry.status.value}", f"resolve {request_id} of"
+        )
+    if done:
+        return _settle(
+            store, entry, EffectStatus.DONE, result=result, by=by, extra={"resolved": "done"}
+        )
+    return _settle(store, entry, EffectStatus.NOT_DONE, by=by, extra={"resolved": "not_done"})
+
+
+def waiting_reason(store: Store, run_id: str) -> str | None:
+    """Why an interrupted run cannot simply continue, or None when it can."""
+    if store.get_run(run_id).status is not RunStatus.INTERRUPTED:
+        return None
+    waiting = pending(store, run_id)
+    if not waiting:
+        return None
+    first = waiting[0]
+    if first.kind is EffectKind.APPROVAL:
+        return f"it waits for approval of {first.name} ({first.interrupt_id}): approve or reject it"
+    return f"it waits for a value for interrupt {first.name!r} ({first.interrupt_id}): resume with a value"

@@ -1,0 +1,86 @@
+"""A run's journal as one execution sees it: loaded once, written through to the store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from savegame.codec.journal import sealed
+from savegame.model import EffectRecord, EffectStatus, utcnow
+from savegame.stores.base import Store
+
+
+class Journal:
+    """In-memory index of a run's effects plus the store writes that keep it durable.
+
+    Read results are buffered and saved with the next checkpoint (same
+    transaction); write intents/results, LLM results and interrupts are
+    committed at once because a crash must not lose them.
+    """
+
+    def __init__(
+        self, store: Store, run_id: str, lease_token: int, entries: list[EffectRecord]
+    ) -> None:
+        self._store = store
+        self.run_id = run_id
+        self._token = lease_token
+        self._by_id = {entry.request_id: entry for entry in entries}
+        self._buffered: list[EffectRecord] = []
+
+    def get(self, request_id: str) -> EffectRecord | None:
+        return self._by_id.get(request_id)
+
+    def intent(self, effect: EffectRecord) -> EffectRecord:
+        """Commit ``effect`` (insert-if-absent) and return what the store holds."""
+        stored = self._store.record_intent(sealed(effect), lease_token=self._token)
+        self._by_id[stored.request_id] = stored
+        return stored
+
+    def settle(
+        self,
+        effect: EffectRecord,
+        status: EffectStatus,
+        *,
+        result: bytes | None = None,
+        error: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        fenced: bool = True,
+    ) -> EffectRecord:
+        """Commit the outcome of a journaled call."""
+        done = sealed(
+            replace(
+                effect,
+                status=status,
+                result=result,
+                error=error,
+                metadata={**effect.metadata, **(metadata or {})},
+                completed_at=utcnow(),
+            )
+        )
+        stored = self._store.record_result(
+            effect.run_id,
+            effect.request_id,
+            status=status,
+            result=result,
+            error=error,
+            metadata=metadata,
+            checksum=done.checksum,
+            lease_token=self._token if fenced else None,
+        )
+        self._by_id[stored.request_id] = stored
+        return stored
+
+    def buffer(self, effect: EffectRecord) -> None:
+        """Keep a read's result for the next checkpoint's transaction."""
+        entry = sealed(replace(effect, completed_at=utcnow()))
+        self._by_id[entry.request_id] = entry
+        self._buffered.append(entry)
+
+    def take_buffered(self) -> list[EffectRecord]:
+        taken, self._buffered = self._buffered, []
+        return taken
+
+    def restore_buffered(self, entries: list[EffectRecord]) -> None:
+        """Put back entries whose checkpoint write failed, ahead of newer ones."""
+        self._buffered = entries + self._buffered

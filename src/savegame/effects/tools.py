@@ -1,0 +1,151 @@
+"""Tools: functions that touch the outside world, declared with what kind of effect they have.
+
+``@tool(effect="write", idempotent=True, compensate="cancel_refund")`` tells the
+runtime how to call the function exactly once across crashes: a write's intent
+is journaled before the call and its result after; an idempotent tool gets a
+stable ``request_id`` the outside system can deduplicate on; ``reconcile``
+asks the outside world whether an in-doubt call happened; ``compensate``
+names the tool that undoes it; ``approval`` gates it behind a person.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, overload
+
+from savegame.errors import ConfigurationError
+
+EffectType = Literal["read", "write"]
+Approval = bool | Callable[[dict[str, Any]], bool]
+
+_registry: dict[str, Tool] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A function with its effect declaration. Call it through ``ctx.call``; calling it directly bypasses the journal."""
+
+    fn: Callable[..., Any]
+    name: str
+    effect: EffectType
+    idempotent: bool
+    compensate: str | None
+    """Name of the tool that undoes this one (called with the original arguments and ``result``)."""
+    approval: Approval
+    reconcile: Callable[[str], Any] | None
+    """``reconcile(request_id)`` returns the call's result if it happened, None if it did not."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    @property
+    def takes_request_id(self) -> bool:
+        return "request_id" in inspect.signature(self.fn).parameters
+
+    def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
+        if callable(self.approval):
+            return bool(self.approval(dict(arguments)))
+        return bool(self.approval)
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The call's arguments by name (defaults applied), without ``request_id``."""
+        sig = inspect.signature(self.fn)
+        # request_id is the runtime's to pass, never the caller's.
+        sig = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "request_id"])
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ConfigurationError(f"bad arguments for tool {self.name}: {exc}") from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        for name, param in sig.parameters.items():
+            if param.kind is param.VAR_KEYWORD and name in arguments:
+                arguments.update(arguments.pop(name))
+        return arguments
+
+    def invoke(self, arguments: Mapping[str, Any], request_id: str) -> Any:
+        """Call with named arguments, passing ``request_id`` when the function takes it."""
+        extra = {"request_id": request_id} if self.takes_request_id else {}
+        return self.fn(**arguments, **extra)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    effect: EffectType = "read",
+    idempotent: bool = False,
+    compensate: str | None = None,
+    approval: Approval = False,
+    reconcile: Callable[[str], Any] | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    effect: EffectType = "read",
+    idempotent: bool = False,
+    compensate: str | None = None,
+    approval: Approval = False,
+    reconcile: Callable[[str], Any] | None = None,
+    name: str | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Declare a tool; usable bare (``@tool``, a read) or with options.
+
+    Args:
+        effect: ``"read"`` (safe to repeat) or ``"write"`` (changes the world).
+        idempotent: the tool takes ``request_id`` and the outside system
+            deduplicates on it, so an in-doubt call may be retried with the same id.
+        compensate: the name of the tool that undoes a completed call (saga).
+        approval: True, or a predicate on the arguments, to require a person's approval first.
+        reconcile: ``reconcile(request_id)`` -> the result if the call happened, else None.
+        name: the tool's name (default: the function's name).
+    """
+    if effect not in ("read", "write"):
+        raise ConfigurationError(f"tool effect must be 'read' or 'write', not {effect!r}")
+
+    def wrap(func: Callable[..., Any]) -> Tool:
+        tool_name = name or func.__name__
+        if idempotent and "request_id" not in inspect.signature(func).parameters:
+            raise ConfigurationError(
+                f"tool {tool_name} is declared idempotent but takes no request_id parameter"
+            )
+        made = Tool(func, tool_name, effect, idempotent, compensate, approval, reconcile)
+        # Registered by name so a compensation can be found in a fresh process
+        # once the workflow's module has been imported.
+        _registry[tool_name] = made
+        return made
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap
+
+
+def as_tool(obj: Any) -> Tool:
+    """A Tool as is; a plain function as a read tool (journaled, but never treated as a write)."""
+    if isinstance(obj, Tool):
+        return obj
+    if callable(obj):
+        return Tool(obj, getattr(obj, "__name__", repr(obj)), "read", False, None, False, None)
+    raise ConfigurationError(f"{obj!r} is not a tool or a function")
+
+
+def tool_named(name: str) -> Tool:
+    found = _registry.get(name)
+    if found is None:
+        raise ConfigurationError(
+            f"no tool named {name!r} is registered; import the module that defines it"
+        )
+    return found

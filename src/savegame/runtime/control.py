@@ -1,0 +1,201 @@
+"""Acting on runs from outside: cancel, compensate, approve, reject, resolve, and reading the journal."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from savegame import codec
+from savegame.codec.journal import decode_value, verify
+from savegame.effects import decisions
+from savegame.effects.compensation import run_compensation
+from savegame.errors import LeaseHeldError, RunStateError
+from savegame.ids import new_id
+from savegame.inspect.history import opened
+from savegame.model import EffectKind, EffectStatus, RunInfo, RunResult, RunStatus, utcnow
+from savegame.runtime import lease as leases
+from savegame.runtime.loader import load
+from savegame.stores.base import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """A decoded journal entry, for people and tools."""
+
+    run_id: str
+    request_id: str
+    kind: EffectKind
+    name: str
+    step: int
+    node: str
+    status: EffectStatus
+    arguments: Any
+    result: Any
+    error: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    completed_at: datetime | None
+
+
+def list_effects(run_id: str, *, store: Store | str | None = None) -> list[Effect]:
+    """A run's journal, oldest first, decoded and verified."""
+    with opened(store) as s:
+        s.get_run(run_id)
+        return [
+            Effect(
+                e.run_id,
+                e.request_id,
+                e.kind,
+                e.name,
+                e.step,
+                e.node,
+                e.status,
+                decode_value(e.arguments),
+                decode_value(e.result),
+                e.error,
+                dict(e.metadata),
+                e.created_at,
+                e.completed_at,
+            )
+            for e in map(verify, s.list_effects(run_id))
+        ]
+
+
+def pending_interrupts(
+    run_id: str | None = None, *, store: Store | str | None = None
+) -> list[decisions.PendingInterrupt]:
+    """Approvals and interrupts waiting for a person (of one run, or of every run)."""
+    with opened(store) as s:
+        return decisions.pending(s, run_id)
+
+
+def _import_tools(info: RunInfo) -> None:
+    # Compensating tools register themselves when their module is imported.
+    if info.workflow_ref is not None:
+        load(info.workflow_ref)
+
+
+def compensate(
+    run_id: str, *, store: Store | str | None = None, lease_ttl: float = leases.DEFAULT_TTL
+) -> RunResult:
+    """Undo the run's completed write effects that declared a compensation, newest first.
+
+    Exactly once across crashes: run it again after a crash and it continues.
+
+    Raises:
+        CompensationError: a compensation failed; the run is compensation_failed.
+        LeaseHeldError: a live process is executing the run (cancel it first).
+    """
+    with opened(store) as s:
+        _import_tools(s.get_run(run_id))
+        lease = leases.acquire(s, run_id, ttl=lease_ttl)
+        try:
+            with leases.Heartbeat(s, lease, lease_ttl):
+                return run_compensation(s, run_id, lease)
+        finally:
+            s.release_lease(run_id, lease.token)
+
+
+def cancel(
+    run_id: str,
+    *,
+    store: Store | str | None = None,
+    compensate_effects: bool = False,
+    wait: float = 30.0,
+    lease_ttl: float = leases.DEFAULT_TTL,
+) -> RunInfo:
+    """Ask a run to stop; from any process.
+
+    A run being executed stops at its next step boundary or ``ctx.call`` and
+    writes a ``cancelled`` checkpoint; a run that nobody executes (interrupted,
+    failed, orphaned) is marked cancelled here and now. With
+    ``compensate_effects`` the run's completed writes are then compensated.
+
+    Returns:
+        The run's row afterwards (``cancel_requested`` stays set if a live
+        owner did not stop within ``wait`` seconds).
+    """
+    with opened(store) as s:
+        info = s.get_run(run_id)
+        if info.status.finished and info.status is not RunStatus.CANCELLED:
+            raise RunStateError(run_id, info.status.value, "cancel")
+        s.request_cancel(run_id)
+        deadline = time.monotonic() + wait
+        while info.status is not RunStatus.CANCELLED:
+            try:
+                lease = leases.acquire(s, run_id, ttl=lease_ttl)
+            except LeaseHeldError:
+                if time.monotonic() > deadline:
+                    return s.get_run(run_id)
+                time.sleep(0.05)  # the owner stops at its next boundary
+                info = s.get_run(run_id)
+                continue
+            try:
+                info = s.get_run(run_id)
+                if info.status is not RunStatus.CANCELLED:
+                    latest = s.latest_checkpoint(run_id)
+                    header = latest.header
+                    record = codec.rewrap(latest, _cancelled_header(header))
+                    s.put_checkpoint(record, lease_token=lease.token)
+            finally:
+                s.release_lease(run_id, lease.token)
+            info = s.get_run(run_id)
+        if compensate_effects:
+            compensate(run_id, store=s, lease_ttl=lease_ttl)
+        return s.get_run(run_id)
+
+
+def _cancelled_header(header: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(
+        header,
+        checkpoint_id=new_id(),
+        parent_id=header.checkpoint_id,
+        status=RunStatus.CANCELLED,
+        next=None,
+        created_at=utcnow(),
+        metadata={"cancelled_by": decisions.default_actor()},
+    )
+
+
+def approve(
+    run_id: str,
+    *,
+    interrupt_id: str | None = None,
+    edit: dict[str, Any] | None = None,
+    by: str | None = None,
+    store: Store | str | None = None,
+) -> decisions.EffectRecord:
+    """Record approval of a gated tool call (``edit`` replaces its arguments); then ``resume`` the run."""
+    with opened(store) as s:
+        return decisions.approve(s, run_id, interrupt_id=interrupt_id, edit=edit, by=by)
+
+
+def reject(
+    run_id: str,
+    *,
+    reason: str,
+    interrupt_id: str | None = None,
+    by: str | None = None,
+    store: Store | str | None = None,
+) -> decisions.EffectRecord:
+    """Record rejection of a gated tool call; on resume its ``ctx.call`` raises ApprovalRejected."""
+    with opened(store) as s:
+        return decisions.reject(s, run_id, reason=reason, interrupt_id=interrupt_id, by=by)
+
+
+def resolve(
+    run_id: str,
+    request_id: str,
+    *,
+    done: bool,
+    result: Any = None,
+    by: str | None = None,
+    store: Store | str | None = None,
+) -> decisions.EffectRecord:
+    """Settle an in-doubt call: it happened (``done=True``, with its ``result``) or it did not."""
+    with opened(store) as s:
+        return decisions.resolve(s, run_id, request_id, done=done, result=result, by=by)

@@ -1,0 +1,29 @@
+"""Control-flow signals raised inside a step and caught by the runner.
+
+They derive from BaseException, like KeyboardInterrupt, so a step's
+``except Exception`` cannot swallow a pause or a cancellation by accident.
+"""
+
+from __future__ import annotations
+
+from savegame.errors import InDoubtEffectError
+
+
+class Pause(BaseException):
+    """The run waits for a person: an approval or a value for ``ctx.interrupt``."""
+
+    def __init__(self, interrupt_id: str) -> None:
+        self.interrupt_id = interrupt_id
+        super().__init__(interrupt_id)
+
+
+class Cancel(BaseException):
+    """Someone asked the run to stop (``savegame cancel``)."""
+
+
+class NeedsAttention(BaseException):
+    """An in-doubt effect stops the run until a person settles it."""
+
+    def __init__(self, error: InDoubtEffectError) -> None:
+        self.error = error
+        super().__init__(str(error))

@@ -1,0 +1,197 @@
+"""Rows of the SQLite schema <-> model records, and the journal's SQL.
+
+Kept apart from :mod:`savegame.stores.sqlite` so the store reads as the
+transactions it runs, and the column lists and their order live in one place:
+a row converter and the SELECT that feeds it must agree column for column.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from savegame.errors import ConflictError
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    Lease,
+    RunInfo,
+    RunStatus,
+    Usage,
+)
+from savegame.stores import _common
+
+HEADER_COLS = (
+    "thread_id, run_id, checkpoint_id, parent_id, step, node, status, next, usage, metadata,"
+    " created_at, expires_at, format_version, state_version, size"
+)
+RECORD_COLS = HEADER_COLS + ", checksum, payload"
+RUN_COLS = (
+    "run_id, thread_id, workflow, workflow_ref, status, step, head_checkpoint_id, created_at,"
+    " updated_at, error, metadata, lease_owner, lease_token, lease_expires_at, cancel_requested"
+)
+EFFECT_COLS = (
+    "run_id, request_id, kind, name, step, node, call_index, status, arguments, result, error,"
+    " metadata, created_at, completed_at, checksum"
+)
+
+
+def type_test(value: _common.Scalar) -> str:
+    """The json_each condition for one metadata filter value; see MemoryStore for the same rules."""
+    if value is None:
+        return "type = 'null'"
+    if isinstance(value, bool):
+        return "type = 'true'" if value else "type = 'false'"
+    if isinstance(value, (int, float)):
+        return "type IN ('integer', 'real') AND value = ?"
+    return "type = 'text' AND value = ?"
+
+
+# -- checkpoints and runs -----------------------------------------------------------
+def insert_checkpoint(conn: sqlite3.Connection, record: CheckpointRecord) -> None:
+    """Raises ConflictError when the id is taken; call inside a write transaction."""
+    h = record.header
+    if conn.execute(
+        "SELECT 1 FROM checkpoints WHERE checkpoint_id = ?", (h.checkpoint_id,)
+    ).fetchone():
+        raise ConflictError(f"checkpoint {h.checkpoint_id} exists already")
+    conn.execute(
+        f"INSERT INTO checkpoints ({RECORD_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            h.thread_id, h.run_id, h.checkpoint_id, h.parent_id, h.step, h.node, h.status.value, h.next,
+            _common.json_dumps(h.usage.to_dict(), "usage").decode(),
+            _common.json_dumps(dict(h.metadata), "metadata").decode(),
+            _common.to_micros(h.created_at),
+            None if h.expires_at is None else _common.to_micros(h.expires_at),
+            h.format_version, h.state_version, h.size, record.checksum, record.payload,
+        ),
+    )  # fmt: skip
+
+
+def header(row: tuple[Any, ...]) -> CheckpointHeader:
+    return CheckpointHeader(
+        thread_id=row[0],
+        run_id=row[1],
+        checkpoint_id=row[2],
+        parent_id=row[3],
+        step=row[4],
+        node=row[5],
+        status=RunStatus(row[6]),
+        next=row[7],
+        usage=Usage.from_dict(_common.json_loads(row[8])),
+        metadata=_common.json_loads(row[9]),
+        created_at=_common.from_micros(row[10]),
+        expires_at=None if row[11] is None else _common.from_micros(row[11]),
+        format_version=row[12],
+        state_version=row[13],
+        size=row[14],
+    )
+
+
+def record(row: tuple[Any, ...]) -> CheckpointRecord:
+    return CheckpointRecord(header=header(row), checksum=row[15], payload=bytes(row[16]))
+
+
+def run_info(row: tuple[Any, ...]) -> RunInfo:
+    owner, token, expires_at = row[11], row[12], row[13]
+    return RunInfo(
+        run_id=row[0],
+        thread_id=row[1],
+        workflow=row[2],
+        workflow_ref=row[3],
+        status=RunStatus(row[4]),
+        step=row[5],
+        head_checkpoint_id=row[6],
+        created_at=_common.from_micros(row[7]),
+        updated_at=_common.from_micros(row[8]),
+        error=row[9],
+        lease=None if owner is None else Lease(row[0], owner, token, expires_at),
+        metadata=_common.json_loads(row[10]),
+        cancel_requested=bool(row[14]),
+    )
+
+
+# -- journal ------------------------------------------------------------------------
+def effect(row: tuple[Any, ...]) -> EffectRecord:
+    return EffectRecord(
+        run_id=row[0],
+        request_id=row[1],
+        kind=EffectKind(row[2]),
+        name=row[3],
+        step=row[4],
+        node=row[5],
+        call_index=row[6],
+        status=EffectStatus(row[7]),
+        arguments=bytes(row[8]),
+        result=None if row[9] is None else bytes(row[9]),
+        error=row[10],
+        metadata=_common.json_loads(row[11]),
+        created_at=_common.from_micros(row[12]),
+        completed_at=None if row[13] is None else _common.from_micros(row[13]),
+        checksum=row[14],
+    )
+
+
+def select_effect(conn: sqlite3.Connection, run_id: str, request_id: str) -> EffectRecord | None:
+    row = conn.execute(
+        f"SELECT {EFFECT_COLS} FROM effects WHERE run_id = ? AND request_id = ?",
+        (run_id, request_id),
+    ).fetchone()
+    return None if row is None else effect(row)
+
+
+def write_effect(conn: sqlite3.Connection, e: EffectRecord) -> None:
+    """Insert or overwrite the entry; the caller decides (inside its transaction) that it may."""
+    conn.execute(
+        f"INSERT OR REPLACE INTO effects ({EFFECT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            e.run_id, e.request_id, EffectKind(e.kind).value, e.name, e.step, e.node, e.call_index,
+            EffectStatus(e.status).value, e.arguments, e.result, e.error,
+            _common.json_dumps(dict(e.metadata), "effect.metadata").decode(),
+            _common.to_micros(e.created_at),
+            None if e.completed_at is None else _common.to_micros(e.completed_at),
+            e.checksum,
+        ),
+    )  # fmt: skip
+
+
+def journal(conn: sqlite3.Connection, entry: EffectRecord) -> EffectRecord:
+    """Insert-if-absent (see :func:`_common.keeps`); return what the journal holds afterwards.
+
+    ``entry`` must come from :func:`_common.detached_effect`. Call inside a write
+    transaction, so the read and the write it decides see the same row.
+    """
+    existing = select_effect(conn, entry.run_id, entry.request_id)
+    if _common.keeps(existing):
+        return existing
+    write_effect(conn, entry)
+    return entry
+
+
+def effects_query(
+    run_id: str | None,
+    kinds: Sequence[EffectKind] | None,
+    statuses: Sequence[EffectStatus] | None,
+    limit: int,
+) -> tuple[str, tuple[Any, ...]]:
+    """The SELECT behind ``list_effects``; an empty ``kinds`` or ``statuses`` matches nothing."""
+    where: list[str] = ["1"]
+    params: list[Any] = []
+    if run_id is not None:
+        where.append("run_id = ?")
+        params.append(run_id)
+    if kinds is not None:
+        where.append(f"kind IN ({', '.join('?' for _ in kinds)})")
+        params.extend(EffectKind(k).value for k in kinds)
+    if statuses is not None:
+        where.append(f"status IN ({', '.join('?' for _ in statuses)})")
+        params.extend(EffectStatus(s).value for s in statuses)
+    sql = (
+        f"SELECT {EFFECT_COLS} FROM effects WHERE {' AND '.join(where)}"
+        " ORDER BY created_at, request_id LIMIT ?"
+    )
+    return sql, (*params, max(limit, 0))

@@ -1,0 +1,189 @@
+"""Human approval, interrupts and cancellation: pauses that hold no process."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from savegame import (
+    END,
+    ApprovalRejected,
+    EffectKind,
+    EffectStatus,
+    NotFoundError,
+    RunStateError,
+    RunStatus,
+    StepContext,
+    Store,
+    Workflow,
+    approve,
+    cancel,
+    list_effects,
+    pending_interrupts,
+    reject,
+    resume,
+    run,
+    tool,
+)
+
+refunds: Counter[str] = Counter()
+
+
+@tool(effect="write", idempotent=True, approval=lambda a: a["amount"] > 100)
+def issue_refund(order_id: str, amount: int, *, request_id: str) -> dict[str, Any]:
+    refunds[order_id] += 1
+    return {"order_id": order_id, "amount": amount, "request_id": request_id}
+
+
+def refund_flow() -> Workflow:
+    wf = Workflow("refund")
+
+    @wf.step(entry=True)
+    def refund(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        try:
+            receipt = ctx.call(issue_refund, order_id=state["order_id"], amount=state["amount"])
+        except ApprovalRejected as rejected:
+            return {"receipt": None, "rejected": rejected.reason, "by": rejected.by}, END
+        return {"receipt": receipt}, END
+
+    return wf
+
+
+@pytest.fixture(autouse=True)
+def clear() -> None:
+    refunds.clear()
+
+
+def test_small_refund_needs_no_approval(store: Store) -> None:
+    result = run(refund_flow(), {"order_id": "A", "amount": 50}, store=store)
+    assert result.status is RunStatus.COMPLETED and refunds["A"] == 1
+
+
+def test_large_refund_waits_for_approval_without_holding_a_process(store: Store) -> None:
+    result = run(refund_flow(), {"order_id": "A", "amount": 500}, run_id="r", store=store)
+    assert result.status is RunStatus.INTERRUPTED and refunds["A"] == 0
+    assert result.interrupt_id == "r:1:0:approval"
+    info = store.get_run("r")
+    assert info.status is RunStatus.INTERRUPTED and info.lease is None  # nobody holds it
+    [waiting] = pending_interrupts(store=store)
+    assert (waiting.run_id, waiting.kind, waiting.name) == (
+        "r",
+        EffectKind.APPROVAL,
+        "issue_refund",
+    )
+    assert waiting.payload == {"order_id": "A", "amount": 500}
+    with pytest.raises(RunStateError, match="waits for approval of issue_refund"):
+        resume("r", store=store, workflow=refund_flow())
+    approve("r", by="alice", store=store)
+    done = resume("r", store=store, workflow=refund_flow())
+    assert done.status is RunStatus.COMPLETED and refunds["A"] == 1
+    assert done.state["receipt"]["amount"] == 500
+    decision = next(e for e in list_effects("r", store=store) if e.kind is EffectKind.APPROVAL)
+    assert (
+        decision.status is EffectStatus.DONE
+        and decision.metadata["by"] == "alice"
+        and "at" in decision.metadata
+    )
+    assert pending_interrupts(store=store) == []
+
+
+def test_an_edit_replaces_the_arguments(store: Store) -> None:
+    run(refund_flow(), {"order_id": "A", "amount": 500}, run_id="r", store=store)
+    approve("r", edit={"order_id": "A", "amount": 120}, store=store)
+    done = resume("r", store=store, workflow=refund_flow())
+    assert done.state["receipt"]["amount"] == 120 and refunds["A"] == 1
+    write = next(e for e in list_effects("r", store=store) if e.kind is EffectKind.WRITE)
+    assert write.arguments == {"order_id": "A", "amount": 120}
+
+
+def test_a_rejection_reaches_the_step(store: Store) -> None:
+    run(refund_flow(), {"order_id": "A", "amount": 500}, run_id="r", store=store)
+    reject("r", reason="over the limit", by="bob", store=store)
+    done = resume("r", store=store, workflow=refund_flow())
+    assert done.state == {
+        "order_id": "A",
+        "amount": 500,
+        "receipt": None,
+        "rejected": "over the limit",
+        "by": "bob",
+    }
+    assert refunds["A"] == 0
+
+
+def test_approve_needs_a_pending_approval(store: Store) -> None:
+    run(refund_flow(), {"order_id": "A", "amount": 5}, run_id="r", store=store)
+    with pytest.raises(RunStateError):
+        approve("r", store=store)
+    run(refund_flow(), {"order_id": "B", "amount": 500}, run_id="r2", store=store)
+    with pytest.raises(NotFoundError):
+        approve("r2", interrupt_id="nope", store=store)
+
+
+def test_interrupt_returns_the_value_given_on_resume(store: Store) -> None:
+    wf = Workflow("ask")
+
+    @wf.step(entry=True)
+    def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        answer = ctx.interrupt({"question": "Which plan?"})
+        return {"plan": answer}, "confirm"
+
+    @wf.step
+    def confirm(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ok = ctx.interrupt({"question": f"Confirm {state['plan']}?"}, name="confirm")
+        return {"confirmed": ok}, END
+
+    first = run(wf, run_id="q", store=store)
+    assert first.status is RunStatus.INTERRUPTED
+    [waiting] = pending_interrupts("q", store=store)
+    assert waiting.payload == {"question": "Which plan?"}
+    with pytest.raises(RunStateError, match="waits for a value"):
+        resume("q", store=store, workflow=wf)
+    second = resume("q", value="gold", store=store, workflow=wf)
+    assert second.status is RunStatus.INTERRUPTED and second.state["plan"] == "gold"
+    final = resume("q", value=True, store=store, workflow=wf)
+    assert final.status is RunStatus.COMPLETED and final.state == {
+        "plan": "gold",
+        "confirmed": True,
+    }
+
+
+def test_cancel_a_waiting_run_and_a_running_one(store: Store) -> None:
+    run(refund_flow(), {"order_id": "A", "amount": 500}, run_id="r", store=store)
+    info = cancel("r", store=store)
+    assert info.status is RunStatus.CANCELLED
+    with pytest.raises(RunStateError, match="cancelled"):
+        resume("r", store=store, workflow=refund_flow())
+
+    entered, gate = threading.Event(), threading.Event()
+    wf = Workflow("long")
+
+    @wf.step(entry=True)
+    def tick(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        n = state.get("n", 0) + 1
+        if n == 3:
+            entered.set()
+            gate.wait(10)
+        return {"n": n}, "tick" if n < 100 else END
+
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(run(wf, run_id="long", store=store)))
+    worker.start()
+    assert entered.wait(10)
+    canceller = threading.Thread(
+        target=lambda: results.append(cancel("long", store=store, wait=10))
+    )
+    canceller.start()
+    while not store.get_run("long").cancel_requested:
+        pass
+    gate.set()
+    worker.join(10)
+    canceller.join(10)
+    by_type = {type(r).__name__: r for r in results}
+    assert by_type["RunResult"].status is RunStatus.CANCELLED
+    assert by_type["RunResult"].state["n"] == 3  # stopped at the boundary after the running step
+    assert by_type["RunInfo"].status is RunStatus.CANCELLED
+    with pytest.raises(RunStateError):
+        cancel(run(refund_flow(), {"order_id": "C", "amount": 1}, store=store).run_id, store=store)
