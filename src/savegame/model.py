@@ -15,7 +15,10 @@ from typing import Any
 
 #: Version of the stored checkpoint layout. Bump it with a migration path when the
 #: record layout or the payload encoding changes; old versions must keep loading.
-FORMAT_VERSION = 1
+#: 1: the payload is the canonical JSON of the full state.
+#: 2: the payload is an envelope (savegame.codec.envelope): keyframe or delta
+#:    against ``base_id``, optionally compressed and encrypted, large values in blobs.
+FORMAT_VERSION = 2
 
 
 class RunStatus(str, enum.Enum):
@@ -132,6 +135,10 @@ class CheckpointHeader:
     """The workflow's state schema version the state was written with."""
     size: int = 0
     """Bytes of the stored payload (0 when unknown)."""
+    base_id: str | None = None
+    """The checkpoint whose state this payload is a delta against; None for a self-contained keyframe."""
+    blobs: tuple[str, ...] = ()
+    """Content digests of the blobs the state refers to (kept while this checkpoint is kept)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,8 @@ def encode(header: CheckpointHeader, state: dict[str, Any]) -> CheckpointRecord:
             "state", f"the state must be a dict, not {type(state).__qualname__}"
         )
     payload = values.dumps(state, "state")
-    header = replace(header, size=len(payload), format_version=FORMAT_VERSION)
+    # Format 1 (plain canonical JSON) until the storage-engine envelope lands.
+    header = replace(header, size=len(payload), format_version=1)
     return CheckpointRecord(header=header, payload=payload, checksum=checksum(header, payload))
 
 

@@ -15,6 +15,11 @@ Invariants a backend must keep (the contract suite in savegame.testing proves th
 * Fencing tokens only grow: every successful ``acquire_lease`` returns a token
   greater than any token that run had before, including released ones.
 * Histories are newest first; checkpoint ids sort by creation time.
+* Storage engine: a checkpoint may be a delta against ``header.base_id``;
+  ``get_chain`` returns it with every base down to a keyframe. Blobs are
+  content-addressed bytes, written with the checkpoint that first refers to
+  them (``put_checkpoint(blobs=...)``) and never changed afterwards except by
+  ``rewrite`` (re-encryption). Pruning deletes only what the caller names.
 * Journal: ``record_intent`` is insert-if-absent keyed by (run_id, request_id)
   and returns the entry that is stored afterwards (the existing one when
   present, except a NOT_DONE entry, which the new intent replaces). Effects
@@ -71,6 +76,24 @@ class StoreStats:
     """Sum of stored checkpoint payload sizes."""
     file_bytes: int | None
     """On-disk size where the backend can tell (SQLite file plus WAL), else None."""
+    blobs: int = 0
+    blob_bytes: int = 0
+    effects: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunSize:
+    """Storage used by one run (``savegame stats``)."""
+
+    run_id: str
+    thread_id: str
+    status: RunStatus
+    checkpoints: int
+    payload_bytes: int
+    """Sum of the run's checkpoint payload sizes."""
+    effects: int
+    effect_bytes: int
+    """Sum of the run's journal argument and result sizes."""
 
 
 @runtime_checkable
@@ -120,12 +143,15 @@ class Store(Protocol):
         lease_token: int,
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
     ) -> None:
         """Insert ``record`` and move its run's head to it, fenced by ``lease_token``.
 
         The run's status and step become the record's; ``error`` is stored on the
         run. ``effects`` (results of reads made during the step) are journaled in
-        the same transaction, insert-if-absent.
+        the same transaction, insert-if-absent. ``blobs`` (digest -> bytes) are
+        stored insert-if-absent before or with the record, never after it, so a
+        committed record never points at a missing blob.
 
         Raises:
             LeaseLostError: the run's fencing token is no longer ``lease_token``.
@@ -247,6 +273,60 @@ class Store(Protocol):
         Raises:
             NotFoundError: the run does not exist.
         """
+        ...
+
+    # -- storage engine -----------------------------------------------------------
+    def get_chain(self, checkpoint_id: str) -> list[CheckpointRecord]:
+        """The record, then its base, the base's base ... down to a keyframe (base_id None).
+
+        One round trip where the backend allows (a recursive query).
+
+        Raises:
+            NotFoundError: the checkpoint, or a base it needs, is missing.
+        """
+        ...
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of each digest that exists (missing ones are left out)."""
+        ...
+
+    def missing_blobs(self, digests: Sequence[str]) -> set[str]:
+        """The digests among ``digests`` that are not stored."""
+        ...
+
+    def delete_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        """Delete these checkpoints (not their runs); return how many went.
+
+        The caller (retention) guarantees no kept checkpoint needs them as a base
+        and no run's head is among them.
+        """
+        ...
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """Delete runs with their checkpoints and journal; return how many runs went."""
+        ...
+
+    def delete_unreferenced_blobs(self) -> tuple[int, int]:
+        """Delete blobs no stored checkpoint refers to; return (blobs, bytes) freed."""
+        ...
+
+    def rewrite(
+        self,
+        records: Sequence[CheckpointRecord] = (),
+        effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> None:
+        """Replace stored payloads (``rekey``): same ids, new payload/result bytes and checksums.
+
+        Records replace payload, checksum and size by checkpoint id; effects
+        replace arguments, result and checksum by (run_id, request_id); blobs
+        replace bytes by digest. Nothing else changes. One transaction where
+        the backend allows.
+        """
+        ...
+
+    def run_sizes(self, *, thread_id: str | None = None, limit: int = 1000) -> list[RunSize]:
+        """Storage per run, largest payload first."""
         ...
 
     # -- housekeeping -----------------------------------------------------------
