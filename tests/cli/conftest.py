@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -13,7 +15,10 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+import savegame
 from savegame.cli import app
+
+SRC = str(Path(savegame.__file__).resolve().parents[1])
 
 WORKFLOW = textwrap.dedent(
     """
@@ -37,6 +42,72 @@ WORKFLOW = textwrap.dedent(
 
 
     not_a_workflow = 42
+    """
+)
+
+
+SHOP = textwrap.dedent(
+    """
+    import os
+    import signal
+
+    from savegame import END, ApprovalRejected, Workflow, tool
+
+    HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+    def world(line):
+        # The outside world: what really happened, whatever the journal says.
+        with open(os.path.join(HERE, "ledger.txt"), "a") as fh:
+            fh.write(line + "\\n")
+
+
+    @tool(effect="write")
+    def charge(amount):
+        world(f"charge {amount}")
+        if os.path.exists(os.path.join(HERE, "CRASH")):
+            os.kill(os.getpid(), signal.SIGKILL)  # dies after charging, before the result is recorded
+        return {"charge_id": "ch_1", "amount": amount}
+
+
+    @tool(effect="write", idempotent=True, compensate="unrefund", approval=lambda a: a["amount"] > 100)
+    def refund(order_id, amount, *, request_id):
+        world(f"refund {order_id} {amount}")
+        return {"order_id": order_id, "amount": amount}
+
+
+    @tool(effect="write", idempotent=True)
+    def unrefund(order_id, *, result, request_id):
+        world(f"unrefund {order_id} {result['amount']}")
+        return "cancelled"
+
+
+    pay = Workflow("pay")
+
+
+    @pay.step(entry=True)
+    def pay_step(state, ctx):
+        return {"receipt": ctx.call(charge, state["amount"])}, END
+
+
+    refunds = Workflow("refunds")
+
+
+    @refunds.step(entry=True)
+    def refund_step(state, ctx):
+        try:
+            receipt = ctx.call(refund, order_id=state["order_id"], amount=state["amount"])
+        except ApprovalRejected as rejected:
+            return {"receipt": None, "rejected": rejected.reason, "by": rejected.by}, END
+        return {"receipt": receipt}, END
+
+
+    ask = Workflow("ask")
+
+
+    @ask.step(entry=True)
+    def ask_step(state, ctx):
+        return {"plan": ctx.interrupt({"question": "Which plan?"}, name="plan")}, END
     """
 )
 
@@ -76,6 +147,14 @@ def workflow_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    """A module of write tools and workflows; its ``ledger.txt`` is the outside world."""
+    path = tmp_path / "shop_flow.py"
+    path.write_text(SHOP)
+    return path
+
+
+@pytest.fixture
 def ref(workflow_file: Path) -> str:
     return f"{workflow_file}:wf"
 
@@ -94,3 +173,25 @@ def cli() -> Any:
         return Result(out.exit_code, out.stdout, out.stderr)
 
     return invoke
+
+
+def savegame_cli(
+    *args: str, cwd: Path, stdin: int | None = subprocess.DEVNULL
+) -> subprocess.CompletedProcess[str]:
+    """``python -m savegame ARGS`` in a real process, without the caller's SAVEGAME_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAVEGAME_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, "-m", "savegame", *args],
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def proc() -> Any:
+    return savegame_cli

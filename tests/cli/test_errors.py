@@ -116,3 +116,113 @@ def test_debug_can_come_from_the_environment(
     out = cli("history", "01NOSUCHRUN", "--store", store)
     assert out.exit_code == 3
     assert "Traceback (most recent call last):" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["effects", "01NOSUCHRUN"],
+        ["approve", "01NOSUCHRUN"],
+        ["reject", "01NOSUCHRUN", "--reason", "no"],
+        ["cancel", "01NOSUCHRUN"],
+        ["compensate", "01NOSUCHRUN"],
+        ["resolve", "01NOSUCHRUN", "--effect", "x", "--done"],
+    ],
+    ids=["effects", "approve", "reject", "cancel", "compensate", "resolve"],
+)
+def test_unknown_run_id_in_control_commands(cli: Any, store: str, command: list[str]) -> None:
+    out = cli(*command, "--store", store)
+    assert_one_error_line(out, "01NOSUCHRUN", "in the store")
+    assert out.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["approve", "r1", "--edit", "{amount: 1}"], ["--edit is not valid JSON"]),
+        (
+            ["approve", "r1", "--edit", "[1, 2]"],
+            ["--edit must be a JSON object of tool arguments", "list"],
+        ),
+        (["resume", "r1", "--value", "yes please"], ["--value is not valid JSON"]),
+        (["resume", "r1", "--interrupt", "r1:1:0:approval"], ["give --value too"]),
+        (
+            ["resolve", "r1", "--effect", "r1:1:0", "--done", "--result", "{"],
+            ["--result is not valid JSON"],
+        ),
+        (["resolve", "r1", "--effect", "r1:1:0"], ["--done or --not-done"]),
+        (
+            ["resolve", "r1", "--effect", "r1:1:0", "--not-done", "--result", "1"],
+            ["--result goes with --done"],
+        ),
+    ],
+    ids=[
+        "edit-malformed",
+        "edit-not-object",
+        "value",
+        "interrupt-alone",
+        "result",
+        "no-verdict",
+        "result-not-done",
+    ],
+)
+def test_bad_control_arguments(
+    cli: Any, shop: Any, store: str, args: list[str], fragments: list[str]
+) -> None:
+    paused = cli(
+        "run",
+        f"{shop}:refunds",
+        "--run-id",
+        "r1",
+        "--input",
+        '{"order_id": "A", "amount": 500}',
+        "--store",
+        store,
+    )
+    assert paused.exit_code == 0, paused.stderr
+    out = cli(*args, "--store", store)
+    assert_one_error_line(out, *fragments)
+    assert out.exit_code == 1
+    # Nothing was decided: the approval still waits.
+    assert [p["interrupt_id"] for p in cli("approvals", "--store", store, "--json").json()] == [
+        "r1:1:0:approval"
+    ]
+
+
+def test_nothing_pending(cli: Any, shop: Any, store: str) -> None:
+    done = cli(
+        "run",
+        f"{shop}:refunds",
+        "--run-id",
+        "s1",
+        "--input",
+        '{"order_id": "B", "amount": 5}',
+        "--store",
+        store,
+    )
+    assert done.exit_code == 0, done.stderr
+    out = cli("approve", "s1", "--store", store)
+    assert_one_error_line(out)
+    assert out.stderr == "error: cannot find a pending approval for run s1: it is completed\n"
+    assert out.exit_code == 4
+    out = cli("reject", "s1", "--reason", "late", "--store", store)
+    assert (out.exit_code, out.stderr) == (
+        4,
+        "error: cannot find a pending approval for run s1: it is completed\n",
+    )
+    out = cli("resume", "s1", "--value", "1", "--store", store)
+    assert (out.exit_code, out.stderr) == (
+        4,
+        "error: cannot find a pending interrupt for run s1: it is completed\n",
+    )
+    out = cli("resolve", "s1", "--effect", "s1:1:0", "--not-done", "--store", store)
+    assert_one_error_line(out, "cannot resolve s1:1:0 of run s1: it is write entry done")
+    assert out.exit_code == 4
+    out = cli("resolve", "s1", "--effect", "s1:9:9", "--done", "--store", store)
+    assert_one_error_line(out, "s1:9:9")
+    assert out.exit_code == 3
+    out = cli("approve", "s1", "--interrupt", "nope", "--store", store)
+    assert (out.exit_code, out.stderr) == (
+        3,
+        "error: no pending interrupt 'nope in run s1' in the store\n",
+    )

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
-import orjson
 import typer
 
 import savegame
-from savegame.cli import jsonview, render
+from savegame.cli import control_cmds, jsonview, render
+from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, Group
 from savegame.cli.options import DebugOption, JsonOption, LimitOption, StoreOption
-from savegame.codec.values import from_data
-from savegame.model import CheckpointHeader, RunStatus
+from savegame.model import RunStatus
 from savegame.runtime.loader import as_workflow, load
 
 app = typer.Typer(
@@ -34,15 +34,8 @@ def _root(debug: DebugOption = False) -> None:
 def _parse_input(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise CliError(f"--input is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise CliError(f"--input must be a JSON object of state keys, not {type(value).__name__}")
     # The same tagged form `show --json` prints, so a state can be fed back in.
-    state: dict[str, Any] = from_data(value)
-    return state
+    return parse_object(text, "--input", "state keys")
 
 
 def _load_workflow(ref: str) -> Any:
@@ -59,17 +52,6 @@ def _parse_status(text: str | None) -> RunStatus | None:
     except ValueError:
         choices = ", ".join(s.value for s in RunStatus)
         raise CliError(f"unknown status {text!r} (one of: {choices})") from None
-
-
-def _progress(as_json: bool) -> savegame.Observer:
-    if as_json:
-        return savegame.Observer()
-    out = render.console()
-
-    def on_checkpoint(header: CheckpointHeader, seconds: float) -> None:
-        render.progress(out, header, seconds)
-
-    return savegame.Observer(on_checkpoint=on_checkpoint)
 
 
 @app.command("run")
@@ -99,26 +81,35 @@ def run_command(
     state = _parse_input(input_json)
     target = _load_workflow(workflow)
     res = savegame.run(
-        target, state, thread_id=thread, run_id=run_id, store=store, observer=_progress(as_json)
+        target, state, thread_id=thread, run_id=run_id, store=store, observer=progress(as_json)
     )
-    if as_json:
-        jsonview.emit(jsonview.result(res))
-    else:
-        render.result(render.console(), res, verb="ended")
+    finish(res, as_json=as_json, verb="ended", store=store)
 
 
 @app.command("resume")
 def resume_command(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to continue.")],
+    value: Annotated[
+        str | None,
+        typer.Option(
+            "--value", metavar="JSON", help="The answer to the run's pending interrupt, as JSON."
+        ),
+    ] = None,
+    interrupt: Annotated[
+        str | None,
+        typer.Option("--interrupt", metavar="ID", help="Which pending interrupt --value answers."),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Continue a run from its latest checkpoint, in this process."""
-    res = savegame.resume(run_id, store=store, observer=_progress(as_json))
-    if as_json:
-        jsonview.emit(jsonview.result(res))
-    else:
-        render.result(render.console(), res, verb="resumed and ended")
+    options: dict[str, Any] = {}
+    if value is not None:
+        options = {"value": parse_json(value, "--value"), "interrupt_id": interrupt}
+    elif interrupt is not None:
+        raise CliError("--interrupt names the interrupt that --value answers: give --value too")
+    res = savegame.resume(run_id, store=store, observer=progress(as_json), **options)
+    finish(res, as_json=as_json, verb="resumed and ended", store=store)
 
 
 @app.command("runs")
@@ -196,15 +187,32 @@ def demo_command(
         ),
     ] = None,
     keep: Annotated[
-        bool, typer.Option("--keep", help="Keep the demo's database and print its path.")
+        bool, typer.Option("--keep", help="Keep the demo's files and print where they are.")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve the refund without asking.")
     ] = False,
 ) -> None:
-    """Kill an agent with SIGKILL mid-run, resume it in a fresh process, prove nothing changed."""
+    """Pause an agent for approval, SIGKILL it mid-refund, resume it, prove nothing happened twice.
+
+    Asks for the approval at the terminal; approves by itself with --yes or when
+    no terminal is attached.
+    """
     from savegame.cli import demo_view
     from savegame.demo import run_demo
 
     out = render.console()
-    report = run_demo(store=store, keep=keep, on_event=demo_view.live(out))
+    interactive = not yes and sys.stdin.isatty()
+    report = run_demo(
+        store=store,
+        keep=keep,
+        on_event=demo_view.live(out),
+        ask=demo_view.ask if interactive else None,
+        auto="--yes" if yes else "no terminal attached",
+    )
     demo_view.report(out, report)
     if not report.verdict:
         raise typer.Exit(1)
+
+
+control_cmds.register(app)

@@ -1,11 +1,11 @@
-"""Rendering of ``savegame demo``: live progress lines, then the timeline and the verdict."""
+"""Rendering of ``savegame demo``: live progress lines, then the timeline, the side effects, the verdict."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -13,92 +13,158 @@ from rich.text import Text
 from savegame.cli import render
 from savegame.demo import DemoReport, Entry
 from savegame.demo.driver import AFTER_CRASH
+from savegame.model import RunStatus
 
 
 def live(out: Console) -> Callable[[str], None]:
     def say(line: str) -> None:
-        out.print(Text(f"- {line}", style="dim"))
+        out.print(Text(f"- {line}", style="dim"), soft_wrap=True)
 
     return say
 
 
-def _short(checkpoint_id: str) -> str:
+def ask(question: str) -> bool:
+    import typer
+
+    return typer.confirm(question, default=False)
+
+
+def _short(ident: str) -> str:
     # The tail of an id is its random part: unique where the time prefix repeats.
-    return "…" + checkpoint_id[-8:]
+    return "…" + ident[-8:]
 
 
 def _row(table: Table, entry: Entry) -> None:
     style = "magenta" if entry.process == AFTER_CRASH else ""
+    status = "" if entry.status in ("running", "completed") else entry.status
     table.add_row(
         str(entry.step),
         entry.node or Text("input", style="dim"),
         _short(entry.checkpoint_id),
         entry.next or Text("end", style="green"),
+        Text(status, style=render.STATUS_STYLE.get(RunStatus(entry.status), "")),
         f"{entry.size:,}",
         "-" if entry.write_ms is None else f"{entry.write_ms:.2f}",
         Text(entry.process, style=style),
     )
 
 
-def timeline(report: DemoReport) -> Table:
-    table = Table(
-        title=f"run {report.run_id}: one run, two processes",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    table.add_column("step", justify="right")
-    table.add_column("node")
-    table.add_column("checkpoint", no_wrap=True)
-    table.add_column("next")
-    table.add_column("bytes", justify="right")
-    table.add_column("write ms", justify="right")
-    table.add_column("written by", no_wrap=True)
-    for entry in report.timeline:
-        _row(table, entry)
-        if entry.process != AFTER_CRASH and entry.step == report.kill_after:
-            table.add_section()
-            table.add_row(
-                Text("✗", style="bold red"),
-                Text("SIGKILL", style="bold red"),
-                Text(f"pid {report.killed_pid}", style="red"),
-                "",
-                "",
-                "",
-                Text(f"resume: pid {report.resumed_pid}", style="red"),
-            )
-            table.add_section()
+_COLUMNS = (
+    ("step", 4),
+    ("node", 7),
+    ("ckpt", 9),
+    ("next", 7),
+    ("status", 11),
+    ("bytes", 6),
+    ("ms", 5),
+    ("written by", 10),
+)
+
+
+def _table(title: str | None) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    # Fixed widths: the tables before and after the crash line up as one timeline.
+    for name, width in _COLUMNS:
+        right = name in ("step", "bytes", "ms")
+        table.add_column(name, justify="right" if right else "left", no_wrap=True, min_width=width)
     return table
 
 
-def _verdict(report: DemoReport) -> Text:
-    size = f"{len(report.final):,} bytes"
-    if report.verdict:
+def timeline(rep: DemoReport) -> Group:
+    """The run's checkpoints, split where a person approved and where the kill landed."""
+    before = _table(f"run {rep.run_id}: one run, three processes")
+    after = _table(None)
+    for entry in rep.timeline:
+        _row(after if entry.process == AFTER_CRASH else before, entry)
+    a, k = rep.approval, rep.kill
+    call = ", ".join(f"{key}={value!r}" for key, value in a.arguments.items())
+    return Group(
+        before,
+        Text.assemble(
+            ("  ? approval ", "bold yellow"),
+            f"{a.tool}({call}) approved {a.how}, by {a.by}",
+        ),
+        Text.assemble(
+            ("  ✗ SIGKILL  ", "bold red"),
+            f"process 2 (pid {k.pid}) resumed and was killed inside {k.tool}:\n"
+            f"             the provider had refunded; journal entry {k.request_id} "
+            f"was still {k.journal_status} (no result recorded)",
+        ),
+        after,
+    )
+
+
+def side_effects(rep: DemoReport) -> Table:
+    """Every call the outside world received for the crashed run, from its own file."""
+    table = Table(
+        title="side effects: what the payment provider and the mail server saw",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        title_justify="left",
+    )
+    for name in ("#", "service", "request id", "outcome", "record"):
+        table.add_column(name, no_wrap=name != "record", overflow="fold")
+    records = {r["request_id"]: r for r in rep.world.refunds}
+    mails = {m["request_id"]: m for m in rep.world.emails}
+    for call in rep.world.calls:
+        rid = call["request_id"]
+        if rid in records:
+            r = records[rid]
+            record = (
+                f"refund {r['refund_id']}: ${r['amount']} for {r['order_id']} to {r['destination']}"
+            )
+        elif rid in mails:
+            m = mails[rid]
+            record = f"email {m['message_id']} to {m['recipient']}"
+        else:
+            record = ""
+        style = "yellow" if call["outcome"] == "deduplicated" else ""
+        table.add_row(
+            str(call["seq"]), call["service"], rid, Text(call["outcome"], style=style), record
+        )
+    return table
+
+
+def _verdict(rep: DemoReport) -> Text:
+    refunds, emails = len(rep.world.refunds), len(rep.world.emails)
+    once = f"{refunds} refund{'s' * (refunds != 1)} and {emails} confirmation email{'s' * (emails != 1)}"
+    if rep.verdict:
         return Text.assemble(
             ("✓ verdict: ", "bold green"),
-            "the resumed run's final state equals the uninterrupted run's byte for byte "
-            f"({size}, sha256 {report.final_sha[:16]}), usage equal too",
+            f"exactly {once}, and the resumed run's final state equals the uninterrupted "
+            f"run's byte for byte ({len(rep.final):,} bytes, sha256 {rep.final_sha[:16]}), "
+            "usage equal too",
         )
-    if report.final != report.reference:
+    problems = []
+    if not rep.once_each:
+        problems.append(f"the outside world holds {once}, not one of each")
+    if rep.final != rep.reference:
         where = next(
-            (
-                i
-                for i, (a, b) in enumerate(zip(report.final, report.reference, strict=False))
-                if a != b
-            ),
-            min(len(report.final), len(report.reference)),
+            (i for i, (a, b) in enumerate(zip(rep.final, rep.reference, strict=False)) if a != b),
+            min(len(rep.final), len(rep.reference)),
         )
-        detail = (
+        problems.append(
             f"final state differs from the reference at byte {where} "
-            f"(sha256 {report.final_sha[:16]} vs {report.reference_sha[:16]})"
+            f"(sha256 {rep.final_sha[:16]} vs {rep.reference_sha[:16]})"
         )
-    else:
-        detail = f"usage differs: {report.usage} vs {report.reference_usage}"
-    return Text.assemble(("✗ verdict: ", "bold red"), detail)
+    elif rep.usage != rep.reference_usage:
+        problems.append(f"usage differs: {rep.usage} vs {rep.reference_usage}")
+    return Text.assemble(("✗ verdict: ", "bold red"), "; ".join(problems))
 
 
 def report(out: Console, rep: DemoReport) -> None:
     out.print()
     out.print(timeline(rep))
+    out.print(side_effects(rep))
+    refund = rep.world.refunds[0] if rep.world.refunds else None
+    if refund is not None:
+        received = sum(1 for c in rep.world.calls if c["request_id"] == refund["request_id"])
+        out.print(
+            f"the provider received the refund request {received} times with request id "
+            f"{refund['request_id']} (process 2, then process 3's retry of the in-doubt call) "
+            f"and refunded once: {refund['refund_id']}",
+            soft_wrap=True,
+        )
     if rep.answer:
         out.print(
             Panel(rep.answer, title="final answer", title_align="left", expand=False, width=88)
@@ -106,14 +172,16 @@ def report(out: Console, rep: DemoReport) -> None:
     secs = rep.seconds
     out.print(f"usage: {render.usage(rep.usage)}")
     out.print(
-        f"time: first process {secs.get('first', 0):.2f} s, after-crash process "
-        f"{secs.get('resume', 0):.2f} s, reference {secs.get('reference', 0):.2f} s, "
-        f"total {secs.get('total', 0):.2f} s",
+        f"time: three processes {secs.get('processes', 0):.2f} s, reference "
+        f"{secs.get('reference', 0):.2f} s, total {secs.get('total', 0):.2f} s",
         soft_wrap=True,
     )
-    out.print(f"reference: run {rep.reference_run_id}, uninterrupted, same store, own thread")
+    out.print(
+        f"reference: run {rep.reference_run_id}, uninterrupted, approved, same store, own thread",
+        soft_wrap=True,
+    )
     # soft_wrap keeps the verdict and the paths on one line each, for grep and copy-paste.
     out.print(_verdict(rep), soft_wrap=True)
-    if rep.db_path is not None:
-        out.print(f"kept the database: {rep.db_path}", soft_wrap=True)
-        out.print(f"  try: savegame history {rep.run_id} --store {rep.store_url}", soft_wrap=True)
+    if rep.kept is not None:
+        out.print(f"kept the demo's files: {rep.kept}", soft_wrap=True)
+        out.print(f"  try: savegame effects {rep.run_id} --store {rep.store_url}", soft_wrap=True)

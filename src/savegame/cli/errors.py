@@ -3,6 +3,24 @@
 Every command runs inside :class:`Group.invoke`, so no command catches
 anything itself: a ``SavegameError`` (or any other failure) is reported as
 ``error: ...`` and a non-zero exit, with the traceback only under ``--debug``.
+
+Exit codes, so scripts can tell what to do next:
+
+====  =====================================================================
+0     done (a run that paused for a person also exits 0 and says so)
+1     any other error (bad JSON on the command line, a step raised, ...)
+2     usage error (unknown option, missing argument: the parser's own)
+3     NotFoundError: no such run, checkpoint or pending interrupt
+4     RunStateError: the run cannot do that now (resume a completed run,
+      approve a run that waits for nothing)
+5     InDoubtEffectError: a write may have happened; settle it with
+      ``savegame resolve`` (the run is needs_attention)
+6     NonDeterminismError: a re-executed step called something else than
+      its journal holds
+7     CompensationError: undoing an effect failed (compensation_failed)
+8     ApprovalRejected that reached the command line
+130   interrupted (Ctrl-C)
+====  =====================================================================
 """
 
 from __future__ import annotations
@@ -14,13 +32,35 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from savegame.errors import NotFoundError, RunStateError, SavegameError
+from savegame.errors import (
+    ApprovalRejected,
+    CompensationError,
+    InDoubtEffectError,
+    NonDeterminismError,
+    NotFoundError,
+    RunStateError,
+    SavegameError,
+)
 
-#: Exit codes, so scripts can tell "no such run" from "the run failed".
+#: Exit codes (the table in the module docstring).
 EXIT_ERROR = 1
 EXIT_NOT_FOUND = 3
 EXIT_RUN_STATE = 4
+EXIT_IN_DOUBT = 5
+EXIT_NON_DETERMINISM = 6
+EXIT_COMPENSATION = 7
+EXIT_REJECTED = 8
 EXIT_INTERRUPTED = 130
+
+_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (NotFoundError, EXIT_NOT_FOUND),
+    (RunStateError, EXIT_RUN_STATE),
+    (InDoubtEffectError, EXIT_IN_DOUBT),
+    (NonDeterminismError, EXIT_NON_DETERMINISM),
+    (CompensationError, EXIT_COMPENSATION),
+    (ApprovalRejected, EXIT_REJECTED),
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+)
 
 
 class CliError(Exception):
@@ -44,13 +84,7 @@ def one_line(exc: BaseException) -> str:
 
 
 def exit_code(exc: BaseException) -> int:
-    if isinstance(exc, NotFoundError):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, RunStateError):
-        return EXIT_RUN_STATE
-    if isinstance(exc, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
-    return EXIT_ERROR
+    return next((code for kind, code in _CODES if isinstance(exc, kind)), EXIT_ERROR)
 
 
 def report(exc: BaseException, *, debug: bool) -> int:

@@ -14,7 +14,9 @@ import orjson
 import typer
 
 from savegame.codec.values import to_data
+from savegame.effects.decisions import PendingInterrupt
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
+from savegame.runtime.control import Effect
 
 
 def _usage(usage: Usage) -> dict[str, Any]:
@@ -55,6 +57,7 @@ def run(info: RunInfo) -> dict[str, Any]:
         "created_at": info.created_at,
         "updated_at": info.updated_at,
         "error": info.error,
+        "cancel_requested": info.cancel_requested,
     }
 
 
@@ -67,6 +70,38 @@ def result(res: RunResult) -> dict[str, Any]:
         "checkpoint_id": res.checkpoint_id,
         "usage": _usage(res.usage),
         "state": to_data(res.state),
+        "interrupt_id": res.interrupt_id,
+    }
+
+
+def effect(e: Effect) -> dict[str, Any]:
+    return {
+        "run_id": e.run_id,
+        "request_id": e.request_id,
+        "kind": e.kind.value,
+        "name": e.name,
+        "step": e.step,
+        "node": e.node,
+        "status": e.status.value,
+        "arguments": to_data(e.arguments, "arguments"),
+        "result": to_data(e.result, "result"),
+        "error": e.error,
+        "metadata": to_data(e.metadata, "metadata"),
+        "created_at": e.created_at,
+        "completed_at": e.completed_at,
+    }
+
+
+def pending(p: PendingInterrupt) -> dict[str, Any]:
+    return {
+        "run_id": p.run_id,
+        "interrupt_id": p.interrupt_id,
+        "kind": p.kind.value,
+        "name": p.name,
+        "payload": to_data(p.payload, "payload"),
+        "step": p.step,
+        "node": p.node,
+        "created_at": p.created_at,
     }
 
 

@@ -16,17 +16,43 @@ from rich.table import Table
 from rich.text import Text
 
 from savegame.codec.values import to_data
-from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, RunStatus, Usage
+from savegame.effects.decisions import PendingInterrupt
+from savegame.model import (
+    Checkpoint,
+    CheckpointHeader,
+    EffectKind,
+    EffectStatus,
+    RunInfo,
+    RunResult,
+    RunStatus,
+    Usage,
+)
+from savegame.runtime.control import Effect
 
 PIPED_WIDTH = 160
 
 STATUS_STYLE = {
     RunStatus.RUNNING: "cyan",
     RunStatus.INTERRUPTED: "yellow",
+    RunStatus.NEEDS_ATTENTION: "bold magenta",
     RunStatus.COMPLETED: "green",
     RunStatus.FAILED: "bold red",
     RunStatus.CANCELLED: "dim",
+    RunStatus.COMPENSATING: "blue",
+    RunStatus.COMPENSATED: "blue",
+    RunStatus.COMPENSATION_FAILED: "bold red",
 }
+
+EFFECT_STYLE = {
+    EffectStatus.PENDING: "yellow",
+    EffectStatus.DONE: "green",
+    EffectStatus.FAILED: "red",
+    EffectStatus.REJECTED: "red",
+    EffectStatus.NOT_DONE: "dim",
+}
+
+#: Arguments and results are cut to this many characters in tables.
+SHORT = 40
 
 
 def console() -> Console:
@@ -178,3 +204,93 @@ def result(out: Console, res: RunResult, *, verb: str) -> None:
     _fields(out, rows)
     out.print(Text("state", style="bold"))
     out.print(state(res.state))
+
+
+def short(value: Any, limit: int = SHORT) -> str:
+    """A value as compact JSON (tagged values visible), cut to ``limit`` characters."""
+    if value is None:
+        return ""
+    text = orjson.dumps(to_data(value, "value")).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def effects(out: Console, run_id: str, items: Sequence[Effect]) -> None:
+    if not items:
+        out.print(f"run {run_id} has no journal entries")
+        return
+    entries = "entry" if len(items) == 1 else "entries"
+    table = _table(f"run {run_id}: {len(items)} journal {entries} (oldest first)")
+    for name in ("request id", "kind", "name", "step/node", "status", "args", "result", "error"):
+        table.add_column(name, no_wrap=name == "request id", overflow="fold")
+    for e in items:
+        table.add_row(
+            e.request_id,
+            e.kind.value,
+            e.name,
+            f"{e.step}/{e.node}",
+            Text(e.status.value, style=EFFECT_STYLE.get(e.status, "")),
+            # A model call keeps only a digest of its prompt: the messages live in the state.
+            short(e.arguments),
+            short(e.result),
+            Text(e.error or "", style="red"),
+        )
+    out.print(table)
+    doubt = [e for e in items if e.status is EffectStatus.PENDING and e.kind is EffectKind.WRITE]
+    for e in doubt:
+        out.print(
+            Text(f"in doubt: {e.request_id} ({e.name}) started and has no result", style="magenta"),
+            soft_wrap=True,
+        )
+
+
+def approvals(out: Console, items: Sequence[PendingInterrupt]) -> None:
+    if not items:
+        out.print("nothing is waiting for a person")
+        return
+    table = _table(f"{len(items)} waiting for a person (oldest first)")
+    for name in ("run", "interrupt id", "kind", "name", "payload", "step/node", "since (UTC)"):
+        table.add_column(name, no_wrap=name in ("run", "interrupt id"), overflow="fold")
+    for p in items:
+        table.add_row(
+            p.run_id,
+            p.interrupt_id,
+            p.kind.value,
+            p.name,
+            short(p.payload, 60),
+            f"{p.step}/{p.node}",
+            when(p.created_at),
+        )
+    out.print(table)
+
+
+def _call(p: PendingInterrupt) -> str:
+    if p.kind is EffectKind.APPROVAL and isinstance(p.payload, dict):
+        args = ", ".join(f"{k}={v!r}" for k, v in p.payload.items())
+        return f"{p.name}({args})"
+    return f"{p.name} {short(p.payload, 80)}"
+
+
+def waiting(
+    out: Console, run_id: str, items: Sequence[PendingInterrupt], store: str | None
+) -> None:
+    """What an interrupted run waits for, and the commands that continue it."""
+    tail = f" --store {store}" if store else ""
+    several = len(items) > 1
+    for p in items:
+        which = f" --interrupt {p.interrupt_id}" if several else ""
+        if p.kind is EffectKind.APPROVAL:
+            out.print(Text.assemble(("waiting for approval: ", "yellow"), _call(p)), soft_wrap=True)
+            out.print(f"  interrupt  {p.interrupt_id}", soft_wrap=True)
+            out.print(
+                f"  approve:   savegame approve {run_id}{which}{tail} [--edit JSON]", soft_wrap=True
+            )
+            out.print(
+                f"  reject:    savegame reject {run_id}{which}{tail} --reason TEXT", soft_wrap=True
+            )
+        else:
+            out.print(Text.assemble(("waiting for a value: ", "yellow"), _call(p)), soft_wrap=True)
+            out.print(f"  interrupt  {p.interrupt_id}", soft_wrap=True)
+            out.print(
+                f"  answer:    savegame resume {run_id}{which}{tail} --value JSON", soft_wrap=True
+            )
+    out.print(f"  or stop:   savegame cancel {run_id}{tail}", soft_wrap=True)

@@ -1,11 +1,16 @@
-"""``savegame demo``: crash an agent for real, resume it elsewhere, compare with a clean run.
+"""``savegame demo``: an approval, a real crash mid-refund, a resume elsewhere, and the proof.
 
-1. A child process starts the refund agent on a fresh SQLite store and stops
-   dead right after checkpoint ``KILL_AFTER`` is committed; the parent SIGKILLs it.
-2. A second, fresh child resumes the run from the store alone (it is told
-   nothing but the run id; the workflow is imported from the stored reference).
-3. The same agent runs uninterrupted on its own thread, as a reference.
-4. The final states are compared byte for byte in canonical encoding.
+1. Process 1 starts the refund agent on a fresh SQLite store; the refund is over
+   the limit, so the run pauses for approval and the process exits.
+2. A person approves at the terminal (or the demo approves by itself).
+3. Process 2 resumes the run; it is SIGKILLed inside ``issue_refund``, after the
+   payment provider refunded and before savegame recorded the result.
+4. Process 3 resumes from the store alone: the refund is in doubt, and the tool
+   is idempotent, so it is retried with the same request id and the provider
+   deduplicates it. The run then emails the customer and answers.
+5. The same agent runs uninterrupted (approved too) against its own outside
+   world, as a reference; the final states are compared byte for byte, and the
+   outside world must hold exactly one refund and one email.
 
 This module has no rich or typer import: it returns a :class:`DemoReport`
 and the CLI renders it.
@@ -16,37 +21,25 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import orjson
 
 import savegame
 from savegame.codec import canonical
-from savegame.errors import SavegameError
+from savegame.demo.processes import Child, DemoError, run_child
+from savegame.demo.world import Summary, World
+from savegame.effects.decisions import default_actor
 
-#: The step after whose checkpoint the first process is killed: the model has just
-#: asked for two tool calls, which the resumed process then has to run.
-KILL_AFTER = 4
-#: A child that says nothing for this long is killed and the demo fails.
-CHILD_TIMEOUT = 30.0
-
-FIRST = "first"
-AFTER_CRASH = "after-crash"
+#: The tool inside which process 2 is killed.
+KILL_IN = "issue_refund"
+#: The process that resumes after the crash, shown apart in the timeline.
+AFTER_CRASH = "process 3"
 
 Events = Callable[[str], None]
-
-
-class DemoError(SavegameError):
-    """The demo could not carry out its plan (a child failed, the store is unsuitable)."""
+Ask = Callable[[str], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +55,32 @@ class Entry:
     write_ms: float | None
     """Commit time reported by the writing process (None when it reported none)."""
     process: str
-    """``first`` or ``after-crash``."""
+    """``process 1``, ``process 2`` or ``process 3``."""
     pid: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """The pause for a person and how it was answered."""
+
+    interrupt_id: str
+    tool: str
+    arguments: dict[str, Any]
+    question: str
+    how: str
+    """``at the terminal``, ``automatically (--yes)`` ..."""
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class Kill:
+    """Where process 2 died."""
+
+    pid: int
+    tool: str
+    request_id: str
+    journal_status: str
+    """The status of that call's journal entry when the kill landed (``pending``: no result recorded)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +88,16 @@ class DemoReport:
     """Everything the demo did and found, for rendering."""
 
     store_url: str
-    db_path: str | None
-    """The SQLite file when it was kept (``--keep`` or a store of the caller's), else None."""
+    kept: str | None
+    """The folder holding the database and the outside-world files when kept, else None."""
     run_id: str
     reference_run_id: str
-    kill_after: int
-    killed_pid: int
-    killed_returncode: int | None
-    resumed_pid: int | None
+    approval: Approval
+    kill: Kill
+    resumed_pid: int
     timeline: list[Entry]
+    world: Summary
+    """The crashed run's outside world: refunds, emails and every call received."""
     final: bytes
     """Canonical encoding of the resumed run's final state, read back from the store."""
     reference: bytes
@@ -88,11 +106,19 @@ class DemoReport:
     usage: savegame.Usage
     reference_usage: savegame.Usage
     seconds: dict[str, float] = field(default_factory=dict)
-    """Wall time of each phase: first, resume, reference, total."""
+    """Wall time of each phase: processes, reference, total."""
+
+    @property
+    def same_state(self) -> bool:
+        return self.final == self.reference and self.usage == self.reference_usage
+
+    @property
+    def once_each(self) -> bool:
+        return len(self.world.refunds) == 1 and len(self.world.emails) == 1
 
     @property
     def verdict(self) -> bool:
-        return self.final == self.reference and self.usage == self.reference_usage
+        return self.same_state and self.once_each
 
     @property
     def final_sha(self) -> str:
@@ -103,97 +129,16 @@ class DemoReport:
         return hashlib.sha256(self.reference).hexdigest()
 
 
-def _env() -> dict[str, str]:
-    # The child must import this very savegame, even when it is not installed (PYTHONPATH=src).
-    root = str(Path(savegame.__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "savegame.demo.child", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-
-
-def _event(line: str) -> dict[str, Any] | None:
-    """A child's JSON event line; anything else a library might print is ignored."""
-    line = line.strip()
-    if not line.startswith("{"):
-        return None
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return event if isinstance(event, dict) and "event" in event else None
-
-
-def _child_failed(what: str, proc: subprocess.Popen[str], stderr: str) -> DemoError:
-    tail = stderr.strip().splitlines()[-1:] or ["no output"]
-    return DemoError(f"demo: the {what} process exited with {proc.returncode}: {tail[0]}")
-
-
-def _first_process(url: str, say: Events) -> tuple[list[dict[str, Any]], subprocess.Popen[str]]:
-    """Run until the pause after checkpoint KILL_AFTER, then SIGKILL the child."""
-    events: list[dict[str, Any]] = []
-    with _spawn("start", "--store", url, "--pause-after", str(KILL_AFTER)) as proc:
-        watchdog = threading.Timer(CHILD_TIMEOUT, proc.kill)
-        watchdog.start()
-        try:
-            assert proc.stdout is not None
-            say(f"process 1 (pid {proc.pid}) starts the refund agent")
-            for line in proc.stdout:
-                event = _event(line)
-                if event is None:
-                    continue
-                events.append(event)
-                if event["event"] == "paused":
-                    os.kill(proc.pid, signal.SIGKILL)
-                    say(
-                        f"SIGKILL pid {proc.pid} right after checkpoint {event['step']} was committed"
-                    )
-                    break
-            _, stderr = proc.communicate()
-        finally:
-            watchdog.cancel()
-    if not events or events[-1]["event"] != "paused":
-        raise _child_failed("first", proc, stderr)
-    return events, proc
-
-
-def _resume_process(url: str, run_id: str, say: Events) -> tuple[list[dict[str, Any]], int]:
-    with _spawn("resume", "--store", url, run_id) as proc:
-        say(f"process 2 (pid {proc.pid}) resumes run {run_id} from the store")
-        try:
-            stdout, stderr = proc.communicate(timeout=CHILD_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            stdout, stderr = proc.communicate()
-    events = [e for e in map(_event, stdout.splitlines()) if e is not None]
-    if proc.returncode != 0 or not events or events[-1]["event"] != "done":
-        raise _child_failed("resuming", proc, stderr)
-    return events, proc.pid
-
-
-def _timeline(
-    store: savegame.Store, run_id: str, first: list[dict[str, Any]], second: list[dict[str, Any]]
-) -> list[Entry]:
-    written: dict[str, tuple[str, dict[str, Any]]] = {}
-    for process, events in ((FIRST, first), (AFTER_CRASH, second)):
-        for event in events:
-            if event["event"] == "checkpoint":
-                written[event["checkpoint_id"]] = (process, event)
-    first_pid = first[0]["pid"] if first else None
+def _timeline(store: savegame.Store, run_id: str, children: list[Child]) -> list[Entry]:
+    written = {
+        e["checkpoint_id"]: (child.label, e)
+        for child in children
+        for e in child.events
+        if e["event"] == "checkpoint"
+    }
     entries = []
     for h in reversed(savegame.history(run_id, store=store)):
-        process, event = written.get(h.checkpoint_id, (FIRST, {}))
+        process, event = written.get(h.checkpoint_id, (children[0].label, {}))
         entries.append(
             Entry(
                 step=h.step,
@@ -204,37 +149,76 @@ def _timeline(
                 size=h.size,
                 write_ms=event.get("ms"),
                 process=process,
-                pid=event.get("pid", first_pid),
+                pid=event.get("pid"),
             )
         )
     return entries
 
 
-def _workspace(store: str | None, keep: bool) -> tuple[str, str | None, str | None]:
-    """The store URL, the temp folder to delete afterwards, and the db path to report."""
-    if store is not None:
-        return store, None, store
+def _decide(
+    store: savegame.Store, run_id: str, ask: Ask | None, auto: str, say: Events
+) -> Approval:
+    [waiting] = savegame.pending_interrupts(run_id, store=store)
+    args = dict(waiting.payload)
+    question = f"Approve refund of ${args['amount']} for order {args['order_id']}?"
+    if ask is None:
+        how, by = f"automatically ({auto})", f"savegame demo ({auto})"
+        say(f"{question} approved {how}")
+    elif ask(question):
+        how, by = "at the terminal", default_actor()
+    else:
+        savegame.reject(run_id, reason="declined at the demo prompt", store=store)
+        savegame.cancel(run_id, store=store)
+        raise DemoError(
+            f"demo: refund declined; run {run_id} is cancelled and nothing was refunded"
+        )
+    savegame.approve(run_id, interrupt_id=waiting.interrupt_id, by=by, store=store)
+    return Approval(waiting.interrupt_id, waiting.name, args, question, how, by)
+
+
+def _reference(store: savegame.Store, world: str, by: str) -> savegame.RunResult:
+    from savegame.demo import refund
+
+    refund.use_world(world)
+    try:
+        paused = savegame.run(refund.agent, {"input": refund.QUESTION}, store=store)
+        savegame.approve(paused.run_id, by=by, store=store)
+        return savegame.resume(paused.run_id, store=store)
+    finally:
+        refund.use_world(None)
+
+
+def _workspace(store: str | None) -> tuple[str, str]:
+    """The store URL and the folder for the demo's files."""
     folder = tempfile.mkdtemp(prefix="savegame-demo-")
-    path = os.path.join(folder, "demo.db")
-    return f"sqlite:///{path}", (None if keep else folder), (path if keep else None)
+    return store or f"sqlite:///{os.path.join(folder, 'demo.db')}", folder
 
 
 def run_demo(
-    *, store: str | None = None, keep: bool = False, on_event: Events | None = None
+    *,
+    store: str | None = None,
+    keep: bool = False,
+    on_event: Events | None = None,
+    ask: Ask | None = None,
+    auto: str = "no terminal attached",
 ) -> DemoReport:
-    """Kill the refund agent mid-run, resume it in a fresh process, compare with a clean run.
+    """Pause the refund agent for approval, kill it mid-refund, resume it, compare with a clean run.
 
     Args:
         store: a store URL shared between processes (default: a new SQLite file
             in a temporary folder, deleted afterwards unless ``keep``).
-        keep: keep the temporary SQLite file.
+        keep: keep the temporary folder (database and outside-world files).
         on_event: called with a line of progress as each phase happens.
+        ask: asks a person a yes/no question; None approves by itself.
+        auto: why the demo approves by itself (shown when ``ask`` is None).
 
     Raises:
-        DemoError: a child process failed or the store cannot be shared between processes.
+        DemoError: a child process failed, the store cannot be shared between
+            processes, or the refund was declined.
     """
     say = on_event or (lambda _: None)
-    url, cleanup, shown = _workspace(store, keep)
+    url, folder = _workspace(store)
+    world, ref_world = os.path.join(folder, "world.db"), os.path.join(folder, "reference-world.db")
     started = time.perf_counter()
     seconds: dict[str, float] = {}
     try:
@@ -244,37 +228,49 @@ def run_demo(
                 raise DemoError(
                     f"demo: store {url} cannot be shared between processes; use a sqlite:// URL"
                 )
-            first, killed = _first_process(url, say)
-            seconds["first"] = time.perf_counter() - started
-            run_id = first[-1]["run_id"]
+            common = ("--store", url, "--world", world)
+            first = run_child("process 1", "start", *common)
+            run_id = first.events[-1]["run_id"]
+            if first.events[-1]["status"] != "interrupted":
+                raise DemoError(f"demo: run {run_id} did not pause for approval")
+            say(f"process 1 (pid {first.pid}) ran the refund agent until it paused for approval")
+            approval = _decide(handle, run_id, ask, auto, say)
+            second = run_child(
+                "process 2", "resume", run_id, *common, "--hang-in", KILL_IN, kill_on="hang"
+            )
+            hang = second.events[-1]
+            status = next(
+                e.status.value for e in savegame.list_effects(run_id, store=handle)
+                if e.request_id == hang["request_id"]
+            )  # fmt: skip
+            say(f"process 2 (pid {second.pid}) resumed; SIGKILL inside {KILL_IN} after the refund")
+            third = run_child(AFTER_CRASH, "resume", run_id, *common)
+            say(f"process 3 (pid {third.pid}) resumed run {run_id} from the store to its end")
+            seconds["processes"] = time.perf_counter() - started
             mark = time.perf_counter()
-            second, resumed_pid = _resume_process(url, run_id, say)
-            seconds["resume"] = time.perf_counter() - mark
-            from savegame.demo.refund import QUESTION, agent
-
-            mark = time.perf_counter()
-            say("reference: the same agent, uninterrupted, on its own thread")
-            reference = savegame.run(agent, {"input": QUESTION}, store=handle)
+            say("reference: the same agent, uninterrupted and approved, on its own thread")
+            reference = _reference(handle, ref_world, approval.by)
             seconds["reference"] = time.perf_counter() - mark
             final = savegame.get_checkpoint(run_id, store=handle)
             expected = savegame.get_checkpoint(reference.run_id, store=handle)
-            timeline = _timeline(handle, run_id, first, second)
+            timeline = _timeline(handle, run_id, [first, second, third])
+            summary = World(world).summary()
         finally:
             handle.close()
     finally:
-        if cleanup is not None:
-            shutil.rmtree(cleanup, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
     seconds["total"] = time.perf_counter() - started
     return DemoReport(
         store_url=url,
-        db_path=shown,
+        kept=folder if keep else None,
         run_id=run_id,
         reference_run_id=reference.run_id,
-        kill_after=KILL_AFTER,
-        killed_pid=killed.pid,
-        killed_returncode=killed.returncode,
-        resumed_pid=resumed_pid,
+        approval=approval,
+        kill=Kill(second.pid, hang["tool"], hang["request_id"], status),
+        resumed_pid=third.pid,
         timeline=timeline,
+        world=summary,
         final=canonical(final.state),
         reference=canonical(expected.state),
         answer=final.state.get("answer"),

@@ -17,7 +17,6 @@ from savegame.codec.journal import decode_value, encode_value, sealed
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
 
-__all__ = ["EffectRecord", "PendingInterrupt", "approve", "pending", "reject", "resolve", "supply"]
 from savegame.stores.base import Store
 
 
@@ -150,6 +149,12 @@ def supply(
     return _settle(store, entry, EffectStatus.DONE, result=value, by=by)
 
 
+def close(store: Store, run_id: str, interrupt_id: str, *, reason: str, by: str | None = None) -> EffectRecord:
+    """Close a pending approval or interrupt without a decision (its run was cancelled)."""
+    entry = store.get_effect(run_id, interrupt_id)
+    return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by)
+
+
 def resolve(
     store: Store,
     run_id: str,
@@ -186,3 +191,17 @@ def waiting_reason(store: Store, run_id: str) -> str | None:
     if first.kind is EffectKind.APPROVAL:
         return f"it waits for approval of {first.name} ({first.interrupt_id}): approve or reject it"
     return f"it waits for a value for interrupt {first.name!r} ({first.interrupt_id}): resume with a value"
+
+
+__all__ = [
+    "EffectRecord",
+    "PendingInterrupt",
+    "approve",
+    "close",
+    "default_actor",
+    "pending",
+    "reject",
+    "resolve",
+    "supply",
+    "waiting_reason",
+]

@@ -142,6 +142,9 @@ def cancel(
             finally:
                 s.release_lease(run_id, lease.token)
             info = s.get_run(run_id)
+        # A cancelled run waits for nobody: close its open approvals and interrupts.
+        for waiting in decisions.pending(s, run_id):
+            decisions.close(s, run_id, waiting.interrupt_id, reason="run cancelled")
         if compensate_effects:
             compensate(run_id, store=s, lease_ttl=lease_ttl)
         return s.get_run(run_id)

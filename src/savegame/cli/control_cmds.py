@@ -1,0 +1,214 @@
+"""Commands that act on runs from outside: the journal, approvals, in-doubt calls, cancel, compensate.
+
+approve and reject only record a person's decision; the command then
+continues the run (``resume``) in this process and shows where it ended, as
+``savegame resume`` would.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+import savegame
+from savegame.cli import jsonview, render
+from savegame.cli.common import finish, parse_json, parse_object, progress
+from savegame.cli.errors import CliError
+from savegame.cli.options import JsonOption, StoreOption
+from savegame.model import RunStatus
+
+RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
+InterruptOption = Annotated[
+    str | None,
+    typer.Option(
+        "--interrupt",
+        metavar="ID",
+        help="Which pending approval, when the run waits for several (see `savegame approvals`).",
+    ),
+]
+ByOption = Annotated[
+    str | None,
+    typer.Option("--by", metavar="NAME", help="Who decides (default: user@host)."),
+]
+
+
+def effects_command(run_id: RunArg, store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """Show a run's journal: every tool call, model call, approval and compensation, oldest first."""
+    items = savegame.list_effects(run_id, store=store)
+    if as_json:
+        jsonview.emit_many(jsonview.effect(e) for e in items)
+    else:
+        render.effects(render.console(), run_id, items)
+
+
+def resolve_command(
+    run_id: RunArg,
+    effect: Annotated[
+        str,
+        typer.Option("--effect", metavar="ID", help="The in-doubt call's request id."),
+    ],
+    done: Annotated[
+        bool | None,
+        typer.Option(
+            "--done/--not-done",
+            show_default=False,
+            help="It happened (the run gets --result) / it did not (the run calls again).",
+        ),
+    ] = None,
+    result: Annotated[
+        str | None,
+        typer.Option("--result", metavar="JSON", help="With --done: what the call returned."),
+    ] = None,
+    by: ByOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Settle an in-doubt write call after checking the outside world; then `savegame resume` it."""
+    if done is None:
+        raise CliError("say whether the call happened: --done or --not-done")
+    if result is not None and not done:
+        raise CliError("--result goes with --done: a call that did not happen has no result")
+    value = None if result is None else parse_json(result, "--result")
+    entry = savegame.resolve(run_id, effect, done=done, result=value, by=by, store=store)
+    outcome = "done" if done else "not done"
+    if as_json:
+        jsonview.emit(
+            {
+                "run_id": run_id,
+                "request_id": entry.request_id,
+                "status": entry.status.value,
+                "by": entry.metadata.get("by"),
+                "next": f"savegame resume {run_id}",
+            }
+        )
+        return
+    out = render.console()
+    out.print(
+        f"{entry.request_id} ({entry.name}) settled as {outcome} by {entry.metadata.get('by')}"
+    )
+    tail = f" --store {store}" if store else ""
+    then = "gets the recorded result" if done else "calls it again"
+    out.print(f"next: savegame resume {run_id}{tail}  (the step {then})", soft_wrap=True)
+
+
+def approvals_command(
+    run: Annotated[
+        str | None, typer.Option("--run", metavar="RUN_ID", help="Only this run.")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List approvals and interrupts waiting for a person, across runs, oldest first."""
+    items = savegame.pending_interrupts(run, store=store)
+    if as_json:
+        jsonview.emit_many(jsonview.pending(p) for p in items)
+        return
+    out = render.console()
+    render.approvals(out, items)
+    if items:
+        out.print(
+            "approve: savegame approve RUN_ID [--edit JSON]   reject: savegame reject RUN_ID "
+            "--reason TEXT   answer: savegame resume RUN_ID --value JSON",
+            soft_wrap=True,
+        )
+
+
+def approve_command(
+    run_id: RunArg,
+    interrupt: InterruptOption = None,
+    edit: Annotated[
+        str | None,
+        typer.Option(
+            "--edit", metavar="JSON", help="Replace the tool's arguments (a JSON object)."
+        ),
+    ] = None,
+    by: ByOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Approve a gated tool call (optionally with edited arguments), then continue the run."""
+    arguments = None if edit is None else parse_object(edit, "--edit", "tool arguments")
+    entry = savegame.approve(run_id, interrupt_id=interrupt, edit=arguments, by=by, store=store)
+    _decided(f"approved {entry.name} ({entry.request_id})", entry.metadata, as_json)
+    res = savegame.resume(run_id, store=store, observer=progress(as_json))
+    finish(res, as_json=as_json, verb="resumed and ended", store=store)
+
+
+def reject_command(
+    run_id: RunArg,
+    reason: Annotated[
+        str, typer.Option("--reason", metavar="TEXT", help="Why; the step (and a model) sees it.")
+    ],
+    interrupt: InterruptOption = None,
+    by: ByOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Reject a gated tool call, then continue the run (its step gets ApprovalRejected)."""
+    entry = savegame.reject(run_id, reason=reason, interrupt_id=interrupt, by=by, store=store)
+    _decided(f"rejected {entry.name} ({entry.request_id})", entry.metadata, as_json)
+    res = savegame.resume(run_id, store=store, observer=progress(as_json))
+    finish(res, as_json=as_json, verb="resumed and ended", store=store)
+
+
+def _decided(what: str, metadata: Any, as_json: bool) -> None:
+    if not as_json:
+        render.console().print(f"{what} by {metadata.get('by')}", soft_wrap=True)
+
+
+def cancel_command(
+    run_id: RunArg,
+    compensate: Annotated[
+        bool,
+        typer.Option("--compensate", help="Then undo the run's completed writes (saga)."),
+    ] = False,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            metavar="SECONDS",
+            min=0,
+            help="How long to wait for a live process to stop at its next boundary.",
+        ),
+    ] = 30.0,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stop a run: a live one at its next step boundary, a waiting or failed one at once."""
+    info = savegame.cancel(run_id, store=store, compensate_effects=compensate, wait=wait)
+    if as_json:
+        jsonview.emit(jsonview.run(info))
+    else:
+        render.console().print(Text.assemble(f"run {run_id}: ", render.status(info.status)))
+    if info.status is RunStatus.RUNNING:
+        # The owner did not reach a boundary in time; the request stays and it stops there.
+        raise CliError(
+            f"run {run_id} is still running after {wait:g}s; it stops at its next step "
+            "boundary (the cancel request stays)"
+        )
+
+
+def compensate_command(
+    run_id: RunArg, store: StoreOption = None, as_json: JsonOption = False
+) -> None:
+    """Undo a run's completed writes that declared a compensation, newest first, exactly once."""
+    res = savegame.compensate(run_id, store=store)
+    if as_json:
+        jsonview.emit(jsonview.result(res))
+        return
+    out = render.console()
+    out.print(Text.assemble(f"run {run_id}: ", render.status(res.status)))
+    tail = f" --store {store}" if store else ""
+    out.print(f"what was undone: savegame effects {run_id}{tail}", soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("effects")(effects_command)
+    app.command("resolve")(resolve_command)
+    app.command("approvals")(approvals_command)
+    app.command("approve")(approve_command)
+    app.command("reject")(reject_command)
+    app.command("cancel")(cancel_command)
+    app.command("compensate")(compensate_command)
