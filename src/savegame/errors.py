@@ -8,10 +8,13 @@ each branch is named for what the caller does next::
     ├── SerializationError          state holds something that is not pure data
     ├── StateVersionError           a checkpoint's state schema cannot be migrated
     ├── CorruptRecordError          a stored record failed its checksum or did not decode
+    │   └── UnencryptedRecordError  a plaintext record where encryption is required
+    ├── EncryptionKeyError          a record needs a key id the keyring does not hold
     ├── NotFoundError               no such run / checkpoint / thread
     ├── RunStateError               the run exists but cannot do that now (resume a completed run)
     ├── ConflictError               someone else wrote first: retry or give up
     │   ├── LeaseHeldError          a live process owns the run
+    │   ├── MissingBlobsError       a record named blobs a concurrent prune removed: re-send them
     │   └── LeaseLostError          our lease was taken over; a stale write was rejected
     ├── CheckpointWriteError        a checkpoint could not be written; the run stopped
     ├── StepError                   a user step raised; the run is marked failed
@@ -80,6 +83,32 @@ class CorruptRecordError(SavegameError):
         super().__init__(f"record {record_id} is damaged: {reason}")
 
 
+class UnencryptedRecordError(CorruptRecordError):
+    """Encryption is configured but the record is stored in plaintext: refused, never used.
+
+    Records written before encryption was turned on are rewritten with ``rekey``.
+    """
+
+    def __init__(self, record_id: str) -> None:
+        super().__init__(
+            record_id,
+            "stored without encryption while encryption is configured; refusing to load it "
+            "(rewrite old records with `savegame rekey`)",
+        )
+
+
+class EncryptionKeyError(SavegameError):
+    """A record was encrypted with a key id the configured keyring does not hold."""
+
+    def __init__(self, key_id: str, record_id: str) -> None:
+        self.key_id = key_id
+        self.record_id = record_id
+        super().__init__(
+            f"record {record_id} is encrypted with key {key_id!r}, which is not in the keyring "
+            "(SAVEGAME_KEYS); add that key to read it"
+        )
+
+
 class NotFoundError(SavegameError):
     """No run, checkpoint or thread with that id exists in the store."""
 
@@ -112,6 +141,18 @@ class LeaseHeldError(ConflictError):
         self.expires_in = expires_in
         super().__init__(
             f"run {run_id} is being executed by {owner}; its lease expires in {max(expires_in, 0):.1f}s"
+        )
+
+
+class MissingBlobsError(ConflictError):
+    """A record names blobs that are neither given nor stored (a concurrent prune removed them)."""
+
+    def __init__(self, checkpoint_id: str, digests: list[str]) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.digests = digests
+        super().__init__(
+            f"checkpoint {checkpoint_id} refers to blobs that are neither given nor stored: "
+            + ", ".join(digests)
         )
 
 

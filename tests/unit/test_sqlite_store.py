@@ -9,15 +9,16 @@ import sys
 import textwrap
 from pathlib import Path
 
+import orjson
 import pytest
 
 from savegame.errors import ConfigurationError
-from savegame.model import EffectKind, EffectStatus, RunStatus
-from savegame.stores import SqliteStore, open_store, sqlite_rows
+from savegame.model import CheckpointRecord, EffectKind, EffectStatus, RunInfo, RunStatus
+from savegame.stores import SqliteStore, open_store, sqlite_engine, sqlite_rows
 from savegame.stores._common import to_micros
 from savegame.stores.sqlite import parse_url
 from savegame.stores.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
-from savegame.testing.builders import OWNER, make_effect, make_run, next_record
+from savegame.testing.builders import OWNER, blob_digest, make_effect, make_run, next_record
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -82,36 +83,62 @@ def test_a_file_from_a_newer_savegame_is_refused(tmp_path: Path) -> None:
         SqliteStore(path)
 
 
-def test_a_version_1_file_upgrades_to_version_2_and_keeps_its_data(tmp_path: Path) -> None:
+# The version-1 columns of a checkpoint row; later migrations only add columns.
+_V1_CHECKPOINT_COLS = (
+    "thread_id, run_id, checkpoint_id, parent_id, step, node, status, next, usage, metadata,"
+    " created_at, expires_at, format_version, state_version, size, checksum, payload"
+)
+
+
+def _old_file(
+    path: Path, version: int, run: RunInfo, records: list[CheckpointRecord], token: int
+) -> sqlite3.Connection:
+    """A file as an older savegame wrote it: migrations up to ``version``, rows in their columns.
+
+    The caller adds rows of its own, then commits and closes the returned connection.
+    """
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    conn.execute(
+        "CREATE TABLE savegame_schema (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+    )
+    for number in range(1, version + 1):
+        for statement in MIGRATIONS[number - 1]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO savegame_schema VALUES (?, 0)", (number,))
+    head = records[-1].header
+    conn.execute(
+        "INSERT INTO runs (run_id, thread_id, workflow, workflow_ref, status, step,"
+        " head_checkpoint_id, created_at, updated_at, error, metadata, lease_owner,"
+        " lease_token, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run.run_id, run.thread_id, run.workflow, run.workflow_ref, head.status.value, head.step,
+            head.checkpoint_id, to_micros(run.created_at), to_micros(run.updated_at),
+            None, '{"user":"ada"}', None, token, None,
+        ),
+    )  # fmt: skip
+    for record in records:
+        h = record.header
+        conn.execute(
+            f"INSERT INTO checkpoints ({_V1_CHECKPOINT_COLS}) VALUES ({', '.join('?' * 17)})",
+            (
+                h.thread_id, h.run_id, h.checkpoint_id, h.parent_id, h.step, h.node,
+                h.status.value, h.next, orjson.dumps(h.usage.to_dict()).decode(),
+                orjson.dumps(dict(h.metadata)).decode(), to_micros(h.created_at), None,
+                h.format_version, h.state_version, h.size, record.checksum, record.payload,
+            ),
+        )  # fmt: skip
+    return conn
+
+
+def test_a_version_1_file_upgrades_and_keeps_its_data(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     run, first = make_run(metadata={"user": "ada"})
     second = next_record(first, status=RunStatus.INTERRUPTED)
-    # A file as savegame wrote it before the journal existed: migration 1 only,
-    # rows inserted with the version-1 columns (no cancel_requested).
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute("BEGIN")
-        conn.execute(
-            "CREATE TABLE savegame_schema (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        for statement in MIGRATIONS[0]:
-            conn.execute(statement)
-        conn.execute("INSERT INTO savegame_schema VALUES (1, 0)")
-        conn.execute(
-            "INSERT INTO runs (run_id, thread_id, workflow, workflow_ref, status, step,"
-            " head_checkpoint_id, created_at, updated_at, error, metadata, lease_owner,"
-            " lease_token, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run.run_id, run.thread_id, run.workflow, run.workflow_ref, "interrupted", 1,
-                second.checkpoint_id, to_micros(run.created_at), to_micros(run.updated_at),
-                None, '{"user":"ada"}', None, 3, None,
-            ),
-        )  # fmt: skip
-        sqlite_rows.insert_checkpoint(conn, first)
-        sqlite_rows.insert_checkpoint(conn, second)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
+    # A file as savegame wrote it before the journal existed (no cancel_requested).
+    conn = _old_file(path, 1, run, [first, second], 3)
+    conn.execute("COMMIT")
+    conn.close()
     assert _versions(path) == [1]
 
     with SqliteStore(path) as store:
@@ -136,7 +163,107 @@ def test_a_version_1_file_upgrades_to_version_2_and_keeps_its_data(tmp_path: Pat
         assert store.record_intent(effect, lease_token=lease.token) == effect
         store.request_cancel(run.run_id)
         assert store.get_run(run.run_id).cancel_requested is True
-    assert _versions(path) == [1, 2] == list(range(1, SCHEMA_VERSION + 1))
+    assert _versions(path) == [1, 2, 3, 4] == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_a_version_2_file_upgrades_in_place_to_the_storage_engine(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    run, first = make_run(metadata={"user": "ada"})
+    second = next_record(first)
+    effect = make_effect(run.run_id, status=EffectStatus.DONE, result=b"ok")
+    # A file as savegame wrote it before deltas and blobs: migrations 1-2, a journal entry.
+    conn = _old_file(path, 2, run, [first, second], 1)
+    conn.execute(
+        f"INSERT INTO effects ({sqlite_rows.EFFECT_COLS}) VALUES ({', '.join('?' * 15)})",
+        (
+            effect.run_id, effect.request_id, effect.kind.value, effect.name, effect.step,
+            effect.node, effect.call_index, effect.status.value, effect.arguments, effect.result,
+            None, "{}", to_micros(effect.created_at), None, effect.checksum,
+        ),
+    )  # fmt: skip
+    conn.execute("COMMIT")
+    conn.close()
+    assert _versions(path) == [1, 2]
+
+    with SqliteStore(path) as store:
+        # Old rows read as keyframes that refer to no blob.
+        assert store.get_checkpoint(first.checkpoint_id) == first
+        assert store.latest_checkpoint(run.run_id) == second
+        assert store.get_chain(second.checkpoint_id) == [second]
+        assert store.get_effect(run.run_id, effect.request_id) == effect
+        # The new parts work beside them.
+        digest = blob_digest(b"large value")
+        third = next_record(second, base_id=second.checkpoint_id, blobs=(digest,))
+        store.put_checkpoint(third, lease_token=1, blobs={digest: b"large value"})
+        assert store.get_chain(third.checkpoint_id) == [third, second]
+        assert store.get_blobs([digest]) == {digest: b"large value"}
+        assert store.delete_unreferenced_blobs() == (0, 0)
+        stats = store.stats()
+        assert (stats.checkpoints, stats.blobs, stats.effects) == (3, 1, 1)
+        sizes = store.run_sizes()
+        assert [(s.run_id, s.checkpoints, s.effects) for s in sizes] == [(run.run_id, 3, 1)]
+        assert store.delete_runs([run.run_id]) == 1
+        assert store.delete_unreferenced_blobs() == (1, len(b"large value"))
+    assert _versions(path) == [1, 2, 3, 4]
+
+
+def test_blob_references_live_and_die_with_their_checkpoint(tmp_path: Path) -> None:
+    """The reference table is what pruning reads; no row may outlive its checkpoint."""
+    run, first = make_run()
+    a, b = blob_digest(b"a"), blob_digest(b"b")
+    with SqliteStore(tmp_path / "s.db") as store:
+        lease = store.create_run(run, first, owner=OWNER, ttl=30)
+        second = next_record(first, blobs=(b, a, b))
+        store.put_checkpoint(second, lease_token=lease.token, blobs={a: b"a", b: b"b"})
+        refs = "SELECT checkpoint_id, digest FROM checkpoint_blobs ORDER BY digest"
+        assert store._conn.execute(refs).fetchall() == sorted(
+            [(second.checkpoint_id, a), (second.checkpoint_id, b)], key=lambda r: r[1]
+        )
+        store.delete_checkpoints([second.checkpoint_id])
+        assert store._conn.execute(refs).fetchall() == []
+
+
+@pytest.mark.parametrize(
+    ("sql", "index"),
+    [
+        (f"DELETE FROM blobs WHERE {sqlite_engine._UNREFERENCED}", "checkpoint_blobs_by_digest"),
+        ("SELECT 1 FROM checkpoints WHERE base_id = ?", "checkpoints_by_base"),
+    ],
+)
+def test_engine_queries_use_their_index(tmp_path: Path, sql: str, index: str) -> None:
+    """Pruning must not scan every reference per blob, nor every checkpoint per base."""
+    with SqliteStore(tmp_path / "s.db") as store:
+        params = ("x",) * sql.count("?")
+        plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    assert index in plan
+
+
+@pytest.mark.parametrize("workflows", [None, '["contract"]'])
+def test_the_claim_query_uses_the_claimable_index(tmp_path: Path, workflows: str | None) -> None:
+    """A claim reads only queued and running runs, oldest first, however long the history."""
+    with SqliteStore(tmp_path / "s.db") as store:
+        plan = store._conn.execute("EXPLAIN QUERY PLAN " + sqlite_rows.CLAIM, (0.0, workflows))
+        details = " ".join(row[3] for row in plan)
+    assert "USING INDEX runs_claimable" in details
+    assert "TEMP B-TREE" not in details  # the index gives the order: no sort
+
+
+def test_get_chain_is_one_statement(tmp_path: Path) -> None:
+    run, first = make_run()
+    with SqliteStore(tmp_path / "s.db") as store:
+        lease = store.create_run(run, first, owner=OWNER, ttl=30)
+        chain = [first]
+        for _ in range(5):
+            record = next_record(chain[0], base_id=chain[0].checkpoint_id)
+            store.put_checkpoint(record, lease_token=lease.token)
+            chain.insert(0, record)
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        try:
+            assert store.get_chain(chain[0].checkpoint_id) == chain
+        finally:
+            store._conn.set_trace_callback(None)
+    assert len(statements) == 1
 
 
 def test_stats_report_the_file_and_wal_size(tmp_path: Path) -> None:

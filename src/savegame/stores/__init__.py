@@ -35,7 +35,11 @@ class _Backend(NamedTuple):
 # e.g. "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", "postgres").
 _BACKENDS: dict[str, _Backend] = {
     "memory": _Backend("savegame.stores.memory", "MemoryStore", None),
+    "postgres": _Backend("savegame.stores.postgres", "PostgresStore", "postgres"),
+    "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", "postgres"),
     "sqlite": _Backend("savegame.stores.sqlite", "SqliteStore", None),
+    "redis": _Backend("savegame.stores.redis", "RedisStore", "redis"),
+    "rediss": _Backend("savegame.stores.redis", "RedisStore", "redis"),
 }
 
 
@@ -44,9 +48,15 @@ def open_store(url: str | Store | None = None) -> Store:
 
     Args:
         url: ``memory://``, ``memory://NAME``, ``sqlite:///relative.db``,
-            ``sqlite:////absolute.db`` (optionally ``?synchronous=normal``), or a
-            Store, returned as is. None reads ``SAVEGAME_STORE``, falling back to
-            ``sqlite:///savegame.db`` in the current directory.
+            ``sqlite:////absolute.db`` (optionally ``?synchronous=normal``),
+            ``postgresql://user@host/db`` or ``postgres://`` (optionally
+            ``?schema=NAME&pool_max=N``),
+            ``redis://host:port/db`` or ``rediss://`` (optionally ``?prefix=name``), or a
+            Store, returned as is. Any of them with ``objects=s3://bucket/prefix``
+            (optionally ``&endpoint=URL&region=R&threshold=BYTES``) keeps large
+            bodies in that bucket (:mod:`savegame.stores.objects`, ``savegame[s3]``).
+            None reads ``SAVEGAME_STORE``, falling back to ``sqlite:///savegame.db``
+            in the current directory.
 
     Raises:
         ConfigurationError: an unknown scheme, a malformed URL, or a missing driver.
@@ -55,6 +65,11 @@ def open_store(url: str | Store | None = None) -> Store:
         url = os.environ.get(ENV_VAR) or DEFAULT_URL
     if not isinstance(url, str):
         return url
+    if "objects=" in url:
+        from savegame.stores.objects import has_objects_param, open_with_objects
+
+        if has_objects_param(url):
+            return open_with_objects(url, open_store)
     scheme, sep, _ = url.partition("://")
     backend = _BACKENDS.get(scheme.lower()) if sep else None
     if backend is None:

@@ -16,8 +16,15 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from savegame.errors import SerializationError
-from savegame.model import EffectKind, EffectRecord, EffectStatus
+from savegame.errors import CorruptRecordError, MissingBlobsError, SerializationError
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+)
+from savegame.stores.base import RunSize
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -211,3 +218,130 @@ def settled(
 def effect_order(effect: EffectRecord) -> tuple[int, str]:
     """The journal's listing order: oldest first, ties broken by request id."""
     return to_micros(effect.created_at), effect.request_id
+
+
+# -- storage engine ---------------------------------------------------------------
+MAX_CHAIN = 10_000
+"""The longest base chain ``get_chain`` follows; longer is a cycle or damage, never a real chain."""
+
+
+def chain_too_long(checkpoint_id: str) -> CorruptRecordError:
+    """The error for a base chain that loops (or exceeds :data:`MAX_CHAIN`)."""
+    return CorruptRecordError(
+        checkpoint_id, f"its base chain is longer than {MAX_CHAIN} records (a cycle?)"
+    )
+
+
+def header_blobs(header: CheckpointHeader) -> tuple[str, ...]:
+    """``header.blobs`` as the tuple every backend returns, order and duplicates kept.
+
+    Raises:
+        ValueError: a digest is not a string.
+    """
+    for digest in header.blobs:
+        if not isinstance(digest, str):
+            raise ValueError(
+                f"checkpoint {header.checkpoint_id}: blob digests must be strings, not {digest!r}"
+            )
+    return tuple(header.blobs)
+
+
+def check_blobs(blobs: Mapping[str, bytes] | None) -> dict[str, bytes]:
+    """A private copy of the blobs given with a checkpoint or to ``rewrite``.
+
+    Raises:
+        ValueError: a digest that is not a string or content that is not bytes.
+    """
+    out: dict[str, bytes] = {}
+    for digest, data in (blobs or {}).items():
+        if not isinstance(digest, str):
+            raise ValueError(f"blob digests must be strings, not {digest!r}")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ValueError(f"blob {digest}: content must be bytes, not {type(data).__qualname__}")
+        out[digest] = bytes(data)
+    return out
+
+
+def detached_record(record: CheckpointRecord) -> CheckpointRecord:
+    """A copy sharing nothing mutable with the caller, normalised as SQLite stores it.
+
+    Raises:
+        ValueError: a naive datetime, or a blob digest that is not a string.
+        SerializationError: metadata that is not JSON data.
+    """
+    header = record.header
+    to_micros(header.created_at)
+    if header.expires_at is not None:
+        to_micros(header.expires_at)
+    return replace(
+        record,
+        payload=bytes(record.payload),
+        header=replace(header, metadata=detach(header.metadata), blobs=header_blobs(header)),
+    )
+
+
+def unique(ids: Sequence[str]) -> list[str]:
+    """``ids`` without repeats, in first-seen order (a repeated id is deleted or read once)."""
+    return list(dict.fromkeys(ids))
+
+
+def rewritten_record(current: CheckpointRecord, new: CheckpointRecord) -> CheckpointRecord:
+    """``current`` after ``rewrite``: payload, checksum and size from ``new``, nothing else."""
+    return replace(
+        current,
+        payload=bytes(new.payload),
+        checksum=new.checksum,
+        header=replace(current.header, size=new.header.size),
+    )
+
+
+def rewritten_effect(current: EffectRecord, new: EffectRecord) -> EffectRecord:
+    """``current`` after ``rewrite``: arguments, result and checksum from ``new``, nothing else."""
+    return replace(
+        current,
+        arguments=bytes(new.arguments),
+        result=None if new.result is None else bytes(new.result),
+        checksum=new.checksum,
+    )
+
+
+def effect_bytes(effect: EffectRecord) -> int:
+    """What an entry weighs in ``run_sizes``: its arguments plus its result."""
+    return len(effect.arguments) + len(effect.result or b"")
+
+
+def size_order(size: RunSize) -> tuple[int, str]:
+    """``run_sizes`` order: largest payload first, ties by run id ascending."""
+    return -size.payload_bytes, size.run_id
+
+
+# -- blob references and the fleet queue --------------------------------------------
+CLAIMABLE = ("queued", "running")
+"""The run statuses ``claim_run`` takes: submitted and not started, or started by a worker that may be gone."""
+
+
+def blobs_to_check(header: CheckpointHeader, given: Mapping[str, bytes]) -> list[str]:
+    """The digests ``header`` names that the write does not bring itself, each once.
+
+    Only these need a look-up in the transaction: the rest arrive with the record.
+    """
+    return [d for d in unique(header_blobs(header)) if d not in given]
+
+
+def missing_blob_error(checkpoint_id: str, missing: Sequence[str]) -> MissingBlobsError:
+    """The error for a record that names blobs neither given nor stored (a concurrent
+    collection may have removed one the caller believed present: re-send it)."""
+    return MissingBlobsError(checkpoint_id, sorted(missing))
+
+
+def check_workflows(workflows: Sequence[str] | None) -> list[str] | None:
+    """``claim_run``'s workflow filter as a list (None: any workflow; empty: none).
+
+    Raises:
+        ValueError: a bare string, which would otherwise be read as its characters.
+    """
+    if workflows is None:
+        return None
+    if isinstance(workflows, str):
+        raise ValueError(f"workflows must be a sequence of names, not the string {workflows!r}")
+    return [str(name) for name in workflows]

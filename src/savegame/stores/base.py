@@ -109,8 +109,20 @@ class Store(Protocol):
     def capabilities(self) -> Capabilities: ...
 
     # -- runs ---------------------------------------------------------------
-    def create_run(self, run: RunInfo, first: CheckpointRecord, *, owner: str, ttl: float) -> Lease:
-        """Insert a run with its first checkpoint and a lease held by ``owner`` for ``ttl`` seconds.
+    def create_run(
+        self,
+        run: RunInfo,
+        first: CheckpointRecord,
+        *,
+        owner: str | None,
+        ttl: float,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> Lease:
+        """Insert a run with its first checkpoint (and the blobs it brings) and a lease.
+
+        The lease is held by ``owner`` for ``ttl`` seconds; ``owner`` None
+        creates the run unowned (token 1, no owner: queued for a worker fleet,
+        claimable at once). The run's status is the first record's.
 
         Raises:
             ConflictError: a run with that id exists.
@@ -151,11 +163,14 @@ class Store(Protocol):
         run. ``effects`` (results of reads made during the step) are journaled in
         the same transaction, insert-if-absent. ``blobs`` (digest -> bytes) are
         stored insert-if-absent before or with the record, never after it, so a
-        committed record never points at a missing blob.
+        committed record never points at a missing blob: every digest in
+        ``record.header.blobs`` must be given or already stored, checked in the
+        transaction (a concurrent blob collection may have removed one the
+        caller believed present), else ConflictError and nothing is written.
 
         Raises:
             LeaseLostError: the run's fencing token is no longer ``lease_token``.
-            ConflictError: the checkpoint id exists already.
+            ConflictError: the checkpoint id exists already, or a referenced blob is missing.
             NotFoundError: the run does not exist.
         """
         ...
@@ -193,6 +208,18 @@ class Store(Protocol):
         ...
 
     # -- leases ---------------------------------------------------------------
+    def claim_run(
+        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+    ) -> Lease | None:
+        """Atomically take the oldest runnable run and lease it to ``owner``; None when there is none.
+
+        Runnable: status queued or running, with no owner or an expired lease
+        (its worker died or stopped). Optionally only runs of these workflow
+        names. Concurrent claimers never get the same run (PostgreSQL:
+        ``FOR UPDATE SKIP LOCKED``); the token grows as with ``acquire_lease``.
+        """
+        ...
+
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
     ) -> Lease:

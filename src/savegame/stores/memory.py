@@ -34,6 +34,7 @@ from savegame.model import (
 )
 from savegame.stores import _common
 from savegame.stores.base import Capabilities, StoreStats, ThreadInfo
+from savegame.stores.memory_engine import MemoryEngine
 
 _CAPABILITIES = Capabilities(persistent=False, multi_process=False)
 
@@ -63,8 +64,11 @@ class _Run:
         return replace(self.info, lease=self.lease(), metadata=dict(self.info.metadata))
 
 
-class MemoryStore:
+class MemoryStore(MemoryEngine):
     """A thread-safe store held in dictionaries; gone when the process ends.
+
+    The storage-engine methods (chains, blobs, pruning, rewrite, sizes) come
+    from :class:`~savegame.stores.memory_engine.MemoryEngine`.
 
     Args:
         name: the name of a shared store (``memory://NAME``); None for a private one.
@@ -77,6 +81,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._runs: dict[str, _Run] = {}
         self._checkpoints: dict[str, CheckpointRecord] = {}
+        self._blobs: dict[str, bytes] = {}
 
     @classmethod
     def from_url(cls, url: str) -> MemoryStore:
@@ -109,10 +114,19 @@ class MemoryStore:
         return _CAPABILITIES
 
     # -- runs -------------------------------------------------------------------
-    def create_run(self, run: RunInfo, first: CheckpointRecord, *, owner: str, ttl: float) -> Lease:
+    def create_run(
+        self,
+        run: RunInfo,
+        first: CheckpointRecord,
+        *,
+        owner: str | None,
+        ttl: float,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
-        first = _detached(first)
+        first = _common.detached_record(first)
+        new_blobs = _common.check_blobs(blobs)
         info = replace(
             run,
             status=first.header.status,
@@ -128,10 +142,14 @@ class MemoryStore:
                 raise ConflictError(f"run {run.run_id} exists already")
             if first.checkpoint_id in self._checkpoints:
                 raise ConflictError(f"checkpoint {first.checkpoint_id} exists already")
-            lease = Lease(run.run_id, owner, 1, time.time() + ttl)
-            self._runs[run.run_id] = _Run(info, [first.checkpoint_id], owner, 1, lease.expires_at)
+            self._check_blobs(first, new_blobs)
+            now = time.time()
+            expires = None if owner is None else now + ttl
+            self._runs[run.run_id] = _Run(info, [first.checkpoint_id], owner, 1, expires)
             self._checkpoints[first.checkpoint_id] = first
-            return lease
+            self._store_blobs(new_blobs)
+            # Unowned: a lease nobody holds, expired from the start.
+            return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
 
     def get_run(self, run_id: str) -> RunInfo:
         with self._lock:
@@ -180,17 +198,21 @@ class MemoryStore:
         lease_token: int,
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
     ) -> None:
-        record = _detached(record)
+        record = _common.detached_record(record)
         journal = _common.check_effects(record.run_id, effects)
+        new_blobs = _common.check_blobs(blobs)
         with self._lock:
             run = self._run(record.run_id)
             if run.lease_token != lease_token:
                 raise LeaseLostError(record.run_id, lease_token)
             if record.checkpoint_id in self._checkpoints:
                 raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
+            self._check_blobs(record, new_blobs)
             # Every check is behind us: from here on nothing raises, so the
-            # checkpoint and its effects land together or not at all.
+            # checkpoint, its blobs and its effects land together or not at all.
+            self._store_blobs(new_blobs)
             for effect in journal:
                 _journal(run, effect)
             self._checkpoints[record.checkpoint_id] = record
@@ -210,7 +232,7 @@ class MemoryStore:
             record = self._checkpoints.get(checkpoint_id)
         if record is None:
             raise NotFoundError("checkpoint", checkpoint_id)
-        return _detached(record)
+        return _common.detached_record(record)
 
     def latest_checkpoint(self, run_id: str) -> CheckpointRecord:
         with self._lock:
@@ -251,6 +273,29 @@ class MemoryStore:
             return out
 
     # -- leases ---------------------------------------------------------------------
+    def claim_run(
+        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+    ) -> Lease | None:
+        ttl = _common.check_ttl(ttl)
+        wanted = _common.check_workflows(workflows)
+        with self._lock:
+            now = time.time()
+            runnable = [
+                run
+                for run in self._runs.values()
+                if run.info.status.value in _common.CLAIMABLE
+                and (wanted is None or run.info.workflow in wanted)
+                # Expired exactly when acquire_lease would take it over.
+                and (run.lease_owner is None or (run.lease_expires_at or 0.0) <= now)
+            ]
+            if not runnable:
+                return None
+            run = min(runnable, key=lambda r: (r.info.created_at, r.info.run_id))
+            run.lease_owner = owner
+            run.lease_token += 1
+            run.lease_expires_at = now + ttl
+            return Lease(run.info.run_id, owner, run.lease_token, run.lease_expires_at)
+
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
     ) -> Lease:
@@ -365,13 +410,7 @@ class MemoryStore:
     def delete_thread(self, thread_id: str) -> int:
         with self._lock:
             doomed = [r for r in self._runs.values() if r.info.thread_id == thread_id]
-            deleted = 0
-            for run in doomed:
-                for cid in run.checkpoint_ids:
-                    del self._checkpoints[cid]
-                deleted += len(run.checkpoint_ids)
-                del self._runs[run.info.run_id]
-            return deleted
+            return sum(self._drop_run(run) for run in doomed)
 
     def stats(self) -> StoreStats:
         with self._lock:
@@ -380,6 +419,9 @@ class MemoryStore:
                 checkpoints=len(self._checkpoints),
                 payload_bytes=sum(len(r.payload) for r in self._checkpoints.values()),
                 file_bytes=None,
+                blobs=len(self._blobs),
+                blob_bytes=sum(len(b) for b in self._blobs.values()),
+                effects=sum(len(r.effects) for r in self._runs.values()),
             )
 
     def close(self) -> None:
@@ -405,12 +447,3 @@ def _journal(run: _Run, effect: EffectRecord) -> EffectRecord:
         return existing
     run.effects[effect.request_id] = effect
     return effect
-
-
-def _detached(record: CheckpointRecord) -> CheckpointRecord:
-    """A copy whose metadata the caller cannot mutate behind the store's back."""
-    header = record.header
-    _common.to_micros(header.created_at)
-    if header.expires_at is not None:
-        _common.to_micros(header.expires_at)
-    return replace(record, header=replace(header, metadata=_common.detach(header.metadata)))

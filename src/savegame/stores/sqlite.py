@@ -16,8 +16,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -42,7 +41,8 @@ from savegame.model import (
 )
 from savegame.stores import _common, sqlite_schema
 from savegame.stores import sqlite_rows as conv
-from savegame.stores.base import Capabilities, StoreStats, ThreadInfo
+from savegame.stores.base import Capabilities, ThreadInfo
+from savegame.stores.sqlite_engine import SqliteEngine
 
 _CAPABILITIES = Capabilities(persistent=True, multi_process=True)
 _SYNCHRONOUS = ("full", "normal")
@@ -73,8 +73,11 @@ def parse_url(url: str) -> tuple[str, str]:
     return path, synchronous
 
 
-class SqliteStore:
+class SqliteStore(SqliteEngine):
     """A store in one SQLite file.
+
+    Transactions and the storage-engine methods (chains, blobs, pruning,
+    rewrite, sizes, stats) come from :class:`~savegame.stores.sqlite_engine.SqliteEngine`.
 
     One connection serves the whole process, guarded by a lock, because the
     runtime calls the store from its heartbeat and writer threads as well.
@@ -128,44 +131,38 @@ class SqliteStore:
     def capabilities(self) -> Capabilities:
         return _CAPABILITIES
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
-
     # -- runs -------------------------------------------------------------------
-    def create_run(self, run: RunInfo, first: CheckpointRecord, *, owner: str, ttl: float) -> Lease:
+    def create_run(
+        self,
+        run: RunInfo,
+        first: CheckpointRecord,
+        *,
+        owner: str | None,
+        ttl: float,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
         meta = _common.json_dumps(dict(run.metadata), "run.metadata").decode()
+        new_blobs = _common.check_blobs(blobs)
         header = first.header
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone():
                 raise ConflictError(f"run {run.run_id} exists already")
-            lease = Lease(run.run_id, owner, 1, time.time() + ttl)
+            now = time.time()
+            expires = None if owner is None else now + ttl
             conn.execute(
                 f"INSERT INTO runs ({conv.RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id, run.thread_id, run.workflow, run.workflow_ref, header.status.value,
                     header.step, first.checkpoint_id, _common.to_micros(run.created_at),
-                    _common.to_micros(run.updated_at), run.error, meta, owner, 1, lease.expires_at,
+                    _common.to_micros(run.updated_at), run.error, meta, owner, 1, expires,
                     int(run.cancel_requested),
                 ),
             )  # fmt: skip
-            conv.insert_checkpoint(conn, first)
-        return lease
+            conv.insert_checkpoint(conn, first, new_blobs)
+        # Unowned: a lease nobody holds, expired from the start.
+        return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
 
     def get_run(self, run_id: str) -> RunInfo:
         rows = self._read(f"SELECT {conv.RUN_COLS} FROM runs WHERE run_id = ?", (run_id,))
@@ -214,12 +211,14 @@ class SqliteStore:
         lease_token: int,
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
     ) -> None:
         header = record.header
         journal = _common.check_effects(header.run_id, effects)
+        new_blobs = _common.check_blobs(blobs)
         with self._write() as conn:
             self._fence(conn, header.run_id, lease_token)
-            conv.insert_checkpoint(conn, record)
+            conv.insert_checkpoint(conn, record, new_blobs)
             # In the checkpoint's transaction: the entries land with it or not at all.
             for effect in journal:
                 conv.journal(conn, effect)
@@ -301,6 +300,26 @@ class SqliteStore:
             raise LeaseLostError(run_id, lease_token)
 
     # -- leases ---------------------------------------------------------------------
+    def claim_run(
+        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+    ) -> Lease | None:
+        ttl = _common.check_ttl(ttl)
+        wanted = _common.check_workflows(workflows)
+        # BEGIN IMMEDIATE: the pick and the take happen under one write lock,
+        # so claimers in other threads and processes never take the same run.
+        with self._write() as conn:
+            now = time.time()
+            names = None if wanted is None else _common.json_dumps(wanted, "workflows").decode()
+            row = conn.execute(conv.CLAIM, (now, names)).fetchone()
+            if row is None:
+                return None
+            lease = Lease(row[0], owner, int(row[1]) + 1, now + ttl)
+            conn.execute(
+                "UPDATE runs SET lease_owner = ?, lease_token = ?, lease_expires_at = ? WHERE run_id = ?",
+                (owner, lease.token, lease.expires_at, lease.run_id),
+            )
+        return lease
+
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
     ) -> Lease:
@@ -421,18 +440,6 @@ class SqliteStore:
             ).rowcount
             conn.execute("DELETE FROM runs WHERE thread_id = ?", (thread_id,))
         return int(deleted)
-
-    def stats(self) -> StoreStats:
-        (runs,) = self._read("SELECT count(*) FROM runs")[0]
-        checkpoints, payload = self._read(
-            "SELECT count(*), coalesce(sum(length(payload)), 0) FROM checkpoints"
-        )[0]
-        file_bytes = 0
-        for suffix in ("", "-wal"):
-            # No WAL file exists after the last connection closed and checkpointed it.
-            with suppress(OSError):
-                file_bytes += os.path.getsize(self._path + suffix)
-        return StoreStats(int(runs), int(checkpoints), int(payload), file_bytes)
 
     def close(self) -> None:
         """Close the connection; later calls raise ``sqlite3.ProgrammingError``."""

@@ -8,7 +8,7 @@ a row converter and the SELECT that feeds it must agree column for column.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from savegame.errors import ConflictError
@@ -27,13 +27,27 @@ from savegame.stores import _common
 
 HEADER_COLS = (
     "thread_id, run_id, checkpoint_id, parent_id, step, node, status, next, usage, metadata,"
-    " created_at, expires_at, format_version, state_version, size"
+    " created_at, expires_at, format_version, state_version, size, base_id, blobs"
 )
 RECORD_COLS = HEADER_COLS + ", checksum, payload"
 RUN_COLS = (
     "run_id, thread_id, workflow, workflow_ref, status, step, head_checkpoint_id, created_at,"
     " updated_at, error, metadata, lease_owner, lease_token, lease_expires_at, cancel_requested"
 )
+# The oldest runnable run: queued or running, with no owner or an expired lease
+# (expired exactly when acquire_lease would take it over), optionally of some
+# workflows (?2: a JSON array, or NULL for any). The status test repeats the
+# partial index's WHERE word for word, so runs_claimable applies; INDEXED BY
+# because without table statistics SQLite prefers runs_by_status and sorts
+# every queued and running run, where the partial index walks them oldest
+# first and stops at the first runnable one.
+CLAIM = f"""
+    SELECT run_id, lease_token FROM runs INDEXED BY runs_claimable
+    WHERE status IN ({", ".join(f"'{s}'" for s in _common.CLAIMABLE)})
+      AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1)
+      AND (?2 IS NULL OR workflow IN (SELECT value FROM json_each(?2)))
+    ORDER BY created_at, run_id LIMIT 1
+"""
 EFFECT_COLS = (
     "run_id, request_id, kind, name, step, node, call_index, status, arguments, result, error,"
     " metadata, created_at, completed_at, checksum"
@@ -52,24 +66,55 @@ def type_test(value: _common.Scalar) -> str:
 
 
 # -- checkpoints and runs -----------------------------------------------------------
-def insert_checkpoint(conn: sqlite3.Connection, record: CheckpointRecord) -> None:
-    """Raises ConflictError when the id is taken; call inside a write transaction."""
+def insert_checkpoint(
+    conn: sqlite3.Connection, record: CheckpointRecord, blobs: Mapping[str, bytes]
+) -> None:
+    """Insert a record with the blobs it brings; call inside a write transaction.
+
+    The write lock keeps ``delete_unreferenced_blobs`` out until commit, so a
+    blob found stored here stays stored.
+
+    Raises:
+        ConflictError: the id is taken, or the record names a blob neither in
+            ``blobs`` nor stored (nothing is written).
+    """
     h = record.header
     if conn.execute(
         "SELECT 1 FROM checkpoints WHERE checkpoint_id = ?", (h.checkpoint_id,)
     ).fetchone():
         raise ConflictError(f"checkpoint {h.checkpoint_id} exists already")
+    wanted = _common.blobs_to_check(h, blobs)
+    if wanted:
+        missing = conn.execute(
+            "SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE digest = value)",
+            (_common.json_dumps(wanted, "blobs").decode(),),
+        ).fetchall()
+        if missing:
+            raise _common.missing_blob_error(h.checkpoint_id, [row[0] for row in missing])
+    # Insert-if-absent: a digest names its content, so stored bytes never change.
+    conn.executemany(
+        "INSERT OR IGNORE INTO blobs (digest, data, size) VALUES (?, ?, ?)",
+        [(digest, data, len(data)) for digest, data in blobs.items()],
+    )
+    digests = _common.json_dumps(list(_common.header_blobs(h)), "blobs").decode()
     conn.execute(
-        f"INSERT INTO checkpoints ({RECORD_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO checkpoints ({RECORD_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             h.thread_id, h.run_id, h.checkpoint_id, h.parent_id, h.step, h.node, h.status.value, h.next,
             _common.json_dumps(h.usage.to_dict(), "usage").decode(),
             _common.json_dumps(dict(h.metadata), "metadata").decode(),
             _common.to_micros(h.created_at),
             None if h.expires_at is None else _common.to_micros(h.expires_at),
-            h.format_version, h.state_version, h.size, record.checksum, record.payload,
+            h.format_version, h.state_version, h.size, h.base_id, digests,
+            record.checksum, record.payload,
         ),
     )  # fmt: skip
+    # The header may name a digest twice; the reference table holds the set.
+    conn.execute(
+        "INSERT OR IGNORE INTO checkpoint_blobs (checkpoint_id, digest)"
+        " SELECT ?, value FROM json_each(?)",
+        (h.checkpoint_id, digests),
+    )
 
 
 def header(row: tuple[Any, ...]) -> CheckpointHeader:
@@ -89,11 +134,13 @@ def header(row: tuple[Any, ...]) -> CheckpointHeader:
         format_version=row[12],
         state_version=row[13],
         size=row[14],
+        base_id=row[15],
+        blobs=tuple(_common.json_loads(row[16])),
     )
 
 
 def record(row: tuple[Any, ...]) -> CheckpointRecord:
-    return CheckpointRecord(header=header(row), checksum=row[15], payload=bytes(row[16]))
+    return CheckpointRecord(header=header(row), checksum=row[17], payload=bytes(row[18]))
 
 
 def run_info(row: tuple[Any, ...]) -> RunInfo:

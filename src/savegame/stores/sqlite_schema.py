@@ -9,7 +9,7 @@ Units: ``created_at``, ``updated_at`` and ``expires_at`` are integer
 microseconds since the epoch (exact round trips of the model's datetimes);
 ``lease_expires_at`` is epoch seconds as REAL, like ``Lease.expires_at``.
 ``completed_at`` (effects) is integer microseconds too. JSON columns hold
-orjson text; ``arguments``, ``result`` and ``payload`` are opaque BLOBs.
+orjson text; ``arguments``, ``result``, ``payload`` and ``blobs.data`` are opaque BLOBs.
 """
 
 from __future__ import annotations
@@ -95,6 +95,39 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX effects_by_kind_status ON effects (kind, status, created_at, request_id)",
         # NOT NULL with a constant default: SQLite fills existing rows without a table rewrite.
         "ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0",
+    ),
+    # 3: the storage engine: delta bases, blobs and who refers to them.
+    (
+        "ALTER TABLE checkpoints ADD COLUMN base_id TEXT",
+        # The header's digests in their order (a JSON array) for an exact round
+        # trip; checkpoint_blobs is the same set, indexed, for pruning.
+        "ALTER TABLE checkpoints ADD COLUMN blobs TEXT NOT NULL DEFAULT '[]'",
+        # Retention asks which kept checkpoints are deltas against a doomed one.
+        "CREATE INDEX checkpoints_by_base ON checkpoints (base_id) WHERE base_id IS NOT NULL",
+        # A rowid table: blobs are large values, which WITHOUT ROWID tables store badly.
+        """
+        CREATE TABLE blobs (
+            digest TEXT PRIMARY KEY,
+            data BLOB NOT NULL,
+            size INTEGER NOT NULL
+        )
+        """,
+        # Filled with the checkpoint row and removed with it (cascade), so
+        # delete_unreferenced_blobs is one anti-join on the digest index.
+        """
+        CREATE TABLE checkpoint_blobs (
+            checkpoint_id TEXT NOT NULL REFERENCES checkpoints (checkpoint_id) ON DELETE CASCADE,
+            digest TEXT NOT NULL,
+            PRIMARY KEY (checkpoint_id, digest)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX checkpoint_blobs_by_digest ON checkpoint_blobs (digest)",
+    ),
+    # 4: a worker fleet claims the oldest runnable run; only queued and running
+    # runs are in the index, so finished history never slows a claim.
+    (
+        "CREATE INDEX runs_claimable ON runs (created_at, run_id)"
+        " WHERE status IN ('queued', 'running')",
     ),
 )
 

@@ -9,7 +9,7 @@ stores keep a checksum as opaque text, so the suite only needs it to round trip.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,7 @@ from savegame.model import (
 __all__ = [
     "OTHER_OWNER",
     "OWNER",
+    "blob_digest",
     "effect_checksum",
     "make_effect",
     "make_record",
@@ -58,8 +59,14 @@ def make_record(
     expires_at: datetime | None = None,
     state_version: int = 1,
     state: dict[str, Any] | None = None,
+    base_id: str | None = None,
+    blobs: Sequence[str] = (),
 ) -> CheckpointRecord:
-    """Encode a checkpoint record; every header field can be set."""
+    """Encode a checkpoint record; every header field can be set.
+
+    ``base_id`` and ``blobs`` only label the header (stores never decode a
+    payload), so a store test can build chains and blob references freely.
+    """
     header = CheckpointHeader(
         thread_id=thread_id,
         run_id=run_id,
@@ -74,6 +81,8 @@ def make_record(
         created_at=created_at or utcnow(),
         expires_at=expires_at,
         state_version=state_version,
+        base_id=base_id,
+        blobs=tuple(blobs),
     )
     return encode(header, {"step": step} if state is None else state)
 
@@ -113,6 +122,8 @@ def next_record(
     metadata: Mapping[str, Any] | None = None,
     node: str = "work",
     checkpoint_id: str | None = None,
+    base_id: str | None = None,
+    blobs: Sequence[str] = (),
 ) -> CheckpointRecord:
     """The checkpoint after ``previous``: one step further, parented on it."""
     header = previous.header
@@ -129,7 +140,14 @@ def next_record(
         usage=header.usage + Usage(input_tokens=10, output_tokens=5, cost_usd=0.001, llm_calls=1),
         metadata=metadata,
         state={"step": step},
+        base_id=base_id,
+        blobs=blobs,
     )
+
+
+def blob_digest(data: bytes) -> str:
+    """A content digest for a test blob (stores treat digests as opaque strings)."""
+    return "blake2b:" + hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def effect_checksum(

@@ -11,8 +11,11 @@ Subclass :class:`StoreContract` and provide a ``store`` fixture::
 
 Tests of optional behaviour skip, with the reason, when the store's
 :class:`~savegame.stores.base.Capabilities` do not claim it. The journal and
-cancel-flag tests live in :mod:`savegame.testing._journal_contract` and come
-with :class:`StoreContract` by inheritance. Tests that need a
+cancel-flag tests live in :mod:`savegame.testing._journal_contract`, the
+storage-engine tests (chains, blobs, pruning, rewrite, sizes) in
+:mod:`savegame.testing._engine_contract`, the worker-fleet tests (unowned runs,
+``claim_run``, blob references) in :mod:`savegame.testing._fleet_contract`; all
+come with :class:`StoreContract` by inheritance. Tests that need a
 second handle on the same data call :meth:`StoreContract.reopen`; override it
 when ``open_store(store.url)`` cannot reach the data (a URL without secrets).
 """
@@ -31,6 +34,8 @@ from savegame.ids import new_id
 from savegame.model import CheckpointRecord, Lease, RunStatus, Usage, utcnow
 from savegame.stores.base import Store
 from savegame.testing._contract_base import TTL
+from savegame.testing._engine_contract import EngineContract
+from savegame.testing._fleet_contract import FleetContract
 from savegame.testing._journal_contract import JournalContract
 from savegame.testing.builders import (
     OTHER_OWNER,
@@ -44,8 +49,8 @@ from savegame.testing.builders import (
 __all__ = ["StoreContract"]
 
 
-class StoreContract(JournalContract):
-    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal tests inherited)."""
+class StoreContract(JournalContract, EngineContract, FleetContract):
+    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine and fleet tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:

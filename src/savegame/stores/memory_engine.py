@@ -1,0 +1,151 @@
+"""The storage-engine half of the memory store: chains, blobs, pruning, rewrite, sizes.
+
+A mixin of :class:`savegame.stores.memory.MemoryStore`, kept apart so each
+module stays readable; it works on the store's dictionaries under the store's
+one lock, so every method is one atomic step like the rest of the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from savegame.errors import NotFoundError
+from savegame.model import CheckpointRecord, EffectRecord
+from savegame.stores import _common
+from savegame.stores.base import RunSize
+
+if TYPE_CHECKING:
+    from savegame.stores.memory import _Run
+
+
+class MemoryEngine:
+    """Storage-engine methods over the state :class:`MemoryStore` owns."""
+
+    _lock: threading.RLock
+    _runs: dict[str, _Run]
+    _checkpoints: dict[str, CheckpointRecord]
+    _blobs: dict[str, bytes]
+    """Content-addressed bytes by digest; never changed after insert except by rewrite."""
+
+    def get_chain(self, checkpoint_id: str) -> list[CheckpointRecord]:
+        chain: list[CheckpointRecord] = []
+        current: str | None = checkpoint_id
+        with self._lock:
+            while current is not None:
+                if len(chain) > _common.MAX_CHAIN:
+                    raise _common.chain_too_long(checkpoint_id)
+                record = self._checkpoints.get(current)
+                if record is None:
+                    raise NotFoundError("checkpoint", current)
+                chain.append(record)
+                current = record.header.base_id
+        return [_common.detached_record(r) for r in chain]
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        with self._lock:
+            return {d: self._blobs[d] for d in _common.unique(digests) if d in self._blobs}
+
+    def missing_blobs(self, digests: Sequence[str]) -> set[str]:
+        with self._lock:
+            return {d for d in digests if d not in self._blobs}
+
+    def _check_blobs(self, record: CheckpointRecord, given: Mapping[str, bytes]) -> None:
+        """Raises ConflictError when the record names a blob neither given nor stored."""
+        missing = [d for d in _common.blobs_to_check(record.header, given) if d not in self._blobs]
+        if missing:
+            raise _common.missing_blob_error(record.checkpoint_id, missing)
+
+    def _store_blobs(self, blobs: Mapping[str, bytes]) -> None:
+        for digest, data in blobs.items():
+            self._blobs.setdefault(digest, data)  # insert-if-absent: content never changes
+
+    def delete_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        deleted = 0
+        with self._lock:
+            for cid in _common.unique(checkpoint_ids):
+                record = self._checkpoints.pop(cid, None)
+                if record is None:
+                    continue
+                run = self._runs.get(record.run_id)
+                if run is not None:
+                    run.checkpoint_ids.remove(cid)
+                deleted += 1
+        return deleted
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        with self._lock:
+            doomed = [self._runs[r] for r in _common.unique(run_ids) if r in self._runs]
+            for run in doomed:
+                self._drop_run(run)
+        return len(doomed)
+
+    def _drop_run(self, run: _Run) -> int:
+        """Remove a run with its checkpoints and journal; return how many checkpoints went."""
+        for cid in run.checkpoint_ids:
+            del self._checkpoints[cid]
+        del self._runs[run.info.run_id]
+        return len(run.checkpoint_ids)
+
+    def delete_unreferenced_blobs(self) -> tuple[int, int]:
+        with self._lock:
+            referenced = {d for r in self._checkpoints.values() for d in r.header.blobs}
+            doomed = [d for d in self._blobs if d not in referenced]
+            freed = sum(len(self._blobs.pop(d)) for d in doomed)
+        return len(doomed), freed
+
+    def rewrite(
+        self,
+        records: Sequence[CheckpointRecord] = (),
+        effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> None:
+        new_blobs = _common.check_blobs(blobs)
+        with self._lock:
+            # Everything is looked up before anything changes: all or nothing.
+            new_records = [
+                _common.rewritten_record(self._checkpoint(r.checkpoint_id), r) for r in records
+            ]
+            new_effects = [_common.rewritten_effect(self._effect(e), e) for e in effects]
+            for digest in new_blobs:
+                if digest not in self._blobs:
+                    raise NotFoundError("blob", digest)
+            for record in new_records:
+                self._checkpoints[record.checkpoint_id] = record
+            for effect in new_effects:
+                self._runs[effect.run_id].effects[effect.request_id] = effect
+            self._blobs.update(new_blobs)
+
+    def run_sizes(self, *, thread_id: str | None = None, limit: int = 1000) -> list[RunSize]:
+        with self._lock:
+            sizes = [
+                RunSize(
+                    run_id=run.info.run_id,
+                    thread_id=run.info.thread_id,
+                    status=run.info.status,
+                    checkpoints=len(run.checkpoint_ids),
+                    payload_bytes=sum(
+                        len(self._checkpoints[c].payload) for c in run.checkpoint_ids
+                    ),
+                    effects=len(run.effects),
+                    effect_bytes=sum(_common.effect_bytes(e) for e in run.effects.values()),
+                )
+                for run in self._runs.values()
+                if thread_id is None or run.info.thread_id == thread_id
+            ]
+        sizes.sort(key=_common.size_order)
+        return sizes[: max(limit, 0)]
+
+    def _checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
+        record = self._checkpoints.get(checkpoint_id)
+        if record is None:
+            raise NotFoundError("checkpoint", checkpoint_id)
+        return record
+
+    def _effect(self, effect: EffectRecord) -> EffectRecord:
+        run = self._runs.get(effect.run_id)
+        current = None if run is None else run.effects.get(effect.request_id)
+        if current is None:
+            raise NotFoundError("effect", f"{effect.run_id}/{effect.request_id}")
+        return current

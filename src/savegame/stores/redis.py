@@ -1,0 +1,422 @@
+"""A store on a Redis server, shared by processes on any number of machines.
+
+URLs: ``redis://[user[:password]@]host[:port][/db]`` and ``rediss://`` (TLS),
+with an optional ``?prefix=name`` (default ``savegame``) so several stores, or
+tests, share one database without seeing each other. Other query options go to
+redis-py (``socket_timeout=5``).
+
+The key layout is drawn in :mod:`savegame.stores.redis_scripts`, which writes every key.
+Every write is one Lua script (:mod:`savegame.stores.redis_scripts`), so the
+fencing check and everything it guards happen in one atomic step. Lease expiry
+is judged by the Redis server's clock (``TIME`` inside the scripts), so clients
+with skewed clocks agree on it; ``Lease.expires_at`` is server epoch seconds.
+Record timestamps (``created_at``, ``updated_at``) are the client's, as elsewhere.
+
+Durability is the server's: a checkpoint survives a Redis restart only with
+``appendonly yes``, and a power loss only with ``appendfsync always``
+(``everysec`` may lose the last second). Opening a store reads those settings
+and warns with :class:`RedisDurabilityWarning` when they promise less.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+
+from savegame.errors import (
+    ConfigurationError,
+    ConflictError,
+    LeaseHeldError,
+    NotFoundError,
+)
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectRecord,
+    Lease,
+    RunInfo,
+    RunStatus,
+    utcnow,
+)
+from savegame.stores import _common
+from savegame.stores import redis_rows as rows
+from savegame.stores.base import Capabilities, ThreadInfo
+from savegame.stores.redis_engine import BATCH, RedisEngine
+from savegame.stores.redis_scripts import SCRIPTS
+
+DEFAULT_PREFIX = "savegame"
+_PREFIX = re.compile(r"[A-Za-z0-9_.\-]+")
+_LAYOUT = 1
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+class RedisDurabilityWarning(UserWarning):
+    """The Redis server's persistence settings cannot promise that a saved checkpoint survives."""
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """Split a ``redis://`` or ``rediss://`` URL into (the URL for redis-py, key prefix).
+
+    Raises:
+        ConfigurationError: another scheme, or a prefix other than letters, digits, ``_.-``.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise ConfigurationError(f"not a Redis store URL: {url!r} (expected redis:// or rediss://)")
+    prefix, rest = DEFAULT_PREFIX, []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "prefix":
+            prefix = value
+        else:
+            rest.append((key, value))
+    if not _PREFIX.fullmatch(prefix):
+        raise ConfigurationError(
+            f"bad Redis store URL {url!r}: prefix must be letters, digits, '_', '.' or '-'"
+        )
+    return urlunsplit(parts._replace(query=urlencode(rest))), prefix
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{parts.username}@{host}" if parts.username else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def durability(client: redis.Redis) -> tuple[bool, str | None]:
+    """(whether the server persists every write, what is missing when it does not)."""
+    try:
+        config = cast(dict[str, str], client.config_get("append*"))
+    except redis.ResponseError:  # CONFIG renamed or denied, as on most managed services
+        return False, "its persistence settings cannot be read (CONFIG GET is not allowed)"
+    if config.get("appendonly") != "yes":
+        return False, "appendonly is no, so a restart loses writes since the last snapshot"
+    fsync = config.get("appendfsync")
+    if fsync not in ("always", "everysec"):
+        return False, f"appendfsync is {fsync}, so the OS decides when writes reach the disk"
+    return True, None
+
+
+def _micros(seconds: float) -> str:
+    return str(round(seconds * 1_000_000))
+
+
+def _blob_args(blobs: Mapping[str, bytes] | None) -> list[str | bytes | int]:
+    """The blobs a write brings, as the scripts' ``put_blobs`` reads them: a count, then pairs."""
+    given = _common.check_blobs(blobs)
+    return [len(given), *(x for item in given.items() for x in item)]
+
+
+def _check_missing(reply: list[Any], checkpoint_id: str) -> None:
+    """Raises ConflictError when the script refused a record naming blobs neither given nor stored."""
+    if reply[0] == b"missing":
+        raise _common.missing_blob_error(checkpoint_id, [d.decode() for d in reply[1:]])
+
+
+class RedisStore(RedisEngine):
+    """A store in a Redis database, under one key prefix.
+
+    Script calls, the journal and the storage-engine methods (chains, blobs, pruning, rewrite,
+    sizes, stats) come from :class:`~savegame.stores.redis_engine.RedisEngine`.
+
+    Args:
+        client: a redis-py client made with ``decode_responses=False`` (the default).
+        prefix: the key prefix; stores with different prefixes never see each other.
+        url: the URL to report as :attr:`url` (without secrets); built from the client if None.
+        owns_client: close the client in :meth:`close`.
+
+    Raises:
+        ConfigurationError: a bad prefix, or keys written by a newer savegame.
+        redis.ConnectionError: the server cannot be reached.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        url: str | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        kwargs = client.connection_pool.connection_kwargs
+        if not _PREFIX.fullmatch(prefix):
+            raise ConfigurationError(f"bad Redis key prefix {prefix!r}")
+        if kwargs.get("decode_responses"):
+            raise ConfigurationError("RedisStore needs a client with decode_responses=False")
+        self._client = client
+        self._prefix = prefix
+        self._p = f"{{{prefix}}}:"
+        where = (
+            kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+        )
+        self._server = f"{where}/{kwargs.get('db', 0)}"
+        self._url = url or f"redis://{self._server}?prefix={prefix}"
+        self._owns_client = owns_client
+        self._scripts = {name: client.register_script(src) for name, src in SCRIPTS.items()}
+        try:
+            self._check_layout()
+            persistent, problem = durability(client)
+        except BaseException:
+            self.close()
+            raise
+        self._capabilities = Capabilities(persistent=persistent, multi_process=True)
+        if problem is not None:
+            self._warn_once(problem)
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisStore:
+        """Open the store a ``redis://`` or ``rediss://`` URL names (see :func:`parse_url`)."""
+        driver_url, prefix = parse_url(url)
+        try:
+            client = redis.Redis.from_url(driver_url)
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(
+                f"bad Redis store URL {_without_password(url)!r}: {exc}"
+            ) from exc
+        return cls(client, prefix=prefix, url=_without_password(url), owns_client=True)
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def _check_layout(self) -> None:
+        key = self._p + "layout"
+        self._client.set(key, _LAYOUT, nx=True)
+        found = int(cast(bytes, self._client.get(key) or _LAYOUT))
+        if found > _LAYOUT:
+            raise ConfigurationError(
+                f"the keys under Redis prefix {self._prefix!r} use layout {found}, written by a "
+                f"newer savegame; this one reads layout {_LAYOUT}"
+            )
+
+    def _warn_once(self, problem: str) -> None:
+        # Once per server and problem: reopening a store (every CLI command, a
+        # second handle) must not repeat what the process was already told.
+        with _warned_lock:
+            if (self._server, problem) in _warned:
+                return
+            _warned.add((self._server, problem))
+        warnings.warn(
+            f"Redis at {self._server} may lose saved checkpoints: {problem}; set "
+            "appendonly yes and appendfsync always (or everysec) on the server",
+            RedisDurabilityWarning,
+            stacklevel=3,
+        )
+
+    # -- runs -------------------------------------------------------------------
+    def create_run(
+        self,
+        run: RunInfo,
+        first: CheckpointRecord,
+        *,
+        owner: str | None,
+        ttl: float,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> Lease:
+        _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
+        ttl = _common.check_ttl(ttl)
+        fields = rows.run_fields(run, first.header)
+        flat = [x for pair in fields.items() for x in pair]
+        reply = self._call(
+            "create_run", run.run_id, run.thread_id, fields["status"], fields["created_at"],
+            fields["updated_at"], owner or "", "" if owner is None else _micros(ttl), len(fields),
+            *flat, *rows.checkpoint_args(first), *_blob_args(blobs),
+        )  # fmt: skip
+        if reply[0] == b"conflict":
+            if reply[1] == b"run":
+                raise ConflictError(f"run {run.run_id} exists already")
+            raise ConflictError(f"checkpoint {first.checkpoint_id} exists already")
+        _check_missing(reply, first.checkpoint_id)
+        return Lease(run.run_id, owner or "", 1, rows.expires_at(reply[1]))
+
+    def get_run(self, run_id: str) -> RunInfo:
+        row = cast(dict[bytes, bytes], self._client.hgetall(self._key("run", run_id)))
+        if not row:
+            raise NotFoundError("run", run_id)
+        return rows.run_info(row)
+
+    def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        if thread_id is not None:
+            index = self._key("truns", thread_id)
+        elif status is not None:
+            index = self._key("status", RunStatus(status).value)
+        else:
+            index = self._p + "runs"
+        wanted = None if status is None else RunStatus(status)
+        out: list[RunInfo] = []
+        start = 0
+        while len(out) < limit:
+            found = self._client.zrevrange(index, start, start + BATCH - 1)
+            ids = [m.decode() for m in cast(list[bytes], found)]
+            for row in self._pipeline(ids, "hgetall", "run"):
+                info = rows.run_info(row) if row else None  # empty: deleted meanwhile
+                if info is not None and (wanted is None or info.status == wanted):
+                    out.append(info)
+            if len(ids) < BATCH:
+                break
+            start += BATCH
+        return out[: max(limit, 0)]
+
+    def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
+        if limit <= 0:
+            return []
+        scored = cast(
+            list[tuple[bytes, float]],
+            self._client.zrevrange(self._p + "threads", 0, limit - 1, withscores=True),
+        )
+        tids = [tid.decode() for tid, _ in scored]
+        counts = self._pipeline(tids, "zcard", "truns")
+        latest = self._pipeline(tids, "zrevrange", "truns", 0, 0)
+        return [
+            ThreadInfo(tid, int(n), newest[0].decode(), score / 1e6)
+            for tid, (_, score), n, newest in zip(tids, scored, counts, latest, strict=True)
+            if n and newest
+        ]
+
+    # -- checkpoints --------------------------------------------------------------
+    def put_checkpoint(
+        self,
+        record: CheckpointRecord,
+        *,
+        lease_token: int,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> None:
+        header = record.header
+        journal = _common.check_effects(header.run_id, effects)
+        entries = [x for e in journal for x in (e.request_id, rows.entry(e))]
+        reply = self._call(
+            "put_checkpoint", header.run_id, str(lease_token), RunStatus(header.status).value,
+            str(header.step), str(_common.to_micros(utcnow())), "0" if error is None else "1",
+            error or "", *rows.checkpoint_args(record), len(journal), *entries,
+            *_blob_args(blobs),
+        )  # fmt: skip
+        if self._checked(reply, header.run_id, lease_token)[0] == b"conflict":
+            raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
+        _check_missing(reply, record.checkpoint_id)
+
+    def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
+        h, payload, checksum, size = cast(
+            list[bytes | None],
+            self._client.hmget(self._key("cp", checkpoint_id), ["h", "p", "c", "size"]),
+        )
+        if h is None or payload is None or checksum is None or size is None:
+            raise NotFoundError("checkpoint", checkpoint_id)
+        return rows.record(h, payload, checksum, size)
+
+    def latest_checkpoint(self, run_id: str) -> CheckpointRecord:
+        head = cast(bytes | None, self._client.hget(self._key("run", run_id), "head"))
+        if head is None:
+            raise NotFoundError("run", run_id)
+        return self.get_checkpoint(head.decode())
+
+    def thread_head(self, thread_id: str) -> CheckpointRecord | None:
+        ids = cast(
+            list[bytes], self._client.zrevrangebylex(self._key("tcps", thread_id), "+", "-", 0, 1)
+        )
+        return self.get_checkpoint(ids[0].decode()) if ids else None
+
+    def list_checkpoints(
+        self,
+        run_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointHeader]:
+        """A run's history, newest first; metadata filters follow :func:`_common.matches`."""
+        wanted = _common.check_filter(metadata)
+        index = self._key("cps", run_id)
+        high = "+" if before is None else f"({before}"
+        page = BATCH if wanted or limit is None else max(min(limit, BATCH), 1)
+        out: list[CheckpointHeader] = []
+        while limit is None or len(out) < limit:
+            found = self._client.zrevrangebylex(index, high, "-", 0, page)
+            ids = [m.decode() for m in cast(list[bytes], found)]
+            for h, size in self._pipeline(ids, "hmget", "cp", "h", "size"):
+                if h is None:  # deleted since the index was read
+                    continue
+                header = rows.header(h, size)
+                if _common.matches(header.metadata, wanted):
+                    out.append(header)
+            if len(ids) < page:
+                break
+            high = f"({ids[-1]}"
+        if not out and not self._client.exists(self._key("run", run_id)):
+            raise NotFoundError("run", run_id)
+        return out if limit is None else out[: max(limit, 0)]
+
+    # -- leases ---------------------------------------------------------------------
+    def claim_run(
+        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+    ) -> Lease | None:
+        ttl = _common.check_ttl(ttl)
+        wanted = _common.check_workflows(workflows)
+        names: list[str] = [""] if wanted is None else [str(len(wanted)), *wanted]
+        reply = self._call("claim_run", owner, _micros(ttl), *names)
+        if reply[0] == b"none":
+            return None
+        return Lease(reply[1].decode(), owner, int(reply[2]), rows.expires_at(reply[3]))
+
+    def acquire_lease(
+        self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
+    ) -> Lease:
+        ttl = _common.check_ttl(ttl)
+        takeover = "" if takeover_token is None else str(takeover_token)
+        reply = self._checked(
+            self._call("acquire_lease", run_id, owner, _micros(ttl), takeover), run_id, None
+        )
+        if reply[0] == b"held":
+            expires_in = (int(reply[2]) - int(reply[3])) / 1e6
+            raise LeaseHeldError(run_id, reply[1].decode(), expires_in)
+        return Lease(run_id, owner, int(reply[1]), rows.expires_at(reply[2]))
+
+    def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
+        ttl = _common.check_ttl(ttl)
+        reply = self._checked(
+            self._call("renew_lease", run_id, str(token), _micros(ttl)), run_id, token
+        )
+        return Lease(run_id, reply[1].decode(), token, rows.expires_at(reply[2]))
+
+    def release_lease(self, run_id: str, token: int) -> None:
+        self._checked(self._call("release_lease", run_id, str(token)), run_id, token)
+
+    # -- housekeeping -------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the client when this store made it (:meth:`from_url`)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> RedisStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.url!r})"

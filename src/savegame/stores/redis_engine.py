@@ -1,0 +1,270 @@
+"""The connection helpers and the storage-engine half of the Redis store.
+
+A base of :class:`savegame.stores.redis.RedisStore`, kept apart so each module
+stays readable, as :mod:`savegame.stores.sqlite_engine` is for SQLite: how
+scripts and pipelines are called, then the effect journal, then chains, blobs,
+pruning, rewrite, sizes and stats. Calls that name many ids go in batches of :data:`BATCH`, so no
+single script holds the server for long; each batch is atomic on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
+
+import redis
+from redis.commands.core import Script
+
+from savegame.errors import LeaseLostError, NotFoundError
+from savegame.model import CheckpointRecord, EffectKind, EffectRecord, EffectStatus, RunStatus
+from savegame.stores import _common
+from savegame.stores import redis_rows as rows
+from savegame.stores.base import RunSize, StoreStats
+
+BATCH = 500
+"""Ids per script call or pipeline."""
+
+
+class RedisEngine:
+    """Script and pipeline calls under the store's prefix; the journal and storage-engine methods."""
+
+    _client: redis.Redis
+    _p: str
+    """The key prefix, ``{name}:``."""
+    _scripts: dict[str, Script]
+
+    def _key(self, kind: str, ident: str) -> str:
+        return f"{self._p}{kind}:{ident}"
+
+    def _call(self, script: str, *args: bytes | str | int) -> Any:
+        """Run one of :data:`SCRIPTS` with the prefix as ``ARGV[1]``; its reply."""
+        return self._scripts[script](args=[self._p, *args])
+
+    @staticmethod
+    def _checked(reply: list[Any], run_id: str, token: int | None) -> list[Any]:
+        code = reply[0]
+        if code == b"notfound":
+            raise NotFoundError("run", run_id)
+        if code == b"lost":
+            raise LeaseLostError(run_id, -1 if token is None else token)
+        return reply
+
+    def _pipeline(self, ids: Sequence[str], command: str, kind: str, *args: Any) -> list[Any]:
+        """``command`` on the ``kind`` key of each id, pipelined in batches; the replies in order."""
+        out: list[Any] = []
+        for start in range(0, len(ids), BATCH):
+            pipe = self._client.pipeline(transaction=False)
+            for ident in ids[start : start + BATCH]:
+                getattr(pipe, command)(self._key(kind, ident), *args)
+            out.extend(pipe.execute())
+        return out
+
+    def _ids(self, key: str) -> list[str]:
+        return [m.decode() for m in cast(list[bytes], self._client.zrange(key, 0, -1))]
+
+    # -- journal --------------------------------------------------------------------------
+    def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
+        effect = _common.detached_effect(effect)
+        reply = self._call(
+            "record_intent", effect.run_id, str(lease_token), effect.request_id, rows.entry(effect)
+        )
+        stored = self._checked(reply, effect.run_id, lease_token)[1]
+        return rows.effect(effect.run_id, effect.request_id, stored)
+
+    def record_result(
+        self,
+        run_id: str,
+        request_id: str,
+        *,
+        status: EffectStatus,
+        result: bytes | None = None,
+        error: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        checksum: str,
+        lease_token: int | None,
+    ) -> EffectRecord:
+        fenced = "" if lease_token is None else str(lease_token)
+        current = cast(bytes | None, self._client.hget(self._key("fx", run_id), request_id))
+        while True:
+            # Optimistic: settle what we read, and write it only if it is still what is stored.
+            settled, new = None, b""
+            if current is not None:
+                settled = _common.settled(
+                    rows.effect(run_id, request_id, current), status=status, result=result,
+                    error=error, metadata=metadata, checksum=checksum,
+                )  # fmt: skip
+                new = rows.entry(settled)
+            reply = self._call("record_result", run_id, fenced, request_id, current or b"", new)
+            code = self._checked(reply, run_id, lease_token)[0]
+            if code == b"nofx":
+                raise NotFoundError("effect", f"{run_id}/{request_id}")
+            if code == b"retry":
+                current = reply[1]
+                continue
+            assert settled is not None  # "ok" means the stored entry was the one we settled
+            return settled
+
+    def get_effect(self, run_id: str, request_id: str) -> EffectRecord:
+        data = cast(bytes | None, self._client.hget(self._key("fx", run_id), request_id))
+        if data is None:
+            raise NotFoundError("effect", f"{run_id}/{request_id}")
+        return rows.effect(run_id, request_id, data)
+
+    def list_effects(
+        self,
+        run_id: str | None = None,
+        *,
+        kinds: Sequence[EffectKind] | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+        limit: int = 10_000,
+    ) -> list[EffectRecord]:
+        """Journal entries oldest first; see :meth:`savegame.stores.base.Store.list_effects`."""
+        wanted_kinds = None if kinds is None else {EffectKind(k) for k in kinds}
+        wanted_statuses = None if statuses is None else {EffectStatus(s) for s in statuses}
+        run_ids = self._ids(self._p + "runs") if run_id is None else [run_id]
+        found = [
+            effect
+            for rid, journal in zip(run_ids, self._pipeline(run_ids, "hgetall", "fx"), strict=True)
+            for request_id, data in journal.items()
+            for effect in [rows.effect(rid, request_id.decode(), data)]
+            if (wanted_kinds is None or effect.kind in wanted_kinds)
+            and (wanted_statuses is None or effect.status in wanted_statuses)
+        ]
+        found.sort(key=_common.effect_order)
+        return found[: max(limit, 0)]
+
+    def request_cancel(self, run_id: str) -> None:
+        self._checked(self._call("request_cancel", run_id), run_id, None)
+
+    # -- storage engine -----------------------------------------------------------------
+    def get_chain(self, checkpoint_id: str) -> list[CheckpointRecord]:
+        reply = self._call("get_chain", checkpoint_id, _common.MAX_CHAIN)
+        if reply[0] == b"missing" or len(reply) == 1:  # 1: an empty id names nothing
+            raise NotFoundError("checkpoint", reply[1].decode() if len(reply) > 1 else "")
+        if reply[0] == b"cycle":
+            raise _common.chain_too_long(checkpoint_id)
+        values = reply[1:]
+        return [rows.record(*values[i : i + 4]) for i in range(0, len(values), 4)]
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        unique = _common.unique(digests)
+        found = self._pipeline(unique, "get", "blob")
+        return {d: data for d, data in zip(unique, found, strict=True) if data is not None}
+
+    def missing_blobs(self, digests: Sequence[str]) -> set[str]:
+        unique = _common.unique(digests)
+        return {
+            d
+            for d, n in zip(unique, self._pipeline(unique, "exists", "blob"), strict=True)
+            if not n
+        }
+
+    def _batched(self, script: str, ids: Iterable[str]) -> Iterator[Any]:
+        batch: list[str] = []
+        for ident in ids:
+            batch.append(ident)
+            if len(batch) == BATCH:
+                yield self._call(script, *batch)
+                batch = []
+        if batch:
+            yield self._call(script, *batch)
+
+    def delete_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        return sum(self._batched("delete_checkpoints", checkpoint_ids))
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return sum(self._batched("delete_runs", run_ids))
+
+    def delete_unreferenced_blobs(self) -> tuple[int, int]:
+        # SSCAN returns every member present for the whole scan, deletions aside;
+        # the script re-checks each digest's references atomically.
+        digests = (d.decode() for d in self._client.sscan_iter(self._p + "blobs", count=BATCH))
+        blobs = freed = 0
+        for n, size in self._batched("delete_unreferenced_blobs", digests):
+            blobs, freed = blobs + n, freed + size
+        return blobs, freed
+
+    def rewrite(
+        self,
+        records: Sequence[CheckpointRecord] = (),
+        effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> None:
+        """Replace payloads, journal bytes and blob bytes in one script, or nothing.
+
+        Raises:
+            NotFoundError: a checkpoint, journal entry or blob named is not stored.
+        """
+        rec_args = [
+            x
+            for r in records
+            for x in (r.checkpoint_id, bytes(r.payload), r.checksum, r.header.size)
+        ]
+        blob_args = [x for item in _common.check_blobs(blobs).items() for x in item]
+        while True:
+            fx_args: list[bytes | str] = []
+            pipe = self._client.pipeline(transaction=False)
+            for e in effects:
+                pipe.hget(self._key("fx", e.run_id), e.request_id)
+            for e, current in zip(effects, pipe.execute(), strict=True):
+                if current is None:
+                    raise NotFoundError("effect", f"{e.run_id}/{e.request_id}")
+                stored = rows.effect(e.run_id, e.request_id, current)
+                new = rows.entry(_common.rewritten_effect(stored, e))
+                fx_args += [e.run_id, e.request_id, current, new]
+            reply = self._call(
+                "rewrite", len(records), *rec_args, len(effects), *fx_args,
+                len(blob_args) // 2, *blob_args,
+            )  # fmt: skip
+            if reply[0] == b"missing":
+                raise NotFoundError(reply[1].decode(), reply[2].decode())
+            if reply[0] == b"ok":
+                return
+            # "retry": a journal entry changed since it was read; read it again.
+
+    def _sizes(self, run_ids: Sequence[str]) -> list[RunSize]:
+        out: list[RunSize] = []
+        for reply in self._batched("run_sizes", run_ids):
+            for i in range(0, len(reply), 7):
+                run_id, thread, status, n, payload, fx, fx_bytes = reply[i : i + 7]
+                status = RunStatus(status.decode())
+                out.append(
+                    RunSize(run_id.decode(), thread.decode(), status, n, payload, fx, fx_bytes)
+                )
+        return out
+
+    def run_sizes(self, *, thread_id: str | None = None, limit: int = 1000) -> list[RunSize]:
+        index = self._p + "runs" if thread_id is None else self._key("truns", thread_id)
+        sizes = self._sizes(self._ids(index))
+        sizes.sort(key=_common.size_order)
+        return sizes[: max(limit, 0)]
+
+    def delete_thread(self, thread_id: str) -> int:
+        return int(self._call("delete_thread", thread_id))
+
+    def stats(self) -> StoreStats:
+        sizes = self._sizes(self._ids(self._p + "runs"))
+        digests = [d.decode() for d in self._client.sscan_iter(self._p + "blobs", count=BATCH)]
+        blob_sizes = self._pipeline(digests, "strlen", "blob")
+        return StoreStats(
+            runs=len(sizes),
+            checkpoints=sum(s.checkpoints for s in sizes),
+            payload_bytes=sum(s.payload_bytes for s in sizes),
+            file_bytes=None,
+            blobs=len(digests),
+            blob_bytes=sum(blob_sizes),
+            effects=sum(s.effects for s in sizes),
+        )
+
+    def delete_all(self) -> int:
+        """Delete every key under this store's prefix (tests, teardown); return how many went."""
+        deleted = 0
+        batch: list[bytes] = []
+        for key in self._client.scan_iter(match=self._p + "*", count=BATCH):
+            batch.append(key)
+            if len(batch) == BATCH:
+                deleted += int(self._client.unlink(*batch))
+                batch = []
+        if batch:
+            deleted += int(self._client.unlink(*batch))
+        return deleted

@@ -1,0 +1,443 @@
+"""The Lua scripts behind :class:`savegame.stores.redis.RedisStore`.
+
+Redis runs a script alone, so each script is one atomic step: the fencing
+check and the writes it guards cannot interleave with another client. Redis
+does not roll a script back when a command inside it fails, so every script
+checks everything first (run exists, token current, id free) and writes only
+after the last check.
+
+Key layout, ``P`` being the prefix ``{name}:``::
+
+    P:run:<run_id>       hash: the run row, its lease (owner, token, expiry) and head
+    P:cp:<checkpoint_id> hash: h (header JSON), p (payload), c (checksum), size, base,
+                         blobs (digests), run, thread
+    P:cps:<run_id>       zset, score 0: the run's checkpoint ids (lexicographic = creation order)
+    P:tcps:<thread_id>   zset, score 0: the thread's checkpoint ids (for thread_head)
+    P:fx:<run_id>        hash: request_id -> journal entry (see redis_rows)
+    P:runs               zset: run ids scored by created_at (microseconds)
+    P:status:<status>    zset: the same, per run status (claim_run merges queued and running)
+    P:truns:<thread_id>  zset: the same, per thread
+    P:threads            zset: thread ids scored by the latest updated_at of their runs
+    P:blob:<digest>      string: blob bytes
+    P:blobs              set: stored digests;   P:refs  hash: digest -> referring checkpoints
+    P:layout             this key layout's version
+
+Conventions shared by every script:
+
+* ``ARGV[1]`` is the key prefix, ``{name}:``; keys are ``prefix .. kind .. ':' .. id``
+  (a kind never holds a colon, so ids with colons cannot collide). Keys are built
+  inside the scripts, so the store needs one Redis server (the braces put every
+  key of a store in one Cluster hash slot, but Cluster is not tested).
+* Lua numbers are doubles and ``tostring`` keeps 14 digits, so timestamps
+  (integer microseconds) travel as strings and are only ever compared with
+  ``tonumber``, never rewritten, except lease expiries, formatted with ``%.0f``.
+* The first element of a reply says what happened: ``ok`` or an error code the
+  store turns into an exception.
+"""
+
+from __future__ import annotations
+
+_PRELUDE = r"""
+local P = ARGV[1]
+local function key(kind, id) return P .. kind .. ':' .. id end
+
+-- Server time, so every client judges lease expiry by one clock.
+local function now_micros()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function fmt(n) return string.format('%.0f', n) end
+
+-- nil when the run exists and token is current ('' means unfenced), else an error reply.
+local function fence(run_id, token)
+  local current = redis.call('HGET', key('run', run_id), 'lease_token')
+  if not current then return {'notfound'} end
+  if token ~= '' and current ~= token then return {'lost'} end
+  return nil
+end
+
+-- A journal entry starts with its JSON header, whose first element is the status.
+local function status_of(entry) return string.match(entry, '^%["([%a_]+)"') end
+
+-- Insert-if-absent, except that a not_done entry is replaced; returns what is stored.
+local function journal(run_id, rid, entry)
+  local fk = key('fx', run_id)
+  local existing = redis.call('HGET', fk, rid)
+  if existing and status_of(existing) ~= 'not_done' then return existing end
+  redis.call('HSET', fk, rid, entry)
+  return entry
+end
+
+local function put_blob(digest, data)
+  redis.call('SET', key('blob', digest), data, 'NX')
+  redis.call('SADD', P .. 'blobs', digest)
+end
+
+-- Checks and stores the blobs a checkpoint brings: ARGV[d] is its JSON array of distinct
+-- digests, ARGV[b] the number of (digest, bytes) pairs that follow. Returns the digests
+-- named but neither given nor stored, having written nothing, or {} having stored the blobs.
+local function put_blobs(d, b)
+  local n, given, missing = tonumber(ARGV[b]), {}, {}
+  for j = b + 1, b + 2 * n, 2 do given[ARGV[j]] = true end
+  for _, x in ipairs(cjson.decode(ARGV[d])) do
+    if not given[x] and redis.call('EXISTS', key('blob', x)) == 0 then missing[#missing + 1] = x end
+  end
+  if #missing > 0 then return missing end
+  for j = b + 1, b + 2 * n, 2 do put_blob(ARGV[j], ARGV[j + 1]) end
+  return missing
+end
+
+-- ARGV[i .. i+8]: id, run, thread, header, payload, checksum, size, base, JSON array of
+-- the distinct blob digests the header names (each counted once in P:refs).
+local function put_cp(i)
+  local id, run, thread, digests = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 8]
+  redis.call('HSET', key('cp', id), 'h', ARGV[i + 3], 'p', ARGV[i + 4], 'c', ARGV[i + 5],
+    'size', ARGV[i + 6], 'base', ARGV[i + 7], 'blobs', digests, 'run', run, 'thread', thread)
+  redis.call('ZADD', key('cps', run), 0, id)
+  redis.call('ZADD', key('tcps', thread), 0, id)
+  for _, d in ipairs(cjson.decode(digests)) do redis.call('HINCRBY', P .. 'refs', d, 1) end
+end
+
+local function drop_cp(id)
+  local ck = key('cp', id)
+  local v = redis.call('HMGET', ck, 'run', 'thread', 'blobs')
+  if not v[1] then return 0 end
+  redis.call('ZREM', key('cps', v[1]), id)
+  redis.call('ZREM', key('tcps', v[2]), id)
+  for _, d in ipairs(cjson.decode(v[3])) do
+    if redis.call('HINCRBY', P .. 'refs', d, -1) <= 0 then redis.call('HDEL', P .. 'refs', d) end
+  end
+  redis.call('DEL', ck)
+  return 1
+end
+
+-- A thread's score in the threads index is the latest updated_at of its runs.
+local function rescore_thread(thread)
+  local runs = redis.call('ZRANGE', key('truns', thread), 0, -1)
+  local best = nil
+  for _, r in ipairs(runs) do
+    local u = redis.call('HGET', key('run', r), 'updated_at')
+    if u and (best == nil or tonumber(u) > tonumber(best)) then best = u end
+  end
+  if best == nil then redis.call('ZREM', P .. 'threads', thread)
+  else redis.call('ZADD', P .. 'threads', best, thread) end
+end
+
+-- Deletes a run with its checkpoints and journal; returns checkpoints deleted, -1 if absent.
+local function drop_run(run_id)
+  local rk = key('run', run_id)
+  local v = redis.call('HMGET', rk, 'thread_id', 'status')
+  if not v[1] then return -1 end
+  local n = 0
+  for _, id in ipairs(redis.call('ZRANGE', key('cps', run_id), 0, -1)) do n = n + drop_cp(id) end
+  redis.call('DEL', rk, key('cps', run_id), key('fx', run_id))
+  redis.call('ZREM', P .. 'runs', run_id)
+  redis.call('ZREM', key('status', v[2]), run_id)
+  redis.call('ZREM', key('truns', v[1]), run_id)
+  rescore_thread(v[1])
+  return n
+end
+"""
+
+# ARGV: P, run_id, thread, status, created, updated, owner, ttl_micros ('' for an unowned
+# run: token 1, no owner, no expiry), n, n*(field, value), then the first checkpoint
+# (9 values, see put_cp), n_blobs, n_blobs*(digest, bytes).
+CREATE_RUN = r"""
+local run_id, thread, status = ARGV[2], ARGV[3], ARGV[4]
+local rk = key('run', run_id)
+if redis.call('EXISTS', rk) == 1 then return {'conflict', 'run'} end
+local n = tonumber(ARGV[9])
+local c = 10 + 2 * n
+if redis.call('EXISTS', key('cp', ARGV[c])) == 1 then return {'conflict', 'checkpoint'} end
+local missing = put_blobs(c + 8, c + 9)
+if #missing > 0 then return {'missing', unpack(missing)} end
+-- Unowned: the reply's expiry is now, a lease nobody holds, expired from the start.
+local expires = now_micros()
+for j = 10, 9 + 2 * n, 2 do redis.call('HSET', rk, ARGV[j], ARGV[j + 1]) end
+redis.call('HSET', rk, 'lease_token', 1)
+if ARGV[8] ~= '' then
+  expires = expires + tonumber(ARGV[8])
+  redis.call('HSET', rk, 'lease_owner', ARGV[7], 'lease_expires', fmt(expires))
+end
+put_cp(c)
+redis.call('ZADD', P .. 'runs', ARGV[5], run_id)
+redis.call('ZADD', key('status', status), ARGV[5], run_id)
+redis.call('ZADD', key('truns', thread), ARGV[5], run_id)
+redis.call('ZADD', P .. 'threads', 'GT', ARGV[6], thread)
+return {'ok', fmt(expires)}
+"""
+
+# ARGV: P, run_id, token, status, step, updated, has_error, error, checkpoint (9 values at 9),
+# n_effects at 18, n*(request_id, entry), n_blobs, n*(digest, bytes).
+PUT_CHECKPOINT = r"""
+local run_id = ARGV[2]
+local err = fence(run_id, ARGV[3])
+if err then return err end
+if redis.call('EXISTS', key('cp', ARGV[9])) == 1 then return {'conflict'} end
+local nfx = tonumber(ARGV[18])
+-- Blobs before the record, so a committed record never points at a missing blob.
+local missing = put_blobs(17, 19 + 2 * nfx)
+if #missing > 0 then return {'missing', unpack(missing)} end
+for i = 19, 17 + 2 * nfx, 2 do journal(run_id, ARGV[i], ARGV[i + 1]) end
+put_cp(9)
+local rk = key('run', run_id)
+local v = redis.call('HMGET', rk, 'status', 'created_at', 'thread_id')
+local new = ARGV[4]
+if v[1] ~= new then
+  redis.call('ZREM', key('status', v[1]), run_id)
+  redis.call('ZADD', key('status', new), v[2], run_id)
+end
+redis.call('HSET', rk, 'head', ARGV[9], 'status', new, 'step', ARGV[5], 'updated_at', ARGV[6])
+if ARGV[7] == '1' then redis.call('HSET', rk, 'error', ARGV[8])
+else redis.call('HDEL', rk, 'error') end
+redis.call('ZADD', P .. 'threads', 'GT', ARGV[6], v[3])
+return {'ok'}
+"""
+
+# The oldest runnable run: queued or running (the two status indexes, merged by
+# created_at then run id), with no owner or an expired lease (as ACQUIRE_LEASE
+# judges it), optionally of some workflows; leased to the caller like ACQUIRE_LEASE.
+# ARGV: P, owner, ttl_micros, n_workflows ('' for any), workflow names...
+# Reply: {'none'} or {'ok', run_id, token, expires}.
+CLAIM_RUN = r"""
+local wanted = nil
+if ARGV[4] ~= '' then
+  wanted = {}
+  for j = 5, 4 + tonumber(ARGV[4]) do wanted[ARGV[j]] = true end
+end
+local PAGE = 100
+local function cursor(status) return {k = key('status', status), buf = {}, i = 1, start = 0} end
+-- The cursor's next (member, score) without moving past it; nil at the end.
+local function peek(c)
+  if c.i > #c.buf then
+    if c.start < 0 then return nil end
+    c.buf = redis.call('ZRANGE', c.k, c.start, c.start + PAGE - 1, 'WITHSCORES')
+    c.i = 1
+    c.start = (#c.buf < 2 * PAGE) and -1 or c.start + PAGE
+    if #c.buf == 0 then return nil end
+  end
+  return c.buf[c.i], tonumber(c.buf[c.i + 1])
+end
+local now = now_micros()
+local queued, running = cursor('queued'), cursor('running')
+while true do
+  local qm, qs = peek(queued)
+  local rm, rs = peek(running)
+  if not qm and not rm then return {'none'} end
+  local c, run_id = running, rm
+  if qm and (not rm or qs < rs or (qs == rs and qm < rm)) then c, run_id = queued, qm end
+  c.i = c.i + 2
+  local rk = key('run', run_id)
+  local v = redis.call('HMGET', rk, 'lease_owner', 'lease_expires', 'workflow')
+  local live = v[1] and v[2] and tonumber(v[2]) > now
+  if v[3] and not live and (wanted == nil or wanted[v[3]]) then
+    local token = redis.call('HINCRBY', rk, 'lease_token', 1)
+    local expires = fmt(now + tonumber(ARGV[3]))
+    redis.call('HSET', rk, 'lease_owner', ARGV[2], 'lease_expires', expires)
+    return {'ok', run_id, fmt(token), expires}
+  end
+end
+"""
+
+# ARGV: P, run_id, owner, ttl_micros, takeover_token ('' for none).
+ACQUIRE_LEASE = r"""
+local rk = key('run', ARGV[2])
+local v = redis.call('HMGET', rk, 'lease_token', 'lease_owner', 'lease_expires')
+if not v[1] then return {'notfound'} end
+local now = now_micros()
+if v[2] and v[3] and tonumber(v[3]) > now and ARGV[5] ~= v[1] then
+  return {'held', v[2], v[3], fmt(now)}
+end
+local token = redis.call('HINCRBY', rk, 'lease_token', 1)
+local expires = fmt(now + tonumber(ARGV[4]))
+redis.call('HSET', rk, 'lease_owner', ARGV[3], 'lease_expires', expires)
+return {'ok', fmt(token), expires}
+"""
+
+# ARGV: P, run_id, token, ttl_micros.
+RENEW_LEASE = r"""
+local rk = key('run', ARGV[2])
+local v = redis.call('HMGET', rk, 'lease_token', 'lease_owner')
+if not v[1] then return {'notfound'} end
+if not v[2] or v[1] ~= ARGV[3] then return {'lost'} end
+local expires = fmt(now_micros() + tonumber(ARGV[4]))
+redis.call('HSET', rk, 'lease_expires', expires)
+return {'ok', v[2], expires}
+"""
+
+# ARGV: P, run_id, token. The token stays, so the next acquisition still gets a larger one.
+RELEASE_LEASE = r"""
+local rk = key('run', ARGV[2])
+local token = redis.call('HGET', rk, 'lease_token')
+if not token then return {'notfound'} end
+if token == ARGV[3] then redis.call('HDEL', rk, 'lease_owner', 'lease_expires') end
+return {'ok'}
+"""
+
+# ARGV: P, run_id, token, request_id, entry.
+RECORD_INTENT = r"""
+local err = fence(ARGV[2], ARGV[3])
+if err then return err end
+return {'ok', journal(ARGV[2], ARGV[4], ARGV[5])}
+"""
+
+# Compare-and-set of one journal entry; the store computes the new entry from the old.
+# ARGV: P, run_id, token ('' unfenced), request_id, expected entry, new entry.
+RECORD_RESULT = r"""
+local err = fence(ARGV[2], ARGV[3])
+if err then return err end
+local fk = key('fx', ARGV[2])
+local current = redis.call('HGET', fk, ARGV[4])
+if not current then return {'nofx'} end
+if current ~= ARGV[5] then return {'retry', current} end
+redis.call('HSET', fk, ARGV[4], ARGV[6])
+return {'ok'}
+"""
+
+# ARGV: P, run_id. An HSET on a missing run would create half a run, hence the script.
+REQUEST_CANCEL = r"""
+local rk = key('run', ARGV[2])
+if redis.call('EXISTS', rk) == 0 then return {'notfound'} end
+redis.call('HSET', rk, 'cancel_requested', '1')
+return {'ok'}
+"""
+
+# ARGV: P, checkpoint_id, max_chain. Reply: ok, then (header, payload, checksum, size) per record.
+GET_CHAIN = r"""
+local out = {'ok'}
+local seen, depth = {}, 0
+local id = ARGV[2]
+while id ~= '' do
+  if seen[id] or depth >= tonumber(ARGV[3]) then return {'cycle', id} end
+  seen[id] = true
+  depth = depth + 1
+  local v = redis.call('HMGET', key('cp', id), 'h', 'p', 'c', 'size', 'base')
+  if not v[1] then return {'missing', id} end
+  for j = 1, 4 do out[#out + 1] = v[j] end
+  id = v[5]
+end
+return out
+"""
+
+# ARGV: P, checkpoint ids...
+DELETE_CHECKPOINTS = r"""
+local n = 0
+for i = 2, #ARGV do n = n + drop_cp(ARGV[i]) end
+return n
+"""
+
+# ARGV: P, run ids... Reply: runs deleted.
+DELETE_RUNS = r"""
+local n = 0
+for i = 2, #ARGV do
+  if drop_run(ARGV[i]) >= 0 then n = n + 1 end
+end
+return n
+"""
+
+# ARGV: P, thread_id. Reply: checkpoints deleted.
+DELETE_THREAD = r"""
+local n = 0
+for _, r in ipairs(redis.call('ZRANGE', key('truns', ARGV[2]), 0, -1)) do
+  n = n + math.max(drop_run(r), 0)
+end
+return n
+"""
+
+# ARGV: P, digests... Reply: {blobs deleted, bytes freed}.
+DELETE_UNREFERENCED_BLOBS = r"""
+local n, bytes = 0, 0
+for i = 2, #ARGV do
+  local d = ARGV[i]
+  local refs = redis.call('HGET', P .. 'refs', d)
+  if not refs or tonumber(refs) <= 0 then
+    local bk = key('blob', d)
+    local size = redis.call('STRLEN', bk)
+    if redis.call('DEL', bk) == 1 then
+      n = n + 1
+      bytes = bytes + size
+    end
+    redis.call('SREM', P .. 'blobs', d)
+  end
+end
+return {n, bytes}
+"""
+
+# ARGV: P, n, n*(id, payload, checksum, size), m, m*(run_id, request_id, expected, new),
+# b, b*(digest, bytes). Everything is checked before anything is written: a missing id
+# writes nothing, and so does a journal entry that is no longer the one the store read.
+REWRITE = r"""
+local i = 2
+local nrec = tonumber(ARGV[i])
+local recs = i + 1
+i = recs + 4 * nrec
+local nfx = tonumber(ARGV[i])
+local fxs = i + 1
+i = fxs + 4 * nfx
+local nb = tonumber(ARGV[i])
+local blobs = i + 1
+for j = recs, recs + 4 * (nrec - 1), 4 do
+  if redis.call('EXISTS', key('cp', ARGV[j])) == 0 then return {'missing', 'checkpoint', ARGV[j]} end
+end
+for j = fxs, fxs + 4 * (nfx - 1), 4 do
+  if redis.call('HGET', key('fx', ARGV[j]), ARGV[j + 1]) ~= ARGV[j + 2] then return {'retry'} end
+end
+for j = blobs, blobs + 2 * (nb - 1), 2 do
+  if redis.call('EXISTS', key('blob', ARGV[j])) == 0 then return {'missing', 'blob', ARGV[j]} end
+end
+for j = recs, recs + 4 * (nrec - 1), 4 do
+  redis.call('HSET', key('cp', ARGV[j]), 'p', ARGV[j + 1], 'c', ARGV[j + 2], 'size', ARGV[j + 3])
+end
+for j = fxs, fxs + 4 * (nfx - 1), 4 do
+  redis.call('HSET', key('fx', ARGV[j]), ARGV[j + 1], ARGV[j + 3])
+end
+for j = blobs, blobs + 2 * (nb - 1), 2 do
+  redis.call('SET', key('blob', ARGV[j]), ARGV[j + 1])
+end
+return {'ok'}
+"""
+
+# ARGV: P, run ids... Reply: per existing run: run_id, thread, status, checkpoints,
+# payload bytes, effects, effect bytes (arguments + result, after the entry's header).
+RUN_SIZES = r"""
+local out = {}
+for i = 2, #ARGV do
+  local run_id = ARGV[i]
+  local v = redis.call('HMGET', key('run', run_id), 'thread_id', 'status')
+  if v[1] then
+    local ids = redis.call('ZRANGE', key('cps', run_id), 0, -1)
+    local payload = 0
+    for _, id in ipairs(ids) do payload = payload + redis.call('HSTRLEN', key('cp', id), 'p') end
+    local entries = redis.call('HVALS', key('fx', run_id))
+    local fx_bytes = 0
+    for _, e in ipairs(entries) do fx_bytes = fx_bytes + #e - string.find(e, '\0', 1, true) end
+    for _, x in ipairs({run_id, v[1], v[2], #ids, payload, #entries, fx_bytes}) do
+      out[#out + 1] = x
+    end
+  end
+end
+return out
+"""
+
+SCRIPTS: dict[str, str] = {
+    name: _PRELUDE + body
+    for name, body in {
+        "create_run": CREATE_RUN,
+        "put_checkpoint": PUT_CHECKPOINT,
+        "claim_run": CLAIM_RUN,
+        "acquire_lease": ACQUIRE_LEASE,
+        "renew_lease": RENEW_LEASE,
+        "release_lease": RELEASE_LEASE,
+        "record_intent": RECORD_INTENT,
+        "record_result": RECORD_RESULT,
+        "request_cancel": REQUEST_CANCEL,
+        "get_chain": GET_CHAIN,
+        "delete_checkpoints": DELETE_CHECKPOINTS,
+        "delete_runs": DELETE_RUNS,
+        "delete_thread": DELETE_THREAD,
+        "delete_unreferenced_blobs": DELETE_UNREFERENCED_BLOBS,
+        "rewrite": REWRITE,
+        "run_sizes": RUN_SIZES,
+    }.items()
+}
+"""Script name -> full source (the shared prelude plus the script's body)."""

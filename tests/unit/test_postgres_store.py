@@ -1,0 +1,360 @@
+"""What is specific to PostgreSQL: migrations under concurrency, row locks, the pool, URLs.
+
+Store behaviour shared by every backend is in the contract suite; these tests
+need a server (SAVEGAME_TEST_POSTGRES) and skip without one, unless
+SAVEGAME_REQUIRE_SERVICES=1 (CI), where a missing server fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from savegame.errors import ConfigurationError, ConflictError, LeaseHeldError, LeaseLostError
+from savegame.model import Lease
+from savegame.stores import open_store
+from savegame.testing.builders import OTHER_OWNER, OWNER, make_run, next_record
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from savegame.stores import postgres_schema, postgres_sql  # noqa: E402  (needs the driver)
+from savegame.stores.postgres import PostgresStore, parse_url  # noqa: E402
+
+TTL = 30.0
+BASE_URL = os.environ.get("SAVEGAME_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+CONNINFO = parse_url(BASE_URL)[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _server() -> None:
+    try:
+        psycopg.connect(CONNINFO, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        reason = f"PostgreSQL at {BASE_URL} not reachable: {exc}"
+        if os.environ.get("SAVEGAME_REQUIRE_SERVICES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    """A fresh schema name; the schema is dropped after the test."""
+    name = f"sgtest_{uuid.uuid4().hex}"
+    yield name
+    with psycopg.connect(CONNINFO, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+def url(schema: str) -> str:
+    sep = "&" if "?" in BASE_URL else "?"
+    return f"{BASE_URL}{sep}schema={schema}"
+
+
+def _versions(schema: str) -> list[int]:
+    with psycopg.connect(CONNINFO, autocommit=True) as conn:
+        rows = conn.execute(f'SELECT version FROM "{schema}".savegame_schema ORDER BY 1').fetchall()
+    return [row[0] for row in rows]
+
+
+def _all_versions() -> list[int]:
+    return list(range(1, postgres_schema.SCHEMA_VERSION + 1))
+
+
+# -- migrations ---------------------------------------------------------------------
+def test_migrations_are_applied_once_and_reopening_is_a_no_op(url: str, schema: str) -> None:
+    PostgresStore.from_url(url).close()
+    PostgresStore.from_url(url).close()
+    assert _versions(schema) == _all_versions()
+    with psycopg.connect(CONNINFO, autocommit=True) as conn:
+        assert postgres_schema.migrate(conn, schema) == postgres_schema.SCHEMA_VERSION
+
+
+def test_threads_opening_a_fresh_schema_at_once_migrate_it_once(url: str, schema: str) -> None:
+    openers = 6
+    barrier = threading.Barrier(openers)
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        barrier.wait()
+        try:
+            PostgresStore.from_url(url).close()
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=open_one) for _ in range(openers)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    assert _versions(schema) == _all_versions()
+
+
+def test_processes_opening_a_fresh_schema_at_once_migrate_it_once(url: str, schema: str) -> None:
+    code = "import sys; from savegame.stores import open_store; open_store(sys.argv[1]).close()"
+    procs = [subprocess.Popen([sys.executable, "-c", code, url]) for _ in range(3)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    assert _versions(schema) == _all_versions()
+    with PostgresStore.from_url(url) as store:
+        assert store.stats().runs == 0
+
+
+def test_migrate_runs_inside_the_callers_transaction(schema: str) -> None:
+    with psycopg.connect(
+        CONNINFO
+    ) as conn:  # not autocommit: the first statement opens a transaction
+        conn.execute("SELECT 1")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert postgres_schema.migrate(conn, schema) == 0
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert conn.execute(f'SELECT count(*) FROM "{schema}".runs').fetchone() == (0,)
+        conn.rollback()  # the caller's rollback takes the migration with it
+        missing = conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()
+        assert missing == (None,)
+        conn.execute("SELECT 1")
+        postgres_schema.migrate(conn, schema)
+        conn.commit()
+    assert _versions(schema) == _all_versions()
+
+
+def test_a_schema_from_a_newer_savegame_is_refused(url: str, schema: str) -> None:
+    PostgresStore.from_url(url).close()
+    with psycopg.connect(CONNINFO, autocommit=True) as conn:
+        conn.execute(f'INSERT INTO "{schema}".savegame_schema (version) VALUES (999)')
+    with pytest.raises(ConfigurationError, match="upgrade savegame"):
+        PostgresStore.from_url(url)
+
+
+# -- leases and fencing across store instances -----------------------------------------
+def _race(stores: list[PostgresStore], run_id: str) -> tuple[list[Lease], list[LeaseHeldError]]:
+    """Every store tries to take the run at once, each from its own thread and connection."""
+    barrier = threading.Barrier(len(stores))
+    won: list[Lease] = []
+    held: list[LeaseHeldError] = []
+
+    def contend(store: PostgresStore, owner: str) -> None:
+        barrier.wait()
+        try:
+            won.append(store.acquire_lease(run_id, owner, TTL))
+        except LeaseHeldError as exc:
+            held.append(exc)
+
+    workers = [
+        threading.Thread(target=contend, args=(store, f"host:{i}:1"))
+        for i, store in enumerate(stores)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return won, held
+
+
+def test_two_stores_racing_for_one_lease_have_exactly_one_winner(url: str) -> None:
+    with PostgresStore.from_url(url) as a, PostgresStore.from_url(url) as b:
+        for _ in range(10):
+            run, first = make_run()
+            a.create_run(run, first, owner=OWNER, ttl=0.0)
+            won, held = _race([a, b], run.run_id)
+            assert (len(won), len(held)) == (1, 1)
+            assert won[0].token == 2
+            assert b.get_run(run.run_id).lease == won[0]
+
+
+def test_a_stale_writer_waits_for_the_takeover_then_is_rejected(url: str) -> None:
+    """The fence reads the token under the run row's lock, so it sees a takeover that commits meanwhile."""
+    with PostgresStore.from_url(url) as old, PostgresStore.from_url(url) as new:
+        run, first = make_run()
+        stale_lease = old.create_run(run, first, owner=OWNER, ttl=0.0)
+        stale, fresh = next_record(first), next_record(first)
+        outcome: list[BaseException | None] = []
+        with psycopg.connect(parse_url(url)[0]) as takeover:
+            # A takeover in flight: the row is locked and the token moved, not yet committed.
+            takeover.execute(
+                f'UPDATE "{new.schema}".runs SET lease_token = lease_token + 1 WHERE run_id = %s',
+                (run.run_id,),
+            )
+
+            def write() -> None:
+                try:
+                    old.put_checkpoint(stale, lease_token=stale_lease.token)
+                    outcome.append(None)
+                except BaseException as exc:
+                    outcome.append(exc)
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(0.3)
+            assert writer.is_alive(), "the stale writer must wait for the row lock"
+            takeover.commit()
+            writer.join(10)
+        assert len(outcome) == 1 and isinstance(outcome[0], LeaseLostError)
+        new_lease = new.acquire_lease(run.run_id, OTHER_OWNER, TTL)
+        assert new_lease.token == stale_lease.token + 2
+        new.put_checkpoint(fresh, lease_token=new_lease.token)
+        with pytest.raises(LeaseLostError):
+            old.put_checkpoint(stale, lease_token=stale_lease.token)
+        assert old.latest_checkpoint(run.run_id) == fresh
+        assert [h.checkpoint_id for h in old.list_checkpoints(run.run_id)] == [
+            fresh.checkpoint_id,
+            first.checkpoint_id,
+        ]
+
+
+# -- the worker fleet's queue ------------------------------------------------------------------
+def _submit(store: PostgresStore) -> str:
+    run, first = make_run()
+    store.create_run(run, first, owner=None, ttl=TTL)
+    return run.run_id
+
+
+def test_a_claim_skips_a_locked_run_instead_of_waiting(url: str) -> None:
+    """SKIP LOCKED: the oldest run is held by another transaction, so the claim takes the next."""
+    with PostgresStore.from_url(url) as store:
+        oldest, newer = _submit(store), _submit(store)
+        with psycopg.connect(parse_url(url)[0]) as other:
+            other.execute(
+                f'SELECT 1 FROM "{store.schema}".runs WHERE run_id = %s FOR UPDATE', (oldest,)
+            )
+            started = time.monotonic()
+            lease = store.claim_run(OWNER, TTL)
+            assert time.monotonic() - started < 2
+            assert lease is not None and lease.run_id == newer
+            assert store.claim_run(OWNER, TTL) is None
+            other.rollback()
+        lease = store.claim_run(OWNER, TTL)
+        assert lease is not None and lease.run_id == oldest
+
+
+def test_the_claim_query_uses_the_claimable_index(url: str) -> None:
+    with PostgresStore.from_url(url) as store, psycopg.connect(parse_url(url)[0]) as conn:
+        for _ in range(3):
+            _submit(store)
+        conn.execute(f'SET search_path TO "{store.schema}"')
+        conn.execute("SET enable_seqscan = off")
+        for workflows in (None, ["contract"]):
+            plan = conn.execute("EXPLAIN " + postgres_sql.CLAIM, {"workflows": workflows})
+            assert "runs_claimable" in " ".join(row[0] for row in plan.fetchall())
+
+
+def test_a_put_waits_for_a_blob_collection_then_sees_the_blob_gone(url: str) -> None:
+    """The missing-blob check runs after the table lock a collection holds, never before it."""
+    with PostgresStore.from_url(url) as store:
+        gone, gone_first = make_run()
+        gone_first = replace(gone_first, header=replace(gone_first.header, blobs=("d",)))
+        store.create_run(gone, gone_first, owner=OWNER, ttl=TTL, blobs={"d": b"x"})
+        store.delete_runs([gone.run_id])  # "d" is unreferenced now, up for collection
+        run, first = make_run()
+        lease = store.create_run(run, first, owner=OWNER, ttl=TTL)
+        late = next_record(first, blobs=("d",))  # its writer believes "d" is stored
+        outcome: list[BaseException | None] = []
+        with psycopg.connect(parse_url(url)[0]) as collector:
+            # A collection in flight: the table lock taken, the blob deleted, not yet committed.
+            collector.execute(f'LOCK TABLE "{store.schema}".checkpoint_blobs IN SHARE MODE')
+            collector.execute(f'DELETE FROM "{store.schema}".blobs WHERE digest = %s', ("d",))
+
+            def write() -> None:
+                try:
+                    store.put_checkpoint(late, lease_token=lease.token)
+                    outcome.append(None)
+                except BaseException as exc:
+                    outcome.append(exc)
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(0.3)
+            assert writer.is_alive(), "the writer must wait for the collection's table lock"
+            collector.commit()
+            writer.join(10)
+        assert len(outcome) == 1 and isinstance(outcome[0], ConflictError)
+        assert store.latest_checkpoint(run.run_id) == first
+        store.put_checkpoint(late, lease_token=lease.token, blobs={"d": b"x"})
+        assert store.get_blobs(["d"]) == {"d": b"x"}
+
+
+# -- the pool -----------------------------------------------------------------------------
+def test_an_exhausted_pool_makes_callers_wait_then_time_out(url: str) -> None:
+    pool_timeout = 0.5
+    with PostgresStore.from_url(f"{url}&pool_max=1&pool_timeout={pool_timeout}") as store:
+        run, first = make_run()
+        store.create_run(run, first, owner=OWNER, ttl=TTL)
+        results: list[Any] = []
+        with store._pool.connection():  # the only connection, held by someone else
+            waiter = threading.Thread(target=lambda: results.append(store.get_run(run.run_id)))
+            waiter.start()
+            waiter.join(0.1)
+            assert waiter.is_alive(), "a call must wait for a free connection"
+        waiter.join(5)
+        assert [r.run_id for r in results] == [run.run_id]
+
+        with store._pool.connection():
+            started = time.monotonic()
+            with pytest.raises(psycopg.OperationalError, match="couldn't get a connection"):
+                store.get_run(run.run_id)  # PoolTimeout is an OperationalError
+            assert time.monotonic() - started >= pool_timeout * 0.9
+        assert store.get_run(run.run_id).run_id == run.run_id  # the pool recovers
+
+
+# -- URLs ---------------------------------------------------------------------------------
+def test_url_never_carries_the_password(schema: str) -> None:
+    parts = BASE_URL.split("://", 1)[1]
+    netloc, rest = parts.split("/", 1) if "/" in parts else (parts, "")
+    hostport = netloc.rsplit("@", 1)[-1]
+    # Trust auth ignores the password, so the store opens and its url can be checked.
+    with_secret = f"postgres://postgres:s3cret-pw@{hostport}/{rest}"
+    sep = "&" if "?" in with_secret else "?"
+    store = open_store(f"{with_secret}{sep}schema={schema}&pool_max=3&password=other-secret")
+    try:
+        assert isinstance(store, PostgresStore)
+        assert "s3cret" not in store.url and "other-secret" not in store.url
+        assert "s3cret" not in repr(store)
+        assert store.url.startswith("postgresql://postgres@")
+        assert f"schema={schema}" in store.url and "pool_max=3" in store.url
+        with PostgresStore.from_url(store.url) as again:  # the url reopens the same data
+            assert again.url == store.url
+    finally:
+        store.close()
+
+
+def test_a_keyword_conninfo_gets_a_url_too(schema: str) -> None:
+    params = psycopg.conninfo.conninfo_to_dict(CONNINFO)
+    params["password"] = "s3cret"
+    conninfo = psycopg.conninfo.make_conninfo(**params)
+    with PostgresStore(conninfo, schema=schema) as store:
+        assert "s3cret" not in store.url
+        assert store.url.startswith("postgresql://")
+
+
+def test_unreachable_server_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="cannot open the store"):
+        open_store("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
+
+
+@pytest.mark.parametrize("query", ["pool_max=abc", "pool_min=5&pool_max=2", "pool_timeout=0"])
+def test_bad_pool_options_are_configuration_errors(query: str) -> None:
+    with pytest.raises(ConfigurationError):
+        open_store(f"postgresql://postgres@127.0.0.1:1/test?{query}")
+
+
+# -- data the jsonb type would not keep -------------------------------------------------------
+def test_metadata_keeps_nul_characters_and_key_order(url: str) -> None:
+    with PostgresStore.from_url(url) as store:
+        run, first = make_run(metadata={"z": "a\x00b", "a": 1e20})
+        lease = store.create_run(run, first, owner=OWNER, ttl=TTL)
+        second = next_record(first, metadata={"b": "x\x00", "a": 1.0, "k": "v"})
+        store.put_checkpoint(second, lease_token=lease.token)
+        got = store.get_run(run.run_id).metadata
+        assert list(got) == ["z", "a"] and got["z"] == "a\x00b" and isinstance(got["a"], float)
+        headers = store.list_checkpoints(run.run_id, metadata={"k": "v", "a": 1})
+        assert [h.checkpoint_id for h in headers] == [second.checkpoint_id]
+        assert store.get_checkpoint(second.checkpoint_id).header.metadata["b"] == "x\x00"
