@@ -18,6 +18,8 @@ continues exactly where it stopped.
 
 from savegame.agent import Agent, ChatModel, ModelResponse, ScriptedModel, ToolCall, ToolSpec
 from savegame.codec import register
+from savegame.codec.crypto import Keyring
+from savegame.codec.storage import StorageConfig
 from savegame.effects.decisions import PendingInterrupt
 from savegame.effects.tools import Tool, tool
 from savegame.errors import (
@@ -39,6 +41,16 @@ from savegame.errors import (
     StepError,
 )
 from savegame.inspect import get_checkpoint, get_run, history, list_runs, list_threads
+from savegame.maintenance import (
+    PrunePlan,
+    RetentionPolicy,
+    StoreReport,
+    VerifyReport,
+    prune,
+    rekey,
+    stats,
+    verify,
+)
 from savegame.model import (
     Checkpoint,
     CheckpointHeader,
@@ -71,6 +83,9 @@ from savegame.runtime.control import (
     reject,
     resolve,
 )
+from savegame.runtime.fleet import submit
+from savegame.runtime.worker import Worker
+from savegame.secrets import Secret
 from savegame.stores import MemoryStore, SqliteStore, Store, open_store
 
 __version__ = "0.1.0"
@@ -92,6 +107,7 @@ __all__ = [
     "EffectKind",
     "EffectStatus",
     "InDoubtEffectError",
+    "Keyring",
     "Lease",
     "LeaseHeldError",
     "LeaseLostError",
@@ -101,22 +117,29 @@ __all__ = [
     "NotFoundError",
     "Observer",
     "PendingInterrupt",
+    "PrunePlan",
+    "RetentionPolicy",
     "RunInfo",
     "RunResult",
     "RunStateError",
     "RunStatus",
     "SavegameError",
     "ScriptedModel",
+    "Secret",
     "SerializationError",
     "SqliteStore",
     "StateVersionError",
     "StepContext",
     "StepError",
+    "StorageConfig",
     "Store",
+    "StoreReport",
     "Tool",
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "VerifyReport",
+    "Worker",
     "Workflow",
     "__version__",
     "approve",
@@ -132,10 +155,15 @@ __all__ = [
     "list_threads",
     "open_store",
     "pending_interrupts",
+    "prune",
     "register",
     "reject",
+    "rekey",
     "resolve",
     "resume",
     "run",
+    "stats",
+    "submit",
     "tool",
+    "verify",
 ]

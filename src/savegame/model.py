@@ -24,6 +24,8 @@ FORMAT_VERSION = 2
 class RunStatus(str, enum.Enum):
     """Where a run is in its life."""
 
+    QUEUED = "queued"
+    """Submitted for a worker fleet; no process has started it yet."""
     RUNNING = "running"
     INTERRUPTED = "interrupted"
     """Paused on purpose (an approval, ``ctx.interrupt``); no process is held."""

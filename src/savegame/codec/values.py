@@ -26,6 +26,7 @@ import orjson
 
 from savegame.codec import registry
 from savegame.errors import SerializationError
+from savegame.secrets import Secret
 
 _TAG = "$sg:"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -82,6 +83,8 @@ def to_data(value: Any, path: str = "state") -> Any:
         return {_TAG + "uuid": str(value)}
     if kind is Decimal:
         return {_TAG + "decimal": str(value)}
+    if kind is Secret:
+        return {_TAG + "secret": value.name}
     name = registry.name_of(kind)
     if name is not None:
         if isinstance(value, enum.Enum):
@@ -162,6 +165,8 @@ def _untag(tag: str, body: Any) -> Any:
         return uuid.UUID(body)
     if tag == "decimal":
         return Decimal(body)
+    if tag == "secret":
+        return Secret(body)
     if tag == "int":
         return int(body)
     if tag == "float":

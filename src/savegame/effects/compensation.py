@@ -15,7 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from savegame import codec
-from savegame.codec.journal import decode_value, encode_value
+from savegame.codec.engine import load_state
+from savegame.codec.journal import decode_value, encode_value, opened
+from savegame.codec.storage import StorageConfig
 from savegame.effects.journal import Journal
 from savegame.effects.tools import tool_named
 from savegame.errors import CompensationError, InDoubtEffectError, RunStateError
@@ -56,7 +58,10 @@ def _arguments(fn: Callable[..., Any], original: dict[str, Any], result: Any) ->
 
 
 def _status_record(
-    latest: CheckpointRecord, status: RunStatus, metadata: dict[str, Any]
+    latest: CheckpointRecord,
+    status: RunStatus,
+    metadata: dict[str, Any],
+    storage: StorageConfig | None,
 ) -> CheckpointRecord:
     header = replace(
         latest.header,
@@ -67,11 +72,17 @@ def _status_record(
         created_at=utcnow(),
         metadata=metadata,
     )
-    return codec.rewrap(latest, header)
+    # A rewrap of a delta keeps its base: the new record holds the same patch against it.
+    return codec.rewrap(latest, header, storage)
 
 
 def run_compensation(
-    store: Store, run_id: str, lease: Lease, committed: Committed | None = None
+    store: Store,
+    run_id: str,
+    lease: Lease,
+    committed: Committed | None = None,
+    *,
+    storage: StorageConfig | None = None,
 ) -> RunResult:
     """Compensate ``run_id`` while holding ``lease``; returns the final status.
 
@@ -86,7 +97,7 @@ def run_compensation(
 
     def write(status: RunStatus, error: str | None = None, **metadata: Any) -> CheckpointRecord:
         nonlocal latest
-        record = _status_record(latest, status, metadata)
+        record = _status_record(latest, status, metadata, storage)
         store.put_checkpoint(record, lease_token=lease.token, error=error)
         latest = record
         if committed is not None:
@@ -95,7 +106,7 @@ def run_compensation(
 
     if latest.header.status is not RunStatus.COMPENSATING:
         write(RunStatus.COMPENSATING, previous=latest.header.status.value)
-    journal = Journal(store, run_id, lease.token, store.list_effects(run_id))
+    journal = Journal(store, run_id, lease.token, store.list_effects(run_id), storage=storage)
     undone = 0
     for effect in plan(store.list_effects(run_id, kinds=[EffectKind.WRITE])):
         comp_id = f"{effect.request_id}:compensate"
@@ -104,7 +115,8 @@ def run_compensation(
             undone += 1
             continue
         comp = tool_named(str(effect.metadata["compensate"]))
-        kwargs = _arguments(comp.fn, decode_value(effect.arguments), decode_value(effect.result))
+        plain = opened(effect, storage)
+        kwargs = _arguments(comp.fn, decode_value(plain.arguments), decode_value(plain.result))
         if existing is not None and existing.status is EffectStatus.PENDING:
             found = comp.reconcile(comp_id) if comp.reconcile is not None else None
             if found is not None:
@@ -140,7 +152,7 @@ def run_compensation(
         run_id=run_id,
         thread_id=final.header.thread_id,
         status=RunStatus.COMPENSATED,
-        state=codec.decode(final).state,
+        state=load_state(store, final, storage).state,
         checkpoint_id=final.checkpoint_id,
         step=final.header.step,
         usage=final.header.usage,

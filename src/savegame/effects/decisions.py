@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from savegame.codec.journal import decode_value, encode_value, sealed
+from savegame.codec.journal import decode_value, encode_value, opened, sealed
+from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
-
 from savegame.stores.base import Store
 
 
@@ -45,7 +45,9 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def pending(store: Store, run_id: str | None = None) -> list[PendingInterrupt]:
+def pending(
+    store: Store, run_id: str | None = None, *, storage: StorageConfig | None = None
+) -> list[PendingInterrupt]:
     """Approvals and interrupts waiting for a person, oldest first (of one run or all)."""
     entries = store.list_effects(
         run_id, kinds=[EffectKind.APPROVAL, EffectKind.INTERRUPT], statuses=[EffectStatus.PENDING]
@@ -56,7 +58,7 @@ def pending(store: Store, run_id: str | None = None) -> list[PendingInterrupt]:
             e.request_id,
             e.kind,
             e.name,
-            decode_value(e.arguments),
+            decode_value(opened(e, storage).arguments),
             e.step,
             e.node,
             e.created_at,
@@ -66,9 +68,13 @@ def pending(store: Store, run_id: str | None = None) -> list[PendingInterrupt]:
 
 
 def _pick(
-    store: Store, run_id: str, interrupt_id: str | None, kinds: Sequence[EffectKind]
+    store: Store,
+    run_id: str,
+    interrupt_id: str | None,
+    kinds: Sequence[EffectKind],
+    storage: StorageConfig | None = None,
 ) -> EffectRecord:
-    waiting = [p for p in pending(store, run_id) if p.kind in kinds]
+    waiting = [p for p in pending(store, run_id, storage=storage) if p.kind in kinds]
     if interrupt_id is not None:
         for entry in waiting:
             if entry.interrupt_id == interrupt_id:
@@ -93,6 +99,7 @@ def _settle(
     error: str | None = None,
     by: str | None = None,
     extra: dict[str, Any] | None = None,
+    storage: StorageConfig | None = None,
 ) -> EffectRecord:
     meta = {"by": by or default_actor(), "at": utcnow().isoformat(), **(extra or {})}
     encoded = (
@@ -103,10 +110,11 @@ def _settle(
     done = sealed(
         replace(
             entry, status=status, result=encoded, error=error, metadata={**entry.metadata, **meta}
-        )
+        ),
+        storage,
     )
     return store.record_result(
-        entry.run_id, entry.request_id, status=status, result=encoded, error=error,
+        entry.run_id, entry.request_id, status=status, result=done.result, error=error,
         metadata=meta, checksum=done.checksum, lease_token=None,
     )  # fmt: skip
 
@@ -118,14 +126,22 @@ def approve(
     interrupt_id: str | None = None,
     edit: dict[str, Any] | None = None,
     by: str | None = None,
+    storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Approve a gated tool call; ``edit`` replaces the tool's arguments."""
     if edit is not None and not isinstance(edit, dict):
         raise ConfigurationError(
             f"an approval edit must be an object of arguments, not {type(edit).__name__}"
         )
-    entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL])
-    return _settle(store, entry, EffectStatus.DONE, result={"approved": True, "edit": edit}, by=by)
+    entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL], storage)
+    return _settle(
+        store,
+        entry,
+        EffectStatus.DONE,
+        result={"approved": True, "edit": edit},
+        by=by,
+        storage=storage,
+    )
 
 
 def reject(
@@ -135,24 +151,39 @@ def reject(
     reason: str,
     interrupt_id: str | None = None,
     by: str | None = None,
+    storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Reject a gated tool call; the step's ``ctx.call`` raises ApprovalRejected on resume."""
-    entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL])
-    return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by)
+    entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL], storage)
+    return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by, storage=storage)
 
 
 def supply(
-    store: Store, run_id: str, value: Any, *, interrupt_id: str | None = None, by: str | None = None
+    store: Store,
+    run_id: str,
+    value: Any,
+    *,
+    interrupt_id: str | None = None,
+    by: str | None = None,
+    storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Give ``ctx.interrupt`` its value."""
-    entry = _pick(store, run_id, interrupt_id, [EffectKind.INTERRUPT])
-    return _settle(store, entry, EffectStatus.DONE, result=value, by=by)
+    entry = _pick(store, run_id, interrupt_id, [EffectKind.INTERRUPT], storage)
+    return _settle(store, entry, EffectStatus.DONE, result=value, by=by, storage=storage)
 
 
-def close(store: Store, run_id: str, interrupt_id: str, *, reason: str, by: str | None = None) -> EffectRecord:
+def close(
+    store: Store,
+    run_id: str,
+    interrupt_id: str,
+    *,
+    reason: str,
+    by: str | None = None,
+    storage: StorageConfig | None = None,
+) -> EffectRecord:
     """Close a pending approval or interrupt without a decision (its run was cancelled)."""
     entry = store.get_effect(run_id, interrupt_id)
-    return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by)
+    return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by, storage=storage)
 
 
 def resolve(
@@ -163,6 +194,7 @@ def resolve(
     done: bool,
     result: Any = None,
     by: str | None = None,
+    storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Settle an in-doubt write: it happened (with ``result``) or it did not (call again on resume)."""
     entry = store.get_effect(run_id, request_id)
@@ -175,16 +207,24 @@ def resolve(
         )
     if done:
         return _settle(
-            store, entry, EffectStatus.DONE, result=result, by=by, extra={"resolved": "done"}
+            store,
+            entry,
+            EffectStatus.DONE,
+            result=result,
+            by=by,
+            extra={"resolved": "done"},
+            storage=storage,
         )
-    return _settle(store, entry, EffectStatus.NOT_DONE, by=by, extra={"resolved": "not_done"})
+    return _settle(
+        store, entry, EffectStatus.NOT_DONE, by=by, extra={"resolved": "not_done"}, storage=storage
+    )
 
 
-def waiting_reason(store: Store, run_id: str) -> str | None:
+def waiting_reason(store: Store, run_id: str, storage: StorageConfig | None = None) -> str | None:
     """Why an interrupted run cannot simply continue, or None when it can."""
     if store.get_run(run_id).status is not RunStatus.INTERRUPTED:
         return None
-    waiting = pending(store, run_id)
+    waiting = pending(store, run_id, storage=storage)
     if not waiting:
         return None
     first = waiting[0]

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from savegame.codec.journal import sealed
+from savegame.codec.journal import opened, sealed
+from savegame.codec.storage import StorageConfig
 from savegame.model import EffectRecord, EffectStatus, utcnow
 from savegame.stores.base import Store
 
@@ -17,25 +18,42 @@ class Journal:
     Read results are buffered and saved with the next checkpoint (same
     transaction); write intents/results, LLM results and interrupts are
     committed at once because a crash must not lose them.
+
+    Entries are kept twice: as stored (values encrypted when a keyring is
+    configured) and opened (plaintext values, what ``get`` returns), so a
+    settle re-uses the stored arguments instead of encrypting them again.
     """
 
     def __init__(
-        self, store: Store, run_id: str, lease_token: int, entries: list[EffectRecord]
+        self,
+        store: Store,
+        run_id: str,
+        lease_token: int,
+        entries: list[EffectRecord],
+        *,
+        storage: StorageConfig | None = None,
     ) -> None:
         self._store = store
         self.run_id = run_id
         self._token = lease_token
-        self._by_id = {entry.request_id: entry for entry in entries}
+        self.storage = storage
+        self._stored = {entry.request_id: entry for entry in entries}
+        self._by_id = {entry.request_id: opened(entry, storage) for entry in entries}
         self._buffered: list[EffectRecord] = []
+
+    def _keep(self, stored: EffectRecord) -> EffectRecord:
+        self._stored[stored.request_id] = stored
+        view = opened(stored, self.storage)
+        self._by_id[stored.request_id] = view
+        return view
 
     def get(self, request_id: str) -> EffectRecord | None:
         return self._by_id.get(request_id)
 
     def intent(self, effect: EffectRecord) -> EffectRecord:
         """Commit ``effect`` (insert-if-absent) and return what the store holds."""
-        stored = self._store.record_intent(sealed(effect), lease_token=self._token)
-        self._by_id[stored.request_id] = stored
-        return stored
+        stored = self._store.record_intent(sealed(effect, self.storage), lease_token=self._token)
+        return self._keep(stored)
 
     def settle(
         self,
@@ -50,31 +68,31 @@ class Journal:
         """Commit the outcome of a journaled call."""
         done = sealed(
             replace(
-                effect,
+                self._stored.get(effect.request_id, effect),
                 status=status,
                 result=result,
                 error=error,
                 metadata={**effect.metadata, **(metadata or {})},
                 completed_at=utcnow(),
-            )
+            ),
+            self.storage,
         )
         stored = self._store.record_result(
             effect.run_id,
             effect.request_id,
             status=status,
-            result=result,
+            result=done.result,
             error=error,
             metadata=metadata,
             checksum=done.checksum,
             lease_token=self._token if fenced else None,
         )
-        self._by_id[stored.request_id] = stored
-        return stored
+        return self._keep(stored)
 
     def buffer(self, effect: EffectRecord) -> None:
         """Keep a read's result for the next checkpoint's transaction."""
-        entry = sealed(replace(effect, completed_at=utcnow()))
-        self._by_id[entry.request_id] = entry
+        entry = sealed(replace(effect, completed_at=utcnow()), self.storage)
+        self._keep(entry)
         self._buffered.append(entry)
 
     def take_buffered(self) -> list[EffectRecord]:

@@ -6,7 +6,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from savegame import codec
+from savegame.codec.engine import load_state
+from savegame.codec.envelope import reveal_metadata
+from savegame.codec.storage import StorageConfig
 from savegame.errors import NotFoundError
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus
 from savegame.stores import Store, open_store
@@ -56,20 +58,31 @@ def history(
     before: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     store: Store | str | None = None,
+    storage: StorageConfig | None = None,
 ) -> list[CheckpointHeader]:
-    """A run's checkpoints, newest first, without decoding states."""
+    """A run's checkpoints, newest first, without decoding states.
+
+    Sensitive metadata (``StorageConfig.sensitive_metadata``) is decrypted when
+    the keyring allows; filtering on it is not possible (it is stored encrypted).
+    """
     with opened(store) as s:
-        return s.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
+        headers = s.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
+        return [reveal_metadata(h, storage) for h in headers]
 
 
-def get_checkpoint(ident: str, *, store: Store | str | None = None) -> Checkpoint:
+def get_checkpoint(
+    ident: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
+) -> Checkpoint:
     """A decoded checkpoint by checkpoint id, or a run's latest checkpoint by run id.
 
-    The state is returned as stored (no migration); integrity is verified.
+    The state is returned as stored (no migration); integrity is verified along
+    the record's whole chain (its delta bases down to a keyframe).
 
     Raises:
         NotFoundError: neither a run nor a checkpoint has that id.
-        CorruptRecordError: the record failed its integrity check.
+        CorruptRecordError: the record failed its integrity check (or is stored in
+            plaintext while ``storage`` requires encryption).
+        EncryptionKeyError: the record's key id is not in the keyring.
     """
     with opened(store) as s:
         try:
@@ -79,4 +92,4 @@ def get_checkpoint(ident: str, *, store: Store | str | None = None) -> Checkpoin
                 record = s.get_checkpoint(ident)
             except NotFoundError:
                 raise NotFoundError("run or checkpoint", ident) from None
-        return codec.decode(record)
+        return load_state(s, record, storage)

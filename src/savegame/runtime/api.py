@@ -9,6 +9,9 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from savegame import codec
+from savegame.codec.engine import Chain
+from savegame.codec.engine import load as load_chain
+from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.ids import new_id
@@ -16,6 +19,7 @@ from savegame.model import (
     Checkpoint,
     CheckpointHeader,
     CheckpointRecord,
+    Lease,
     RunInfo,
     RunResult,
     RunStatus,
@@ -44,10 +48,15 @@ def _sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def _decode(record: CheckpointRecord, wf: Workflow) -> Checkpoint:
-    cp = codec.decode(record)
+def _decode(
+    store: Store, record: CheckpointRecord, wf: Workflow, storage: StorageConfig | None
+) -> tuple[Checkpoint, Chain | None]:
+    """The checkpoint, migrated; and its chain position unless migration changed the state
+    (the next record must then be a keyframe: a delta needs its base's exact state)."""
+    loaded = load_chain(store, record, storage)
+    cp = loaded.checkpoint
     if cp.header.state_version == wf.state_version:
-        return cp
+        return cp, loaded.chain
     state = codec.upgrade(
         cp.state,
         from_version=cp.header.state_version,
@@ -56,7 +65,7 @@ def _decode(record: CheckpointRecord, wf: Workflow) -> Checkpoint:
         workflow=wf.name,
         checkpoint_id=cp.checkpoint_id,
     )
-    return Checkpoint(header=cp.header, state=state)
+    return Checkpoint(header=cp.header, state=state), None
 
 
 def _start(
@@ -69,6 +78,8 @@ def _start(
     metadata: Mapping[str, Any] | None,
     ttl: float,
     ref: str | None,
+    storage: StorageConfig | None = None,
+    queued: bool = False,
 ) -> tuple[Checkpoint, CheckpointRecord, Any]:
     if input is not None and not isinstance(input, Mapping):
         raise ConfigurationError(
@@ -82,7 +93,7 @@ def _start(
     head = store.thread_head(thread_id)
     if head is not None:
         # A conversation continues: the thread's latest state, with this input on top.
-        state = dict(_decode(head, wf).state)
+        state = dict(_decode(store, head, wf, storage)[0].state)
         parent = head.checkpoint_id
     state.update(input or {})
     now = utcnow()
@@ -93,26 +104,30 @@ def _start(
         parent_id=parent,
         step=0,
         node=None,
-        status=RunStatus.RUNNING,
+        status=RunStatus.QUEUED if queued else RunStatus.RUNNING,
         next=entry,
         metadata=dict(metadata or {}),
         created_at=now,
         state_version=wf.state_version,
     )
-    record = codec.encode(header, state)
+    # A run starts with a self-contained keyframe (create_run carries no blobs), so
+    # a run never depends on another run's records.
+    record = codec.encode(header, state, storage)
     info = RunInfo(
         run_id=run_id,
         thread_id=thread_id,
         workflow=wf.name,
         workflow_ref=ref,
-        status=RunStatus.RUNNING,
+        status=record.header.status,
         step=0,
         head_checkpoint_id=record.checkpoint_id,
         created_at=now,
         updated_at=now,
-        metadata=dict(metadata or {}),
+        # As sealed in the header: sensitive keys stay encrypted in the run row too.
+        metadata=dict(record.header.metadata),
     )
-    lease = store.create_run(info, record, owner=leases.owner_id(), ttl=ttl)
+    # A queued run is created unowned: the first worker to claim it leases it.
+    lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
     return Checkpoint(header=record.header, state=state), record, lease
 
 
@@ -122,7 +137,9 @@ def _prepare_resume(
     workflow: Any,
     from_checkpoint: str | None,
     ttl: float,
-) -> tuple[Workflow, Checkpoint, CheckpointRecord, Any]:
+    storage: StorageConfig | None = None,
+    lease: Lease | None = None,
+) -> tuple[Workflow, Checkpoint, CheckpointRecord, Chain | None, Any]:
     info = store.get_run(run_id)
     if info.status.finished or info.status is RunStatus.COMPENSATING:
         hint = (
@@ -131,7 +148,7 @@ def _prepare_resume(
             else ""
         )
         raise RunStateError(run_id, info.status.value + hint, "resume")
-    reason = decisions.waiting_reason(store, run_id)
+    reason = decisions.waiting_reason(store, run_id, storage)
     if reason is not None:
         raise RunStateError(run_id, f"interrupted: {reason}", "resume")
     if workflow is None:
@@ -145,7 +162,8 @@ def _prepare_resume(
         raise ConfigurationError(
             f"run {run_id} belongs to workflow {info.workflow!r}, not {wf.name!r}"
         )
-    lease = leases.acquire(store, run_id, ttl=ttl)
+    # A worker arrives holding the lease it claimed; everyone else takes it here.
+    lease = lease or leases.acquire(store, run_id, ttl=ttl)
     try:
         if from_checkpoint is not None:
             record = store.get_checkpoint(from_checkpoint)
@@ -153,13 +171,13 @@ def _prepare_resume(
                 raise NotFoundError("checkpoint", f"{from_checkpoint} in run {run_id}")
         else:
             record = store.latest_checkpoint(run_id)
-        cp = _decode(record, wf)
+        cp, chain = _decode(store, record, wf, storage)
         if cp.next is None:
             raise RunStateError(run_id, cp.status.value, "resume")
     except BaseException:
         store.release_lease(run_id, lease.token)
         raise
-    return wf, cp, record, lease
+    return wf, cp, record, chain, lease
 
 
 async def _arun(
@@ -175,6 +193,7 @@ async def _arun(
     observer: Observer | None,
     lease_ttl: float,
     io: Io,
+    storage: StorageConfig | None,
 ) -> RunResult:
     wf = as_workflow(workflow)
     opened = open_store(store)
@@ -192,6 +211,7 @@ async def _arun(
             metadata=metadata,
             ttl=lease_ttl,
             ref=ref,
+            storage=storage,
         )
         if observer.on_checkpoint is not None:
             observer.on_checkpoint(record.header, time.perf_counter() - began)
@@ -206,6 +226,8 @@ async def _arun(
             ttl=lease_ttl,
             io=io,
             observer=observer,
+            storage=storage,
+            chain=Chain(0, 0, record.header.size),
         )
         return await execute(ex)
     finally:
@@ -226,13 +248,16 @@ async def _aresume(
     observer: Observer | None,
     lease_ttl: float,
     io: Io,
+    storage: StorageConfig | None,
 ) -> RunResult:
     opened = open_store(store)
     try:
         if value is not _NO_VALUE:
-            await io(decisions.supply, opened, run_id, value, interrupt_id=interrupt_id)
-        wf, start, record, lease = await io(
-            _prepare_resume, run_id, opened, workflow, from_checkpoint, lease_ttl
+            await io(
+                decisions.supply, opened, run_id, value, interrupt_id=interrupt_id, storage=storage
+            )
+        wf, start, record, chain, lease = await io(
+            _prepare_resume, run_id, opened, workflow, from_checkpoint, lease_ttl, storage
         )
         ex = Execution(
             workflow=wf,
@@ -245,6 +270,8 @@ async def _aresume(
             ttl=lease_ttl,
             io=io,
             observer=observer or Observer(),
+            storage=storage,
+            chain=chain,
         )
         return await execute(ex)
     finally:
@@ -264,6 +291,7 @@ def run(
     durability: Durability | None = None,
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
+    storage: StorageConfig | None = None,
 ) -> RunResult:
     """Start a run of ``workflow`` and drive it until it ends.
 
@@ -279,6 +307,9 @@ def run(
         durability: overrides the workflow's durability (``"sync"`` or ``"async"``).
         observer: callbacks for progress and timelines.
         lease_ttl: seconds a dead owner's lease blocks other hosts from taking the run over.
+        storage: how checkpoints are stored (keyframe cadence, blobs, compression,
+            encryption keys); default from the environment (``SAVEGAME_KEYS`` ...),
+            see :class:`savegame.codec.storage.StorageConfig`.
 
     Returns:
         The run's status, final state and last checkpoint id.
@@ -301,6 +332,7 @@ def run(
             observer=observer,
             lease_ttl=lease_ttl,
             io=direct_io,
+            storage=storage,
         )
     )
 
@@ -317,6 +349,7 @@ async def arun(
     durability: Durability | None = None,
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
+    storage: StorageConfig | None = None,
 ) -> RunResult:
     """Async twin of :func:`run`; store calls run in a worker thread."""
     return await _arun(
@@ -331,6 +364,7 @@ async def arun(
         observer=observer,
         lease_ttl=lease_ttl,
         io=threaded_io,
+        storage=storage,
     )
 
 
@@ -346,6 +380,7 @@ def resume(
     durability: Durability | None = None,
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
+    storage: StorageConfig | None = None,
 ) -> RunResult:
     """Continue a run from its latest checkpoint (or ``from_checkpoint``), loaded from the store only.
 
@@ -357,6 +392,7 @@ def resume(
             journal, then the step re-executes and receives it).
         interrupt_id: which pending interrupt ``value`` answers, when there are several.
         from_checkpoint: continue from this checkpoint of the run instead of the latest.
+        storage: how checkpoints are stored and decrypted (see :func:`run`).
 
     Raises:
         NotFoundError: no such run or checkpoint.
@@ -378,6 +414,7 @@ def resume(
             observer=observer,
             lease_ttl=lease_ttl,
             io=direct_io,
+            storage=storage,
         )
     )
 
@@ -394,6 +431,7 @@ async def aresume(
     durability: Durability | None = None,
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
+    storage: StorageConfig | None = None,
 ) -> RunResult:
     """Async twin of :func:`resume`."""
     return await _aresume(
@@ -408,4 +446,5 @@ async def aresume(
         observer=observer,
         lease_ttl=lease_ttl,
         io=threaded_io,
+        storage=storage,
     )

@@ -12,6 +12,7 @@ from savegame.effects.calls import Calls
 from savegame.effects.tools import as_tool
 from savegame.errors import ConfigurationError
 from savegame.model import Usage
+from savegame.secrets import Secret
 
 
 @dataclass
@@ -101,6 +102,20 @@ class StepContext:
         then returns the value.
         """
         return self._calls().interrupt(name, payload)
+
+    def secret(self, name: str) -> Secret:
+        """A secret from the secrets provider (environment variables by default).
+
+        Keep the returned Secret in the state if a later step needs it: only its
+        name is saved, and ``secret.reveal()`` looks the value up again, also
+        after a resume on another machine.
+
+        Raises:
+            ConfigurationError: the provider does not know ``name``.
+        """
+        secret = Secret(name)
+        secret.reveal()  # fail now, at the step that asked, not later
+        return secret
 
     def checkpoint(self) -> None:
         """Force a checkpoint after this step, whatever the policy says."""

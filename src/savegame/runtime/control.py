@@ -9,6 +9,8 @@ from typing import Any
 
 from savegame import codec
 from savegame.codec.journal import decode_value, verify
+from savegame.codec.journal import opened as opened_effect
+from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.effects.compensation import run_compensation
 from savegame.errors import LeaseHeldError, RunStateError
@@ -39,10 +41,13 @@ class Effect:
     completed_at: datetime | None
 
 
-def list_effects(run_id: str, *, store: Store | str | None = None) -> list[Effect]:
-    """A run's journal, oldest first, decoded and verified."""
+def list_effects(
+    run_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
+) -> list[Effect]:
+    """A run's journal, oldest first, verified, decrypted and decoded."""
     with opened(store) as s:
         s.get_run(run_id)
+        entries = [opened_effect(verify(e), storage) for e in s.list_effects(run_id)]
         return [
             Effect(
                 e.run_id,
@@ -59,16 +64,19 @@ def list_effects(run_id: str, *, store: Store | str | None = None) -> list[Effec
                 e.created_at,
                 e.completed_at,
             )
-            for e in map(verify, s.list_effects(run_id))
+            for e in entries
         ]
 
 
 def pending_interrupts(
-    run_id: str | None = None, *, store: Store | str | None = None
+    run_id: str | None = None,
+    *,
+    store: Store | str | None = None,
+    storage: StorageConfig | None = None,
 ) -> list[decisions.PendingInterrupt]:
     """Approvals and interrupts waiting for a person (of one run, or of every run)."""
     with opened(store) as s:
-        return decisions.pending(s, run_id)
+        return decisions.pending(s, run_id, storage=storage)
 
 
 def _import_tools(info: RunInfo) -> None:
@@ -78,7 +86,11 @@ def _import_tools(info: RunInfo) -> None:
 
 
 def compensate(
-    run_id: str, *, store: Store | str | None = None, lease_ttl: float = leases.DEFAULT_TTL
+    run_id: str,
+    *,
+    store: Store | str | None = None,
+    lease_ttl: float = leases.DEFAULT_TTL,
+    storage: StorageConfig | None = None,
 ) -> RunResult:
     """Undo the run's completed write effects that declared a compensation, newest first.
 
@@ -93,7 +105,7 @@ def compensate(
         lease = leases.acquire(s, run_id, ttl=lease_ttl)
         try:
             with leases.Heartbeat(s, lease, lease_ttl):
-                return run_compensation(s, run_id, lease)
+                return run_compensation(s, run_id, lease, storage=storage)
         finally:
             s.release_lease(run_id, lease.token)
 
@@ -105,6 +117,7 @@ def cancel(
     compensate_effects: bool = False,
     wait: float = 30.0,
     lease_ttl: float = leases.DEFAULT_TTL,
+    storage: StorageConfig | None = None,
 ) -> RunInfo:
     """Ask a run to stop; from any process.
 
@@ -137,16 +150,18 @@ def cancel(
                 if info.status is not RunStatus.CANCELLED:
                     latest = s.latest_checkpoint(run_id)
                     header = latest.header
-                    record = codec.rewrap(latest, _cancelled_header(header))
+                    record = codec.rewrap(latest, _cancelled_header(header), storage)
                     s.put_checkpoint(record, lease_token=lease.token)
             finally:
                 s.release_lease(run_id, lease.token)
             info = s.get_run(run_id)
         # A cancelled run waits for nobody: close its open approvals and interrupts.
-        for waiting in decisions.pending(s, run_id):
-            decisions.close(s, run_id, waiting.interrupt_id, reason="run cancelled")
+        for waiting in decisions.pending(s, run_id, storage=storage):
+            decisions.close(
+                s, run_id, waiting.interrupt_id, reason="run cancelled", storage=storage
+            )
         if compensate_effects:
-            compensate(run_id, store=s, lease_ttl=lease_ttl)
+            compensate(run_id, store=s, lease_ttl=lease_ttl, storage=storage)
         return s.get_run(run_id)
 
 
@@ -171,10 +186,13 @@ def approve(
     edit: dict[str, Any] | None = None,
     by: str | None = None,
     store: Store | str | None = None,
+    storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
     """Record approval of a gated tool call (``edit`` replaces its arguments); then ``resume`` the run."""
     with opened(store) as s:
-        return decisions.approve(s, run_id, interrupt_id=interrupt_id, edit=edit, by=by)
+        return decisions.approve(
+            s, run_id, interrupt_id=interrupt_id, edit=edit, by=by, storage=storage
+        )
 
 
 def reject(
@@ -184,10 +202,13 @@ def reject(
     interrupt_id: str | None = None,
     by: str | None = None,
     store: Store | str | None = None,
+    storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
     """Record rejection of a gated tool call; on resume its ``ctx.call`` raises ApprovalRejected."""
     with opened(store) as s:
-        return decisions.reject(s, run_id, reason=reason, interrupt_id=interrupt_id, by=by)
+        return decisions.reject(
+            s, run_id, reason=reason, interrupt_id=interrupt_id, by=by, storage=storage
+        )
 
 
 def resolve(
@@ -198,7 +219,10 @@ def resolve(
     result: Any = None,
     by: str | None = None,
     store: Store | str | None = None,
+    storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
     """Settle an in-doubt call: it happened (``done=True``, with its ``result``) or it did not."""
     with opened(store) as s:
-        return decisions.resolve(s, run_id, request_id, done=done, result=result, by=by)
+        return decisions.resolve(
+            s, run_id, request_id, done=done, result=result, by=by, storage=storage
+        )

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from savegame import codec
+from savegame.codec.blobs import known
+from savegame.codec.engine import Chain, Encoded, Encoder
+from savegame.codec.storage import StorageConfig
 from savegame.effects.calls import Calls
 from savegame.effects.compensation import run_compensation
 from savegame.effects.journal import Journal
@@ -28,6 +31,7 @@ from savegame.errors import (
     CheckpointWriteError,
     ConfigurationError,
     LeaseLostError,
+    MissingBlobsError,
     SavegameError,
     SerializationError,
     StepError,
@@ -87,6 +91,14 @@ class Execution:
     ttl: float
     io: Io = direct_io
     observer: Observer = field(default_factory=Observer)
+    storage: StorageConfig | None = None
+    """Storage engine settings (keyframes, blobs, compression, keys); None: from the environment."""
+    chain: Chain | None = None
+    """Where ``start_record`` sits in its chain, when ``start.state`` is exactly what it
+    holds (not migrated): the next checkpoint may then be a delta against it."""
+    should_stop: Callable[[], bool] | None = None
+    """Polled at every step boundary; True stops the run there (graceful worker shutdown):
+    the progress so far is checkpointed and the lease released, status still running."""
 
 
 def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
@@ -122,12 +134,20 @@ class _Loop:
         self.node = start.node
         self.usage = start.usage
         self.parent: str | None = start.checkpoint_id
-        self.journal = Journal(ex.store, self.run_id, ex.lease.token, [])
+        self.journal = Journal(ex.store, self.run_id, ex.lease.token, [], storage=ex.storage)
+        self.encoder = (
+            Encoder(ex.storage, base=ex.start_record, state=self.state, chain=ex.chain)
+            if ex.chain is not None
+            else Encoder(ex.storage)
+        )
+        # Top-level keys set by steps since the last encoded record: all a delta looks at.
+        self.dirty: set[str] = set()
         kind = AsyncWriter if ex.durability == "async" else SyncWriter
         self.writer: Writer = kind(ex.store, ex.lease.token, self._committed)
 
     def _committed(self, record: CheckpointRecord, seconds: float) -> None:
         self.last_record = record
+        self.encoder.committed(self.ex.store, record)
         if self.ex.observer.on_checkpoint is not None:
             self.ex.observer.on_checkpoint(record.header, seconds)
 
@@ -137,10 +157,22 @@ class _Loop:
     def _cancel_requested(self) -> bool:
         return self.ex.store.get_run(self.run_id).cancel_requested
 
-    async def _write(self, record: CheckpointRecord, *, error: str | None = None) -> None:
+    async def _write(self, encoded: Encoded, *, error: str | None = None) -> None:
+        record = encoded.record
         effects = self.journal.take_buffered()
         try:
-            await self.ex.io(self.writer.write, record, error=error, effects=effects)
+            blobs = await self.ex.io(self.encoder.to_upload, self.ex.store, encoded)
+            try:
+                await self.ex.io(
+                    self.writer.write, record, error=error, effects=effects, blobs=blobs
+                )
+            except MissingBlobsError:
+                # A prune elsewhere removed blobs this process believed stored: ask again, re-send.
+                known.forget(self.ex.store)
+                blobs = await self.ex.io(self.encoder.to_upload, self.ex.store, encoded)
+                await self.ex.io(
+                    self.writer.write, record, error=error, effects=effects, blobs=blobs
+                )
         except LeaseLostError:
             raise
         except Exception as exc:
@@ -178,7 +210,7 @@ class _Loop:
             meta["error"] = f"{type(error).__name__}: {error}"
         header = self._header(status, next_step, meta)
         try:
-            record = codec.encode(header, self.state)
+            encoded = self.encoder.encode(header, self.state, self.dirty)
         except SerializationError:
             # Steps since the last checkpoint left something unsaveable in the
             # state: fall back to the last committed state and its resume point.
@@ -188,8 +220,9 @@ class _Loop:
                 next=last.next if next_step is not None else None,
                 state_version=last.state_version,
             )  # fmt: skip
-            record = codec.rewrap(self.last_record, header)
-        await self._write(record, error=None if error is None else str(error))
+            encoded = Encoded(codec.rewrap(self.last_record, header, self.ex.storage))
+        record = encoded.record
+        await self._write(encoded, error=None if error is None else str(error))
         await self.ex.io(self.writer.flush)
         self.parent = record.checkpoint_id
         return record
@@ -226,7 +259,11 @@ class _Loop:
     async def loop(self, heartbeat: Heartbeat) -> RunResult:
         ex = self.ex
         self.journal = Journal(
-            ex.store, self.run_id, ex.lease.token, await ex.io(ex.store.list_effects, self.run_id)
+            ex.store,
+            self.run_id,
+            ex.lease.token,
+            await ex.io(ex.store.list_effects, self.run_id),
+            storage=ex.storage,
         )
         since_steps, since_time = 0, time.monotonic()
         final: CheckpointRecord | None = None
@@ -234,6 +271,11 @@ class _Loop:
             name = self.target
             if heartbeat.lost is not None:
                 raise heartbeat.lost
+            if ex.should_stop is not None and ex.should_stop():
+                if since_steps:
+                    return self._result(await self._stop(RunStatus.RUNNING, name))
+                await ex.io(self.writer.flush)
+                return self._result(final or self.last_record)
             try:
                 if await ex.io(self._cancel_requested):
                     raise Cancel()
@@ -253,11 +295,19 @@ class _Loop:
             except Exception as exc:
                 await self._stop(RunStatus.FAILED, name, error=exc)
                 if ex.workflow.compensate_on_failure:
-                    await ex.io(run_compensation, ex.store, self.run_id, ex.lease, self._announce)
+                    await ex.io(
+                        run_compensation,
+                        ex.store,
+                        self.run_id,
+                        ex.lease,
+                        self._announce,
+                        storage=ex.storage,
+                    )
                 if isinstance(exc, SavegameError):
                     raise
                 raise StepError(self.run_id, name, exc) from exc
             new_state = {**self.state, **update}
+            self.dirty.update(update)
             target = None if nxt == END else nxt
             usage = self.usage + ctx.usage
             since_steps += 1
@@ -273,14 +323,14 @@ class _Loop:
                     usage=usage,
                 )
                 try:
-                    record: CheckpointRecord | None = codec.encode(header, new_state)
+                    encoded: Encoded | None = self.encoder.encode(header, new_state, self.dirty)
                 except SerializationError as exc:
                     # The step counts as not done: the stop checkpoint keeps the state before it.
                     located = exc.located(run_id=self.run_id, step=name)
                     await self._stop(RunStatus.FAILED, name, error=located)
                     raise located from None
             else:
-                record = None
+                encoded = None
             self.state, self.step, self.node, self.usage, self.target = (
                 new_state,
                 self.step + 1,
@@ -288,10 +338,11 @@ class _Loop:
                 usage,
                 target,
             )
-            if record is None:
+            if encoded is None:
                 continue
-            await self._write(record)
-            final, self.parent = record, record.checkpoint_id
+            self.dirty = set()
+            await self._write(encoded)
+            final, self.parent = encoded.record, encoded.record.checkpoint_id
             since_steps, since_time = 0, time.monotonic()
         await ex.io(self.writer.flush)
         return self._result(final or self.last_record)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from savegame.model import CheckpointRecord, EffectRecord
 from savegame.stores.base import Store
 
 Committed = Callable[[CheckpointRecord, float], None]
-_Item = tuple[CheckpointRecord, str | None, Sequence[EffectRecord]]
+_Item = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], Mapping[str, bytes] | None]
 
 
 class Writer(Protocol):
@@ -22,6 +22,7 @@ class Writer(Protocol):
         *,
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
     ) -> None:
         """Write (or queue) a record with its journal entries; raises an earlier write's error."""
         ...
@@ -47,9 +48,12 @@ class SyncWriter:
         *,
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
     ) -> None:
         started = time.perf_counter()
-        self._store.put_checkpoint(record, lease_token=self._token, error=error, effects=effects)
+        self._store.put_checkpoint(
+            record, lease_token=self._token, error=error, effects=effects, blobs=blobs or None
+        )
         self._committed(record, time.perf_counter() - started)
 
     def flush(self) -> None:
@@ -90,11 +94,15 @@ class AsyncWriter:
                     return
                 if self._error is not None:
                     continue  # drain without writing: order matters more than progress
-                record, error, effects = item
+                record, error, effects, blobs = item
                 started = time.perf_counter()
                 try:
                     self._store.put_checkpoint(
-                        record, lease_token=self._token, error=error, effects=effects
+                        record,
+                        lease_token=self._token,
+                        error=error,
+                        effects=effects,
+                        blobs=blobs or None,
                     )
                 except BaseException as exc:
                     self._error = exc
@@ -113,9 +121,10 @@ class AsyncWriter:
         *,
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
     ) -> None:
         self._raise()
-        self._queue.put((record, error, effects))
+        self._queue.put((record, error, effects, blobs))
 
     def flush(self) -> None:
         self._queue.join()

@@ -1,0 +1,180 @@
+"""Large values as content-addressed blobs, stored once however often they recur.
+
+After ``values.to_data``, every string longer than ``blob_threshold`` characters
+and every ``bytes`` value longer than ``blob_threshold`` bytes is replaced in the
+tree by ``{"$sg:blob": ["s"|"b", digest]}`` and its bytes go to the store's blob
+table under ``digest``. ``resolve`` puts them back before ``values.from_data``,
+so every other part of the codec sees ordinary trees.
+
+Digest: BLAKE2b-256 (hex) of the plaintext; with encryption on it is keyed with
+a key derived from the active encryption key (``Keyring.digest_key``), so the
+name of an encrypted blob does not reveal whether two stores, or two keys, hold
+the same text. Dedup then works per key, which is the same scope as the data.
+
+Stored blob bytes: ``b"SGB"`` + version (1) + flags (1: zstd, 2: AES-GCM) +
+key-id length + key id + body. An encrypted blob authenticates its digest as
+associated data; a plain one is checked against its digest when read.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from savegame.codec import compress
+from savegame.codec.storage import StorageConfig
+from savegame.errors import CorruptRecordError, UnencryptedRecordError
+
+TAG = "$sg:blob"
+_BYTES = "$sg:bytes"
+_ESCAPED = "$sg:dict"
+_MAGIC = b"SGB\x01"
+_ZSTD, _AEAD = 1, 2
+
+
+def digest(data: bytes, storage: StorageConfig) -> str:
+    key = storage.keyring.digest_key() if storage.keyring is not None else b""
+    return hashlib.blake2b(data, digest_size=32, key=key).hexdigest()
+
+
+def extract(tree: Any, storage: StorageConfig, found: dict[str, bytes]) -> Any:
+    """``tree`` with large leaves replaced by blob references; their bytes are added to ``found``."""
+    limit = storage.blob_threshold
+    if limit <= 0:
+        return tree
+
+    def walk(node: Any) -> Any:
+        kind = type(node)
+        if kind is str:
+            if len(node) <= limit:
+                return node
+            return ref("s", node.encode())
+        if kind is list:
+            return [walk(item) for item in node]
+        if kind is not dict:
+            return node
+        if len(node) == 1:
+            ((key, body),) = node.items()
+            if key == _BYTES and len(body) > limit * 4 // 3:
+                raw = base64.b64decode(body)
+                if len(raw) > limit:
+                    return ref("b", raw)
+                return node
+            if key == _ESCAPED:
+                # An escaped user dict: its keys are data, only its values are walked.
+                return {key: {k: walk(v) for k, v in body.items()}}
+        return {k: walk(v) for k, v in node.items()}
+
+    def ref(kind: str, data: bytes) -> dict[str, Any]:
+        name = digest(data, storage)
+        found[name] = data
+        return {TAG: [kind, name]}
+
+    return walk(tree)
+
+
+def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> Any:
+    """Inverse of :func:`extract`, given the plaintext bytes of every referenced blob."""
+
+    def walk(node: Any) -> Any:
+        kind = type(node)
+        if kind is list:
+            return [walk(item) for item in node]
+        if kind is not dict:
+            return node
+        if len(node) == 1:
+            ((key, body),) = node.items()
+            if key == TAG:
+                kind_, name = body
+                data = fetched.get(name)
+                if data is None:
+                    raise CorruptRecordError(record_id, f"blob {name} is missing from the store")
+                if kind_ == "s":
+                    return data.decode()
+                return {_BYTES: base64.b64encode(data).decode("ascii")}
+            if key == _ESCAPED:
+                return {key: {k: walk(v) for k, v in body.items()}}
+        return {k: walk(v) for k, v in node.items()}
+
+    return walk(tree)
+
+
+def seal(name: str, data: bytes, storage: StorageConfig) -> bytes:
+    """The stored form of a blob: maybe compressed, maybe encrypted."""
+    flags, body = 0, data
+    if storage.compress_threshold and len(data) >= storage.compress_threshold:
+        packed = compress.compress(data)
+        if len(packed) < len(data):
+            flags, body = flags | _ZSTD, packed
+    kid = b""
+    if storage.keyring is not None:
+        flags |= _AEAD
+        kid = storage.keyring.active.encode()
+        prefix = _MAGIC + bytes([flags, len(kid)]) + kid
+        _, body = storage.keyring.encrypt(body, prefix + name.encode())
+        return prefix + body
+    return _MAGIC + bytes([flags, 0]) + body
+
+
+def unseal(name: str, stored: bytes, storage: StorageConfig) -> bytes:
+    """Raises CorruptRecordError (named ``blob <digest>``) when the bytes fail their check."""
+    label = f"blob {name}"
+    if stored[:4] != _MAGIC or len(stored) < 6:
+        raise CorruptRecordError(label, "not a savegame blob")
+    flags, kid_len = stored[4], stored[5]
+    prefix_end = 6 + kid_len
+    kid = stored[6:prefix_end].decode()
+    body = stored[prefix_end:]
+    if flags & _AEAD:
+        if storage.keyring is None:
+            raise CorruptRecordError(
+                label, f"encrypted with key {kid!r} but no keyring is configured"
+            )
+        body = storage.keyring.decrypt(kid, body, stored[:prefix_end] + name.encode(), label)
+    elif storage.keyring is not None and not storage.accept_plaintext:
+        raise UnencryptedRecordError(label)
+    if flags & _ZSTD:
+        try:
+            body = compress.decompress(body)
+        except Exception as exc:
+            raise CorruptRecordError(label, f"does not decompress: {exc}") from exc
+    # Plain blobs are named by the unkeyed digest of their bytes: check it.
+    if not flags & _AEAD and hashlib.blake2b(body, digest_size=32).hexdigest() != name:
+        raise CorruptRecordError(label, "content does not match its digest")
+    return body
+
+
+class KnownBlobs:
+    """Digests known to be stored, per store object, for this process.
+
+    Filled only after a checkpoint that carried them committed, so a failed
+    write never leaves a digest marked present that is not. Retention that
+    deletes unreferenced blobs in this process should call :meth:`forget`.
+    """
+
+    def __init__(self) -> None:
+        self._by_store: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+        self._fallback: dict[int, tuple[Any, set[str]]] = {}
+
+    def _set(self, store: Any) -> set[str]:
+        try:
+            return self._by_store.setdefault(store, set())
+        except TypeError:  # not weak-referenceable: keep the store alive with its set
+            return self._fallback.setdefault(id(store), (store, set()))[1]
+
+    def present(self, store: Any, digests: Sequence[str]) -> set[str]:
+        known = self._set(store)
+        return {d for d in digests if d in known}
+
+    def add(self, store: Any, digests: Sequence[str]) -> None:
+        if digests:
+            self._set(store).update(digests)
+
+    def forget(self, store: Any) -> None:
+        self._set(store).clear()
+
+
+known = KnownBlobs()

@@ -1,0 +1,170 @@
+"""Deltas between two states, computed from the Python values, applied on load.
+
+A delta is a patch tree (pure JSON, canonical like everything else)::
+
+    {"s": [[key, value], ...],     keys set to a whole new value (encoded with to_data)
+     "r": [key, ...],              keys removed
+     "a": [[key, [item, ...]], ...] lists that only grew: the appended items
+     "p": [[key, patch], ...]}     dicts changed in place: a patch of the same shape
+
+Keys are plain strings (a dict with any other key is replaced whole). Pairs are
+lists, never objects, so no user key can look like a codec tag.
+
+Cost: only the top-level keys a step returned are compared, and inside them
+identity short-cuts equal subtrees (``old is new``), so an append to a long
+list costs one pointer comparison per kept element in C
+(``all(map(is_, ...))``) and encodes only the new items. Values are compared
+strictly: ``1``, ``1.0`` and ``True`` are equal in Python but encode
+differently, so anything not provably identical in its encoding is re-sent.
+
+Contract for steps (documented for users): change state by returning new
+values in the update; a value mutated in place below the top level is not
+seen until the next keyframe. Top-level lists and dicts are shallow-copied
+when remembered, so ``state["log"].append(x); return {"log": state["log"]}``
+is still seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from operator import is_
+from typing import Any
+
+from savegame.codec import values
+from savegame.errors import SerializationError
+
+Patch = dict[str, list[Any]]
+_SAME = object()
+_SCALARS = (str, int, bool)
+
+
+def shallow(value: Any) -> Any:
+    """What a state remembers of a value: top-level containers are copied, nothing deeper."""
+    kind = type(value)
+    if kind is list:
+        return list(value)
+    if kind is dict:
+        return dict(value)
+    return value
+
+
+def diff(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str]) -> Patch:
+    """The patch turning ``old`` into ``new``, looking only at ``changed`` keys and removals.
+
+    Raises:
+        SerializationError: a new value is not pure data (with its path under ``state``).
+    """
+    patch: Patch = {}
+    for key in sorted(set(changed)):
+        if key in new:
+            _put(
+                patch,
+                key,
+                _diff(old[key], new[key], _child("state", key))
+                if key in old
+                else _full(new[key], _child("state", key)),
+            )
+    if len(old) != len(new) or any(key not in new for key in old):
+        removed = sorted(key for key in old if key not in new)
+        if removed:
+            patch["r"] = removed
+    return patch
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
+
+
+def _full(value: Any, path: str) -> tuple[str, Any]:
+    return ("s", values.to_data(value, path))
+
+
+def _put(patch: Patch, key: str, op: Any) -> None:
+    if op is _SAME:
+        return
+    kind, body = op
+    patch.setdefault(kind, []).append([key, body])
+
+
+def _encodes_same(a: Any, b: Any) -> bool:
+    try:
+        return values.dumps(a) == values.dumps(b)
+    except SerializationError:
+        return False  # the caller re-encodes the new value, which names the path
+
+
+def _diff(old: Any, new: Any, path: str) -> Any:
+    if old is new:
+        return _SAME
+    kind = type(new)
+    if type(old) is kind:
+        if kind in _SCALARS and old == new:
+            return _SAME
+        if kind is list:
+            return _diff_list(old, new, path)
+        if kind is dict:
+            sub = _diff_dict(old, new, path)
+            if sub is not None:
+                return ("p", sub) if sub else _SAME
+    return _full(new, path)
+
+
+def _diff_list(old: list[Any], new: list[Any], path: str) -> Any:
+    n = len(old)
+    if len(new) < n:
+        return _full(new, path)
+    head = new[:n]
+    if not all(map(is_, head, old)) and (
+        head != old
+        or not all(a is b or _encodes_same(a, b) for a, b in zip(head, old, strict=True))
+    ):
+        return _full(new, path)
+    if len(new) == n:
+        return _SAME
+    return ("a", [values.to_data(item, f"{path}[{i}]") for i, item in enumerate(new[n:], n)])
+
+
+def _diff_dict(old: dict[Any, Any], new: dict[Any, Any], path: str) -> Patch | None:
+    """None when the dict must be replaced whole (a non-string key)."""
+    patch: Patch = {}
+    for key, value in new.items():
+        if type(key) is not str:
+            return None
+        if key in old:
+            before = old[key]
+            if before is value:
+                continue
+            _put(patch, key, _diff(before, value, _child(path, key)))
+        else:
+            _put(patch, key, _full(value, _child(path, key)))
+    if len(old) != len(new) or any(key not in new for key in old):
+        removed = [key for key in old if key not in new]
+        if any(type(key) is not str for key in removed):
+            return None
+        if removed:
+            patch["r"] = sorted(removed)
+    return patch
+
+
+def apply(state: dict[Any, Any], patch: Mapping[str, Any]) -> None:
+    """Apply a patch (blob references already resolved) to decoded values, in place.
+
+    Raises:
+        ValueError: the patch does not fit the state (a damaged chain).
+    """
+    for key, body in patch.get("s", ()):
+        state[key] = values.from_data(body)
+    for key in patch.get("r", ()):
+        if key not in state:
+            raise ValueError(f"delta removes missing key {key!r}")
+        del state[key]
+    for key, items in patch.get("a", ()):
+        target = state.get(key)
+        if type(target) is not list:
+            raise ValueError(f"delta appends to {key!r}, which is not a list")
+        target.extend(values.from_data(item) for item in items)
+    for key, sub in patch.get("p", ()):
+        target = state.get(key)
+        if type(target) is not dict:
+            raise ValueError(f"delta patches {key!r}, which is not a dict")
+        apply(target, sub)

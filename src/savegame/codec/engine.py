@@ -1,0 +1,230 @@
+"""The storage engine: write checkpoints as keyframes and deltas, load them from chains.
+
+An :class:`Encoder` belongs to one execution of one run. It remembers the state
+as of the last record it encoded (top-level containers shallow-copied), and for
+each new checkpoint either
+
+* writes a **delta** against that record (``base_id`` = its id) from the keys
+  the steps changed since (:mod:`savegame.codec.delta`); or
+* writes a **keyframe** (the whole state) when ``keyframe_every`` records
+  have been chained, when the chain's delta bytes would outgrow the keyframe,
+  when no base is known, or when the state was migrated.
+
+So a load reads at most ``keyframe_every`` records, and stored bytes per chain
+stay below twice the keyframe. Large strings and bytes become blobs, sent with
+the first record that needs them unless this process knows the store has them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from savegame.codec import blobs, delta, envelope, values
+from savegame.codec.storage import StorageConfig, resolve
+from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
+from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord
+
+if TYPE_CHECKING:
+    from savegame.stores.base import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """Where a record sits in its chain: enough to decide the next keyframe."""
+
+    depth: int = 0
+    """Deltas between the record and its keyframe (0 for a keyframe)."""
+    delta_bytes: int = 0
+    """Stored bytes of those deltas."""
+    keyframe_bytes: int = 0
+    """Stored bytes of the keyframe."""
+
+    @classmethod
+    def of(cls, records: Sequence[CheckpointRecord]) -> Chain:
+        return cls(
+            depth=len(records) - 1,
+            delta_bytes=sum(r.header.size for r in records[:-1]),
+            keyframe_bytes=records[-1].header.size,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A record ready for ``put_checkpoint`` with the blobs it needs."""
+
+    record: CheckpointRecord
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    """Plaintext of every blob this payload refers to; see :meth:`Encoder.to_upload`."""
+
+
+class Encoder:
+    """Encodes successive checkpoints of one run as keyframes and deltas."""
+
+    def __init__(
+        self,
+        storage: StorageConfig | None = None,
+        *,
+        base: CheckpointRecord | None = None,
+        state: dict[str, Any] | None = None,
+        chain: Chain | None = None,
+    ) -> None:
+        """Continue after ``base`` (a stored record whose decoded state is ``state``).
+
+        Without a base (or when ``state`` is not what ``base`` holds, e.g. after a
+        migration: pass no base then) the next record is a keyframe.
+        """
+        self.storage = resolve(storage)
+        self._base_id: str | None = None
+        self._shadow: dict[str, Any] = {}
+        self._chain = Chain()
+        if base is not None and state is not None:
+            self._remember(base.checkpoint_id, state, None, chain or Chain(0, 0, base.header.size))
+
+    def _remember(
+        self, base_id: str, state: dict[str, Any], changed: Collection[str] | None, chain: Chain
+    ) -> None:
+        if changed is None:
+            self._shadow = {k: delta.shallow(v) for k, v in state.items()}
+        else:
+            for key in changed:
+                if key in state:
+                    self._shadow[key] = delta.shallow(state[key])
+            for key in [k for k in self._shadow if k not in state]:
+                del self._shadow[key]
+        self._base_id, self._chain = base_id, chain
+
+    def encode(
+        self,
+        header: CheckpointHeader,
+        state: dict[str, Any],
+        changed: Collection[str] | None = None,
+    ) -> Encoded:
+        """Encode ``state``; ``changed`` names the top-level keys set since the last record
+        (None: unknown, compare nothing and write a keyframe).
+
+        The encoder moves on to this record only when encoding succeeds.
+
+        Raises:
+            SerializationError: naming the path of the first value that is not pure data.
+        """
+        if type(state) is not dict:
+            raise SerializationError(
+                "state", f"the state must be a dict, not {type(state).__qualname__}"
+            )
+        config = self.storage
+        chain = self._chain
+        if (
+            self._base_id is not None
+            and changed is not None
+            and chain.depth + 1 < config.keyframe_every
+            and all(type(k) is str for k in changed)
+        ):
+            patch = delta.diff(self._shadow, state, changed)
+            found: dict[str, bytes] = {}
+            body = orjson.dumps(blobs.extract(patch, config, found), option=orjson.OPT_SORT_KEYS)
+            record = envelope.seal(
+                replace(header, base_id=self._base_id, blobs=tuple(sorted(found))),
+                body,
+                delta=True,
+                storage=config,
+            )
+            grown = chain.delta_bytes + record.header.size
+            if grown <= chain.keyframe_bytes:
+                self._remember(
+                    record.checkpoint_id,
+                    state,
+                    changed,
+                    Chain(chain.depth + 1, grown, chain.keyframe_bytes),
+                )
+                return Encoded(record, found)
+        return self._keyframe(header, state)
+
+    def _keyframe(self, header: CheckpointHeader, state: dict[str, Any]) -> Encoded:
+        config = self.storage
+        found: dict[str, bytes] = {}
+        tree = blobs.extract(values.to_data(state, "state"), config, found)
+        body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
+        record = envelope.seal(
+            replace(header, base_id=None, blobs=tuple(sorted(found))),
+            body,
+            delta=False,
+            storage=config,
+        )
+        self._remember(record.checkpoint_id, state, None, Chain(0, 0, record.header.size))
+        return Encoded(record, found)
+
+    def to_upload(self, store: Store, encoded: Encoded) -> dict[str, bytes]:
+        """The sealed bytes of the blobs the store may not have (asks it once per unknown digest)."""
+        if not encoded.blobs:
+            return {}
+        names = sorted(set(encoded.blobs) - blobs.known.present(store, list(encoded.blobs)))
+        if not names:
+            return {}
+        missing = store.missing_blobs(names)
+        blobs.known.add(store, [n for n in names if n not in missing])
+        return {n: blobs.seal(n, encoded.blobs[n], self.storage) for n in sorted(missing)}
+
+    def committed(self, store: Store, record: CheckpointRecord) -> None:
+        """Call once ``record`` is durable: its blobs are then known to be stored."""
+        blobs.known.add(store, record.header.blobs)
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    checkpoint: Checkpoint
+    chain: Chain
+
+
+def load(store: Store, record: CheckpointRecord, storage: StorageConfig | None = None) -> Loaded:
+    """Decode ``record`` (fetching its chain when it is a delta) with the chain's position.
+
+    Raises:
+        CorruptRecordError: a record of the chain failed its check or does not fit.
+        EncryptionKeyError: a record's key id is not in the keyring.
+        NotFoundError: a base the record needs is missing.
+    """
+    config = resolve(storage)
+    records = [record] if record.header.base_id is None else store.get_chain(record.checkpoint_id)
+    if not records or records[0].checkpoint_id != record.checkpoint_id:
+        raise NotFoundError("checkpoint chain", record.checkpoint_id)
+    for newer, older in itertools.pairwise(records):
+        if newer.header.base_id != older.checkpoint_id:
+            raise CorruptRecordError(
+                newer.checkpoint_id, f"chain broken at base {newer.header.base_id}"
+            )
+    if records[-1].header.base_id is not None:
+        raise CorruptRecordError(record.checkpoint_id, "chain does not end at a keyframe")
+    fetch = store.get_blobs
+    head = records[0]
+    state: dict[str, Any] | None = None
+    for rec in reversed(records):
+        is_delta, body = envelope.open_record(rec, config)
+        tree = envelope.parse(body, rec, fetch, config)
+        if state is None:
+            if is_delta:
+                raise CorruptRecordError(rec.checkpoint_id, "chain starts with a delta")
+            state = envelope.state_of(tree, body, rec.checkpoint_id)
+            continue
+        if not is_delta or type(tree) is not dict:
+            raise CorruptRecordError(rec.checkpoint_id, "expected a delta in the chain")
+        try:
+            delta.apply(state, tree)
+        except SerializationError:
+            raise
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptRecordError(rec.checkpoint_id, f"delta does not apply: {exc}") from exc
+    assert state is not None
+    header = envelope.reveal_metadata(head.header, config)
+    return Loaded(Checkpoint(header=header, state=state), Chain.of(records))
+
+
+def load_state(
+    store: Store, record: CheckpointRecord, storage: StorageConfig | None = None
+) -> Checkpoint:
+    """:func:`load` without the chain position."""
+    return load(store, record, storage).checkpoint

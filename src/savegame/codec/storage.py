@@ -1,0 +1,101 @@
+"""How checkpoints are stored: keyframe cadence, blob and compression thresholds, keys.
+
+``StorageConfig`` is passed as ``storage=`` to ``run``, ``resume``,
+``get_checkpoint`` ...; without it the environment decides:
+
+``SAVEGAME_KEYS``
+    ``"kid1:<base64 32-byte key>,kid2:<...>"``: encrypt with AES-256-GCM. The
+    first key is active (writes); the others still read (rotation). Make a key
+    with ``python -c "import savegame.codec.crypto as c; print(c.new_key())"``.
+``SAVEGAME_SENSITIVE_METADATA``
+    comma-separated metadata keys whose values are encrypted in headers
+    (requires keys). Other metadata stays plain so history stays filterable.
+``SAVEGAME_KEYFRAME_EVERY``, ``SAVEGAME_BLOB_THRESHOLD``, ``SAVEGAME_COMPRESS_THRESHOLD``
+    integers overriding the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from savegame.codec.crypto import Keyring
+from savegame.errors import ConfigurationError
+
+
+@dataclass(frozen=True, slots=True)
+class StorageConfig:
+    """Storage-engine settings; the defaults suit agent states from KBs to MBs."""
+
+    keyframe_every: int = 32
+    """At most this many checkpoints per chain (a keyframe, then deltas): bounds a load to K records."""
+    blob_threshold: int = 1024
+    """Strings and bytes longer than this (characters / bytes) are stored once as content-addressed blobs; 0 turns blobs off."""
+    compress_threshold: int = 2048
+    """Payloads and blobs of at least this many bytes are zstd-compressed; 0 turns compression off."""
+    keyring: Keyring | None = None
+    """Encrypt payloads, blobs and journal values; a plaintext record is then refused."""
+    sensitive_metadata: frozenset[str] = frozenset()
+    """Metadata keys whose values are encrypted in the header (needs a keyring)."""
+    accept_plaintext: bool = False
+    """With a keyring, still read unencrypted records (only for migrating old data with ``rekey``)."""
+
+    def __post_init__(self) -> None:
+        if self.keyframe_every < 1:
+            raise ConfigurationError("keyframe_every must be at least 1")
+        if self.blob_threshold < 0 or self.compress_threshold < 0:
+            raise ConfigurationError("thresholds must be >= 0 (0 turns the feature off)")
+        if self.sensitive_metadata and self.keyring is None:
+            raise ConfigurationError("sensitive_metadata needs a keyring to encrypt with")
+        object.__setattr__(self, "sensitive_metadata", frozenset(self.sensitive_metadata))
+
+    @property
+    def encrypted(self) -> bool:
+        return self.keyring is not None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> StorageConfig:
+        env = os.environ if environ is None else environ
+        spec = env.get("SAVEGAME_KEYS", "").strip()
+        sensitive = frozenset(
+            k.strip() for k in env.get("SAVEGAME_SENSITIVE_METADATA", "").split(",") if k.strip()
+        )
+        return cls(
+            keyframe_every=_int(env, "SAVEGAME_KEYFRAME_EVERY", 32),
+            blob_threshold=_int(env, "SAVEGAME_BLOB_THRESHOLD", 1024),
+            compress_threshold=_int(env, "SAVEGAME_COMPRESS_THRESHOLD", 2048),
+            keyring=Keyring.parse(spec) if spec else None,
+            sensitive_metadata=sensitive,
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, not {raw!r}") from None
+
+
+_env_cache: dict[tuple[str, ...], StorageConfig] = {}
+_ENV_KEYS = (
+    "SAVEGAME_KEYS",
+    "SAVEGAME_SENSITIVE_METADATA",
+    "SAVEGAME_KEYFRAME_EVERY",
+    "SAVEGAME_BLOB_THRESHOLD",
+    "SAVEGAME_COMPRESS_THRESHOLD",
+)
+
+
+def resolve(storage: StorageConfig | None) -> StorageConfig:
+    """``storage``, or the configuration the environment describes (parsed once per value)."""
+    if storage is not None:
+        return storage
+    key = tuple(os.environ.get(name, "") for name in _ENV_KEYS)
+    found = _env_cache.get(key)
+    if found is None:
+        found = _env_cache[key] = StorageConfig.from_env()
+    return found

@@ -1,0 +1,69 @@
+"""Keeping a store small and sound: retention, verification, re-encryption, sizes.
+
+The public functions take ``store=`` as a Store or URL, like the rest of the API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from savegame.codec.storage import StorageConfig
+from savegame.inspect.history import opened
+from savegame.maintenance import integrity
+from savegame.maintenance.integrity import Damage, Progress, RekeyReport, VerifyReport
+from savegame.maintenance.retention import PrunePlan, RetentionPolicy, prune
+from savegame.stores.base import RunSize, Store, StoreStats
+
+
+def verify(
+    *,
+    store: Store | str | None = None,
+    run_id: str | None = None,
+    storage: StorageConfig | None = None,
+    progress: Progress | None = None,
+) -> VerifyReport:
+    """Check every checkpoint, blob and journal entry (of one run, or all); report damage by id."""
+    with opened(store) as handle:
+        return integrity.verify(handle, run_id=run_id, storage=storage, progress=progress)
+
+
+def rekey(
+    *,
+    store: Store | str | None = None,
+    run_id: str | None = None,
+    storage: StorageConfig | None = None,
+    progress: Progress | None = None,
+) -> RekeyReport:
+    """Re-encrypt every payload, blob and journal value under the keyring's active key."""
+    with opened(store) as handle:
+        return integrity.rekey(handle, storage=storage, run_id=run_id, progress=progress)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreReport:
+    """``savegame stats``: totals and the largest runs."""
+
+    totals: StoreStats
+    runs: list[RunSize]
+
+
+def stats(
+    *, store: Store | str | None = None, thread_id: str | None = None, limit: int = 50
+) -> StoreReport:
+    """Store totals and storage per run, largest first."""
+    with opened(store) as handle:
+        return StoreReport(handle.stats(), handle.run_sizes(thread_id=thread_id, limit=limit))
+
+
+__all__ = [
+    "Damage",
+    "PrunePlan",
+    "RekeyReport",
+    "RetentionPolicy",
+    "StoreReport",
+    "VerifyReport",
+    "prune",
+    "rekey",
+    "stats",
+    "verify",
+]

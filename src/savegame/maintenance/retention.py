@@ -1,0 +1,157 @@
+"""Retention: decide which checkpoints and runs may go, without breaking what stays.
+
+Rules, in order:
+
+* a run waiting for a person (interrupted, needs_attention) is exempt unless
+  ``include_waiting`` is set;
+* a finished run whose last change is older than ``finished_for`` goes whole
+  (runs, checkpoints, journal);
+* otherwise a run's head always stays; older checkpoints go when they are past
+  ``keep_last``, older than ``ttl``, or past their own ``expires_at``;
+* anything a kept checkpoint needs to load (its delta base, the base's base,
+  down to the keyframe) stays, whatever the rules above said;
+* blobs no remaining checkpoint refers to go last.
+
+Planning reads only headers, so a dry run is cheap and never decodes a state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from savegame.codec.blobs import known
+from savegame.errors import ConfigurationError
+from savegame.model import CheckpointHeader, RunInfo, RunStatus, utcnow
+from savegame.stores.base import Store
+
+WAITING = (RunStatus.INTERRUPTED, RunStatus.NEEDS_ATTENTION)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """What to keep. Unset rules keep everything they would govern."""
+
+    keep_last: int | None = None
+    """Per run, keep at most this many newest checkpoints (the head always stays)."""
+    ttl: timedelta | None = None
+    """Delete checkpoints older than this (by created_at)."""
+    finished_for: timedelta | None = None
+    """Delete finished runs (completed, cancelled, compensated...) idle for longer than this."""
+    include_waiting: bool = False
+    """Also prune runs waiting for a person (forced)."""
+
+    def __post_init__(self) -> None:
+        if self.keep_last is not None and self.keep_last < 1:
+            raise ConfigurationError(
+                f"keep_last must be at least 1 (the head stays), not {self.keep_last}"
+            )
+
+
+@dataclass
+class PrunePlan:
+    """What a prune deletes (or would delete, in a dry run)."""
+
+    runs: list[str] = field(default_factory=list)
+    checkpoints: list[str] = field(default_factory=list)
+    checkpoint_bytes: int = 0
+    kept_as_base: int = 0
+    """Checkpoints the rules would drop but a kept checkpoint needs to load."""
+    exempt_runs: list[str] = field(default_factory=list)
+    """Runs waiting for a person, left alone."""
+    blobs: int = 0
+    blob_bytes: int = 0
+    """Filled after the blobs were collected (0 in a dry run)."""
+    dry_run: bool = True
+
+
+def _run_plan(
+    run: RunInfo, headers: list[CheckpointHeader], policy: RetentionPolicy, now: datetime
+) -> tuple[list[CheckpointHeader], int]:
+    """The checkpoints of one live run to delete, and how many were saved as bases."""
+    newest_first = sorted(headers, key=lambda h: h.checkpoint_id, reverse=True)
+    drop: set[str] = set()
+    for index, header in enumerate(newest_first):
+        if header.checkpoint_id == run.head_checkpoint_id:
+            continue
+        too_many = policy.keep_last is not None and index >= policy.keep_last
+        too_old = policy.ttl is not None and header.created_at < now - policy.ttl
+        expired = header.expires_at is not None and header.expires_at <= now
+        if too_many or too_old or expired:
+            drop.add(header.checkpoint_id)
+    by_id = {h.checkpoint_id: h for h in headers}
+    needed: set[str] = set()
+    for header in headers:
+        if header.checkpoint_id in drop:
+            continue
+        base = header.base_id
+        while base is not None and base not in needed:
+            needed.add(base)
+            parent = by_id.get(base)
+            base = parent.base_id if parent is not None else None
+    saved = len(drop & needed)
+    return [by_id[cid] for cid in sorted(drop - needed)], saved
+
+
+def plan(store: Store, policy: RetentionPolicy, *, now: datetime | None = None) -> PrunePlan:
+    """Work out what ``policy`` deletes, reading headers only."""
+    now = now or utcnow()
+    result = PrunePlan()
+    for run in store.list_runs(limit=1_000_000):
+        if run.status in WAITING and not policy.include_waiting:
+            result.exempt_runs.append(run.run_id)
+            continue
+        headers = store.list_checkpoints(run.run_id)
+        # A run finished when its head checkpoint was written.
+        ended = max((h.created_at for h in headers), default=run.updated_at)
+        if (
+            run.status.finished
+            and policy.finished_for is not None
+            and ended < now - policy.finished_for
+        ):
+            result.runs.append(run.run_id)
+            result.checkpoint_bytes += sum(h.size for h in headers)
+            continue
+        doomed, saved = _run_plan(run, headers, policy, now)
+        result.checkpoints.extend(h.checkpoint_id for h in doomed)
+        result.checkpoint_bytes += sum(h.size for h in doomed)
+        result.kept_as_base += saved
+    return result
+
+
+def prune(
+    policy: RetentionPolicy,
+    *,
+    store: Store | str | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> PrunePlan:
+    """Apply ``policy``: delete what :func:`plan` finds, then unreferenced blobs.
+
+    Args:
+        policy: what to keep.
+        store: a Store or URL (default ``$SAVEGAME_STORE`` / ``./savegame.db``).
+        dry_run: only report what would go.
+    """
+    from savegame.inspect.history import opened
+
+    with opened(store) as handle:
+        return _apply(handle, policy, dry_run=dry_run, now=now)
+
+
+def _apply(
+    store: Store, policy: RetentionPolicy, *, dry_run: bool, now: datetime | None
+) -> PrunePlan:
+    result = plan(store, policy, now=now)
+    result.dry_run = dry_run
+    if dry_run:
+        return result
+    if result.runs:
+        store.delete_runs(result.runs)
+    # In batches, so one huge prune does not hold a write lock for long.
+    for start in range(0, len(result.checkpoints), 500):
+        store.delete_checkpoints(result.checkpoints[start : start + 500])
+    result.blobs, result.blob_bytes = store.delete_unreferenced_blobs()
+    # This process's cache of blobs known to be stored is stale now.
+    known.forget(store)
+    return result

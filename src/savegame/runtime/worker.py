@@ -1,0 +1,136 @@
+"""The worker fleet: processes that claim queued and orphaned runs and drive them.
+
+Any number of ``savegame worker`` processes, on any number of machines, share
+one store. Each claims a runnable run atomically (PostgreSQL: ``FOR UPDATE
+SKIP LOCKED``), holds its lease with a heartbeat while it runs, and releases it
+when the run ends, pauses or the worker stops. A worker killed with SIGKILL
+leaves its runs leased until the lease expires; then any other worker claims
+and resumes them from their last checkpoint. Two workers never execute one run
+at once: the stale one's next checkpoint write is rejected by the fencing token.
+
+SIGTERM (or SIGINT) stops a worker gracefully: each run in hand finishes its
+current step, is checkpointed, and its lease is released for another worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+
+from savegame.errors import SavegameError
+from savegame.model import RunResult
+from savegame.runtime import lease as leases
+from savegame.stores import Store, open_store
+
+log = logging.getLogger("savegame.worker")
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did, for logs and tests."""
+
+    claimed: int = 0
+    finished: dict[str, str] = field(default_factory=dict)
+    """run id -> status the worker left it in."""
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class Worker:
+    """Claims runnable runs from a store and executes them, ``concurrency`` at a time.
+
+    Args:
+        store: a store URL (each slot opens its own connection) or a Store shared by all slots.
+        concurrency: runs executed at once (one thread each).
+        lease_ttl: seconds a dead worker's runs stay blocked before another takes them.
+        poll: seconds to sleep when nothing is runnable.
+        workflows: only claim runs of these workflow names (default: any).
+    """
+
+    def __init__(
+        self,
+        store: str | Store | None = None,
+        *,
+        concurrency: int = 1,
+        lease_ttl: float = leases.DEFAULT_TTL,
+        poll: float = 0.5,
+        workflows: list[str] | None = None,
+        on_result: Callable[[RunResult], None] | None = None,
+    ) -> None:
+        self._store = store
+        self.concurrency = max(1, concurrency)
+        self.lease_ttl = lease_ttl
+        self.poll = poll
+        self.workflows = workflows
+        self.on_result = on_result
+        self.stop_event = threading.Event()
+        self.stats = WorkerStats()
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Ask every slot to finish its current step and stop."""
+        self.stop_event.set()
+
+    def install_signal_handlers(self) -> None:
+        def handle(signum: int, frame: FrameType | None) -> None:
+            log.info("signal %s: finishing current steps, then stopping", signum)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def _slot(self, index: int, idle_exit: float | None) -> None:
+        from savegame.runtime.fleet import resume_claimed
+
+        store = open_store(self._store)
+        idle_since = time.monotonic()
+        try:
+            while not self.stop_event.is_set():
+                lease = store.claim_run(leases.owner_id(), self.lease_ttl, workflows=self.workflows)
+                if lease is None:
+                    if idle_exit is not None and time.monotonic() - idle_since > idle_exit:
+                        return
+                    self.stop_event.wait(self.poll)
+                    continue
+                idle_since = time.monotonic()
+                with self._lock:
+                    self.stats.claimed += 1
+                log.info("slot %d claimed run %s (token %d)", index, lease.run_id, lease.token)
+                try:
+                    result = resume_claimed(
+                        lease,
+                        store=store,
+                        lease_ttl=self.lease_ttl,
+                        should_stop=self.stop_event.is_set,
+                    )
+                except SavegameError as exc:
+                    log.warning("run %s stopped: %s", lease.run_id, exc)
+                    with self._lock:
+                        self.stats.errors[lease.run_id] = f"{type(exc).__name__}: {exc}"
+                    continue
+                with self._lock:
+                    self.stats.finished[lease.run_id] = result.status.value
+                if self.on_result is not None:
+                    self.on_result(result)
+        finally:
+            if store is not self._store:
+                store.close()
+
+    def run(self, *, idle_exit: float | None = None) -> WorkerStats:
+        """Work until stopped (or, with ``idle_exit``, until nothing was runnable for that long)."""
+        threads = [
+            threading.Thread(
+                target=self._slot, args=(i, idle_exit), name=f"savegame-worker-{i}", daemon=True
+            )
+            for i in range(self.concurrency)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # short joins keep the main thread responsive to signals
+        return self.stats

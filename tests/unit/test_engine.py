@@ -1,0 +1,320 @@
+"""The storage engine: keyframes and deltas load back byte for byte, blobs, compression, keys."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from savegame import MemoryStore, codec
+from savegame.codec import engine
+from savegame.codec.crypto import Keyring
+from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
+from savegame.codec.storage import StorageConfig
+from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
+from savegame.ids import new_id
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    RunInfo,
+    RunStatus,
+    utcnow,
+)
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+KEY_A, KEY_B = os.urandom(32), os.urandom(32)
+RING_A = Keyring({"a": KEY_A}, active="a")
+PLAIN = StorageConfig(keyframe_every=3, blob_threshold=64, compress_threshold=128)
+SECRET = replace(PLAIN, keyring=RING_A)
+
+
+def _header(run_id: str, step: int, parent: str | None) -> CheckpointHeader:
+    return CheckpointHeader(
+        thread_id=run_id, run_id=run_id, checkpoint_id=new_id(), parent_id=parent,
+        step=step, node="s" if step else None, status=RunStatus.RUNNING, next="s",
+    )  # fmt: skip
+
+
+class Run:
+    """Writes successive states of one run through an Encoder into a real MemoryStore."""
+
+    def __init__(self, store: MemoryStore, storage: StorageConfig, state: dict[str, Any]) -> None:
+        self.store, self.storage, self.run_id = store, storage, new_id()
+        first = codec.encode(_header(self.run_id, 0, None), state, storage)
+        now = utcnow()
+        info = RunInfo(self.run_id, self.run_id, "engine", None, RunStatus.RUNNING, 0,
+                       first.checkpoint_id, now, now)  # fmt: skip
+        self.token = store.create_run(info, first, owner="test:1:1", ttl=60).token
+        self.records = [first]
+        self.encoder = engine.Encoder(
+            storage, base=first, state=state, chain=engine.Chain(0, 0, first.header.size)
+        )
+
+    def write(self, state: dict[str, Any], changed: Any) -> Any:
+        header = _header(self.run_id, len(self.records), self.records[-1].checkpoint_id)
+        encoded = self.encoder.encode(header, state, changed)
+        blobs = self.encoder.to_upload(self.store, encoded)
+        self.store.put_checkpoint(encoded.record, lease_token=self.token, blobs=blobs or None)
+        self.encoder.committed(self.store, encoded.record)
+        self.records.append(encoded.record)
+        return encoded.record
+
+    def load(self, index: int = -1) -> dict[str, Any]:
+        return engine.load_state(self.store, self.records[index], self.storage).state
+
+
+# -- format 1 stays readable ----------------------------------------------------------
+def test_format_1_golden_records_decode_and_verify() -> None:
+    golden = json.loads((GOLDEN / "format1_records.json").read_text())
+    final = base64.b64decode(golden["final_state_canonical_b64"])
+    store = MemoryStore()
+    for raw in golden["records"]:
+        h = raw["header"]
+        header = CheckpointHeader(
+            thread_id=h["thread_id"], run_id=h["run_id"], checkpoint_id=h["checkpoint_id"],
+            parent_id=h["parent_id"], step=h["step"], node=h["node"],
+            status=RunStatus(h["status"]), next=h["next"], metadata=h["metadata"],
+            format_version=h["format_version"], state_version=h["state_version"], size=h["size"],
+        )  # fmt: skip
+        payload = base64.b64decode(raw["payload_b64"])
+        record = CheckpointRecord(header, payload, raw["checksum"])
+        cp = engine.load_state(store, record, StorageConfig())
+        assert cp.header.format_version == 1
+    assert codec.canonical(cp.state) == final
+    with pytest.raises(CorruptRecordError, match="checksum"):
+        codec.decode(
+            replace(record, payload=record.payload.replace(b"hello", b"HELLO")), StorageConfig()
+        )
+    with pytest.raises(UnencryptedRecordError):
+        codec.decode(record, SECRET)
+    for e in golden["effects"]:
+        effect = EffectRecord(
+            e["run_id"], e["request_id"], EffectKind(e["kind"]), e["name"], e["step"], e["node"],
+            e["call_index"], EffectStatus(e["status"]), base64.b64decode(e["arguments_b64"]),
+            base64.b64decode(e["result_b64"]), metadata=e["metadata"], checksum=e["checksum"],
+        )  # fmt: skip
+        verify(effect)
+        assert decode_value(opened(effect).arguments) == {"q": "a"}
+
+
+def test_format_1_golden_sqlite_file_loads_through_the_public_api(tmp_path: Path) -> None:
+    golden = json.loads((GOLDEN / "format1_records.json").read_text())
+    db = tmp_path / "format1.db"
+    db.write_bytes((GOLDEN / "format1.db").read_bytes())
+    cp = codec_get(f"sqlite:///{db}", "golden-run-1")
+    assert codec.canonical(cp.state) == base64.b64decode(golden["final_state_canonical_b64"])
+    assert cp.status is RunStatus.COMPLETED
+
+
+def codec_get(url: str, ident: str) -> Any:
+    from savegame.inspect.history import get_checkpoint
+
+    return get_checkpoint(ident, store=url, storage=StorageConfig())
+
+
+# -- any sequence of updates loads back equal ---------------------------------------------
+keys = st.sampled_from(["a", "b", "c", "log", "doc"])
+leaf = st.one_of(
+    st.integers(-3, 3), st.booleans(), st.none(), st.floats(allow_nan=False, width=32),
+    st.text(max_size=5), st.binary(max_size=4),
+    st.text(alphabet="xyz", min_size=60, max_size=200), st.binary(min_size=70, max_size=120),
+)  # fmt: skip
+tree = st.recursive(
+    leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("pqrs"), inner, max_size=3),
+        st.tuples(inner), st.dictionaries(st.integers(0, 2), inner, max_size=2),
+    ),
+    max_leaves=8,
+)  # fmt: skip
+ops = st.lists(
+    st.tuples(st.sampled_from(["set", "append", "nested", "drop", "same", "inplace"]), keys, tree),
+    min_size=1, max_size=12,
+)  # fmt: skip
+
+
+def _step(state: dict[str, Any], op: str, key: str, value: Any) -> tuple[dict[str, Any], set[str]]:
+    new = dict(state)
+    old = state.get(key)
+    if op == "append" and type(old) is list:
+        new[key] = [*old, value]
+    elif op == "inplace" and type(old) is list:
+        old.append(value)  # a top-level list appended in place, returned in the update
+    elif op == "nested" and type(old) is dict:
+        inner = dict(old)
+        if inner and value is None:
+            inner.pop(next(iter(inner)))
+        else:
+            inner["q" if type(value) is not dict else "r"] = value
+        new[key] = inner
+    elif op == "drop":
+        new.pop(key, None)
+    elif op == "same":
+        pass
+    else:
+        new[key] = value
+    return new, {key}
+
+
+CONFIGS = {
+    "k2-plain": replace(PLAIN, keyframe_every=2),
+    "k3-compress-encrypt": SECRET,
+    "k32-plain-no-blobs": StorageConfig(keyframe_every=32, blob_threshold=0, compress_threshold=0),
+    "k32-all": replace(SECRET, keyframe_every=32, compress_threshold=16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=ops, first=st.dictionaries(keys, tree, max_size=3))
+def test_every_checkpoint_loads_back_equal(name: str, ops: Any, first: dict[str, Any]) -> None:
+    storage = CONFIGS[name]
+    run = Run(MemoryStore(), storage, first)
+    states = [codec.canonical(first)]
+    state = dict(first)
+    for op, key, value in ops:
+        state, changed = _step(state, op, key, value)
+        record = run.write(state, changed)
+        assert record.header.format_version == 2
+        states.append(codec.canonical(state))
+    for i, expected in enumerate(states):
+        assert codec.canonical(run.load(i)) == expected, i
+    depth = max(len(run.store.get_chain(r.checkpoint_id)) for r in run.records)
+    assert depth <= storage.keyframe_every
+
+
+def test_deltas_stay_small_as_the_state_grows() -> None:
+    storage = StorageConfig(compress_threshold=0)
+    state: dict[str, Any] = {"log": [], "n": 0}
+    run = Run(MemoryStore(), storage, state)
+    for i in range(200):
+        state = {**state, "log": [*state["log"], {"i": i, "text": f"entry {i}"}], "n": i}
+        run.write(state, {"log", "n"})
+    deltas = [r for r in run.records if r.header.base_id is not None]
+    assert len(deltas) > 150
+    assert max(r.header.size for r in deltas) < 120
+    assert codec.canonical(run.load()) == codec.canonical(state)
+
+
+def test_large_values_are_stored_once_as_blobs_across_runs() -> None:
+    store = MemoryStore()
+    doc = "lorem ipsum " * 500
+    one = Run(store, PLAIN, {"x": 1})
+    one.write({"x": 1, "doc": doc}, {"doc"})
+    two = Run(store, PLAIN, {"x": 2})
+    two.write({"x": 2, "doc": doc}, {"doc"})
+    assert one.records[-1].header.blobs == two.records[-1].header.blobs != ()
+    assert store.stats().blobs == 1
+    assert len(one.records[-1].payload) < 200
+    assert run_load(two)["doc"] == doc
+
+
+def run_load(run: Run) -> dict[str, Any]:
+    return run.load()
+
+
+# -- encryption ---------------------------------------------------------------------
+def test_encrypted_records_hide_the_state_and_need_their_key() -> None:
+    store = MemoryStore()
+    run = Run(store, SECRET, {"card": "4111-1111-1111-1111"})
+    record = run.write({"card": "4111-1111-1111-1111", "n": 1}, {"n"})
+    assert b"4111" not in record.payload and b"4111" not in run.records[0].payload
+    other = replace(SECRET, keyring=Keyring({"b": KEY_B}, active="b"))
+    with pytest.raises(EncryptionKeyError, match="'a'"):
+        engine.load_state(store, record, other)
+    wrong = replace(SECRET, keyring=Keyring({"a": KEY_B}, active="a"))
+    with pytest.raises(CorruptRecordError, match="key 'a'"):
+        engine.load_state(store, record, wrong)
+    with pytest.raises(CorruptRecordError, match="no keyring"):
+        engine.load_state(store, record, PLAIN)
+
+
+def test_tampered_ciphertext_and_moved_payloads_are_refused() -> None:
+    run = Run(MemoryStore(), SECRET, {"a": 1})
+    record = run.records[0]
+    flipped = bytearray(record.payload)
+    flipped[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match=record.checkpoint_id):
+        codec.decode(replace(record, payload=bytes(flipped)), SECRET)
+    moved = replace(record, header=replace(record.header, checkpoint_id=new_id()))
+    with pytest.raises(CorruptRecordError):
+        codec.decode(moved, SECRET)
+
+
+def test_plaintext_records_are_refused_when_encryption_is_configured() -> None:
+    run = Run(MemoryStore(), PLAIN, {"a": 1})
+    run.write({"a": 2}, {"a"})
+    with pytest.raises(UnencryptedRecordError, match=run.records[-1].checkpoint_id):
+        engine.load_state(run.store, run.records[-1], SECRET)
+    assert run.load() == {"a": 2}
+    migrating = replace(SECRET, accept_plaintext=True)
+    assert engine.load_state(run.store, run.records[-1], migrating).state == {"a": 2}
+
+
+def test_rotation_old_key_reads_new_key_writes() -> None:
+    store = MemoryStore()
+    old = Run(store, SECRET, {"a": 1})
+    old.write({"a": 2}, {"a"})
+    rotated = replace(SECRET, keyring=Keyring({"b": KEY_B, "a": KEY_A}, active="b"))
+    assert engine.load_state(store, old.records[-1], rotated).state == {"a": 2}
+    new = Run(store, rotated, {"a": 3})
+    record = new.write({"a": 4}, {"a"})
+    assert record.payload[5:6] == b"b"
+    assert engine.load_state(store, record, rotated).state == {"a": 4}
+    with pytest.raises(EncryptionKeyError):
+        engine.load_state(store, record, SECRET)
+
+
+def test_rewrap_of_a_delta_keeps_its_base_and_reseals() -> None:
+    first = list(range(100))
+    run = Run(MemoryStore(), SECRET, {"log": first})
+    record = run.write({"log": [*first, 100]}, {"log"})
+    assert record.header.base_id == run.records[0].checkpoint_id
+    header = replace(record.header, checkpoint_id=new_id(), parent_id=record.checkpoint_id,
+                     status=RunStatus.CANCELLED, base_id=None)  # fmt: skip
+    wrapped = codec.rewrap(record, header, SECRET)
+    assert wrapped.header.base_id == run.records[0].checkpoint_id
+    run.store.put_checkpoint(wrapped, lease_token=run.token)
+    assert engine.load_state(run.store, wrapped, SECRET).state == {"log": list(range(101))}
+
+
+def test_sensitive_metadata_is_sealed_and_revealed() -> None:
+    storage = replace(SECRET, sensitive_metadata=frozenset({"email"}))
+    header = replace(_header("r1", 0, None), metadata={"email": "ada@example.com", "tier": "gold"})
+    record = codec.encode(header, {"a": 1}, storage)
+    assert record.header.metadata["tier"] == "gold"
+    assert "ada" not in str(record.header.metadata["email"])
+    assert codec.decode(record, storage).metadata["email"] == "ada@example.com"
+
+
+def test_journal_values_are_encrypted_at_rest() -> None:
+    effect = EffectRecord(
+        "r1", "r1:1:0", EffectKind.WRITE, "pay", 1, "s", 0, EffectStatus.DONE,
+        encode_value({"card": "4111"}, "args"), encode_value("ok", "result"),
+    )  # fmt: skip
+    stored = verify(sealed(effect, SECRET))
+    assert b"4111" not in stored.arguments
+    assert decode_value(opened(stored, SECRET).arguments) == {"card": "4111"}
+    assert sealed(stored, SECRET).arguments == stored.arguments  # not encrypted twice
+    swapped = replace(stored, request_id="r1:1:1")
+    with pytest.raises(CorruptRecordError):
+        opened(swapped, SECRET)
+    with pytest.raises(UnencryptedRecordError):
+        opened(sealed(effect, PLAIN), SECRET)
+
+
+def test_keyring_from_environment_spec() -> None:
+    spec = f"k2:{base64.b64encode(KEY_B).decode()},k1:{base64.b64encode(KEY_A).decode()}"
+    config = StorageConfig.from_env({"SAVEGAME_KEYS": spec, "SAVEGAME_KEYFRAME_EVERY": "4"})
+    assert config.keyring is not None and config.keyring.active == "k2"
+    assert set(config.keyring.keys) == {"k1", "k2"} and config.keyframe_every == 4

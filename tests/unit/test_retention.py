@@ -1,0 +1,131 @@
+"""Retention: prune by age, count and finished-ness, never breaking the load of a kept checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from savegame import ConfigurationError, RunStatus, Store
+from savegame.maintenance.retention import RetentionPolicy, plan, prune
+from savegame.model import CheckpointRecord, utcnow
+from savegame.testing.builders import blob_digest, make_record, make_run, next_record
+
+LONG_AGO = utcnow() - timedelta(days=30)
+
+
+def build_run(
+    store: Store,
+    steps: int,
+    *,
+    status: RunStatus = RunStatus.RUNNING,
+    keyframe_every: int = 4,
+    blobs: dict[int, bytes] | None = None,
+    old: bool = False,
+) -> list[CheckpointRecord]:
+    """A run of ``steps`` checkpoints after its input; every ``keyframe_every``-th is a keyframe."""
+    run, first = make_run()
+    if old:
+        run = replace(run, created_at=LONG_AGO, updated_at=LONG_AGO)
+        first = make_record(
+            run.thread_id, run.run_id, checkpoint_id=first.checkpoint_id, created_at=LONG_AGO
+        )
+    lease = store.create_run(run, first, owner="t", ttl=30)
+    records = [first]
+    keyframe = first.checkpoint_id
+    for i in range(1, steps + 1):
+        last = i == steps
+        base = None if i % keyframe_every == 0 else records[-1].checkpoint_id
+        data = (blobs or {}).get(i)
+        record = next_record(
+            records[-1],
+            status=status if last else RunStatus.RUNNING,
+            base_id=base,
+            blobs=(blob_digest(data),) if data else (),
+        )
+        if old:
+            record = make_record(
+                run.thread_id, run.run_id, checkpoint_id=record.checkpoint_id,
+                parent_id=record.header.parent_id, step=i, status=record.header.status,
+                next=record.header.next, base_id=base, blobs=record.header.blobs, created_at=LONG_AGO,
+            )  # fmt: skip
+        store.put_checkpoint(
+            record, lease_token=lease.token, blobs={blob_digest(data): data} if data else None
+        )
+        records.append(record)
+        if base is None:
+            keyframe = record.checkpoint_id
+    assert keyframe
+    store.release_lease(run.run_id, lease.token)
+    return records
+
+
+def ids(store: Store, run_id: str) -> list[int]:
+    return sorted(h.step for h in store.list_checkpoints(run_id))
+
+
+def test_keep_last_keeps_the_bases_kept_checkpoints_need(store: Store) -> None:
+    records = build_run(store, 10)  # keyframes at 4 and 8; 9 and 10 are deltas on 8
+    run_id = records[0].run_id
+    result = prune(RetentionPolicy(keep_last=2), store=store)
+    # Keep 10 and 9 (newest two); 9 -> 8 (keyframe) must stay too.
+    assert ids(store, run_id) == [8, 9, 10]
+    assert result.kept_as_base == 1 and len(result.checkpoints) == 8
+    for header in store.list_checkpoints(run_id):
+        chain = store.get_chain(header.checkpoint_id)
+        assert chain[-1].header.base_id is None  # every kept checkpoint still loads
+
+
+def test_dry_run_changes_nothing(store: Store) -> None:
+    records = build_run(store, 6)
+    result = prune(RetentionPolicy(keep_last=1), store=store, dry_run=True)
+    assert result.dry_run and result.checkpoints and result.checkpoint_bytes > 0
+    assert ids(store, records[0].run_id) == list(range(7))
+
+
+def test_finished_runs_go_whole_and_their_blobs_with_them(store: Store) -> None:
+    shared, own = b"s" * 2000, b"o" * 3000
+    old = build_run(store, 3, status=RunStatus.COMPLETED, blobs={1: own, 2: shared}, old=True)
+    fresh = build_run(store, 3, status=RunStatus.COMPLETED, blobs={1: shared})
+    result = prune(RetentionPolicy(finished_for=timedelta(days=7)), store=store)
+    assert result.runs == [old[0].run_id]
+    assert [r.run_id for r in store.list_runs()] == [fresh[0].run_id]
+    assert result.blobs == 1 and result.blob_bytes == len(own)
+    assert store.missing_blobs([blob_digest(shared), blob_digest(own)]) == {blob_digest(own)}
+
+
+def test_runs_waiting_for_a_person_are_exempt_unless_forced(store: Store) -> None:
+    waiting = build_run(store, 5, status=RunStatus.INTERRUPTED)
+    run_id = waiting[0].run_id
+    result = prune(RetentionPolicy(keep_last=1), store=store)
+    assert result.exempt_runs == [run_id] and ids(store, run_id) == list(range(6))
+    prune(RetentionPolicy(keep_last=1, include_waiting=True), store=store)
+    assert ids(store, run_id) == [4, 5]  # the head and its keyframe
+
+
+def test_ttl_and_expires_at(store: Store) -> None:
+    records = build_run(store, 5, old=True, keyframe_every=1)  # all keyframes, all old
+    run_id = records[0].run_id
+    prune(RetentionPolicy(ttl=timedelta(days=1)), store=store)
+    assert ids(store, run_id) == [5]  # the head always stays
+    run, first = make_run()
+    lease = store.create_run(run, first, owner="t", ttl=30)
+    expiring = make_record(
+        run.thread_id, run.run_id, parent_id=first.checkpoint_id, step=1,
+        expires_at=utcnow() - timedelta(seconds=1),
+    )  # fmt: skip
+    store.put_checkpoint(expiring, lease_token=lease.token)
+    store.put_checkpoint(next_record(expiring), lease_token=lease.token)
+    prune(RetentionPolicy(), store=store)
+    assert ids(store, run.run_id) == [0, 2]
+
+
+def test_policy_is_checked() -> None:
+    with pytest.raises(ConfigurationError, match="keep_last must be at least 1"):
+        RetentionPolicy(keep_last=0)
+
+
+def test_plan_reads_headers_only(store: Store) -> None:
+    build_run(store, 4)
+    assert plan(store, RetentionPolicy()).checkpoints == []
