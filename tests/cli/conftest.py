@@ -135,8 +135,9 @@ def _isolated_imports() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _no_env_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SAVEGAME_STORE", raising=False)
-    monkeypatch.delenv("SAVEGAME_DEBUG", raising=False)
+    # SAVEGAME_STORE, _DEBUG, _KEYS ...: a test sets what it needs.
+    for name in [k for k in os.environ if k.startswith("SAVEGAME_")]:
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture
@@ -175,16 +176,21 @@ def cli() -> Any:
     return invoke
 
 
+def clean_env() -> dict[str, str]:
+    """The environment for a real ``python -m savegame``: no SAVEGAME_* settings, our sources first."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAVEGAME_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def savegame_cli(
     *args: str, cwd: Path, stdin: int | None = subprocess.DEVNULL
 ) -> subprocess.CompletedProcess[str]:
     """``python -m savegame ARGS`` in a real process, without the caller's SAVEGAME_* settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SAVEGAME_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
     return subprocess.run(
         [sys.executable, "-m", "savegame", *args],
         cwd=cwd,
-        env=env,
+        env=clean_env(),
         stdin=stdin,
         capture_output=True,
         text=True,

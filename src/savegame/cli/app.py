@@ -8,12 +8,11 @@ from typing import Annotated, Any
 import typer
 
 import savegame
-from savegame.cli import control_cmds, jsonview, render
-from savegame.cli.common import finish, parse_json, parse_object, progress
+from savegame.cli import control_cmds, fleet_cmds, jsonview, render, storage_cmds
+from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import CliError, Group
 from savegame.cli.options import DebugOption, JsonOption, LimitOption, StoreOption
 from savegame.model import RunStatus
-from savegame.runtime.loader import as_workflow, load
 
 app = typer.Typer(
     cls=Group,
@@ -29,19 +28,6 @@ app = typer.Typer(
 def _root(debug: DebugOption = False) -> None:
     """Durable execution for AI agents: run, resume and inspect checkpointed runs."""
     # --debug is read by Group.invoke from the parsed parameters.
-
-
-def _parse_input(text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    # The same tagged form `show --json` prints, so a state can be fed back in.
-    return parse_object(text, "--input", "state keys")
-
-
-def _load_workflow(ref: str) -> Any:
-    target = load(ref)
-    as_workflow(target, ref)  # refuse a non-workflow here, naming the reference the user typed
-    return target
 
 
 def _parse_status(text: str | None) -> RunStatus | None:
@@ -78,8 +64,8 @@ def run_command(
     as_json: JsonOption = False,
 ) -> None:
     """Start a run of a workflow and drive it to its end."""
-    state = _parse_input(input_json)
-    target = _load_workflow(workflow)
+    state = parse_input(input_json)
+    target = load_workflow(workflow)
     res = savegame.run(
         target, state, thread_id=thread, run_id=run_id, store=store, observer=progress(as_json)
     )
@@ -99,16 +85,31 @@ def resume_command(
         str | None,
         typer.Option("--interrupt", metavar="ID", help="Which pending interrupt --value answers."),
     ] = None,
+    from_checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="CHECKPOINT_ID",
+            help="Continue from this checkpoint of the run instead of its latest "
+            "(e.g. when `savegame verify` finds the latest damaged; see `savegame history`).",
+        ),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Continue a run from its latest checkpoint, in this process."""
+    """Continue a run from its latest checkpoint (or an earlier one), in this process."""
     options: dict[str, Any] = {}
     if value is not None:
         options = {"value": parse_json(value, "--value"), "interrupt_id": interrupt}
     elif interrupt is not None:
         raise CliError("--interrupt names the interrupt that --value answers: give --value too")
-    res = savegame.resume(run_id, store=store, observer=progress(as_json), **options)
+    res = savegame.resume(
+        run_id,
+        store=store,
+        observer=progress(as_json),
+        from_checkpoint=from_checkpoint,
+        **options,
+    )
     finish(res, as_json=as_json, verb="resumed and ended", store=store)
 
 
@@ -216,3 +217,5 @@ def demo_command(
 
 
 control_cmds.register(app)
+storage_cmds.register(app)
+fleet_cmds.register(app)

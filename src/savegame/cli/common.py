@@ -1,7 +1,9 @@
-"""Helpers the command modules share: JSON options, progress lines, how a run's end is shown."""
+"""Helpers the command modules share: JSON and duration options, progress lines, how a run's end is shown."""
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -11,6 +13,7 @@ from savegame.cli import jsonview, render
 from savegame.cli.errors import CliError
 from savegame.codec.values import from_data
 from savegame.model import CheckpointHeader, RunResult, RunStatus
+from savegame.runtime.loader import as_workflow, load
 
 
 def parse_json(text: str, option: str) -> Any:
@@ -27,6 +30,40 @@ def parse_object(text: str, option: str, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise CliError(f"{option} must be a JSON object of {what}, not {type(value).__name__}")
     return value
+
+
+def parse_input(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    # The same tagged form `show --json` prints, so a state can be fed back in.
+    return parse_object(text, "--input", "state keys")
+
+
+def load_workflow(ref: str) -> Any:
+    target = load(ref)
+    as_workflow(target, ref)  # refuse a non-workflow here, naming the reference the user typed
+    return target
+
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_PART = re.compile(r"(\d+)([smhdw])")
+
+
+def parse_duration(text: str | None, option: str) -> timedelta | None:
+    """``30s``, ``15m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1d12h``."""
+    if text is None:
+        return None
+    spec = text.strip().lower()
+    parts = _PART.findall(spec)
+    if not parts or "".join(n + u for n, u in parts) != spec:
+        raise CliError(
+            f"{option} {text!r} is not a duration: a whole number and a unit "
+            "(s, m, h, d, w), e.g. 30s, 15m, 12h, 7d, 2w or 1d12h"
+        )
+    total = timedelta()
+    for number, unit in parts:
+        total += timedelta(**{_UNITS[unit]: int(number)})
+    return total
 
 
 def progress(as_json: bool) -> savegame.Observer:

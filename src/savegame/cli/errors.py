@@ -19,6 +19,9 @@ Exit codes, so scripts can tell what to do next:
       its journal holds
 7     CompensationError: undoing an effect failed (compensation_failed)
 8     ApprovalRejected that reached the command line
+9     damaged data: ``savegame verify`` found damaged records, or a record
+      failed its checksum or did not decode (CorruptRecordError); ``savegame
+      verify`` names them, ``savegame resume --from`` picks an older checkpoint
 130   interrupted (Ctrl-C)
 ====  =====================================================================
 """
@@ -35,6 +38,7 @@ from typer.core import TyperGroup
 from savegame.errors import (
     ApprovalRejected,
     CompensationError,
+    CorruptRecordError,
     InDoubtEffectError,
     NonDeterminismError,
     NotFoundError,
@@ -50,7 +54,17 @@ EXIT_IN_DOUBT = 5
 EXIT_NON_DETERMINISM = 6
 EXIT_COMPENSATION = 7
 EXIT_REJECTED = 8
+EXIT_DAMAGED = 9
 EXIT_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A mistake on the command line that the parser cannot see (a bad JSON input)."""
+
+
+class DamageFound(CliError):
+    """``savegame verify`` found damaged records (after it listed them)."""
+
 
 _CODES: tuple[tuple[type[BaseException], int], ...] = (
     (NotFoundError, EXIT_NOT_FOUND),
@@ -59,12 +73,10 @@ _CODES: tuple[tuple[type[BaseException], int], ...] = (
     (NonDeterminismError, EXIT_NON_DETERMINISM),
     (CompensationError, EXIT_COMPENSATION),
     (ApprovalRejected, EXIT_REJECTED),
+    (CorruptRecordError, EXIT_DAMAGED),
+    (DamageFound, EXIT_DAMAGED),
     (KeyboardInterrupt, EXIT_INTERRUPTED),
 )
-
-
-class CliError(Exception):
-    """A mistake on the command line that the parser cannot see (a bad JSON input)."""
 
 
 def _is_control_flow(exc: BaseException) -> bool:

@@ -15,6 +15,7 @@ import typer
 
 from savegame.codec.values import to_data
 from savegame.effects.decisions import PendingInterrupt
+from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
 from savegame.runtime.control import Effect
 
@@ -102,6 +103,70 @@ def pending(p: PendingInterrupt) -> dict[str, Any]:
         "step": p.step,
         "node": p.node,
         "created_at": p.created_at,
+    }
+
+
+def verified(report: VerifyReport) -> dict[str, Any]:
+    return {
+        "ok": report.ok,
+        "runs": report.runs,
+        "checkpoints": report.checkpoints,
+        "blobs": report.blobs,
+        "effects": report.effects,
+        "damaged": [
+            {"kind": d.kind, "id": d.ident, "run_id": d.run_id, "reason": d.reason}
+            for d in report.damaged
+        ],
+    }
+
+
+def pruned(plan: PrunePlan) -> dict[str, Any]:
+    return {
+        "dry_run": plan.dry_run,
+        "runs": plan.runs,
+        "checkpoints": plan.checkpoints,
+        "checkpoint_bytes": plan.checkpoint_bytes,
+        "kept_as_base": plan.kept_as_base,
+        "exempt_runs": plan.exempt_runs,
+        "blobs": plan.blobs,
+        "blob_bytes": plan.blob_bytes,
+    }
+
+
+def store_report(report: StoreReport) -> dict[str, Any]:
+    t = report.totals
+    return {
+        "totals": {
+            "runs": t.runs,
+            "checkpoints": t.checkpoints,
+            "payload_bytes": t.payload_bytes,
+            "blobs": t.blobs,
+            "blob_bytes": t.blob_bytes,
+            "effects": t.effects,
+            "file_bytes": t.file_bytes,
+        },
+        "runs": [
+            {
+                "run_id": r.run_id,
+                "thread_id": r.thread_id,
+                "status": r.status.value,
+                "checkpoints": r.checkpoints,
+                "payload_bytes": r.payload_bytes,
+                "effects": r.effects,
+                "effect_bytes": r.effect_bytes,
+            }
+            for r in report.runs
+        ],
+    }
+
+
+def rekeyed(report: RekeyReport) -> dict[str, Any]:
+    return {
+        "key_id": report.key_id,
+        "runs": report.runs,
+        "checkpoints": report.checkpoints,
+        "blobs": report.blobs,
+        "effects": report.effects,
     }
 
 

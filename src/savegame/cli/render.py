@@ -95,7 +95,7 @@ def state(value: dict[str, Any]) -> JSON:
     return JSON(orjson.dumps(to_data(value)).decode(), indent=2, sort_keys=False)
 
 
-def _table(title: str) -> Table:
+def new_table(title: str) -> Table:
     return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
 
 
@@ -103,7 +103,7 @@ def runs(out: Console, items: Sequence[RunInfo]) -> None:
     if not items:
         out.print("no runs")
         return
-    table = _table(f"{len(items)} run{'s' if len(items) != 1 else ''} (newest first)")
+    table = new_table(f"{len(items)} run{'s' if len(items) != 1 else ''} (newest first)")
     table.add_column("run", no_wrap=True)
     table.add_column("thread", overflow="fold")
     table.add_column("workflow", overflow="fold")
@@ -123,7 +123,7 @@ def runs(out: Console, items: Sequence[RunInfo]) -> None:
 
 
 def history(out: Console, run_id: str, items: Sequence[CheckpointHeader]) -> None:
-    table = _table(f"run {run_id}: {len(items)} checkpoints (newest first)")
+    table = new_table(f"run {run_id}: {len(items)} checkpoints (newest first)")
     table.add_column("step", justify="right")
     table.add_column("node")
     table.add_column("checkpoint", no_wrap=True)
@@ -219,7 +219,7 @@ def effects(out: Console, run_id: str, items: Sequence[Effect]) -> None:
         out.print(f"run {run_id} has no journal entries")
         return
     entries = "entry" if len(items) == 1 else "entries"
-    table = _table(f"run {run_id}: {len(items)} journal {entries} (oldest first)")
+    table = new_table(f"run {run_id}: {len(items)} journal {entries} (oldest first)")
     for name in ("request id", "kind", "name", "step/node", "status", "args", "result", "error"):
         table.add_column(name, no_wrap=name == "request id", overflow="fold")
     for e in items:
@@ -247,7 +247,7 @@ def approvals(out: Console, items: Sequence[PendingInterrupt]) -> None:
     if not items:
         out.print("nothing is waiting for a person")
         return
-    table = _table(f"{len(items)} waiting for a person (oldest first)")
+    table = new_table(f"{len(items)} waiting for a person (oldest first)")
     for name in ("run", "interrupt id", "kind", "name", "payload", "step/node", "since (UTC)"):
         table.add_column(name, no_wrap=name in ("run", "interrupt id"), overflow="fold")
     for p in items:

@@ -26,7 +26,7 @@ from typing import Any
 
 from savegame.codec import compress
 from savegame.codec.storage import StorageConfig
-from savegame.errors import CorruptRecordError, UnencryptedRecordError
+from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
 
 TAG = "$sg:blob"
 _BYTES = "$sg:bytes"
@@ -130,9 +130,7 @@ def unseal(name: str, stored: bytes, storage: StorageConfig) -> bytes:
     body = stored[prefix_end:]
     if flags & _AEAD:
         if storage.keyring is None:
-            raise CorruptRecordError(
-                label, f"encrypted with key {kid!r} but no keyring is configured"
-            )
+            raise EncryptionKeyError(kid, label)
         body = storage.keyring.decrypt(kid, body, stored[:prefix_end] + name.encode(), label)
     elif storage.keyring is not None and not storage.accept_plaintext:
         raise UnencryptedRecordError(label)

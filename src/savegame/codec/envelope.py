@@ -43,7 +43,12 @@ import orjson
 
 from savegame.codec import blobs, compress, values
 from savegame.codec.storage import StorageConfig, resolve
-from savegame.errors import CorruptRecordError, SerializationError, UnencryptedRecordError
+from savegame.errors import (
+    CorruptRecordError,
+    EncryptionKeyError,
+    SerializationError,
+    UnencryptedRecordError,
+)
 from savegame.model import FORMAT_VERSION, Checkpoint, CheckpointHeader, CheckpointRecord
 
 DELTA, ZSTD, AEAD = 1, 2, 4
@@ -170,9 +175,7 @@ def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool,
     if flags & AEAD:
         kid = payload[5:end].decode()
         if storage.keyring is None:
-            raise CorruptRecordError(
-                ident, f"encrypted with key {kid!r} but no keyring is configured (SAVEGAME_KEYS)"
-            )
+            raise EncryptionKeyError(kid, ident)
         body = storage.keyring.decrypt(kid, body, payload[:end] + _identity(header), ident)
     else:
         if strict:

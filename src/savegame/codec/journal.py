@@ -18,7 +18,7 @@ from typing import Any
 
 from savegame.codec import values
 from savegame.codec.storage import StorageConfig, resolve
-from savegame.errors import CorruptRecordError, UnencryptedRecordError
+from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
 from savegame.model import EffectRecord
 
 _MAGIC = b"SGE\x01"
@@ -59,12 +59,10 @@ def _open(effect: EffectRecord, field: str, data: bytes, storage: StorageConfig)
         if storage.keyring is not None and not storage.accept_plaintext:
             raise UnencryptedRecordError(_label(effect))
         return data
-    if storage.keyring is None:
-        raise CorruptRecordError(
-            _label(effect), "journal value is encrypted but no keyring is configured"
-        )
     end = 5 + data[4]
     kid = data[5:end].decode()
+    if storage.keyring is None:
+        raise EncryptionKeyError(kid, _label(effect))
     return storage.keyring.decrypt(kid, data[end:], _aad(effect, field), _label(effect))
 
 

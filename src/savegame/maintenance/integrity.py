@@ -19,7 +19,7 @@ from savegame.codec.journal import opened as open_effect
 from savegame.codec.journal import sealed as seal_effect
 from savegame.codec.journal import verify as verify_effect
 from savegame.codec.storage import StorageConfig, resolve
-from savegame.errors import ConfigurationError, NotFoundError, SavegameError
+from savegame.errors import ConfigurationError, EncryptionKeyError, NotFoundError, SavegameError
 from savegame.model import CheckpointRecord, RunInfo
 from savegame.stores.base import Store
 
@@ -90,12 +90,16 @@ def verify(
                 continue
             try:
                 blobcodec.unseal(digest, stored[digest], config)
+            except EncryptionKeyError:
+                raise
             except SavegameError as exc:
                 report.damaged.append(Damage("blob", digest, run.run_id, str(exc)))
         for effect in store.list_effects(run.run_id):
             report.effects += 1
             try:
                 open_effect(verify_effect(effect), config)
+            except EncryptionKeyError:
+                raise
             except SavegameError as exc:
                 report.damaged.append(
                     Damage("effect", f"{effect.run_id}/{effect.request_id}", run.run_id, str(exc))

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from savegame.errors import SavegameError
 from savegame.model import RunResult
 from savegame.runtime import lease as leases
 from savegame.stores import Store, open_store
@@ -38,6 +37,8 @@ class WorkerStats:
     finished: dict[str, str] = field(default_factory=dict)
     """run id -> status the worker left it in."""
     errors: dict[str, str] = field(default_factory=dict)
+    slot_errors: int = 0
+    """Failed claims (store unreachable); the slots kept trying."""
 
 
 class Worker:
@@ -70,6 +71,7 @@ class Worker:
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
         self._lock = threading.Lock()
+        self._fatal: BaseException | None = None
 
     def stop(self) -> None:
         """Ask every slot to finish its current step and stop."""
@@ -77,7 +79,8 @@ class Worker:
 
     def install_signal_handlers(self) -> None:
         def handle(signum: int, frame: FrameType | None) -> None:
-            log.info("signal %s: finishing current steps, then stopping", signum)
+            name = signal.Signals(signum).name
+            log.info("%s: finishing current steps, then stopping", name)
             self.stop()
 
         signal.signal(signal.SIGTERM, handle)
@@ -86,11 +89,27 @@ class Worker:
     def _slot(self, index: int, idle_exit: float | None) -> None:
         from savegame.runtime.fleet import resume_claimed
 
-        store = open_store(self._store)
+        try:
+            store = open_store(self._store)
+        except Exception as exc:
+            # A worker that cannot open its store stops, and run() says why.
+            self._fatal = self._fatal or exc
+            self.stop_event.set()
+            return
         idle_since = time.monotonic()
         try:
             while not self.stop_event.is_set():
-                lease = store.claim_run(leases.owner_id(), self.lease_ttl, workflows=self.workflows)
+                try:
+                    lease = store.claim_run(
+                        leases.owner_id(), self.lease_ttl, workflows=self.workflows
+                    )
+                except Exception as exc:
+                    # The store is unreachable or busy: keep the slot alive and try again.
+                    log.warning("slot %d could not claim a run: %s", index, exc)
+                    with self._lock:
+                        self.stats.slot_errors += 1
+                    self.stop_event.wait(max(self.poll, 1.0))
+                    continue
                 if lease is None:
                     if idle_exit is not None and time.monotonic() - idle_since > idle_exit:
                         return
@@ -107,7 +126,8 @@ class Worker:
                         lease_ttl=self.lease_ttl,
                         should_stop=self.stop_event.is_set,
                     )
-                except SavegameError as exc:
+                except Exception as exc:
+                    # A run's failure is the run's (recorded in the store); the worker goes on.
                     log.warning("run %s stopped: %s", lease.run_id, exc)
                     with self._lock:
                         self.stats.errors[lease.run_id] = f"{type(exc).__name__}: {exc}"
@@ -121,7 +141,11 @@ class Worker:
                 store.close()
 
     def run(self, *, idle_exit: float | None = None) -> WorkerStats:
-        """Work until stopped (or, with ``idle_exit``, until nothing was runnable for that long)."""
+        """Work until stopped (or, with ``idle_exit``, until nothing was runnable for that long).
+
+        Raises:
+            the error that kept a slot from opening the store (the others are stopped too).
+        """
         threads = [
             threading.Thread(
                 target=self._slot, args=(i, idle_exit), name=f"savegame-worker-{i}", daemon=True
@@ -133,4 +157,6 @@ class Worker:
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)  # short joins keep the main thread responsive to signals
+        if self._fatal is not None:
+            raise self._fatal
         return self.stats

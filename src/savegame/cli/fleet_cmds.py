@@ -1,0 +1,181 @@
+"""Commands for a worker fleet: queue a run with ``submit``, execute queued runs with ``worker``.
+
+Any number of ``savegame worker`` processes share one store. Each claims a
+queued run (or one whose worker died and whose lease expired), holds its lease
+while it runs and releases it when the run ends, pauses or the worker stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+import savegame
+from savegame.cli import jsonview, render
+from savegame.cli.common import load_workflow, parse_input
+from savegame.cli.errors import CliError
+from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.storage_view import plural
+from savegame.model import RunResult, RunStatus
+from savegame.runtime.lease import DEFAULT_TTL
+from savegame.runtime.worker import WorkerStats
+
+log = logging.getLogger("savegame.worker")
+
+
+def submit_command(
+    workflow: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE:ATTR",
+            help="The workflow or agent: module:attr or path/file.py:attr (workers import it).",
+        ),
+    ],
+    input_json: Annotated[
+        str | None,
+        typer.Option("--input", "-i", metavar="JSON", help="Initial state keys, as a JSON object."),
+    ] = None,
+    thread: Annotated[
+        str | None,
+        typer.Option("--thread", metavar="THREAD", help="Thread to run on (default: a new one)."),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", metavar="RUN_ID", help="Id for the new run (default: generated)."),
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Queue a run for the worker fleet instead of running it here; print its id."""
+    state = parse_input(input_json)
+    target = load_workflow(workflow)
+    info = savegame.submit(target, state, thread_id=thread, run_id=run_id, store=store)
+    if as_json:
+        jsonview.emit(jsonview.run(info))
+        return
+    tail = f" --store {store}" if store else ""
+    out = render.console()
+    out.print(
+        f"queued run {info.run_id} ({info.workflow}, thread {info.thread_id})", soft_wrap=True
+    )
+    out.print(f"run it: savegame worker{tail}   watch it: savegame runs{tail}", soft_wrap=True)
+
+
+@contextmanager
+def _events_to_stderr() -> Iterator[None]:
+    """One line per worker event on stderr, for as long as the worker runs."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    level, propagate = log.level, log.propagate
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False  # an application's root handler would print each line twice
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        log.propagate = propagate
+
+
+def _ended(res: RunResult) -> None:
+    if res.status is RunStatus.RUNNING:
+        # The worker was asked to stop: the step finished and was checkpointed.
+        log.info(
+            "run %s stopped at step %d; its lease is free for another worker", res.run_id, res.step
+        )
+    else:
+        log.info("run %s %s at step %d", res.run_id, res.status.value, res.step)
+
+
+def _summary(stats: WorkerStats) -> str:
+    by_status = Counter(stats.finished.values())
+    parts = [
+        f"{n} left running for another worker"
+        if status == RunStatus.RUNNING.value
+        else f"{n} {status}"
+        for status, n in sorted(by_status.items())
+    ]
+    if stats.errors:
+        parts.append(f"{len(stats.errors)} stopped on an error")
+    done = ", ".join(parts) if parts else "nothing to do"
+    return f"worker stopped: claimed {plural(stats.claimed, 'run')} ({done})"
+
+
+def worker_command(
+    concurrency: Annotated[
+        int,
+        typer.Option("--concurrency", "-c", metavar="N", min=1, help="Runs executed at once."),
+    ] = 1,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            "--lease-ttl",
+            metavar="SECONDS",
+            min=1,
+            help="How long a dead worker's runs stay blocked before another worker takes them.",
+        ),
+    ] = DEFAULT_TTL,
+    poll: Annotated[
+        float,
+        typer.Option(
+            "--poll", metavar="SECONDS", min=0.01, help="Sleep this long when nothing is runnable."
+        ),
+    ] = 0.5,
+    workflows: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workflow",
+            metavar="NAME",
+            help="Only claim runs of this workflow name (repeat for several; default: any).",
+        ),
+    ] = None,
+    exit_when_idle: Annotated[
+        float | None,
+        typer.Option(
+            "--exit-when-idle",
+            metavar="SECONDS",
+            min=0,
+            help="Exit once nothing was runnable for this long (default: run until stopped).",
+        ),
+    ] = None,
+    store: StoreOption = None,
+) -> None:
+    """Claim queued and orphaned runs and execute them, until SIGTERM or Ctrl-C.
+
+    On SIGTERM or SIGINT each run in hand finishes its current step, is
+    checkpointed, and its lease is released for another worker; then the
+    worker prints what it did and exits 0. Events go to stderr, one line each.
+    """
+    # Fail here, as one error line, on a bad URL: a slot thread that cannot open
+    # the store would only print a traceback and leave the worker idle.
+    probe = savegame.open_store(store)
+    where, shared = probe.url, probe.capabilities.multi_process
+    probe.close()
+    if not shared:
+        raise CliError(f"{where} lives in one process: a worker needs a store others submit to")
+    # The URL, not an open Store: each slot opens its own connection.
+    worker = savegame.Worker(
+        store,
+        concurrency=concurrency,
+        lease_ttl=lease_ttl,
+        poll=poll,
+        workflows=workflows or None,
+        on_result=_ended,
+    )
+    worker.install_signal_handlers()
+    with _events_to_stderr():
+        log.info("worker started: %s on %s", plural(concurrency, "slot"), where)
+        stats = worker.run(idle_exit=exit_when_idle)
+    render.console().print(_summary(stats), soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("submit")(submit_command)
+    app.command("worker")(worker_command)

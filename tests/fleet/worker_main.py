@@ -1,0 +1,27 @@
+"""A worker process for the fleet test: ``worker_main.py STORE_URL [idle seconds]``.
+
+Tags its step records with SAVEGAME_HOST so the test can tell the hosts apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from savegame import Worker
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    url = sys.argv[1]
+    idle = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
+    worker = Worker(url, concurrency=2, lease_ttl=2.0, poll=0.05)
+    worker.install_signal_handlers()
+    stats = worker.run(idle_exit=idle)
+    print(
+        f"claimed={stats.claimed} finished={len(stats.finished)} errors={stats.errors}", flush=True
+    )
+
+
+if __name__ == "__main__":
+    main()
