@@ -8,7 +8,7 @@ import time
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from savegame import codec
+from savegame import codec, secrets
 from savegame.codec.engine import Chain
 from savegame.codec.engine import load as load_chain
 from savegame.codec.storage import StorageConfig
@@ -55,6 +55,9 @@ def _decode(
     (the next record must then be a keyframe: a delta needs its base's exact state)."""
     loaded = load_chain(store, record, storage)
     cp = loaded.checkpoint
+    if wf.secrets:
+        # Declared secret fields come back from the provider, never from the store.
+        cp = Checkpoint(header=cp.header, state=secrets.restore(cp.state, wf.secrets))
     if cp.header.state_version == wf.state_version:
         return cp, loaded.chain
     state = codec.upgrade(
@@ -112,7 +115,9 @@ def _start(
     )
     # A run starts with a self-contained keyframe (create_run carries no blobs), so
     # a run never depends on another run's records.
-    record = codec.encode(header, state, storage)
+    record = codec.encode(
+        header, secrets.redact(state, wf.secrets) if wf.secrets else state, storage
+    )
     info = RunInfo(
         run_id=run_id,
         thread_id=thread_id,

@@ -32,10 +32,15 @@ class CheckpointPolicy:
     """Checkpoint when this many seconds passed since the last one."""
     key_steps: frozenset[str] = field(default_factory=frozenset)
     """Always checkpoint after these steps."""
+    ttl: float | None = None
+    """Seconds each checkpoint is kept: sets ``expires_at``, which ``prune`` honours
+    (a run's head and the bases kept checkpoints need stay regardless)."""
 
     def __post_init__(self) -> None:
         if self.every is not None and self.every < 1:
             raise ConfigurationError(f"checkpoint policy: every must be >= 1, not {self.every}")
+        if self.ttl is not None and self.ttl <= 0:
+            raise ConfigurationError(f"checkpoint policy: ttl must be > 0 seconds, not {self.ttl}")
         if self.seconds is not None and self.seconds <= 0:
             raise ConfigurationError(f"checkpoint policy: seconds must be > 0, not {self.seconds}")
 

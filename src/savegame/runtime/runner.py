@@ -18,9 +18,10 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, TypeVar
 
-from savegame import codec
+from savegame import codec, secrets
 from savegame.codec.blobs import known
 from savegame.codec.engine import Chain, Encoded, Encoder
 from savegame.codec.storage import StorageConfig
@@ -44,6 +45,7 @@ from savegame.model import (
     Lease,
     RunResult,
     RunStatus,
+    utcnow,
 )
 from savegame.runtime.context import StepContext
 from savegame.runtime.lease import Heartbeat
@@ -181,6 +183,8 @@ class _Loop:
     def _header(
         self, status: RunStatus, next_step: str | None, metadata: Mapping[str, Any]
     ) -> CheckpointHeader:
+        now = utcnow()
+        ttl = self.ex.policy.ttl
         return CheckpointHeader(
             thread_id=self.thread_id,
             run_id=self.run_id,
@@ -192,6 +196,8 @@ class _Loop:
             next=next_step,
             usage=self.usage,
             metadata=dict(metadata),
+            created_at=now,
+            expires_at=None if ttl is None else now + timedelta(seconds=ttl),
             state_version=self.ex.workflow.state_version,
         )
 
@@ -210,7 +216,7 @@ class _Loop:
             meta["error"] = f"{type(error).__name__}: {error}"
         header = self._header(status, next_step, meta)
         try:
-            encoded = self.encoder.encode(header, self.state, self.dirty)
+            encoded = self.encoder.encode(header, self._saveable(self.state), self.dirty)
         except SerializationError:
             # Steps since the last checkpoint left something unsaveable in the
             # state: fall back to the last committed state and its resume point.
@@ -226,6 +232,11 @@ class _Loop:
         await self.ex.io(self.writer.flush)
         self.parent = record.checkpoint_id
         return record
+
+    def _saveable(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The state as saved: declared secret fields become references to their names."""
+        fields = self.ex.workflow.secrets
+        return secrets.redact(state, fields) if fields else state
 
     def _result(self, record: CheckpointRecord, interrupt_id: str | None = None) -> RunResult:
         return RunResult(
@@ -323,7 +334,9 @@ class _Loop:
                     usage=usage,
                 )
                 try:
-                    encoded: Encoded | None = self.encoder.encode(header, new_state, self.dirty)
+                    encoded: Encoded | None = self.encoder.encode(
+                        header, self._saveable(new_state), self.dirty
+                    )
                 except SerializationError as exc:
                     # The step counts as not done: the stop checkpoint keeps the state before it.
                     located = exc.located(run_id=self.run_id, step=name)

@@ -63,6 +63,9 @@ class Workflow:
     durability: Durability = "sync"
     compensate_on_failure: bool = False
     """Undo completed write effects (saga) when a step fails, instead of leaving the run resumable."""
+    secrets: dict[str, str] = field(default_factory=dict)
+    """State keys whose values are secrets: ``{state key: secret name}``. Saved as a
+    reference to the name, resolved again from the secrets provider on load."""
     steps: dict[str, StepSpec] = field(default_factory=dict, init=False)
     entry: str | None = field(default=None, init=False)
     defined_in: str | None = field(default=None, init=False)
