@@ -1,35 +1,33 @@
 """Checkpoint overhead: savegame vs LangGraph's SqliteSaver vs a bare SQLite commit.
 
 The workload is the shape of an agent conversation: every step appends one
-2 KB message to a list in the state, and the loop checkpoints after every step.
-All systems run side by side in one process, on fresh temporary database
-files, interleaved per repeat so that disk or CPU drift hits every system
-alike. Printed to stdout as a markdown table (progress goes to stderr), so
-the output can be pasted into docs/benchmarks.md as is.
+2 KB message of pseudo-prose (see ``workload.message``) to a list in the state,
+and the loop checkpoints after every step. All systems run side by side in one
+process, on fresh temporary database files, interleaved per repeat so that
+disk or CPU drift hits every system alike. Tables go to stdout as markdown,
+progress to stderr.
 
-    PYTHONPATH=src python benchmarks/checkpoint_overhead.py --steps 50,100,200,400 --repeat 5
+    python benchmarks/checkpoint_overhead.py --steps 50,100,200,400 --solo-steps 2000 --repeat 5
 
-LangGraph rows need the ``benchmark`` extra (``pip install -e '.[benchmark]'``);
-without it the other rows still run.
+``benchmarks/storage_engine.py`` runs this and adds loading and listing; the
+LangGraph rows need the ``benchmark`` extra (``pip install -e '.[benchmark]'``).
 """
 
 from __future__ import annotations
 
 import argparse
 import operator
-import os
-import platform
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import closing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
+
+from workload import SYNCHRONOUS_NAMES, machine, markdown, message, stored_bytes, version
 
 try:
     from savegame import END, Observer, Workflow, open_store, run
@@ -38,11 +36,6 @@ except ImportError as exc:  # run from a checkout without installing
         f"cannot import savegame ({exc}); run `pip install -e '.[benchmark]'` or set PYTHONPATH=src"
     ) from exc
 
-MESSAGE_BYTES = 2048
-MESSAGE: dict[str, str] = {"role": "user", "content": "x" * MESSAGE_BYTES}
-FLOOR_ROW = b"x" * MESSAGE_BYTES
-# PRAGMA synchronous reports a number; the docs and our URLs use the names.
-SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 INSTALL_HINT = "pip install -e '.[benchmark]'"
 
 
@@ -52,13 +45,15 @@ class Sample:
 
     seconds: float
     """Wall time of the run alone; opening the database and creating tables are excluded."""
+    step_median: float
+    """Median seconds from one step's start to the next one's: the step, its checkpoint
+    and the loop's bookkeeping. For the floor, one INSERT + COMMIT."""
     stored_bytes: int
     """Database file plus WAL after ``PRAGMA wal_checkpoint(TRUNCATE)``."""
     write_median: float | None = None
-    """Median seconds to commit one checkpoint, where the system reports it (savegame's observer)."""
-    write_mean: float | None = None
-    """Mean of the same: writes grow with the state and WAL auto-checkpoints add spikes,
-    so the median alone understates what the writes cost the run."""
+    """Median seconds to commit one checkpoint (savegame's Observer; others have no hook)."""
+    run_id: str | None = None
+    """savegame's run id, so later measurements can read the same database."""
 
 
 Bench = Callable[[Path, int], Sample]
@@ -73,6 +68,8 @@ class System:
     bench: Bench
     is_floor: bool = False
     is_langgraph: bool = False
+    solo: bool = True
+    """Also runs at the ``--solo-steps`` counts (LangGraph does not: minutes per run)."""
 
 
 @dataclass(slots=True)
@@ -84,50 +81,49 @@ class Cell:
     def ms_per_step(self, steps: int) -> float:
         return statistics.median(s.seconds for s in self.samples) / steps * 1e3
 
-    def write_ms(self, mean: bool = False) -> float | None:
-        runs = [s.write_mean if mean else s.write_median for s in self.samples]
-        known = [w for w in runs if w is not None]
+    def step_ms(self) -> float:
+        return statistics.median(s.step_median for s in self.samples) * 1e3
+
+    def write_ms(self) -> float | None:
+        known = [s.write_median for s in self.samples if s.write_median is not None]
         return statistics.median(known) * 1e3 if known else None
 
     def stored_bytes(self) -> int:
         return int(statistics.median(s.stored_bytes for s in self.samples))
 
 
-def stored_bytes(db: Path) -> int:
-    """Bytes on disk once the WAL is folded into the main file.
+def intervals(stamps: Sequence[float]) -> float:
+    """Median gap between consecutive timestamps: the steady per-step cost.
 
-    Without the TRUNCATE checkpoint the number would depend on when SQLite last
-    auto-checkpointed and on whether the system closed its connection (the last
-    close checkpoints too), not on what the system stores.
+    The median rather than the mean: WAL auto-checkpoints land on a few steps and
+    the mean (wall time / steps) is reported separately as ms/step.
     """
-    with closing(sqlite3.connect(db)) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    wal = db.with_name(db.name + "-wal")
-    return db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    return statistics.median(b - a for a, b in zip(stamps, stamps[1:], strict=False))
 
 
 # -- bare SQLite: the floor ------------------------------------------------------------------
 
 
 def floor_bench(synchronous: str) -> Bench:
-    """One ~2 KB INSERT and one COMMIT per step: the least a durable per-step save can cost."""
+    """One 2 KB INSERT and one COMMIT per step: the least a durable per-step save can cost."""
 
     def bench(db: Path, steps: int) -> Sample:
+        rows = [message(i)["content"].encode() for i in range(steps)]
         # isolation_level=None so BEGIN/COMMIT below are the only transactions.
         conn = sqlite3.connect(db, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
             conn.execute("CREATE TABLE log (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
-            started = time.perf_counter()
-            for _ in range(steps):
+            stamps = [time.perf_counter()]
+            for row in rows:
                 conn.execute("BEGIN")
-                conn.execute("INSERT INTO log (body) VALUES (?)", (FLOOR_ROW,))
+                conn.execute("INSERT INTO log (body) VALUES (?)", (row,))
                 conn.execute("COMMIT")
-            seconds = time.perf_counter() - started
+                stamps.append(time.perf_counter())
         finally:
             conn.close()
-        return Sample(seconds, stored_bytes(db))
+        return Sample(stamps[-1] - stamps[0], intervals(stamps), stored_bytes(db))
 
     return bench
 
@@ -135,12 +131,16 @@ def floor_bench(synchronous: str) -> Bench:
 # -- savegame ----------------------------------------------------------------------------------
 
 
-def appender(steps: int) -> Workflow:
+def appender(messages: Sequence[dict[str, str]], stamps: list[float]) -> Workflow:
     wf = Workflow("append")
+    steps = len(messages)
 
     @wf.step(entry=True)
     def add(state: dict[str, Any], ctx: object) -> tuple[dict[str, Any], str]:
-        msgs = [*state.get("messages", []), MESSAGE]
+        stamps.append(time.perf_counter())
+        old = state.get("messages", [])
+        # A new list, as the delta contract asks: the engine then sends only the appended item.
+        msgs = [*old, messages[len(old)]]
         return {"messages": msgs}, ("add" if len(msgs) < steps else END)
 
     return wf
@@ -150,7 +150,8 @@ def savegame_bench(synchronous: str) -> Bench:
     query = "" if synchronous == "FULL" else f"?synchronous={synchronous.lower()}"
 
     def bench(db: Path, steps: int) -> Sample:
-        wf = appender(steps)
+        stamps: list[float] = []
+        wf = appender([message(i) for i in range(steps)], stamps)
         writes: list[float] = []
         observer = Observer(on_checkpoint=lambda header, seconds: writes.append(seconds))
         # Opened outside the timed region: schema creation is a one-off, not per-step cost.
@@ -165,7 +166,7 @@ def savegame_bench(synchronous: str) -> Bench:
         if got != steps:
             raise RuntimeError(f"savegame ran {got} steps, expected {steps}")
         return Sample(
-            seconds, stored_bytes(db), statistics.median(writes), statistics.fmean(writes)
+            seconds, intervals(stamps), stored_bytes(db), statistics.median(writes), result.run_id
         )
 
     return bench
@@ -196,9 +197,15 @@ def langgraph_system() -> System | None:
         )
         return None
 
-    def graph(steps: int) -> Any:
+    def graph(messages: Sequence[dict[str, str]], stamps: list[float]) -> Any:
+        steps = len(messages)
+
+        def add(state: ChatState) -> dict[str, list[dict[str, str]]]:
+            stamps.append(time.perf_counter())
+            return {"messages": [messages[len(state["messages"])]]}
+
         builder = StateGraph(ChatState)
-        builder.add_node("add", lambda state: {"messages": [MESSAGE]})
+        builder.add_node("add", add)
         builder.add_edge(START, "add")
         builder.add_conditional_edges(
             "add", lambda state: "add" if len(state["messages"]) < steps else LG_END
@@ -214,27 +221,31 @@ def langgraph_system() -> System | None:
         return cp
 
     def bench(db: Path, steps: int) -> Sample:
+        stamps: list[float] = []
+        app = graph([message(i) for i in range(steps)], stamps)
         cp = saver(db)
         try:
-            app = graph(steps).compile(checkpointer=cp)
+            compiled = app.compile(checkpointer=cp)
             config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 10}
             started = time.perf_counter()
             # durability="sync" commits each checkpoint before the next step
             # starts, like savegame's default; LangGraph's own default, "async",
             # overlaps the write with the next step.
-            out = app.invoke({"messages": []}, config, durability="sync")
+            out = compiled.invoke({"messages": []}, config, durability="sync")
             seconds = time.perf_counter() - started
         finally:
             cp.conn.close()
         if len(out["messages"]) != steps:
             raise RuntimeError(f"LangGraph ran {len(out['messages'])} steps, expected {steps}")
-        return Sample(seconds, stored_bytes(db))
+        return Sample(seconds, intervals(stamps), stored_bytes(db))
 
     with tempfile.TemporaryDirectory(prefix="savegame-bench-") as tmp:
         cp = saver(Path(tmp) / "probe.db")
         (level,) = cp.conn.execute("PRAGMA synchronous").fetchone()
         cp.conn.close()
-    return System("LangGraph SqliteSaver", SYNCHRONOUS_NAMES[level], bench, is_langgraph=True)
+    return System(
+        "LangGraph SqliteSaver", SYNCHRONOUS_NAMES[level], bench, is_langgraph=True, solo=False
+    )
 
 
 # -- driver ----------------------------------------------------------------------------------
@@ -243,9 +254,7 @@ def langgraph_system() -> System | None:
 def systems() -> list[System]:
     found = [
         System("bare SQLite", "FULL", floor_bench("FULL"), is_floor=True),
-        System("bare SQLite", "NORMAL", floor_bench("NORMAL"), is_floor=True),
         System("savegame", "FULL", savegame_bench("FULL")),
-        System("savegame", "NORMAL", savegame_bench("NORMAL")),
     ]
     lg = langgraph_system()
     if lg is not None:
@@ -253,153 +262,148 @@ def systems() -> list[System]:
     return found
 
 
-def sample(system: System, steps: int) -> Sample:
+@dataclass(slots=True)
+class Results:
+    systems: list[System]
+    step_counts: list[int]
+    solo_counts: list[int]
+    cells: dict[tuple[int, int], Cell]
+    keep: Path
+    """Where the last repeat's savegame databases were kept, as ``savegame-{steps}.db``."""
+
+    def savegame_run(self, steps: int) -> tuple[Path, str]:
+        """The kept savegame database at ``steps`` and the run id in it."""
+        i = next(i for i, s in enumerate(self.systems) if s.name == "savegame")
+        run_id = self.cells[i, steps].samples[-1].run_id
+        assert run_id is not None
+        return self.keep / f"savegame-{steps}.db", run_id
+
+
+def sample(system: System, steps: int, keep: Path | None) -> Sample:
     # A fresh directory per run: no page cache, WAL or free pages carried over.
     with tempfile.TemporaryDirectory(prefix="savegame-bench-") as tmp:
-        return system.bench(Path(tmp) / "bench.db", steps)
+        db = Path(tmp) / "bench.db"
+        got = system.bench(db, steps)
+        if keep is not None:
+            db.rename(keep / f"savegame-{steps}.db")  # the WAL was truncated by stored_bytes
+        return got
 
 
 def measure(
-    found: Sequence[System], step_counts: Sequence[int], repeat: int
-) -> dict[tuple[int, int], Cell]:
-    cells = {(i, n): Cell() for i in range(len(found)) for n in step_counts}
+    found: list[System], step_counts: list[int], solo_counts: list[int], repeat: int, keep: Path
+) -> Results:
+    everything = [*step_counts, *solo_counts]
+    cells = {(i, n): Cell() for i in range(len(found)) for n in everything}
     # Warm-up: imports, graph compilation paths and the first file creation are
     # one-off costs that would otherwise land on the first repeat.
     for system in found:
-        sample(system, min(step_counts))
+        sample(system, min(everything), None)
     for r in range(repeat):
         print(f"repeat {r + 1}/{repeat}", file=sys.stderr, flush=True)
-        for n in step_counts:
+        for n in everything:
             for i, system in enumerate(found):
-                cells[i, n].samples.append(sample(system, n))
-    return cells
+                if n in solo_counts and n not in step_counts and not system.solo:
+                    continue
+                last = r == repeat - 1 and system.name == "savegame"
+                cells[i, n].samples.append(sample(system, n, keep if last else None))
+    return Results(found, step_counts, solo_counts, {k: c for k, c in cells.items() if c.samples}, keep)
 
 
 def ratio(value: float, reference: float | None) -> str:
     return "-" if reference is None or reference == 0 else f"{value / reference:.2f}x"
 
 
-def table(
-    found: Sequence[System], step_counts: Sequence[int], cells: dict[tuple[int, int], Cell]
-) -> str:
+def inverse(value: float, reference: float | None) -> str:
+    """A small ratio written as 1/N, easier to compare with a "< 1/100" target."""
+    return "-" if reference is None or value == 0 else f"1/{reference / value:.0f}"
+
+
+def table(results: Results) -> str:
     header = [
         "system",
         "sync",
         "steps",
-        "ms/step",
-        "write ms median",
-        "write ms mean",
+        "ms/step (mean)",
+        "step ms (median)",
+        "write ms (median)",
         "stored MB",
-        "time vs floor",
-        "time vs LangGraph",
+        "step vs floor",
+        "step vs LangGraph",
         "bytes vs LangGraph",
     ]
     rows: list[list[str]] = []
-    for n in step_counts:
-        floors = {s.synchronous: cells[i, n] for i, s in enumerate(found) if s.is_floor}
-        lg = next((cells[i, n] for i, s in enumerate(found) if s.is_langgraph), None)
+    cells, found = results.cells, results.systems
+    for n in [*results.step_counts, *results.solo_counts]:
+        floors = {s.synchronous: cells.get((i, n)) for i, s in enumerate(found) if s.is_floor}
+        lg = next((cells.get((i, n)) for i, s in enumerate(found) if s.is_langgraph), None)
         for i, system in enumerate(found):
-            cell = cells[i, n]
-            ms = cell.ms_per_step(n)
+            cell = cells.get((i, n))
+            if cell is None:
+                continue
             floor = floors.get(system.synchronous)
-            floor_ms = None if floor is None else floor.ms_per_step(n)
-            write, write_mean = cell.write_ms(), cell.write_ms(mean=True)
+            write = cell.write_ms()
             rows.append(
                 [
                     system.name,
                     system.synchronous,
                     str(n),
-                    f"{ms:.3f}",
+                    f"{cell.ms_per_step(n):.3f}",
+                    f"{cell.step_ms():.3f}",
                     "-" if write is None else f"{write:.3f}",
-                    "-" if write_mean is None else f"{write_mean:.3f}",
-                    f"{cell.stored_bytes() / 1e6:.2f}",
-                    "-" if system.is_floor else ratio(ms, floor_ms),
-                    "-" if lg is None or system.is_langgraph else ratio(ms, lg.ms_per_step(n)),
+                    f"{cell.stored_bytes() / 1e6:.3f}",
+                    "-" if system.is_floor or floor is None else ratio(cell.step_ms(), floor.step_ms()),
+                    "-" if lg is None or system.is_langgraph else ratio(cell.step_ms(), lg.step_ms()),
                     "-"
                     if lg is None or system.is_langgraph
-                    else ratio(cell.stored_bytes(), lg.stored_bytes()),
+                    else inverse(cell.stored_bytes(), lg.stored_bytes()),
                 ]
             )
     return markdown(header, rows, numeric_from=2)
 
 
-def markdown(header: list[str], rows: Iterable[list[str]], *, numeric_from: int) -> str:
-    """A padded GitHub markdown table: readable in a terminal and pasteable into docs.
-
-    rich renders box-drawn tables, which are not markdown, so this stays plain.
-    """
-    body = [header, *rows]
-    widths = [max(len(row[c]) for row in body) for c in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        padded = [
-            cell.rjust(w) if c >= numeric_from else cell.ljust(w)
-            for c, (cell, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "| " + " | ".join(padded) + " |"
-
-    rule = [("-" * (w - 1) + ":") if c >= numeric_from else "-" * w for c, w in enumerate(widths)]
-    return "\n".join([line(header), line(rule), *(line(row) for row in body[1:])])
-
-
-def version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def machine() -> str:
+def legend(repeat: int) -> str:
     return (
-        f"{platform.system()} {platform.release()} {platform.machine()}, {os.cpu_count()} CPUs; "
-        f"Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; "
-        f"langgraph {version('langgraph')}, langgraph-checkpoint-sqlite "
-        f"{version('langgraph-checkpoint-sqlite')}"
+        f"ms/step (mean): median over {repeat} runs of run wall time / steps. "
+        "step ms (median): median gap between consecutive step starts within a run (the step, "
+        "its checkpoint, the loop), then the median over runs; for the floor one INSERT + COMMIT. "
+        "write ms: savegame's Observer, the commit of one checkpoint. "
+        "stored MB: db + WAL bytes after PRAGMA wal_checkpoint(TRUNCATE). "
+        "step vs floor: step ms over the floor's at the same synchronous level."
     )
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument(
-        "--steps",
-        default="50,100,200,400",
-        type=lambda text: [int(part) for part in text.split(",") if part],
-        help="comma-separated step counts (default: 50,100,200,400)",
+def langgraph_versions() -> str:
+    return (
+        f"langgraph {version('langgraph')}, "
+        f"langgraph-checkpoint-sqlite {version('langgraph-checkpoint-sqlite')}"
     )
+
+
+def counts(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", default="50,100,200,400", type=counts,
+                        help="step counts for every system (default: 50,100,200,400)")  # fmt: skip
+    parser.add_argument("--solo-steps", default="2000", type=counts,
+                        help="step counts without LangGraph (default: 2000; '' for none)")  # fmt: skip
     parser.add_argument("--repeat", default=5, type=int, help="runs per cell; medians are reported")
-    args = parser.parse_args(argv)
-    if not args.steps or min(args.steps) < 1 or args.repeat < 1:
-        parser.error("--steps needs positive integers and --repeat at least 1")
-    return args
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
     found = systems()
     started = time.perf_counter()
-    cells = measure(found, args.steps, args.repeat)
-    elapsed = time.perf_counter() - started
-    steps = ",".join(map(str, args.steps))
-    print(f"Machine: {machine()}")
-    print(
-        f"Command: python benchmarks/checkpoint_overhead.py --steps {steps} --repeat {args.repeat}"
-    )
-    print(
-        f"Workload: one {MESSAGE_BYTES}-byte message appended per step, a checkpoint after every step"
-    )
+    with tempfile.TemporaryDirectory(prefix="savegame-bench-keep-") as keep:
+        results = measure(found, args.steps, args.solo_steps, args.repeat, Path(keep))
+    print(f"Machine: {machine(langgraph_versions())}")
     print()
-    print(table(found, args.steps, cells))
+    print(table(results))
     print()
-    print(
-        f"ms/step: median over {args.repeat} runs of run wall time / steps. "
-        "write ms: per-checkpoint commit time from savegame's Observer, median and mean "
-        "within a run, then the median over runs. "
-        "stored MB: db + WAL file bytes after PRAGMA wal_checkpoint(TRUNCATE). "
-        "time vs floor: against bare SQLite at the same synchronous level. "
-        f"Benchmark wall time {elapsed:.0f} s."
-    )
-    if not any(s.is_langgraph for s in found):
-        print(f"\nLangGraph rows skipped: the benchmark extra is missing ({INSTALL_HINT}).")
+    print(legend(args.repeat) + f" Wall time {time.perf_counter() - started:.0f} s.")
 
 
 if __name__ == "__main__":

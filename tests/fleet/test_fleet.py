@@ -133,7 +133,7 @@ def test_workers_on_two_hosts_take_over_a_killed_worker(tmp_path: Path, schema: 
             time.sleep(0.2)
             doomed.send_signal(signal.SIGKILL)
             doomed.communicate(timeout=10)
-            out, err = survivor.communicate(timeout=90)
+            _out, err = survivor.communicate(timeout=90)
             assert survivor.returncode == 0, err[-2000:]
         finally:
             for proc in (doomed, survivor):
