@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+from savegame.errors import CheckpointWriteError, LeaseLostError
 from savegame.model import CheckpointRecord, EffectRecord
 from savegame.stores.base import Store
 
@@ -104,8 +105,14 @@ class AsyncWriter:
                         effects=effects,
                         blobs=blobs or None,
                     )
+                except LeaseLostError as exc:
+                    self._error = exc  # not a write failure: someone else owns the run now
+                    continue
                 except BaseException as exc:
-                    self._error = exc
+                    # Raised on the run's thread at its next boundary, named like a sync failure.
+                    failure = CheckpointWriteError(record.run_id, record.header.step, exc)
+                    failure.__cause__ = exc
+                    self._error = failure
                     continue
                 self._committed(record, time.perf_counter() - started)
             finally:
