@@ -16,7 +16,9 @@ LangGraph rows need the ``benchmark`` extra (``pip install -e '.[benchmark]'``).
 from __future__ import annotations
 
 import argparse
+import itertools
 import operator
+import os
 import sqlite3
 import statistics
 import sys
@@ -98,7 +100,7 @@ def intervals(stamps: Sequence[float]) -> float:
     The median rather than the mean: WAL auto-checkpoints land on a few steps and
     the mean (wall time / steps) is reported separately as ms/step.
     """
-    return statistics.median(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+    return statistics.median(b - a for a, b in itertools.pairwise(stamps))
 
 
 # -- bare SQLite: the floor ------------------------------------------------------------------
@@ -280,6 +282,10 @@ class Results:
 
 
 def sample(system: System, steps: int, keep: Path | None) -> Sample:
+    # Flush what earlier runs left dirty (deleting a 25 MB database, for one): otherwise
+    # the filesystem journal commits it inside the next run's first fsync, which showed
+    # as +100 ms on every 50-step run that followed a 2,000-step one.
+    os.sync()
     # A fresh directory per run: no page cache, WAL or free pages carried over.
     with tempfile.TemporaryDirectory(prefix="savegame-bench-") as tmp:
         db = Path(tmp) / "bench.db"
@@ -306,7 +312,9 @@ def measure(
                     continue
                 last = r == repeat - 1 and system.name == "savegame"
                 cells[i, n].samples.append(sample(system, n, keep if last else None))
-    return Results(found, step_counts, solo_counts, {k: c for k, c in cells.items() if c.samples}, keep)
+    return Results(
+        found, step_counts, solo_counts, {k: c for k, c in cells.items() if c.samples}, keep
+    )
 
 
 def ratio(value: float, reference: float | None) -> str:
@@ -351,8 +359,12 @@ def table(results: Results) -> str:
                     f"{cell.step_ms():.3f}",
                     "-" if write is None else f"{write:.3f}",
                     f"{cell.stored_bytes() / 1e6:.3f}",
-                    "-" if system.is_floor or floor is None else ratio(cell.step_ms(), floor.step_ms()),
-                    "-" if lg is None or system.is_langgraph else ratio(cell.step_ms(), lg.step_ms()),
+                    "-"
+                    if system.is_floor or floor is None
+                    else ratio(cell.step_ms(), floor.step_ms()),
+                    "-"
+                    if lg is None or system.is_langgraph
+                    else ratio(cell.step_ms(), lg.step_ms()),
                     "-"
                     if lg is None or system.is_langgraph
                     else inverse(cell.stored_bytes(), lg.stored_bytes()),

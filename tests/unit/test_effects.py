@@ -285,3 +285,56 @@ def test_llm_results_are_journaled_and_never_paid_twice(store: Store) -> None:
     assert calls["llm"] == 3 and calls["book"] == 2
     kinds = Counter(e.kind for e in list_effects("a", store=store))
     assert kinds[EffectKind.LLM] == 3
+
+
+def test_reads_a_write_depended_on_are_kept_when_the_step_dies(store: Store) -> None:
+    price = {"now": 100}
+
+    @tool(effect="read")
+    def quote(item: str) -> int:
+        return price["now"]
+
+    wf = Workflow("buy")
+
+    @wf.step(entry=True)
+    def buy(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        amount = ctx.call(quote, "book")
+        ctx.call(charge, order_id="B", amount=amount)
+        if crash_in.pop("after_charge", False):
+            raise Crash()  # dies after the charge, before the step's checkpoint
+        return {"paid": amount}, END
+
+    crash_in["after_charge"] = True
+    with pytest.raises(Crash):
+        run(wf, run_id="b", store=store)
+    price["now"] = 105  # the quote moved while the run was down
+    result = resume("b", store=store, workflow=wf)
+    # The re-executed step saw the recorded quote, so the charge replayed as recorded.
+    assert result.state["paid"] == 100 and calls["charge"] == 1
+
+
+def test_the_whole_journal_is_loaded_however_long(store: Store) -> None:
+    @tool(effect="read")
+    def tick(i: int) -> int:
+        return i
+
+    wf = Workflow("long-journal")
+
+    @wf.step(entry=True)
+    def many(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        for i in range(10_050):  # more than a store's default listing limit
+            ctx.call(tick, i)
+        return {}, "pay"
+
+    @wf.step
+    def pay(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ctx.call(charge, order_id="L", amount=1)
+        if fail_after.pop("pay", False):
+            raise RuntimeError("after the charge")
+        return {}, END
+
+    fail_after["pay"] = True
+    with pytest.raises(StepError):
+        run(wf, run_id="long", store=store)
+    resume("long", store=store, workflow=wf)
+    assert calls["charge"] == 1

@@ -28,7 +28,7 @@ from savegame.errors import ConfigurationError
 class StorageConfig:
     """Storage-engine settings; the defaults suit agent states from KBs to MBs."""
 
-    keyframe_every: int = 32
+    keyframe_every: int = 256
     """At most this many checkpoints per chain (a keyframe, then deltas): bounds a load to K records."""
     blob_threshold: int = 1024
     """Strings and bytes longer than this (characters / bytes) are stored once as content-addressed blobs; 0 turns blobs off."""
@@ -62,7 +62,7 @@ class StorageConfig:
             k.strip() for k in env.get("SAVEGAME_SENSITIVE_METADATA", "").split(",") if k.strip()
         )
         return cls(
-            keyframe_every=_int(env, "SAVEGAME_KEYFRAME_EVERY", 32),
+            keyframe_every=_int(env, "SAVEGAME_KEYFRAME_EVERY", 256),
             blob_threshold=_int(env, "SAVEGAME_BLOB_THRESHOLD", 1024),
             compress_threshold=_int(env, "SAVEGAME_COMPRESS_THRESHOLD", 2048),
             keyring=Keyring.parse(spec) if spec else None,

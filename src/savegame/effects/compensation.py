@@ -32,7 +32,7 @@ from savegame.model import (
     RunStatus,
     utcnow,
 )
-from savegame.stores.base import Store
+from savegame.stores.base import ALL_EFFECTS, Store
 
 Committed = Callable[[CheckpointRecord], None]
 
@@ -106,9 +106,11 @@ def run_compensation(
 
     if latest.header.status is not RunStatus.COMPENSATING:
         write(RunStatus.COMPENSATING, previous=latest.header.status.value)
-    journal = Journal(store, run_id, lease.token, store.list_effects(run_id), storage=storage)
+    journal = Journal(
+        store, run_id, lease.token, store.list_effects(run_id, limit=ALL_EFFECTS), storage=storage
+    )
     undone = 0
-    for effect in plan(store.list_effects(run_id, kinds=[EffectKind.WRITE])):
+    for effect in plan(store.list_effects(run_id, kinds=[EffectKind.WRITE], limit=ALL_EFFECTS)):
         comp_id = f"{effect.request_id}:compensate"
         existing = journal.get(comp_id)
         if existing is not None and existing.status is EffectStatus.DONE:

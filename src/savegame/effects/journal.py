@@ -51,7 +51,15 @@ class Journal:
         return self._by_id.get(request_id)
 
     def intent(self, effect: EffectRecord) -> EffectRecord:
-        """Commit ``effect`` (insert-if-absent) and return what the store holds."""
+        """Commit ``effect`` (insert-if-absent) and return what the store holds.
+
+        Reads buffered for the next checkpoint are committed first: a write (or
+        an interrupt, or a model call) may depend on what they returned, and if
+        the process dies before the checkpoint, the re-executed step must see
+        the same values, or the replayed write would no longer match.
+        """
+        for read in self.take_buffered():
+            self._keep(self._store.record_intent(read, lease_token=self._token))
         stored = self._store.record_intent(sealed(effect, self.storage), lease_token=self._token)
         return self._keep(stored)
 

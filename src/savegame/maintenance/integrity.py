@@ -21,7 +21,7 @@ from savegame.codec.journal import verify as verify_effect
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import ConfigurationError, EncryptionKeyError, NotFoundError, SavegameError
 from savegame.model import CheckpointRecord, RunInfo
-from savegame.stores.base import Store
+from savegame.stores.base import ALL_EFFECTS, Store
 
 Progress = Callable[[int, int], None]
 """Called with (runs done, runs in all)."""
@@ -94,7 +94,7 @@ def verify(
                 raise
             except SavegameError as exc:
                 report.damaged.append(Damage("blob", digest, run.run_id, str(exc)))
-        for effect in store.list_effects(run.run_id):
+        for effect in store.list_effects(run.run_id, limit=ALL_EFFECTS):
             report.effects += 1
             try:
                 open_effect(verify_effect(effect), config)
@@ -176,7 +176,8 @@ def rekey(
             store.rewrite(blobs=resealed)
             report.blobs += len(resealed)
         effects = [
-            seal_effect(open_effect(e, reader), config) for e in store.list_effects(run.run_id)
+            seal_effect(open_effect(e, reader), config)
+            for e in store.list_effects(run.run_id, limit=ALL_EFFECTS)
         ]
         if effects:
             store.rewrite(effects=effects)

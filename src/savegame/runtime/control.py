@@ -19,7 +19,7 @@ from savegame.inspect.history import opened
 from savegame.model import EffectKind, EffectStatus, RunInfo, RunResult, RunStatus, utcnow
 from savegame.runtime import lease as leases
 from savegame.runtime.loader import load
-from savegame.stores.base import Store
+from savegame.stores.base import ALL_EFFECTS, Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,9 @@ def list_effects(
     """A run's journal, oldest first, verified, decrypted and decoded."""
     with opened(store) as s:
         s.get_run(run_id)
-        entries = [opened_effect(verify(e), storage) for e in s.list_effects(run_id)]
+        entries = [
+            opened_effect(verify(e), storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)
+        ]
         return [
             Effect(
                 e.run_id,

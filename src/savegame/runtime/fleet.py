@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from savegame import codec
 from savegame.codec.storage import StorageConfig
+from savegame.errors import ConflictError
+from savegame.ids import new_id
 from savegame.inspect.history import opened
-from savegame.model import Lease, RunInfo, RunResult
+from savegame.model import Lease, RunInfo, RunResult, RunStatus, utcnow
 from savegame.runtime import lease as leases
 from savegame.runtime.api import _prepare_resume, _start, _sync
 from savegame.runtime.loader import as_workflow, reference_of
 from savegame.runtime.runner import Execution, Observer, direct_io, execute
 from savegame.stores.base import Store
+
+log = logging.getLogger("savegame.worker")
 
 
 def submit(
@@ -59,7 +66,9 @@ def resume_claimed(
         wf, start, record, chain, held = _prepare_resume(
             lease.run_id, store, None, None, lease_ttl, storage, lease=lease
         )
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, Exception) and not isinstance(exc, ConflictError):
+            _park(store, lease, exc, storage)
         store.release_lease(lease.run_id, lease.token)
         raise
     ex = Execution(
@@ -78,3 +87,25 @@ def resume_claimed(
         should_stop=should_stop,
     )
     return _sync(execute(ex))
+
+
+def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig | None) -> None:
+    """Take a run this worker cannot even start (its workflow does not import, its
+    checkpoint is damaged...) out of the queue: mark it failed with the reason, so
+    the fleet moves on instead of claiming it again and again. ``savegame resume``
+    retries it once the cause is fixed.
+    """
+    try:
+        latest = store.latest_checkpoint(lease.run_id)
+        header = replace(
+            latest.header,
+            checkpoint_id=new_id(),
+            parent_id=latest.checkpoint_id,
+            status=RunStatus.FAILED,
+            created_at=utcnow(),
+            metadata={"error": f"{type(error).__name__}: {error}", "parked_by": "worker"},
+        )
+        record = codec.rewrap(latest, header, storage)
+        store.put_checkpoint(record, lease_token=lease.token, error=str(error))
+    except Exception as exc:  # parking is best effort: the lease still expires
+        log.warning("could not mark run %s failed: %s", lease.run_id, exc)

@@ -53,7 +53,7 @@ from savegame.runtime.policy import CheckpointPolicy, Durability
 from savegame.runtime.signals import Cancel, NeedsAttention, Pause
 from savegame.runtime.workflow import END, Workflow
 from savegame.runtime.writer import AsyncWriter, SyncWriter, Writer
-from savegame.stores.base import Store
+from savegame.stores.base import ALL_EFFECTS, Store
 
 T = TypeVar("T")
 Io = Callable[..., Awaitable[Any]]
@@ -273,7 +273,7 @@ class _Loop:
             ex.store,
             self.run_id,
             ex.lease.token,
-            await ex.io(ex.store.list_effects, self.run_id),
+            await ex.io(ex.store.list_effects, self.run_id, limit=ALL_EFFECTS),
             storage=ex.storage,
         )
         since_steps, since_time = 0, time.monotonic()

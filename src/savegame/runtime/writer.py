@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from savegame.errors import CheckpointWriteError, LeaseLostError
+from savegame.codec.blobs import known
+from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import CheckpointRecord, EffectRecord
 from savegame.stores.base import Store
 
@@ -109,6 +110,10 @@ class AsyncWriter:
                     self._error = exc  # not a write failure: someone else owns the run now
                     continue
                 except BaseException as exc:
+                    if isinstance(exc, MissingBlobsError):
+                        # A prune elsewhere removed blobs believed stored: this run stops
+                        # (resumable), and later runs ask the store again instead of failing too.
+                        known.forget(self._store)
                     # Raised on the run's thread at its next boundary, named like a sync failure.
                     failure = CheckpointWriteError(record.run_id, record.header.step, exc)
                     failure.__cause__ = exc

@@ -44,6 +44,10 @@ from savegame.model import (
     RunStatus,
 )
 
+#: ``list_effects(limit=ALL_EFFECTS)``: the whole journal. The runtime must see every
+#: entry of a run, or a re-executed step could miss a recorded result and call again.
+ALL_EFFECTS = 2**62
+
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
