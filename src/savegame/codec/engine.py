@@ -199,7 +199,13 @@ def load(store: Store, record: CheckpointRecord, storage: StorageConfig | None =
             )
     if records[-1].header.base_id is not None:
         raise CorruptRecordError(record.checkpoint_id, "chain does not end at a keyframe")
-    fetch = store.get_blobs
+    # Every blob of the chain in one read, not one read per record.
+    names = sorted({name for rec in records for name in rec.header.blobs})
+    prefetched = store.get_blobs(names) if names else {}
+
+    def fetch(wanted: Sequence[str]) -> dict[str, bytes]:
+        return {name: prefetched[name] for name in wanted if name in prefetched}
+
     head = records[0]
     state: dict[str, Any] | None = None
     for rec in reversed(records):

@@ -100,9 +100,11 @@ def reveal_metadata(
     header: CheckpointHeader, storage: StorageConfig | None = None
 ) -> CheckpointHeader:
     """The header with sensitive metadata decrypted (left sealed when no keyring is given)."""
-    ring = resolve(storage).keyring
     sealed = [k for k, v in header.metadata.items() if isinstance(v, str) and v.startswith(_META)]
-    if ring is None or not sealed:
+    if not sealed:
+        return header  # the common case: no keyring lookup per header (history lists thousands)
+    ring = resolve(storage).keyring
+    if ring is None:
         return header
     meta = dict(header.metadata)
     for key in sealed:
@@ -210,9 +212,23 @@ def parse(
     return blobs.resolve(tree, plain, record.checkpoint_id)
 
 
+_STRING_BLOB = b'{"$sg:blob":["s",'
+
+
+def _needs_revival(body: bytes) -> bool:
+    """Whether the tree holds tags other than string blob references.
+
+    Those are already plain strings once the blobs are resolved, so a state made
+    of text (the usual agent state: messages) skips the second walk over the tree.
+    The body is canonical orjson, so the pattern is exact.
+    """
+    tags = body.count(b'"$sg:')
+    return tags > 0 and tags > body.count(_STRING_BLOB)
+
+
 def state_of(tree: Any, body: bytes, ident: str) -> dict[str, Any]:
     try:
-        state = values.from_data(tree) if b"$sg:" in body else tree
+        state = values.from_data(tree) if _needs_revival(body) else tree
     except SerializationError:
         raise
     except (ValueError, TypeError, KeyError) as exc:
