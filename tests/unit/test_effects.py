@@ -338,3 +338,25 @@ def test_the_whole_journal_is_loaded_however_long(store: Store) -> None:
         run(wf, run_id="long", store=store)
     resume("long", store=store, workflow=wf)
     assert calls["charge"] == 1
+
+
+def test_a_result_that_is_not_pure_data_fails_the_same_way_on_replay(store: Store) -> None:
+    from savegame import SerializationError
+
+    @tool(effect="write")
+    def open_session(user: str) -> object:
+        calls["session"] += 1
+        return object()  # not pure data: cannot be journaled
+
+    wf = Workflow("session")
+
+    @wf.step(entry=True)
+    def go(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ctx.call(open_session, "ann")
+        return {}, END
+
+    with pytest.raises(SerializationError, match=r"result\.open_session"):
+        run(wf, run_id="s", store=store)
+    with pytest.raises(SerializationError, match="recorded at first call"):
+        resume("s", store=store, workflow=wf)
+    assert calls["session"] == 1  # never called twice

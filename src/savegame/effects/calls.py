@@ -26,6 +26,8 @@ from savegame.errors import (
 from savegame.model import EffectKind, EffectRecord, EffectStatus
 from savegame.runtime.signals import Cancel, NeedsAttention, Pause
 
+UNSAVEABLE = "the tool's result is not pure data"
+
 
 @dataclass
 class Prepared:
@@ -127,6 +129,12 @@ class Calls:
 
         kind = EffectKind.WRITE if tool.effect == "write" else EffectKind.READ
         if existing is not None and existing.status is EffectStatus.DONE:
+            if existing.result is None and existing.error == UNSAVEABLE:
+                # The call happened, but its result could not be kept: fail the same way
+                # every time rather than hand the step a silent None.
+                raise SerializationError(
+                    f"result.{tool.name}", UNSAVEABLE + " (recorded at first call)"
+                )
             return Prepared(
                 request_id,
                 kind,
@@ -210,7 +218,7 @@ class Calls:
             encoded = encode_value(result, f"result.{prepared.name}")
         except SerializationError:
             if entry is not None:
-                self.journal.settle(entry, EffectStatus.DONE, error="result is not pure data")
+                self.journal.settle(entry, EffectStatus.DONE, error=UNSAVEABLE)
             raise
         if entry is not None:
             self.journal.settle(entry, EffectStatus.DONE, result=encoded)

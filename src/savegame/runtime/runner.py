@@ -304,8 +304,14 @@ class _Loop:
             except LeaseLostError:
                 raise
             except Exception as exc:
-                await self._stop(RunStatus.FAILED, name, error=exc)
-                if ex.workflow.compensate_on_failure:
+                # With a saga, the failure checkpoint already says "compensating": a crash
+                # before compensation finishes leaves a run that `compensate` continues,
+                # never one that a resume would retry.
+                saga = ex.workflow.compensate_on_failure
+                await self._stop(
+                    RunStatus.COMPENSATING if saga else RunStatus.FAILED, name, error=exc
+                )
+                if saga:
                     await ex.io(
                         run_compensation,
                         ex.store,
