@@ -217,19 +217,33 @@ class SqliteStore(SqliteEngine):
         journal = _common.check_effects(header.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
         with self._write() as conn:
-            self._fence(conn, header.run_id, lease_token)
+            status = self._fence(conn, header.run_id, lease_token)
             conv.insert_checkpoint(conn, record, new_blobs)
             # In the checkpoint's transaction: the entries land with it or not at all.
             for effect in journal:
                 conv.journal(conn, effect)
-            conn.execute(
-                "UPDATE runs SET head_checkpoint_id = ?, status = ?, step = ?, error = ?, updated_at = ?"
-                " WHERE run_id = ?",
-                (
-                    header.checkpoint_id, header.status.value, header.step, error,
-                    _common.to_micros(utcnow()), header.run_id,
-                ),
-            )  # fmt: skip
+            now = _common.to_micros(utcnow())
+            if status == header.status.value:
+                # Most checkpoints keep the status: leaving it out of SET spares the
+                # two status indexes a rewrite on every step (fewer pages to fsync).
+                conn.execute(
+                    "UPDATE runs SET head_checkpoint_id = ?, step = ?, error = ?, updated_at = ?"
+                    " WHERE run_id = ?",
+                    (header.checkpoint_id, header.step, error, now, header.run_id),
+                )
+            else:
+                conn.execute(
+                    "UPDATE runs SET head_checkpoint_id = ?, status = ?, step = ?, error = ?,"
+                    " updated_at = ? WHERE run_id = ?",
+                    (
+                        header.checkpoint_id,
+                        header.status.value,
+                        header.step,
+                        error,
+                        now,
+                        header.run_id,
+                    ),
+                )
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
         rows = self._read(
@@ -289,15 +303,19 @@ class SqliteStore(SqliteEngine):
         return [conv.header(row) for row in rows]
 
     @staticmethod
-    def _fence(conn: sqlite3.Connection, run_id: str, lease_token: int | None) -> None:
-        """Raises NotFoundError for an unknown run, LeaseLostError for a stale token (None: unfenced)."""
-        row = conn.execute("SELECT lease_token FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    def _fence(conn: sqlite3.Connection, run_id: str, lease_token: int | None) -> str:
+        """The run's status; raises NotFoundError for an unknown run, LeaseLostError for a
+        stale token (None: unfenced)."""
+        row = conn.execute(
+            "SELECT lease_token, status FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
         if row is None:
             raise NotFoundError("run", run_id)
         # Fencing: equality only. Expiry is for acquirers to judge; a writer
         # whose lease lapsed but was not taken over still owns the run.
         if lease_token is not None and row[0] != lease_token:
             raise LeaseLostError(run_id, lease_token)
+        return str(row[1])
 
     # -- leases ---------------------------------------------------------------------
     def claim_run(
