@@ -330,3 +330,26 @@ def test_resume_from_a_chosen_checkpoint(store: Store) -> None:
     # The continuation hangs off the chosen checkpoint.
     step2 = [h for h in history("r-pick", store=store) if h.step == 2]
     assert step1.checkpoint_id in {h.parent_id for h in step2}
+
+
+def test_check_mutations_names_a_key_changed_in_place(store: Store) -> None:
+    wf = Workflow("sneaky", check_mutations=True)
+
+    @wf.step(entry=True)
+    def start(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"log": ["a"], "n": 1}, "sneak"
+
+    @wf.step
+    def sneak(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        state["log"].append("b")  # in place, and not returned: a checkpoint would miss it
+        return {"n": 2}, END
+
+    with pytest.raises(ConfigurationError, match=r"step 'sneak' changed state\['log'\] in place"):
+        run(wf, store=store)
+    honest = Workflow("honest", check_mutations=True)
+
+    @honest.step(entry=True)
+    def fine(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"log": [*state.get("log", []), "b"]}, END
+
+    assert run(honest, {"log": ["a"]}, store=store).state["log"] == ["a", "b"]

@@ -123,6 +123,36 @@ def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
     return update, target
 
 
+def _fingerprints(state: Mapping[str, Any]) -> dict[str, bytes]:
+    """Canonical bytes of each top-level value (the debug check below; O(state) per step)."""
+    out: dict[str, bytes] = {}
+    for key, value in state.items():
+        try:
+            out[key] = codec.canonical(value)
+        except SerializationError:
+            continue  # reported with its path when the state is saved
+    return out
+
+
+def _refuse_hidden_mutations(
+    node: str, before: Mapping[str, bytes], state: Mapping[str, Any], update: Mapping[str, Any]
+) -> None:
+    """Checkpoints store what a step returns; a key changed in place and not returned
+    would be missing from them (and from a resumed run). Say so at the step that did it."""
+    for key, fingerprint in before.items():
+        if key in update or key not in state:
+            continue
+        try:
+            now = codec.canonical(state[key])
+        except SerializationError:
+            continue
+        if now != fingerprint:
+            raise ConfigurationError(
+                f"step {node!r} changed state[{key!r}] in place without returning it; "
+                f"return {{{key!r}: <new value>}} so checkpoints keep the change"
+            )
+
+
 class _Loop:
     def __init__(self, ex: Execution) -> None:
         self.ex = ex
@@ -259,10 +289,13 @@ class _Loop:
         ctx = StepContext(self.run_id, self.thread_id, name, self.step + 1, self.parent, calls)
         if self.ex.observer.on_step is not None:
             self.ex.observer.on_step(self.run_id, self.step + 1, name)
+        before = _fingerprints(self.state) if self.ex.workflow.check_mutations else None
         out = spec.fn(self.state, ctx)
         if inspect.isawaitable(out):
             out = await out
         update, nxt = _check_result(out, name)
+        if before is not None:
+            _refuse_hidden_mutations(name, before, self.state, update)
         if nxt != END:
             self.ex.workflow.get_step(nxt)
         return update, nxt, ctx, spec.key

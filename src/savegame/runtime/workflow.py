@@ -63,6 +63,9 @@ class Workflow:
     durability: Durability = "sync"
     compensate_on_failure: bool = False
     """Undo completed write effects (saga) when a step fails, instead of leaving the run resumable."""
+    check_mutations: bool = False
+    """Debug aid (costs a canonical encoding of the state per step): refuse a step that
+    changes a state key in place without returning it, which checkpoints would miss."""
     secrets: dict[str, str] = field(default_factory=dict)
     """State keys whose values are secrets: ``{state key: secret name}``. Saved as a
     reference to the name, resolved again from the secrets provider on load."""
