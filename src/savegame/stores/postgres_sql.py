@@ -19,29 +19,18 @@ from savegame.model import (
     EffectKind,
     EffectRecord,
     EffectStatus,
-    Lease,
     RunInfo,
     RunStatus,
-    Usage,
 )
 from savegame.stores import _common
+from savegame.stores import sql_rows as rows
 
 if TYPE_CHECKING:
     import psycopg
 
-HEADER_COLS = (
-    "thread_id, run_id, checkpoint_id, parent_id, step, node, status, next, usage, metadata,"
-    " created_at, expires_at, format_version, state_version, size, base_id, blobs"
-)
-RECORD_COLS = HEADER_COLS + ", checksum, payload"
-RUN_COLS = (
-    "run_id, thread_id, workflow, workflow_ref, status, step, head_checkpoint_id, created_at,"
-    " updated_at, error, metadata, lease_owner, lease_token, lease_expires_at, cancel_requested"
-)
-EFFECT_COLS = (
-    "run_id, request_id, kind, name, step, node, call_index, status, arguments, result, error,"
-    " metadata, created_at, completed_at, checksum"
-)
+# The column order is shared with the other SQL backend: see sql_rows.
+HEADER_COLS, RECORD_COLS = rows.HEADER_COLS, rows.RECORD_COLS
+RUN_COLS, EFFECT_COLS = rows.RUN_COLS, rows.EFFECT_COLS
 
 #: Epoch seconds on the server's clock: every process judges lease expiry by one clock.
 NOW = "extract(epoch FROM clock_timestamp())::float8"
@@ -276,66 +265,23 @@ def effects_query(
 
 
 # -- rows --------------------------------------------------------------------------
+def _parsed(value: Any) -> Any:
+    """psycopg has already parsed json columns."""
+    return value
+
+
+# Rows decode as in every SQL backend (sql_rows); only JSON columns differ here.
 def header(row: Sequence[Any]) -> CheckpointHeader:
-    return CheckpointHeader(
-        thread_id=row[0],
-        run_id=row[1],
-        checkpoint_id=row[2],
-        parent_id=row[3],
-        step=row[4],
-        node=row[5],
-        status=RunStatus(row[6]),
-        next=row[7],
-        usage=Usage.from_dict(row[8]),
-        metadata=row[9],
-        created_at=_common.from_micros(row[10]),
-        expires_at=None if row[11] is None else _common.from_micros(row[11]),
-        format_version=row[12],
-        state_version=row[13],
-        size=row[14],
-        base_id=row[15],
-        blobs=tuple(row[16]),
-    )
+    return rows.header(row, _parsed)
 
 
 def record(row: Sequence[Any]) -> CheckpointRecord:
-    return CheckpointRecord(header=header(row), checksum=row[17], payload=bytes(row[18]))
+    return rows.record(row, _parsed)
 
 
 def run_info(row: Sequence[Any]) -> RunInfo:
-    owner, token, expires_at = row[11], row[12], row[13]
-    return RunInfo(
-        run_id=row[0],
-        thread_id=row[1],
-        workflow=row[2],
-        workflow_ref=row[3],
-        status=RunStatus(row[4]),
-        step=row[5],
-        head_checkpoint_id=row[6],
-        created_at=_common.from_micros(row[7]),
-        updated_at=_common.from_micros(row[8]),
-        error=row[9],
-        lease=None if owner is None else Lease(row[0], owner, token, expires_at),
-        metadata=row[10],
-        cancel_requested=bool(row[14]),
-    )
+    return rows.run_info(row, _parsed)
 
 
 def effect(row: Sequence[Any]) -> EffectRecord:
-    return EffectRecord(
-        run_id=row[0],
-        request_id=row[1],
-        kind=EffectKind(row[2]),
-        name=row[3],
-        step=row[4],
-        node=row[5],
-        call_index=row[6],
-        status=EffectStatus(row[7]),
-        arguments=bytes(row[8]),
-        result=None if row[9] is None else bytes(row[9]),
-        error=row[10],
-        metadata=row[11],
-        created_at=_common.from_micros(row[12]),
-        completed_at=None if row[13] is None else _common.from_micros(row[13]),
-        checksum=row[14],
-    )
+    return rows.effect(row, _parsed)

@@ -1,0 +1,105 @@
+"""Rows of the SQL backends (SQLite, PostgreSQL) as records: one column order, one decoding.
+
+Both schemas keep the same columns in the same order; they differ only in how
+JSON columns come back (SQLite: text to parse; psycopg: already parsed), which
+the caller passes as ``json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    Lease,
+    RunInfo,
+    RunStatus,
+    Usage,
+)
+from savegame.stores import _common
+
+Json = Callable[[Any], Any]
+
+HEADER_COLS = (
+    "thread_id, run_id, checkpoint_id, parent_id, step, node, status, next, usage, metadata,"
+    " created_at, expires_at, format_version, state_version, size, base_id, blobs"
+)
+RECORD_COLS = HEADER_COLS + ", checksum, payload"
+RUN_COLS = (
+    "run_id, thread_id, workflow, workflow_ref, status, step, head_checkpoint_id, created_at,"
+    " updated_at, error, metadata, lease_owner, lease_token, lease_expires_at, cancel_requested"
+)
+EFFECT_COLS = (
+    "run_id, request_id, kind, name, step, node, call_index, status, arguments, result, error,"
+    " metadata, created_at, completed_at, checksum"
+)
+
+
+def header(row: Sequence[Any], json: Json) -> CheckpointHeader:
+    return CheckpointHeader(
+        thread_id=row[0],
+        run_id=row[1],
+        checkpoint_id=row[2],
+        parent_id=row[3],
+        step=row[4],
+        node=row[5],
+        status=RunStatus(row[6]),
+        next=row[7],
+        usage=Usage.from_dict(json(row[8])),
+        metadata=json(row[9]),
+        created_at=_common.from_micros(row[10]),
+        expires_at=None if row[11] is None else _common.from_micros(row[11]),
+        format_version=row[12],
+        state_version=row[13],
+        size=row[14],
+        base_id=row[15],
+        blobs=tuple(json(row[16])),
+    )
+
+
+def record(row: Sequence[Any], json: Json) -> CheckpointRecord:
+    return CheckpointRecord(header=header(row, json), checksum=row[17], payload=bytes(row[18]))
+
+
+def run_info(row: Sequence[Any], json: Json) -> RunInfo:
+    owner, token, expires_at = row[11], row[12], row[13]
+    return RunInfo(
+        run_id=row[0],
+        thread_id=row[1],
+        workflow=row[2],
+        workflow_ref=row[3],
+        status=RunStatus(row[4]),
+        step=row[5],
+        head_checkpoint_id=row[6],
+        created_at=_common.from_micros(row[7]),
+        updated_at=_common.from_micros(row[8]),
+        error=row[9],
+        lease=None if owner is None else Lease(row[0], owner, token, expires_at),
+        metadata=json(row[10]),
+        cancel_requested=bool(row[14]),
+    )
+
+
+def effect(row: Sequence[Any], json: Json) -> EffectRecord:
+    return EffectRecord(
+        run_id=row[0],
+        request_id=row[1],
+        kind=EffectKind(row[2]),
+        name=row[3],
+        step=row[4],
+        node=row[5],
+        call_index=row[6],
+        status=EffectStatus(row[7]),
+        arguments=bytes(row[8]),
+        result=None if row[9] is None else bytes(row[9]),
+        error=row[10],
+        metadata=json(row[11]),
+        created_at=_common.from_micros(row[12]),
+        completed_at=None if row[13] is None else _common.from_micros(row[13]),
+        checksum=row[14],
+    )
