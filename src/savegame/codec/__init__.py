@@ -1,6 +1,6 @@
 """Pure-data encoding, integrity checks and state migrations."""
 
-from savegame.codec.envelope import decode, encode, rewrap
+from savegame.codec.envelope import decode, encode, marker, rewrap
 from savegame.codec.migrate import Migration, upgrade
 from savegame.codec.registry import register
 from savegame.codec.values import canonical, dumps, loads
@@ -12,6 +12,7 @@ __all__ = [
     "dumps",
     "encode",
     "loads",
+    "marker",
     "register",
     "rewrap",
     "upgrade",

@@ -49,7 +49,15 @@ from savegame.errors import (
     SerializationError,
     UnencryptedRecordError,
 )
-from savegame.model import FORMAT_VERSION, Checkpoint, CheckpointHeader, CheckpointRecord
+from savegame.ids import new_id
+from savegame.model import (
+    FORMAT_VERSION,
+    Checkpoint,
+    CheckpointHeader,
+    CheckpointRecord,
+    RunStatus,
+    utcnow,
+)
 
 DELTA, ZSTD, AEAD = 1, 2, 4
 _MAGIC = b"SG"
@@ -301,3 +309,30 @@ def rewrap(
     is_delta, body = open_record(record, config)
     header = replace(header, base_id=record.header.base_id, blobs=record.header.blobs)
     return seal(header, body, delta=is_delta, storage=config)
+
+
+def marker(
+    latest: CheckpointRecord,
+    status: RunStatus,
+    metadata: Mapping[str, Any],
+    storage: StorageConfig | None = None,
+    *,
+    resumable: bool = False,
+) -> CheckpointRecord:
+    """A checkpoint that only changes the run's status: ``latest``'s state under a new id,
+    parented on it (cancelled, compensating, parked as failed ...).
+
+    ``resumable`` keeps ``latest``'s next step (a failed run resumes there); otherwise
+    the marker ends the run (``next`` None).
+    """
+    header = replace(
+        latest.header,
+        checkpoint_id=new_id(),
+        parent_id=latest.checkpoint_id,
+        status=status,
+        next=latest.header.next if resumable else None,
+        created_at=utcnow(),
+        metadata=dict(metadata),
+    )
+    # A rewrap of a delta keeps its base: the new record holds the same patch against it.
+    return rewrap(latest, header, storage)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from savegame import codec
@@ -21,7 +20,6 @@ from savegame.codec.storage import StorageConfig
 from savegame.effects.journal import Journal
 from savegame.effects.tools import tool_named
 from savegame.errors import CompensationError, InDoubtEffectError, RunStateError
-from savegame.ids import new_id
 from savegame.model import (
     CheckpointRecord,
     EffectKind,
@@ -30,7 +28,6 @@ from savegame.model import (
     Lease,
     RunResult,
     RunStatus,
-    utcnow,
 )
 from savegame.stores.base import ALL_EFFECTS, Store
 
@@ -57,25 +54,6 @@ def _arguments(fn: Callable[..., Any], original: dict[str, Any], result: Any) ->
     return kwargs
 
 
-def _status_record(
-    latest: CheckpointRecord,
-    status: RunStatus,
-    metadata: dict[str, Any],
-    storage: StorageConfig | None,
-) -> CheckpointRecord:
-    header = replace(
-        latest.header,
-        checkpoint_id=new_id(),
-        parent_id=latest.checkpoint_id,
-        status=status,
-        next=None,
-        created_at=utcnow(),
-        metadata=metadata,
-    )
-    # A rewrap of a delta keeps its base: the new record holds the same patch against it.
-    return codec.rewrap(latest, header, storage)
-
-
 def run_compensation(
     store: Store,
     run_id: str,
@@ -97,7 +75,7 @@ def run_compensation(
 
     def write(status: RunStatus, error: str | None = None, **metadata: Any) -> CheckpointRecord:
         nonlocal latest
-        record = _status_record(latest, status, metadata, storage)
+        record = codec.marker(latest, status, metadata, storage)
         store.put_checkpoint(record, lease_token=lease.token, error=error)
         latest = record
         if committed is not None:

@@ -14,9 +14,8 @@ from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.effects.compensation import run_compensation
 from savegame.errors import LeaseHeldError, RunStateError
-from savegame.ids import new_id
 from savegame.inspect.history import opened
-from savegame.model import EffectKind, EffectStatus, RunInfo, RunResult, RunStatus, utcnow
+from savegame.model import EffectKind, EffectStatus, RunInfo, RunResult, RunStatus
 from savegame.runtime import lease as leases
 from savegame.runtime.loader import load
 from savegame.stores.base import ALL_EFFECTS, Store
@@ -150,9 +149,12 @@ def cancel(
             try:
                 info = s.get_run(run_id)
                 if info.status is not RunStatus.CANCELLED:
-                    latest = s.latest_checkpoint(run_id)
-                    header = latest.header
-                    record = codec.rewrap(latest, _cancelled_header(header), storage)
+                    record = codec.marker(
+                        s.latest_checkpoint(run_id),
+                        RunStatus.CANCELLED,
+                        {"cancelled_by": decisions.default_actor()},
+                        storage,
+                    )
                     s.put_checkpoint(record, lease_token=lease.token)
             finally:
                 s.release_lease(run_id, lease.token)
@@ -165,20 +167,6 @@ def cancel(
         if compensate_effects:
             compensate(run_id, store=s, lease_ttl=lease_ttl, storage=storage)
         return s.get_run(run_id)
-
-
-def _cancelled_header(header: Any) -> Any:
-    from dataclasses import replace
-
-    return replace(
-        header,
-        checkpoint_id=new_id(),
-        parent_id=header.checkpoint_id,
-        status=RunStatus.CANCELLED,
-        next=None,
-        created_at=utcnow(),
-        metadata={"cancelled_by": decisions.default_actor()},
-    )
 
 
 def approve(

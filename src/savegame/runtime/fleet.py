@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from savegame import codec
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConflictError
-from savegame.ids import new_id
 from savegame.inspect.history import opened
-from savegame.model import Lease, RunInfo, RunResult, RunStatus, utcnow
+from savegame.model import Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import lease as leases
 from savegame.runtime.api import _prepare_resume, _start, _sync
 from savegame.runtime.loader import as_workflow, reference_of
@@ -96,16 +94,13 @@ def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig |
     retries it once the cause is fixed.
     """
     try:
-        latest = store.latest_checkpoint(lease.run_id)
-        header = replace(
-            latest.header,
-            checkpoint_id=new_id(),
-            parent_id=latest.checkpoint_id,
-            status=RunStatus.FAILED,
-            created_at=utcnow(),
-            metadata={"error": f"{type(error).__name__}: {error}", "parked_by": "worker"},
+        record = codec.marker(
+            store.latest_checkpoint(lease.run_id),
+            RunStatus.FAILED,
+            {"error": f"{type(error).__name__}: {error}", "parked_by": "worker"},
+            storage,
+            resumable=True,
         )
-        record = codec.rewrap(latest, header, storage)
         store.put_checkpoint(record, lease_token=lease.token, error=str(error))
     except Exception as exc:  # parking is best effort: the lease still expires
         log.warning("could not mark run %s failed: %s", lease.run_id, exc)
