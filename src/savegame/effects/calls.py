@@ -114,7 +114,7 @@ class Calls:
             raise Cancel()
         index, request_id = self._next_id()
         encoded = encode_value(arguments, f"call[{index}].{tool.name}")
-        digest = _digest(canonical(arguments))
+        digest = _digest(encoded)  # the canonical bytes: the same value always hashes the same
         shown = _show(tool.name, arguments)
         meta: dict[str, Any] = {"called_with": digest, "idempotent": tool.idempotent}
         if tool.compensate:
