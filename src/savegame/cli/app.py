@@ -11,7 +11,15 @@ import savegame
 from savegame.cli import control_cmds, fleet_cmds, jsonview, render, storage_cmds
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import CliError, Group
-from savegame.cli.options import DebugOption, JsonOption, LimitOption, StoreOption
+from savegame.cli.options import (
+    DebugOption,
+    InputOption,
+    JsonOption,
+    LimitOption,
+    RunIdOption,
+    StoreOption,
+    ThreadOption,
+)
 from savegame.model import RunStatus
 
 app = typer.Typer(
@@ -48,18 +56,9 @@ def run_command(
             metavar="MODULE:ATTR", help="The workflow or agent: module:attr or path/file.py:attr."
         ),
     ],
-    input_json: Annotated[
-        str | None,
-        typer.Option("--input", "-i", metavar="JSON", help="Initial state keys, as a JSON object."),
-    ] = None,
-    thread: Annotated[
-        str | None,
-        typer.Option("--thread", metavar="THREAD", help="Thread to run on (default: a new one)."),
-    ] = None,
-    run_id: Annotated[
-        str | None,
-        typer.Option("--run-id", metavar="RUN_ID", help="Id for the new run (default: generated)."),
-    ] = None,
+    input_json: InputOption = None,
+    thread: ThreadOption = None,
+    run_id: RunIdOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -20,7 +20,7 @@ import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import load_workflow, parse_input
 from savegame.cli.errors import CliError
-from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.options import InputOption, JsonOption, RunIdOption, StoreOption, ThreadOption
 from savegame.cli.storage_view import plural
 from savegame.model import RunResult, RunStatus
 from savegame.runtime.lease import DEFAULT_TTL
@@ -37,18 +37,9 @@ def submit_command(
             help="The workflow or agent: module:attr or path/file.py:attr (workers import it).",
         ),
     ],
-    input_json: Annotated[
-        str | None,
-        typer.Option("--input", "-i", metavar="JSON", help="Initial state keys, as a JSON object."),
-    ] = None,
-    thread: Annotated[
-        str | None,
-        typer.Option("--thread", metavar="THREAD", help="Thread to run on (default: a new one)."),
-    ] = None,
-    run_id: Annotated[
-        str | None,
-        typer.Option("--run-id", metavar="RUN_ID", help="Id for the new run (default: generated)."),
-    ] = None,
+    input_json: InputOption = None,
+    thread: ThreadOption = None,
+    run_id: RunIdOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -35,3 +35,18 @@ DebugOption = Annotated[
         help="Show the full traceback when a command fails.",
     ),
 ]
+
+InputOption = Annotated[
+    str | None,
+    typer.Option("--input", "-i", metavar="JSON", help="Initial state keys, as a JSON object."),
+]
+
+ThreadOption = Annotated[
+    str | None,
+    typer.Option("--thread", metavar="THREAD", help="Thread to run on (default: a new one)."),
+]
+
+RunIdOption = Annotated[
+    str | None,
+    typer.Option("--run-id", metavar="RUN_ID", help="Id for the new run (default: generated)."),
+]
