@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from savegame.codec.blobs import known
 from savegame.errors import ConfigurationError
+from savegame.inspect.history import opened
 from savegame.model import CheckpointHeader, RunInfo, RunStatus, utcnow
 from savegame.stores.base import Store
 
@@ -133,8 +134,6 @@ def prune(
         store: a Store or URL (default ``$SAVEGAME_STORE`` / ``./savegame.db``).
         dry_run: only report what would go.
     """
-    from savegame.inspect.history import opened
-
     with opened(store) as handle:
         return _apply(handle, policy, dry_run=dry_run, now=now)
 

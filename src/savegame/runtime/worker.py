@@ -24,6 +24,7 @@ from types import FrameType
 
 from savegame.model import RunResult
 from savegame.runtime import lease as leases
+from savegame.runtime.fleet import resume_claimed
 from savegame.stores import Store, open_store
 
 log = logging.getLogger("savegame.worker")
@@ -87,8 +88,6 @@ class Worker:
         signal.signal(signal.SIGINT, handle)
 
     def _slot(self, index: int, idle_exit: float | None) -> None:
-        from savegame.runtime.fleet import resume_claimed
-
         try:
             store = open_store(self._store)
         except Exception as exc:
