@@ -219,12 +219,6 @@ class PostgresStore(PostgresEngine):
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, row[1] if row[0] is None else row[0])
 
-    def get_run(self, run_id: str) -> RunInfo:
-        rows = self._read(f"SELECT {q.RUN_COLS} FROM runs WHERE run_id = %s", (run_id,))
-        if not rows:
-            raise NotFoundError("run", run_id)
-        return q.run_info(rows[0])
-
     def list_runs(
         self,
         *,
@@ -277,32 +271,6 @@ class PostgresStore(PostgresEngine):
                     _common.to_micros(utcnow()), header.run_id,
                 ),
             )  # fmt: skip
-
-    def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
-        rows = self._read(
-            f"SELECT {q.RECORD_COLS} FROM checkpoints WHERE checkpoint_id = %s", (checkpoint_id,)
-        )
-        if not rows:
-            raise NotFoundError("checkpoint", checkpoint_id)
-        return q.record(rows[0])
-
-    def latest_checkpoint(self, run_id: str) -> CheckpointRecord:
-        rows = self._read(
-            f"SELECT {q.RECORD_COLS} FROM checkpoints"
-            " WHERE checkpoint_id = (SELECT head_checkpoint_id FROM runs WHERE run_id = %s)",
-            (run_id,),
-        )
-        if not rows:
-            raise NotFoundError("run", run_id)
-        return q.record(rows[0])
-
-    def thread_head(self, thread_id: str) -> CheckpointRecord | None:
-        rows = self._read(
-            f"SELECT {q.RECORD_COLS} FROM checkpoints WHERE thread_id = %s"
-            " ORDER BY checkpoint_id DESC LIMIT 1",
-            (thread_id,),
-        )
-        return q.record(rows[0]) if rows else None
 
     def list_checkpoints(
         self,

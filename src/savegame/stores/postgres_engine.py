@@ -30,6 +30,7 @@ from savegame.model import (
 from savegame.stores import _common
 from savegame.stores import postgres_sql as q
 from savegame.stores.base import RunSize, StoreStats
+from savegame.stores.sql_rows import SqlReads
 
 if TYPE_CHECKING:
     import psycopg
@@ -38,8 +39,10 @@ if TYPE_CHECKING:
     Conn = psycopg.Connection[tuple[Any, ...]]
 
 
-class PostgresEngine:
+class PostgresEngine(SqlReads):
     """Transactions and the fence on the store's pool; the journal and storage-engine methods."""
+
+    _param = "%s"
 
     _pool: ConnectionPool[Conn]
 
@@ -49,9 +52,12 @@ class PostgresEngine:
         with self._pool.connection() as conn, conn.transaction():
             yield conn
 
-    def _read(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+    def _read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         with self._pool.connection() as conn:
-            return conn.execute(query, params).fetchall()
+            return conn.execute(sql, params).fetchall()
+
+    def _json(self, value: Any) -> Any:
+        return value  # psycopg has already parsed json columns
 
     @staticmethod
     def _fence(conn: Conn, run_id: str, lease_token: int | None) -> None:

@@ -164,12 +164,6 @@ class SqliteStore(SqliteEngine):
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
 
-    def get_run(self, run_id: str) -> RunInfo:
-        rows = self._read(f"SELECT {conv.RUN_COLS} FROM runs WHERE run_id = ?", (run_id,))
-        if not rows:
-            raise NotFoundError("run", run_id)
-        return conv.run_info(rows[0])
-
     def list_runs(
         self,
         *,
@@ -244,31 +238,6 @@ class SqliteStore(SqliteEngine):
                         header.run_id,
                     ),
                 )
-
-    def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
-        rows = self._read(
-            f"SELECT {conv.RECORD_COLS} FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,)
-        )
-        if not rows:
-            raise NotFoundError("checkpoint", checkpoint_id)
-        return conv.record(rows[0])
-
-    def latest_checkpoint(self, run_id: str) -> CheckpointRecord:
-        rows = self._read(
-            f"SELECT {conv.RECORD_COLS} FROM checkpoints"
-            " WHERE checkpoint_id = (SELECT head_checkpoint_id FROM runs WHERE run_id = ?)",
-            (run_id,),
-        )
-        if not rows:
-            raise NotFoundError("run", run_id)
-        return conv.record(rows[0])
-
-    def thread_head(self, thread_id: str) -> CheckpointRecord | None:
-        rows = self._read(
-            f"SELECT {conv.RECORD_COLS} FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT 1",
-            (thread_id,),
-        )
-        return conv.record(rows[0]) if rows else None
 
     def list_checkpoints(
         self,

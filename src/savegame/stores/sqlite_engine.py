@@ -21,6 +21,7 @@ from savegame.model import CheckpointRecord, EffectRecord, RunStatus
 from savegame.stores import _common
 from savegame.stores import sqlite_rows as conv
 from savegame.stores.base import RunSize, StoreStats
+from savegame.stores.sql_rows import SqlReads
 
 # chain.cid is the id asked for at each depth; a NULL checkpoint row beside it
 # is a missing base. The depth bound stops a cycle (damaged data) from looping.
@@ -58,9 +59,10 @@ def _ids(ids: Sequence[str]) -> str:
     return _common.json_dumps(list(ids), "ids").decode()
 
 
-class SqliteEngine:
+class SqliteEngine(SqlReads):
     """Transactions on the store's one connection, and the storage-engine methods."""
 
+    _param = "?"
     _path: str
     _lock: threading.Lock
     _conn: sqlite3.Connection
@@ -81,6 +83,9 @@ class SqliteEngine:
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
+
+    def _json(self, value: Any) -> Any:
+        return _common.json_loads(value)
 
     # -- storage engine -------------------------------------------------------------
     def get_chain(self, checkpoint_id: str) -> list[CheckpointRecord]:
