@@ -79,7 +79,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX checkpoints_by_run ON {s}.checkpoints (run_id, checkpoint_id)",
         "CREATE INDEX checkpoints_by_thread ON {s}.checkpoints (thread_id, checkpoint_id)",
-        # Retention asks which kept checkpoints are deltas against a doomed one.
+        # (Dropped again by 3: no query used it.)
         "CREATE INDEX checkpoints_by_base ON {s}.checkpoints (base_id) WHERE base_id IS NOT NULL",
         """
         CREATE TABLE {s}.effects (
@@ -132,6 +132,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_claimable ON {s}.runs (created_at, run_id)"
         " WHERE status IN ('queued', 'running')",
     ),
+    # 3: no query ever used checkpoints_by_base (retention walks bases from the
+    # headers it already read), and every delta insert paid for it.
+    ("DROP INDEX IF EXISTS {s}.checkpoints_by_base",),
 )
 
 #: The schema version this code writes and understands.

@@ -102,7 +102,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The header's digests in their order (a JSON array) for an exact round
         # trip; checkpoint_blobs is the same set, indexed, for pruning.
         "ALTER TABLE checkpoints ADD COLUMN blobs TEXT NOT NULL DEFAULT '[]'",
-        # Retention asks which kept checkpoints are deltas against a doomed one.
+        # (3 also created checkpoints_by_base here; 5 drops it, see there.)
         "CREATE INDEX checkpoints_by_base ON checkpoints (base_id) WHERE base_id IS NOT NULL",
         # A rowid table: blobs are large values, which WITHOUT ROWID tables store badly.
         """
@@ -129,6 +129,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_claimable ON runs (created_at, run_id)"
         " WHERE status IN ('queued', 'running')",
     ),
+    # 5: no query ever used checkpoints_by_base (retention walks bases from the
+    # headers it already read), and every delta insert paid for it in WAL pages.
+    ("DROP INDEX IF EXISTS checkpoints_by_base",),
 )
 
 #: The schema version this code writes and understands.
