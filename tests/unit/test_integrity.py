@@ -13,7 +13,7 @@ import pytest
 from savegame import END, ConfigurationError, StepContext, Workflow, codec, get_checkpoint, run
 from savegame.codec.crypto import Keyring, new_key
 from savegame.codec.storage import StorageConfig
-from savegame.errors import UnencryptedRecordError
+from savegame.errors import CorruptRecordError, UnencryptedRecordError
 from savegame.maintenance.integrity import rekey, verify
 from savegame.stores import SqliteStore
 
@@ -92,3 +92,38 @@ def test_rekey_encrypts_a_plain_store_and_rotates_keys(db: SqliteStore) -> None:
 def test_rekey_needs_a_keyring(db: SqliteStore) -> None:
     with pytest.raises(ConfigurationError, match="rekey needs a keyring"):
         rekey(db, storage=PLAIN)
+
+
+# Blobs of ~250 characters, compressed: the frame checksum is what a load checks.
+COMPRESSED = replace(PLAIN, compress_threshold=64)
+
+
+def _a_blob(db: SqliteStore, run_id: str) -> tuple[str, bytes]:
+    digest = next(d for h in db.list_checkpoints(run_id) for d in h.blobs)
+    return digest, db.get_blobs([digest])[digest]
+
+
+def test_a_load_refuses_a_compressed_blob_damaged_anywhere(db: SqliteStore) -> None:
+    result = run(chatty(), store=db, storage=COMPRESSED)
+    digest, blob = _a_blob(db, result.run_id)
+    assert blob[4] & 1, "the test needs a zstd-compressed blob"
+    for offset in (len(blob) // 2, len(blob) - 1):  # the content, the frame's checksum
+        damaged = bytearray(blob)
+        damaged[offset] ^= 0x10
+        db.rewrite(blobs={digest: bytes(damaged)})
+        with pytest.raises(CorruptRecordError, match=digest):
+            get_checkpoint(result.run_id, store=db, storage=COMPRESSED)
+    db.rewrite(blobs={digest: blob})
+    assert get_checkpoint(result.run_id, store=db, storage=COMPRESSED).state["log"]
+
+
+def test_verify_recomputes_digests_a_load_trusts_to_the_frame_checksum(db: SqliteStore) -> None:
+    """A sound blob under another blob's name passes its frame checksum; verify still finds it."""
+    result = run(chatty(), store=db, storage=COMPRESSED)
+    headers = db.list_checkpoints(result.run_id)
+    first, second = sorted({d for h in headers for d in h.blobs})[:2]
+    stored = db.get_blobs([first, second])
+    db.rewrite(blobs={first: stored[second]})
+    damaged = {(d.kind, d.ident): d.reason for d in verify(db, storage=COMPRESSED).damaged}
+    assert "does not match its digest" in damaged["blob", first]
+    assert ("blob", second) not in damaged

@@ -15,10 +15,14 @@ LEVEL = 3
 _local = threading.local()
 
 
-def compress(data: bytes) -> bytes:
-    compressor = getattr(_local, "compressor", None)
+def compress(data: bytes, *, checksum: bool = False) -> bytes:
+    """``checksum``: the frame carries XXH64 of the content (4 bytes), which
+    decompress() checks, so damage is caught without hashing the output again."""
+    attr = "checked" if checksum else "compressor"
+    compressor = getattr(_local, attr, None)
     if compressor is None:
-        compressor = _local.compressor = zstandard.ZstdCompressor(level=LEVEL)
+        compressor = zstandard.ZstdCompressor(level=LEVEL, write_checksum=checksum)
+        setattr(_local, attr, compressor)
     # The frame records the content size, so decompress() needs no size hint.
     out: bytes = compressor.compress(data)
     return out

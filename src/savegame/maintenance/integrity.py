@@ -89,7 +89,7 @@ def verify(
                 report.damaged.append(Damage("blob", digest, run.run_id, "missing"))
                 continue
             try:
-                blobcodec.unseal(digest, stored[digest], config)
+                blobcodec.unseal(digest, stored[digest], config, full=True)
             except EncryptionKeyError:
                 raise
             except SavegameError as exc:
