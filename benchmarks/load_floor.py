@@ -1,0 +1,116 @@
+"""What loading N messages costs at the least on this machine, whatever the store does.
+
+The load targets of issue 4 (latest state of the appending loop in a fresh
+process: < 2 ms at 400 steps, < 5 ms at 2,000) ask for 0.8 and 4.1 MB of
+message text to come back as Python strings. This measures the parts any
+design has to pay for, on the same messages, in one run:
+
+* parsing the whole state as one JSON document (what a store that keeps the
+  state as JSON, as LangGraph's savers do, pays before anything else);
+* turning the raw UTF-8 bodies into ``str`` (the floor for text kept raw);
+* zstd-decompressing the bodies one frame per message (savegame today: each
+  message is its own blob) and in packs of 256 messages (one frame per pack);
+* reading the compressed bodies from SQLite as one row per message and as one
+  row per pack.
+
+    python benchmarks/load_floor.py
+
+Medians of 15 repeats; no target is asserted, the table just says which
+combinations fit in the budget.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import orjson
+import zstandard
+from workload import machine, markdown, message
+
+from savegame.codec.compress import LEVEL
+
+PACK = 256
+COUNTS = (400, 2000)
+TARGET_MS = {400: 2.0, 2000: 5.0}
+
+
+def median_ms(call: Callable[[], object], repeat: int = 15) -> float:
+    call()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1e3
+
+
+def sqlite_read_ms(folder: Path, rows: list[bytes]) -> float:
+    """``SELECT`` every row by key in one statement, as a chain's blobs are read."""
+    db = folder / f"rows-{len(rows)}.db"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL)")
+        keys = [f"{i:064x}" for i in range(len(rows))]
+        conn.executemany("INSERT INTO blobs VALUES (?, ?)", zip(keys, rows, strict=True))
+        conn.commit()
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE TEMP TABLE wanted (digest TEXT PRIMARY KEY)")
+        conn.executemany("INSERT INTO wanted VALUES (?)", [(k,) for k in keys])
+        sql = "SELECT b.digest, b.data FROM wanted w JOIN blobs b ON b.digest = w.digest"
+        return median_ms(lambda: conn.execute(sql).fetchall())
+
+
+def measure(count: int, folder: Path) -> list[list[str]]:
+    messages = [message(i) for i in range(count)]
+    bodies = [m["content"].encode() for m in messages]
+    document = orjson.dumps({"messages": messages})
+    compressor = zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
+    decompressor = zstandard.ZstdDecompressor()
+    frames = [compressor.compress(b) for b in bodies]
+    packs = [
+        compressor.compress(orjson.dumps([b.decode() for b in bodies[i : i + PACK]]))
+        for i in range(0, count, PACK)
+    ]
+    raw_mb = sum(map(len, bodies)) / 1e6
+
+    def row(what: str, ms: float, stored: float | None = None) -> list[str]:
+        fits = "yes" if ms < TARGET_MS[count] else "no"
+        size = "-" if stored is None else f"{stored / 1e6:.2f}"
+        return [str(count), what, f"{ms:.2f}", size, fits]
+
+    return [
+        row("orjson.loads of the whole state (one JSON document)",
+            median_ms(lambda: orjson.loads(document)), len(document)),
+        row("bytes.decode of the raw bodies", median_ms(lambda: [b.decode() for b in bodies]),
+            raw_mb * 1e6),
+        row("zstd, one frame per message (savegame's blobs)",
+            median_ms(lambda: [decompressor.decompress(f) for f in frames]),
+            sum(map(len, frames))),
+        row(f"zstd, one frame per {PACK} messages, + orjson.loads",
+            median_ms(lambda: [orjson.loads(decompressor.decompress(p)) for p in packs]),
+            sum(map(len, packs))),
+        row("SQLite read, one row per message frame", sqlite_read_ms(folder, frames)),
+        row(f"SQLite read, one row per {PACK}-message pack", sqlite_read_ms(folder, packs)),
+    ]  # fmt: skip
+
+
+def main() -> None:
+    rows: list[list[str]] = []
+    with tempfile.TemporaryDirectory(prefix="savegame-floor-") as folder:
+        for count in COUNTS:
+            print(f"{count} messages", file=sys.stderr, flush=True)
+            rows.extend(measure(count, Path(folder)))
+    print(f"Machine: {machine()}")
+    print()
+    print(markdown(["messages", "part of a load", "ms (median)", "stored MB", "fits the target alone"],
+                   rows, numeric_from=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
