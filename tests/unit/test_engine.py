@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from savegame import MemoryStore, codec
+from savegame.codec import blobs as blob_codec
 from savegame.codec import engine
 from savegame.codec.crypto import Keyring
 from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
@@ -221,6 +223,22 @@ def test_large_values_are_stored_once_as_blobs_across_runs() -> None:
 
 def run_load(run: Run) -> dict[str, Any]:
     return run.load()
+
+
+def test_blobs_written_before_frame_checksums_are_still_checked_by_digest() -> None:
+    """A compressed blob from before flag 4 has no frame checksum: its digest is what guards it."""
+    text = ("lorem ipsum dolor " * 300).encode()
+    name = blob_codec.digest(text, PLAIN)
+    legacy = b"SGB\x01" + bytes([1, 0]) + zstandard.ZstdCompressor(level=3).compress(text)
+    assert blob_codec.unseal(name, legacy, PLAIN) == text
+    other = ("sit amet consectetur " * 300).encode()
+    swapped = b"SGB\x01" + bytes([1, 0]) + zstandard.ZstdCompressor(level=3).compress(other)
+    with pytest.raises(CorruptRecordError, match="does not match its digest"):
+        blob_codec.unseal(name, swapped, PLAIN)
+    # New blobs carry the checksum flag and still round-trip.
+    sealed_now = blob_codec.seal(name, text, PLAIN)
+    assert sealed_now[4] == 1 | 4
+    assert blob_codec.unseal(name, sealed_now, PLAIN, full=True) == text
 
 
 # -- encryption ---------------------------------------------------------------------
