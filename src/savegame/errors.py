@@ -15,6 +15,7 @@ each branch is named for what the caller does next::
     ├── ConflictError               someone else wrote first: retry or give up
     │   ├── LeaseHeldError          a live process owns the run
     │   ├── MissingBlobsError       a record named blobs a concurrent prune removed: re-send them
+    │   ├── EffectSettledError      a journal entry was settled first (a reject raced an approve)
     │   └── LeaseLostError          our lease was taken over; a stale write was rejected
     ├── CheckpointWriteError        a checkpoint could not be written; the run stopped
     ├── StepError                   a user step raised; the run is marked failed
@@ -153,6 +154,21 @@ class MissingBlobsError(ConflictError):
         super().__init__(
             f"checkpoint {checkpoint_id} refers to blobs that are neither given nor stored: "
             + ", ".join(digests)
+        )
+
+
+class EffectSettledError(ConflictError):
+    """A journal entry was not in the status the writer expected: someone settled it first
+    (say, a reject racing an approve). Nothing was written."""
+
+    def __init__(self, run_id: str, request_id: str, status: str, expected: str) -> None:
+        self.run_id = run_id
+        self.request_id = request_id
+        self.status = status
+        self.expected = expected
+        super().__init__(
+            f"journal entry {request_id} of run {run_id} is already {status}, not {expected}:"
+            " it was settled by someone else first"
         )
 
 

@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 
+from savegame import EffectSettledError
+from savegame.cli.errors import exit_code, one_line
+
 
 def assert_one_error_line(out: Any, *fragments: str) -> None:
     assert out.exit_code != 0
@@ -225,4 +228,14 @@ def test_nothing_pending(cli: Any, shop: Any, store: str) -> None:
     assert (out.exit_code, out.stderr) == (
         3,
         "error: no pending interrupt 'nope in run s1' in the store\n",
+    )
+
+
+def test_a_gate_decided_by_someone_else_first_is_a_run_state_exit() -> None:
+    """The loser of an approve/reject race is told, as for a run that waits for nothing."""
+    exc = EffectSettledError("r1", "r1:1:0:approval", "done", "pending")
+    assert exit_code(exc) == 4
+    assert one_line(exc) == (
+        "journal entry r1:1:0:approval of run r1 is already done, not pending:"
+        " it was settled by someone else first"
     )

@@ -12,6 +12,7 @@ from savegame import (
     END,
     ApprovalRejected,
     EffectKind,
+    EffectSettledError,
     EffectStatus,
     NotFoundError,
     RunStateError,
@@ -120,6 +121,45 @@ def test_approve_needs_a_pending_approval(store: Store) -> None:
     run(refund_flow(), {"order_id": "B", "amount": 500}, run_id="r2", store=store)
     with pytest.raises(NotFoundError):
         approve("r2", interrupt_id="nope", store=store)
+
+
+def race_approve_and_reject(store: Store, run_id: str) -> dict[str, str]:
+    """Approve and reject ``run_id``'s gate from two threads released together."""
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+
+    def decide(who: str) -> None:
+        barrier.wait()
+        try:
+            if who == "approver":
+                approve(run_id, by=who, store=store)
+            else:
+                reject(run_id, reason="no", by=who, store=store)
+            outcomes[who] = "won"
+        except (EffectSettledError, RunStateError) as exc:  # settled first / nothing pending
+            outcomes[who] = type(exc).__name__
+
+    threads = [threading.Thread(target=decide, args=(w,)) for w in ("approver", "rejecter")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def test_an_approve_racing_a_reject_has_one_winner_and_the_run_follows_it(store: Store) -> None:
+    """Two people decide one gate at the same moment: one decision stands, the other
+    gets an error instead of believing it applied, and the resumed run does what the
+    winner decided."""
+    for attempt in range(8):
+        run_id = f"race-{attempt}"
+        run(refund_flow(), {"order_id": run_id, "amount": 500}, run_id=run_id, store=store)
+        outcomes = race_approve_and_reject(store, run_id)
+        winners = [who for who, outcome in outcomes.items() if outcome == "won"]
+        assert len(winners) == 1, outcomes
+        done = resume(run_id, store=store, workflow=refund_flow())
+        assert refunds[run_id] == (1 if winners == ["approver"] else 0)
+        assert done.state.get("by") == (None if winners == ["approver"] else "rejecter")
 
 
 def test_interrupt_returns_the_value_given_on_resume(store: Store) -> None:

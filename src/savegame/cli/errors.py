@@ -12,7 +12,8 @@ Exit codes, so scripts can tell what to do next:
 2     usage error (unknown option, missing argument: the parser's own)
 3     NotFoundError: no such run, checkpoint or pending interrupt
 4     RunStateError: the run cannot do that now (resume a completed run,
-      approve a run that waits for nothing)
+      approve a run that waits for nothing); EffectSettledError: someone
+      else decided the gate first
 5     InDoubtEffectError: a write may have happened; settle it with
       ``savegame resolve`` (the run is needs_attention)
 6     NonDeterminismError: a re-executed step called something else than
@@ -39,6 +40,7 @@ from savegame.errors import (
     ApprovalRejected,
     CompensationError,
     CorruptRecordError,
+    EffectSettledError,
     InDoubtEffectError,
     NonDeterminismError,
     NotFoundError,
@@ -69,6 +71,7 @@ class DamageFound(CliError):
 _CODES: tuple[tuple[type[BaseException], int], ...] = (
     (NotFoundError, EXIT_NOT_FOUND),
     (RunStateError, EXIT_RUN_STATE),
+    (EffectSettledError, EXIT_RUN_STATE),
     (InDoubtEffectError, EXIT_IN_DOUBT),
     (NonDeterminismError, EXIT_NON_DETERMINISM),
     (CompensationError, EXIT_COMPENSATION),

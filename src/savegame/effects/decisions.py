@@ -116,6 +116,7 @@ def _settle(
     return store.record_result(
         entry.run_id, entry.request_id, status=status, result=done.result, error=error,
         metadata=meta, checksum=done.checksum, lease_token=None,
+        expect=EffectStatus.PENDING,  # a decision settles a waiting entry, never overwrites one
     )  # fmt: skip
 
 

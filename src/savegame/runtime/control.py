@@ -13,7 +13,7 @@ from savegame.codec.journal import opened as opened_effect
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.effects.compensation import run_compensation
-from savegame.errors import LeaseHeldError, RunStateError
+from savegame.errors import EffectSettledError, LeaseHeldError, RunStateError
 from savegame.inspect.history import opened
 from savegame.model import EffectKind, EffectStatus, RunInfo, RunResult, RunStatus
 from savegame.runtime import lease as leases
@@ -161,9 +161,12 @@ def cancel(
             info = s.get_run(run_id)
         # A cancelled run waits for nobody: close its open approvals and interrupts.
         for waiting in decisions.pending(s, run_id, storage=storage):
-            decisions.close(
-                s, run_id, waiting.interrupt_id, reason="run cancelled", storage=storage
-            )
+            try:
+                decisions.close(
+                    s, run_id, waiting.interrupt_id, reason="run cancelled", storage=storage
+                )
+            except EffectSettledError:
+                continue  # decided meanwhile: the run is cancelled either way
         if compensate_effects:
             compensate(run_id, store=s, lease_ttl=lease_ttl, storage=storage)
         return s.get_run(run_id)

@@ -16,7 +16,12 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from savegame.errors import CorruptRecordError, MissingBlobsError, SerializationError
+from savegame.errors import (
+    CorruptRecordError,
+    EffectSettledError,
+    MissingBlobsError,
+    SerializationError,
+)
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -195,6 +200,7 @@ def settled(
     error: str | None,
     metadata: Mapping[str, Any] | None,
     checksum: str,
+    expect: EffectStatus | None = None,
 ) -> EffectRecord:
     """``current`` after ``record_result``: the outcome set, completed now, metadata merged.
 
@@ -203,7 +209,12 @@ def settled(
 
     Raises:
         SerializationError: ``metadata`` is not JSON data.
+        EffectSettledError: ``expect`` is given and ``current`` is in another status.
     """
+    if expect is not None and current.status is not expect:
+        raise EffectSettledError(
+            current.run_id, current.request_id, current.status.value, EffectStatus(expect).value
+        )
     return replace(
         current,
         status=EffectStatus(status),

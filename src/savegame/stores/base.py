@@ -270,16 +270,20 @@ class Store(Protocol):
         metadata: Mapping[str, Any] | None = None,
         checksum: str,
         lease_token: int | None,
+        expect: EffectStatus | None = None,
     ) -> EffectRecord:
         """Settle a journal entry: set status, result, error and completed_at; merge ``metadata``.
 
         ``lease_token`` None is a person acting outside any lease (approve,
         resolve); otherwise the write is fenced like a checkpoint. ``checksum``
-        is the entry's new integrity check, computed by the caller.
+        is the entry's new integrity check, computed by the caller. ``expect``:
+        write only if the entry is still in that status, checked and written
+        atomically, so of two people deciding one gate at once exactly one wins.
 
         Raises:
             LeaseLostError: fenced and the token is stale.
             NotFoundError: no such entry.
+            EffectSettledError: ``expect`` is given and the entry is in another status.
         """
         ...
 

@@ -348,6 +348,7 @@ class MemoryStore(MemoryEngine):
         metadata: Mapping[str, Any] | None = None,
         checksum: str,
         lease_token: int | None,
+        expect: EffectStatus | None = None,
     ) -> EffectRecord:
         with self._lock:
             run = self._run(run_id)
@@ -363,6 +364,7 @@ class MemoryStore(MemoryEngine):
                 error=error,
                 metadata=metadata,
                 checksum=checksum,
+                expect=expect,
             )
             run.effects[request_id] = settled
             return _common.detached_effect(settled)

@@ -459,6 +459,7 @@ class ObjectStorageStore:
         metadata: Mapping[str, Any] | None = None,
         checksum: str,
         lease_token: int | None,
+        expect: EffectStatus | None = None,
     ) -> EffectRecord:
         return self._inner.record_result(
             run_id,
@@ -469,6 +470,7 @@ class ObjectStorageStore:
             metadata=metadata,
             checksum=checksum,
             lease_token=lease_token,
+            expect=expect,
         )
 
     def get_effect(self, run_id: str, request_id: str) -> EffectRecord:

@@ -101,8 +101,11 @@ class PostgresEngine(SqlReads):
         metadata: Mapping[str, Any] | None = None,
         checksum: str,
         lease_token: int | None,
+        expect: EffectStatus | None = None,
     ) -> EffectRecord:
         with self._tx() as conn:
+            # The run row's lock serializes settlers, and this read comes after it, so
+            # ``expect`` is checked against what the previous settler committed.
             self._fence(conn, run_id, lease_token)
             row = conn.execute(
                 f"SELECT {q.EFFECT_COLS} FROM effects WHERE run_id = %s AND request_id = %s",
@@ -117,6 +120,7 @@ class PostgresEngine(SqlReads):
                 error=error,
                 metadata=metadata,
                 checksum=checksum,
+                expect=expect,
             )
             conn.execute(
                 "UPDATE effects SET status = %s, result = %s, error = %s, metadata = %s::json,"

@@ -82,6 +82,7 @@ class RedisEngine:
         metadata: Mapping[str, Any] | None = None,
         checksum: str,
         lease_token: int | None,
+        expect: EffectStatus | None = None,
     ) -> EffectRecord:
         fenced = "" if lease_token is None else str(lease_token)
         current = cast(bytes | None, self._client.hget(self._key("fx", run_id), request_id))
@@ -91,7 +92,7 @@ class RedisEngine:
             if current is not None:
                 settled = _common.settled(
                     rows.effect(run_id, request_id, current), status=status, result=result,
-                    error=error, metadata=metadata, checksum=checksum,
+                    error=error, metadata=metadata, checksum=checksum, expect=expect,
                 )  # fmt: skip
                 new = rows.entry(settled)
             reply = self._call("record_result", run_id, fenced, request_id, current or b"", new)

@@ -377,6 +377,7 @@ class SqliteStore(SqliteEngine):
         metadata: Mapping[str, Any] | None = None,
         checksum: str,
         lease_token: int | None,
+        expect: EffectStatus | None = None,
     ) -> EffectRecord:
         with self._write() as conn:
             self._fence(conn, run_id, lease_token)
@@ -390,6 +391,7 @@ class SqliteStore(SqliteEngine):
                 error=error,
                 metadata=metadata,
                 checksum=checksum,
+                expect=expect,
             )
             conv.write_effect(conn, settled)
         return settled

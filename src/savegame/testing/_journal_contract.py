@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from savegame.errors import ConflictError, LeaseLostError, NotFoundError
+from savegame.errors import ConflictError, EffectSettledError, LeaseLostError, NotFoundError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
 from savegame.stores.base import Store
 from savegame.testing._contract_base import TTL, ContractBase
@@ -208,6 +208,62 @@ class JournalContract(ContractBase):
         )
         assert approved.status is EffectStatus.DONE
         assert store.get_effect(run.run_id, "req-1") == approved
+
+    def test_record_result_with_expect_refuses_an_entry_settled_first(self, store: Store) -> None:
+        run, _, lease = self.start(store)
+        store.record_intent(
+            make_effect(run.run_id, "gate", kind=EffectKind.APPROVAL), lease_token=lease.token
+        )
+        approved = store.record_result(
+            run.run_id, "gate", status=EffectStatus.DONE, result=b"yes", checksum="a",
+            lease_token=None, expect=EffectStatus.PENDING,
+        )  # fmt: skip
+        with pytest.raises(EffectSettledError) as info:
+            store.record_result(
+                run.run_id, "gate", status=EffectStatus.REJECTED, error="no", checksum="r",
+                lease_token=None, expect=EffectStatus.PENDING,
+            )  # fmt: skip
+        assert (info.value.run_id, info.value.request_id) == (run.run_id, "gate")
+        assert (info.value.status, info.value.expected) == ("done", "pending")
+        assert store.get_effect(run.run_id, "gate") == approved  # nothing written
+
+    def test_concurrent_settles_with_expect_have_exactly_one_winner(self, store: Store) -> None:
+        """Several people decide one gate at the same moment: one decision stands, the
+        others are told, and the stored entry is the winner's, whole."""
+        run, _, lease = self.start(store)
+        store.record_intent(
+            make_effect(run.run_id, "gate", kind=EffectKind.APPROVAL), lease_token=lease.token
+        )
+        contenders = 6
+        barrier = threading.Barrier(contenders)
+        won: list[EffectRecord] = []
+        lost: list[EffectSettledError] = []
+        errors: list[BaseException] = []
+
+        def decide(i: int) -> None:
+            status = EffectStatus.DONE if i % 2 else EffectStatus.REJECTED
+            barrier.wait()
+            try:
+                won.append(store.record_result(
+                    run.run_id, "gate", status=status, error=f"by {i}", checksum=f"c{i}",
+                    metadata={"by": i}, lease_token=None, expect=EffectStatus.PENDING,
+                ))  # fmt: skip
+            except EffectSettledError as exc:
+                lost.append(exc)
+            except BaseException as exc:  # surfaced below: a thread's exception is otherwise lost
+                errors.append(exc)
+
+        workers = [threading.Thread(target=decide, args=(i,)) for i in range(contenders)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert errors == []
+        assert len(won) == 1 and len(lost) == contenders - 1
+        stored = store.get_effect(run.run_id, "gate")
+        assert stored == won[0]
+        assert stored.error == f"by {stored.metadata['by']}"
+        assert stored.checksum == f"c{stored.metadata['by']}"
 
     def test_record_result_for_an_unknown_entry_is_not_found(self, store: Store) -> None:
         run, _, lease = self.start(store)
