@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,42 @@ def test_large_values_are_stored_once_as_blobs_across_runs() -> None:
     assert store.stats().blobs == 1
     assert len(one.records[-1].payload) < 200
     assert run_load(two)["doc"] == doc
+
+
+class AskCounting(MemoryStore):
+    """A real MemoryStore that counts how often the encoder asks which blobs it lacks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def missing_blobs(self, digests: Sequence[str]) -> set[str]:
+        self.asked += 1
+        return super().missing_blobs(digests)
+
+
+def test_small_new_blobs_are_sent_without_asking_and_large_ones_only_when_missing() -> None:
+    store = AskCounting()
+    small = "a small message, " * 40  # a blob under PLAIN, far under ASK_ABOVE
+    large = "".join(f"line {i} of a long shared document\n" for i in range(3000))
+    assert len(small.encode()) < engine.ASK_ABOVE < len(large.encode())
+    one = Run(store, PLAIN, {"x": 1})
+    one.write({"x": 1, "msg": small, "doc": large}, {"msg", "doc"})
+    assert store.asked == 1  # the large one made it ask once, for both
+    # Another process (nothing known) writes the same values: the small blob is sent
+    # again without asking and the store keeps its one copy; the large one is not sent.
+    blob_codec.known.forget(store)
+    two = Run(store, PLAIN, {"x": 2})
+    header = _header(two.run_id, 1, two.records[-1].checkpoint_id)
+    encoded = two.encoder.encode(header, {"x": 2, "msg": small}, {"msg"})
+    assert set(two.encoder.to_upload(store, encoded)) == set(encoded.blobs)
+    assert store.asked == 1
+    encoded = two.encoder.encode(header, {"x": 2, "doc": large}, {"doc"})
+    assert two.encoder.to_upload(store, encoded) == {}
+    assert store.asked == 2
+    two.write({"x": 2, "msg": small, "doc": large}, {"msg", "doc"})
+    assert store.stats().blobs == 2
+    assert run_load(two) == {"x": 2, "msg": small, "doc": large}
 
 
 def run_load(run: Run) -> dict[str, Any]:

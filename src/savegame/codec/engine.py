@@ -33,6 +33,15 @@ if TYPE_CHECKING:
     from savegame.stores.base import Store
 
 
+#: Blobs new to this process, up to this many bytes in all, go with the checkpoint
+#: without asking the store whether it has them. The usual step adds one new message
+#: that no store holds yet, so asking cost a round trip per step for nothing; sending
+#: a few KB the store may already hold costs less, and every store keeps the first
+#: copy of a digest. Above this, the store is asked, so a large document shared by
+#: many runs is still sent once.
+ASK_ABOVE = 64 * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class Chain:
     """Where a record sits in its chain: enough to decide the next keyframe."""
@@ -159,14 +168,20 @@ class Encoder:
         return Encoded(record, found)
 
     def to_upload(self, store: Store, encoded: Encoded) -> dict[str, bytes]:
-        """The sealed bytes of the blobs the store may not have (asks it once per unknown digest)."""
+        """The sealed bytes of the blobs the store may not have.
+
+        Up to :data:`ASK_ABOVE` bytes of blobs this process does not know are sent
+        without asking; above that the store is asked once which it lacks.
+        """
         if not encoded.blobs:
             return {}
         names = sorted(set(encoded.blobs) - blobs.known.present(store, list(encoded.blobs)))
         if not names:
             return {}
-        missing = store.missing_blobs(names)
-        blobs.known.add(store, [n for n in names if n not in missing])
+        missing: Collection[str] = names
+        if sum(len(encoded.blobs[n]) for n in names) > ASK_ABOVE:
+            missing = store.missing_blobs(names)
+            blobs.known.add(store, [n for n in names if n not in missing])
         return {n: blobs.seal(n, encoded.blobs[n], self.storage) for n in sorted(missing)}
 
     def committed(self, store: Store, record: CheckpointRecord) -> None:
