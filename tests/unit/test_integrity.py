@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from savegame import END, ConfigurationError, StepContext, Workflow, codec, get_checkpoint, run
+from savegame import (
+    END,
+    ConfigurationError,
+    StepContext,
+    Workflow,
+    codec,
+    get_checkpoint,
+    history,
+    run,
+)
 from savegame.codec.crypto import Keyring, new_key
 from savegame.codec.storage import StorageConfig
 from savegame.errors import CorruptRecordError, UnencryptedRecordError
@@ -87,6 +96,25 @@ def test_rekey_encrypts_a_plain_store_and_rotates_keys(db: SqliteStore) -> None:
     assert (
         codec.canonical(get_checkpoint(result.run_id, store=db, storage=only_new).state) == expected
     )
+
+
+def test_rekey_reseals_sensitive_metadata_so_the_old_key_can_go(db: SqliteStore) -> None:
+    old = Keyring.parse(f"k1:{new_key()}")
+    before = replace(PLAIN, keyring=old, sensitive_metadata=frozenset({"user"}))
+    result = run(chatty(), store=db, storage=before, metadata={"user": "ada@example.com"})
+    carrying = [h for h in db.list_checkpoints(result.run_id) if "user" in h.metadata]
+    assert carrying and all(h.metadata["user"].startswith("$sg:enc:k1:") for h in carrying)
+    rotated = Keyring({"k2": os.urandom(32), "k1": old.keys["k1"]}, active="k2")
+    # Even with "user" no longer configured as sensitive, what was sealed stays sealed.
+    rekey(db, storage=replace(PLAIN, keyring=rotated))
+    stored = [
+        h.metadata["user"] for h in db.list_checkpoints(result.run_id) if "user" in h.metadata
+    ]
+    assert len(stored) == len(carrying)
+    assert all(v.startswith("$sg:enc:k2:") and "ada" not in v for v in stored)
+    only_new = replace(PLAIN, keyring=Keyring({"k2": rotated.keys["k2"]}, active="k2"))
+    shown = history(result.run_id, store=db, storage=only_new)
+    assert {h.metadata["user"] for h in shown if "user" in h.metadata} == {"ada@example.com"}
 
 
 def test_rekey_needs_a_keyring(db: SqliteStore) -> None:

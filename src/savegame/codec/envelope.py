@@ -104,6 +104,25 @@ def seal_metadata(header: CheckpointHeader, storage: StorageConfig) -> Checkpoin
     return replace(header, metadata=meta)
 
 
+def reseal_metadata(
+    header: CheckpointHeader, reader: StorageConfig, writer: StorageConfig
+) -> CheckpointHeader:
+    """Sensitive metadata sealed again under ``writer``'s active key (``rekey``).
+
+    Every key sealed before stays sealed, even one no longer configured as
+    sensitive, and plaintext values of configured keys get sealed.
+
+    Raises:
+        EncryptionKeyError: a sealed value's key id is not in ``reader``'s keyring.
+    """
+    was_sealed = {
+        k for k, v in header.metadata.items() if isinstance(v, str) and v.startswith(_META)
+    }
+    revealed = reveal_metadata(header, reader)
+    keys = writer.sensitive_metadata | was_sealed
+    return seal_metadata(revealed, replace(writer, sensitive_metadata=frozenset(keys)))
+
+
 def reveal_metadata(
     header: CheckpointHeader, storage: StorageConfig | None = None
 ) -> CheckpointHeader:

@@ -130,7 +130,7 @@ def rekey(
     run_id: str | None = None,
     progress: Progress | None = None,
 ) -> RekeyReport:
-    """Seal every payload, blob and journal value again under the active key.
+    """Seal every payload, blob, journal value and sensitive metadata value again under the active key.
 
     The keyring must still hold every key the store was written with (old keys
     read, the active one writes). Plaintext records are read and encrypted.
@@ -157,9 +157,17 @@ def rekey(
             if record.header.format_version < 2:
                 continue  # format 1 has no envelope to seal; it loads as it is (see docs)
             is_delta, body = envelope.open_record(record, reader)
-            fresh = envelope.seal(record.header, body, delta=is_delta, storage=config)
-            # Same identity, same metadata as stored: only payload, checksum and size change.
-            records.append(replace(fresh, header=replace(record.header, size=fresh.header.size)))
+            header = envelope.reseal_metadata(record.header, reader, config)
+            fresh = envelope.seal(header, body, delta=is_delta, storage=config)
+            # Same identity: payload, checksum, size and the resealed metadata change.
+            records.append(
+                replace(
+                    fresh,
+                    header=replace(
+                        record.header, size=fresh.header.size, metadata=fresh.header.metadata
+                    ),
+                )
+            )
             digests.update(header.blobs)
         for batch in _batches(records):
             store.rewrite(records=batch)

@@ -297,12 +297,16 @@ def unique(ids: Sequence[str]) -> list[str]:
 
 
 def rewritten_record(current: CheckpointRecord, new: CheckpointRecord) -> CheckpointRecord:
-    """``current`` after ``rewrite``: payload, checksum and size from ``new``, nothing else."""
+    """``current`` after ``rewrite``: payload, checksum, size and metadata from ``new``."""
     return replace(
         current,
         payload=bytes(new.payload),
         checksum=new.checksum,
-        header=replace(current.header, size=new.header.size),
+        header=replace(
+            current.header,
+            size=new.header.size,
+            metadata=detach(new.header.metadata, "metadata"),
+        ),
     )
 
 

@@ -353,7 +353,8 @@ class Store(Protocol):
     ) -> None:
         """Replace stored payloads (``rekey``): same ids, new payload/result bytes and checksums.
 
-        Records replace payload, checksum and size by checkpoint id; effects
+        Records replace payload, checksum, size and metadata (whose sensitive
+        values are sealed under a key too) by checkpoint id; effects
         replace arguments, result and checksum by (run_id, request_id); blobs
         replace bytes by digest. Nothing else changes. One transaction where
         the backend allows.

@@ -235,12 +235,13 @@ class PostgresEngine(SqlReads):
         with self._tx() as conn:
             for record in records:
                 if not conn.execute(
-                    "UPDATE checkpoints SET payload = %s, checksum = %s, size = %s"
-                    " WHERE checkpoint_id = %s",
+                    "UPDATE checkpoints SET payload = %s, checksum = %s, size = %s,"
+                    " metadata = %s::json WHERE checkpoint_id = %s",
                     (
                         bytes(record.payload),
                         record.checksum,
                         record.header.size,
+                        _common.json_dumps(dict(record.header.metadata), "metadata").decode(),
                         record.checkpoint_id,
                     ),
                 ).rowcount:

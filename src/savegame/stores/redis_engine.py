@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
+import orjson
 import redis
 from redis.commands.core import Script
 
@@ -196,13 +197,20 @@ class RedisEngine:
         Raises:
             NotFoundError: a checkpoint, journal entry or blob named is not stored.
         """
-        rec_args = [
-            x
-            for r in records
-            for x in (r.checkpoint_id, bytes(r.payload), r.checksum, r.header.size)
-        ]
         blob_args = [x for item in _common.check_blobs(blobs).items() for x in item]
         while True:
+            # The header is one JSON value: the new metadata goes into the one read here.
+            rec_args: list[bytes | str | int] = []
+            pipe = self._client.pipeline(transaction=False)
+            for r in records:
+                pipe.hget(self._key("cp", r.checkpoint_id), "h")
+            for r, head in zip(records, pipe.execute(), strict=True):
+                if head is None:
+                    raise NotFoundError("checkpoint", r.checkpoint_id)
+                data = orjson.loads(head)
+                data["metadata"] = dict(r.header.metadata)
+                rec_args += [r.checkpoint_id, bytes(r.payload), r.checksum, r.header.size,
+                             head, _common.json_dumps(data, "metadata")]  # fmt: skip
             fx_args: list[bytes | str] = []
             pipe = self._client.pipeline(transaction=False)
             for e in effects:

@@ -363,21 +363,24 @@ end
 return {n, bytes}
 """
 
-# ARGV: P, n, n*(id, payload, checksum, size), m, m*(run_id, request_id, expected, new),
-# b, b*(digest, bytes). Everything is checked before anything is written: a missing id
-# writes nothing, and so does a journal entry that is no longer the one the store read.
+# ARGV: P, n, n*(id, payload, checksum, size, expected header, new header),
+# m, m*(run_id, request_id, expected, new), b, b*(digest, bytes). Everything is checked
+# before anything is written: a missing id writes nothing, and so does a header or a
+# journal entry that is no longer the one the store read (the caller reads it again).
 REWRITE = r"""
 local i = 2
 local nrec = tonumber(ARGV[i])
 local recs = i + 1
-i = recs + 4 * nrec
+i = recs + 6 * nrec
 local nfx = tonumber(ARGV[i])
 local fxs = i + 1
 i = fxs + 4 * nfx
 local nb = tonumber(ARGV[i])
 local blobs = i + 1
-for j = recs, recs + 4 * (nrec - 1), 4 do
-  if redis.call('EXISTS', key('cp', ARGV[j])) == 0 then return {'missing', 'checkpoint', ARGV[j]} end
+for j = recs, recs + 6 * (nrec - 1), 6 do
+  local h = redis.call('HGET', key('cp', ARGV[j]), 'h')
+  if not h then return {'missing', 'checkpoint', ARGV[j]} end
+  if h ~= ARGV[j + 4] then return {'retry'} end
 end
 for j = fxs, fxs + 4 * (nfx - 1), 4 do
   if redis.call('HGET', key('fx', ARGV[j]), ARGV[j + 1]) ~= ARGV[j + 2] then return {'retry'} end
@@ -385,8 +388,9 @@ end
 for j = blobs, blobs + 2 * (nb - 1), 2 do
   if redis.call('EXISTS', key('blob', ARGV[j])) == 0 then return {'missing', 'blob', ARGV[j]} end
 end
-for j = recs, recs + 4 * (nrec - 1), 4 do
-  redis.call('HSET', key('cp', ARGV[j]), 'p', ARGV[j + 1], 'c', ARGV[j + 2], 'size', ARGV[j + 3])
+for j = recs, recs + 6 * (nrec - 1), 6 do
+  redis.call('HSET', key('cp', ARGV[j]), 'p', ARGV[j + 1], 'c', ARGV[j + 2], 'size', ARGV[j + 3],
+    'h', ARGV[j + 5])
 end
 for j = fxs, fxs + 4 * (nfx - 1), 4 do
   redis.call('HSET', key('fx', ARGV[j]), ARGV[j + 1], ARGV[j + 3])

@@ -153,11 +153,13 @@ class SqliteEngine(SqlReads):
         with self._write() as conn:
             for record in records:
                 done = conn.execute(
-                    "UPDATE checkpoints SET payload = ?, checksum = ?, size = ? WHERE checkpoint_id = ?",
+                    "UPDATE checkpoints SET payload = ?, checksum = ?, size = ?, metadata = ?"
+                    " WHERE checkpoint_id = ?",
                     (
                         bytes(record.payload),
                         record.checksum,
                         record.header.size,
+                        _common.json_dumps(dict(record.header.metadata), "metadata").decode(),
                         record.checkpoint_id,
                     ),
                 ).rowcount

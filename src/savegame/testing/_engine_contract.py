@@ -265,7 +265,8 @@ class EngineContract(ContractBase):
         run_id, (first, c1), _ = self._rewrite_fixture(store)
         e1, e2 = store.get_effect(run_id, "e1"), store.get_effect(run_id, "e2")
         before = store.stats()
-        # Only payload, checksum and size count; the other fields given are ignored.
+        # Payload, checksum, size and metadata (rekey reseals sensitive values) count;
+        # the other fields given are ignored.
         new_c1 = replace(
             c1,
             payload=b"\x01sealed",
@@ -276,8 +277,16 @@ class EngineContract(ContractBase):
         store.rewrite(records=[new_c1], effects=[new_e1], blobs={X: b"sealed X"})
         got = store.get_checkpoint(c1.checkpoint_id)
         assert got == replace(
-            c1, payload=b"\x01sealed", checksum="new-sum", header=replace(c1.header, size=7)
+            c1,
+            payload=b"\x01sealed",
+            checksum="new-sum",
+            header=replace(c1.header, size=7, metadata={"k": 2}),
         )
+        # Listing reads the same metadata as a load.
+        [listed] = [
+            h for h in store.list_checkpoints(run_id) if h.checkpoint_id == c1.checkpoint_id
+        ]
+        assert listed == got.header
         assert store.get_checkpoint(first.checkpoint_id) == first
         assert store.get_effect(run_id, "e1") == replace(
             e1, arguments=b"\x02a", result=b"\x02r", checksum="e1-new"
