@@ -272,6 +272,10 @@ def test_blobs_written_before_frame_checksums_are_still_checked_by_digest() -> N
     swapped = b"SGB\x01" + bytes([1, 0]) + zstandard.ZstdCompressor(level=3).compress(other)
     with pytest.raises(CorruptRecordError, match="does not match its digest"):
         blob_codec.unseal(name, swapped, PLAIN)
+    # The flag alone is not trusted: a frame without a checksum is checked by digest.
+    forged = b"SGB\x01" + bytes([1 | 4, 0]) + zstandard.ZstdCompressor(level=3).compress(other)
+    with pytest.raises(CorruptRecordError, match="does not match its digest"):
+        blob_codec.unseal(name, forged, PLAIN)
     # New blobs carry the checksum flag and still round-trip.
     sealed_now = blob_codec.seal(name, text, PLAIN)
     assert sealed_now[4] == 1 | 4

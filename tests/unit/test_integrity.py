@@ -155,3 +155,7 @@ def test_verify_recomputes_digests_a_load_trusts_to_the_frame_checksum(db: Sqlit
     damaged = {(d.kind, d.ident): d.reason for d in verify(db, storage=COMPRESSED).damaged}
     assert "does not match its digest" in damaged["blob", first]
     assert ("blob", second) not in damaged
+    # rekey checks digests too: it refuses the blob rather than seal it as sound.
+    encrypted = replace(COMPRESSED, keyring=Keyring.parse(f"k1:{new_key()}"))
+    with pytest.raises(CorruptRecordError, match=first):
+        rekey(db, storage=encrypted)

@@ -29,6 +29,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import zstandard
+
 from savegame.codec import compress
 from savegame.codec.storage import StorageConfig
 from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
@@ -145,6 +147,13 @@ def seal(name: str, data: bytes, storage: StorageConfig) -> bytes:
     return _MAGIC + bytes([flags, 0]) + body
 
 
+def _has_checksum(stored: bytes, start: int) -> bool:
+    try:
+        return bool(zstandard.get_frame_parameters(memoryview(stored)[start:]).has_checksum)
+    except zstandard.ZstdError:
+        return False
+
+
 def unseal(name: str, stored: bytes, storage: StorageConfig, *, full: bool = False) -> bytes:
     """Raises CorruptRecordError (named ``blob <digest>``) when the bytes fail their check.
 
@@ -168,8 +177,11 @@ def unseal(name: str, stored: bytes, storage: StorageConfig, *, full: bool = Fal
             body = compress.decompress(body)
         except Exception as exc:
             raise CorruptRecordError(label, f"does not decompress: {exc}") from exc
-    checked = flags & (_ZSTD | _FRAME_CHECKED) == _ZSTD | _FRAME_CHECKED
-    if flags & _AEAD or (checked and not full):
+    if flags & _AEAD:
+        return body
+    # The flag is stored bytes like any other: trust it only when the frame's own
+    # header says zstd checked a content checksum while decompressing.
+    if not full and flags & _FRAME_CHECKED and flags & _ZSTD and _has_checksum(stored, prefix_end):
         return body
     # Plain blobs are named by the unkeyed digest of their bytes: check it.
     if hashlib.blake2b(body, digest_size=32).hexdigest() != name:

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 #: that no store holds yet, so asking cost a round trip per step for nothing; sending
 #: a few KB the store may already hold costs less, and every store keeps the first
 #: copy of a digest. Above this, the store is asked, so a large document shared by
-#: many runs is still sent once.
-ASK_ABOVE = 64 * 1024
+#: many runs is still sent once. Well below the object store's offload threshold
+#: (64 KiB), so a blob re-sent this way never becomes a second object in a bucket.
+ASK_ABOVE = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,7 +178,8 @@ def rekey(
             if missing:
                 raise NotFoundError("blob", sorted(missing)[0])
             resealed = {
-                name: blobcodec.seal(name, blobcodec.unseal(name, data, reader), config)
+                # full: a blob under another's name must not get sealed as if it were sound.
+                name: blobcodec.seal(name, blobcodec.unseal(name, data, reader, full=True), config)
                 for name, data in stored.items()
             }
             store.rewrite(blobs=resealed)
