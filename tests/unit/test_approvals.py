@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from savegame import (
     run,
     tool,
 )
+from savegame.testing.together import together
 
 refunds: Counter[str] = Counter()
 
@@ -123,30 +125,6 @@ def test_approve_needs_a_pending_approval(store: Store) -> None:
         approve("r2", interrupt_id="nope", store=store)
 
 
-def race_approve_and_reject(store: Store, run_id: str) -> dict[str, str]:
-    """Approve and reject ``run_id``'s gate from two threads released together."""
-    barrier = threading.Barrier(2)
-    outcomes: dict[str, str] = {}
-
-    def decide(who: str) -> None:
-        barrier.wait()
-        try:
-            if who == "approver":
-                approve(run_id, by=who, store=store)
-            else:
-                reject(run_id, reason="no", by=who, store=store)
-            outcomes[who] = "won"
-        except (EffectSettledError, RunStateError) as exc:  # settled first / nothing pending
-            outcomes[who] = type(exc).__name__
-
-    threads = [threading.Thread(target=decide, args=(w,)) for w in ("approver", "rejecter")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
-
-
 def test_an_approve_racing_a_reject_has_one_winner_and_the_run_follows_it(store: Store) -> None:
     """Two people decide one gate at the same moment: one decision stands, the other
     gets an error instead of believing it applied, and the resumed run does what the
@@ -154,9 +132,16 @@ def test_an_approve_racing_a_reject_has_one_winner_and_the_run_follows_it(store:
     for attempt in range(8):
         run_id = f"race-{attempt}"
         run(refund_flow(), {"order_id": run_id, "amount": 500}, run_id=run_id, store=store)
-        outcomes = race_approve_and_reject(store, run_id)
-        winners = [who for who, outcome in outcomes.items() if outcome == "won"]
+        approved, rejected = together([
+            partial(approve, run_id, by="approver", store=store),
+            partial(reject, run_id, reason="no", by="rejecter", store=store),
+        ])  # fmt: skip
+        outcomes = {"approver": approved, "rejecter": rejected}
+        winners = [who for who, o in outcomes.items() if not isinstance(o, BaseException)]
         assert len(winners) == 1, outcomes
+        # The loser found the gate settled first, or no longer pending: nothing else.
+        [loser] = [o for o in outcomes.values() if isinstance(o, BaseException)]
+        assert isinstance(loser, (EffectSettledError, RunStateError)), loser
         done = resume(run_id, store=store, workflow=refund_flow())
         assert refunds[run_id] == (1 if winners == ["approver"] else 0)
         assert done.state.get("by") == (None if winners == ["approver"] else "rejecter")

@@ -8,8 +8,8 @@ what a stale writer leaves behind, and that every byte and microsecond survives.
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
+from functools import partial
 
 import pytest
 
@@ -18,6 +18,7 @@ from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, ut
 from savegame.stores.base import Store
 from savegame.testing._contract_base import TTL, ContractBase
 from savegame.testing.builders import OTHER_OWNER, make_effect, next_record
+from savegame.testing.together import together
 
 __all__ = ["JournalContract"]
 
@@ -118,24 +119,11 @@ class JournalContract(ContractBase):
     def test_concurrent_intents_for_one_request_id_store_one_entry(self, store: Store) -> None:
         run, _, lease = self.start(store)
         contenders = 6
-        barrier = threading.Barrier(contenders)
-        returned: list[EffectRecord] = []
-        errors: list[BaseException] = []
-
-        def intend(i: int) -> None:
-            mine = make_effect(run.run_id, "req-1", arguments=f"caller {i}".encode())
-            barrier.wait()
-            try:
-                returned.append(store.record_intent(mine, lease_token=lease.token))
-            except BaseException as exc:  # surfaced below: a thread's exception is otherwise lost
-                errors.append(exc)
-
-        workers = [threading.Thread(target=intend, args=(i,)) for i in range(contenders)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        assert errors == []
+        mine = [make_effect(run.run_id, "req-1", arguments=f"caller {i}".encode())
+                for i in range(contenders)]  # fmt: skip
+        returned = together(
+            [partial(store.record_intent, effect, lease_token=lease.token) for effect in mine]
+        )
         stored = store.get_effect(run.run_id, "req-1")
         assert returned == [stored] * contenders
 
@@ -235,31 +223,18 @@ class JournalContract(ContractBase):
             make_effect(run.run_id, "gate", kind=EffectKind.APPROVAL), lease_token=lease.token
         )
         contenders = 6
-        barrier = threading.Barrier(contenders)
-        won: list[EffectRecord] = []
-        lost: list[EffectSettledError] = []
-        errors: list[BaseException] = []
-
-        def decide(i: int) -> None:
-            status = EffectStatus.DONE if i % 2 else EffectStatus.REJECTED
-            barrier.wait()
-            try:
-                won.append(store.record_result(
-                    run.run_id, "gate", status=status, error=f"by {i}", checksum=f"c{i}",
-                    metadata={"by": i}, lease_token=None, expect=EffectStatus.PENDING,
-                ))  # fmt: skip
-            except EffectSettledError as exc:
-                lost.append(exc)
-            except BaseException as exc:  # surfaced below: a thread's exception is otherwise lost
-                errors.append(exc)
-
-        workers = [threading.Thread(target=decide, args=(i,)) for i in range(contenders)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        assert errors == []
-        assert len(won) == 1 and len(lost) == contenders - 1
+        outcomes = together([
+            partial(
+                store.record_result, run.run_id, "gate",
+                status=EffectStatus.DONE if i % 2 else EffectStatus.REJECTED,
+                error=f"by {i}", checksum=f"c{i}", metadata={"by": i}, lease_token=None,
+                expect=EffectStatus.PENDING,
+            )
+            for i in range(contenders)
+        ])  # fmt: skip
+        won = [o for o in outcomes if isinstance(o, EffectRecord)]
+        lost = [o for o in outcomes if isinstance(o, EffectSettledError)]
+        assert len(won) == 1 and len(lost) == contenders - 1, outcomes
         stored = store.get_effect(run.run_id, "gate")
         assert stored == won[0]
         assert stored.error == f"by {stored.metadata['by']}"

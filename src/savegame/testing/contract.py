@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
+from functools import partial
 
 import pytest
 
@@ -45,6 +46,7 @@ from savegame.testing.builders import (
     make_run,
     next_record,
 )
+from savegame.testing.together import together
 
 __all__ = ["StoreContract"]
 
@@ -397,23 +399,13 @@ class StoreContract(JournalContract, EngineContract, FleetContract):
     def test_concurrent_acquire_has_exactly_one_winner(self, store: Store) -> None:
         run, _, lease = self.start(store, ttl=0.0)
         contenders = 6
-        barrier = threading.Barrier(contenders)
-        won: list[Lease] = []
-        held: list[LeaseHeldError] = []
-
-        def contend(i: int) -> None:
-            barrier.wait()
-            try:
-                won.append(store.acquire_lease(run.run_id, f"host:{2000 + i}:1", TTL))
-            except LeaseHeldError as exc:
-                held.append(exc)
-
-        workers = [threading.Thread(target=contend, args=(i,)) for i in range(contenders)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        assert (len(won), len(held)) == (1, contenders - 1)
+        outcomes = together(
+            [partial(store.acquire_lease, run.run_id, f"host:{2000 + i}:1", TTL)
+             for i in range(contenders)]
+        )  # fmt: skip
+        won = [o for o in outcomes if isinstance(o, Lease)]
+        held = [o for o in outcomes if isinstance(o, LeaseHeldError)]
+        assert (len(won), len(held)) == (1, contenders - 1), outcomes
         assert won[0].token == lease.token + 1
         assert store.get_run(run.run_id).lease == won[0]
 
