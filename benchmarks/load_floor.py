@@ -22,33 +22,21 @@ combinations fit in the budget.
 from __future__ import annotations
 
 import sqlite3
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
 import orjson
 import zstandard
-from workload import machine, markdown, message
+from workload import machine, markdown, median_ms, message
 
 from savegame.codec.compress import LEVEL
 
 PACK = 256
+REPEAT = 15
 COUNTS = (400, 2000)
 TARGET_MS = {400: 2.0, 2000: 5.0}
-
-
-def median_ms(call: Callable[[], object], repeat: int = 15) -> float:
-    call()
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1e3
 
 
 def sqlite_read_ms(folder: Path, rows: list[bytes]) -> float:
@@ -63,7 +51,7 @@ def sqlite_read_ms(folder: Path, rows: list[bytes]) -> float:
         conn.execute("CREATE TEMP TABLE wanted (digest TEXT PRIMARY KEY)")
         conn.executemany("INSERT INTO wanted VALUES (?)", [(k,) for k in keys])
         sql = "SELECT b.digest, b.data FROM wanted w JOIN blobs b ON b.digest = w.digest"
-        return median_ms(lambda: conn.execute(sql).fetchall())
+        return median_ms(lambda: conn.execute(sql).fetchall(), REPEAT)
 
 
 def measure(count: int, folder: Path) -> list[list[str]]:
@@ -86,14 +74,14 @@ def measure(count: int, folder: Path) -> list[list[str]]:
 
     return [
         row("orjson.loads of the whole state (one JSON document)",
-            median_ms(lambda: orjson.loads(document)), len(document)),
-        row("bytes.decode of the raw bodies", median_ms(lambda: [b.decode() for b in bodies]),
+            median_ms(lambda: orjson.loads(document), REPEAT), len(document)),
+        row("bytes.decode of the raw bodies", median_ms(lambda: [b.decode() for b in bodies], REPEAT),
             raw_mb * 1e6),
         row("zstd, one frame per message (savegame's blobs)",
-            median_ms(lambda: [decompressor.decompress(f) for f in frames]),
+            median_ms(lambda: [decompressor.decompress(f) for f in frames], REPEAT),
             sum(map(len, frames))),
         row(f"zstd, one frame per {PACK} messages, + orjson.loads",
-            median_ms(lambda: [orjson.loads(decompressor.decompress(p)) for p in packs]),
+            median_ms(lambda: [orjson.loads(decompressor.decompress(p)) for p in packs], REPEAT),
             sum(map(len, packs))),
         row("SQLite read, one row per message frame", sqlite_read_ms(folder, frames)),
         row(f"SQLite read, one row per {PACK}-message pack", sqlite_read_ms(folder, packs)),

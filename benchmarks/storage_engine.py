@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import checkpoint_overhead as overhead
-from workload import machine, markdown, zstd_ratio
+from workload import machine, markdown, median_ms, zstd_ratio
 
 import savegame
 
@@ -114,16 +114,6 @@ def profile_child(db: Path, run_id: str, steps: int) -> str:
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     return out.stdout.split("\n", 1)[1]
-
-
-def median_ms(call: Callable[[], object], repeat: int) -> float:
-    call()  # the first call pays lazy imports; the target is about a steady listing
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1e3
 
 
 def history_ms(db: Path, run_id: str, repeat: int) -> tuple[float, float]:

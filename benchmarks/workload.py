@@ -12,7 +12,8 @@ import platform
 import random
 import sqlite3
 import statistics
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from importlib import metadata
 from pathlib import Path
@@ -104,6 +105,18 @@ def stored_bytes(db: Path) -> int:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     wal = db.with_name(db.name + "-wal")
     return db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def median_ms(call: Callable[[], object], repeat: int) -> float:
+    """Median milliseconds of ``repeat`` calls, after one unrecorded call that pays
+    for lazy imports and cold caches: these numbers are about the steady cost."""
+    call()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1e3
 
 
 def percentile(values: Sequence[float], q: float) -> float:
