@@ -89,6 +89,14 @@ def _checksum2(header: CheckpointHeader, payload: bytes) -> str:
 
 
 # -- sensitive metadata --------------------------------------------------------------
+def _is_sealed(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(_META)
+
+
+def _sealed_keys(header: CheckpointHeader) -> list[str]:
+    return [k for k, v in header.metadata.items() if _is_sealed(v)]
+
+
 def seal_metadata(header: CheckpointHeader, storage: StorageConfig) -> CheckpointHeader:
     """Encrypt the values of sensitive metadata keys (bound to the run and the key name)."""
     ring = storage.keyring
@@ -97,7 +105,7 @@ def seal_metadata(header: CheckpointHeader, storage: StorageConfig) -> Checkpoin
     meta = dict(header.metadata)
     for key in storage.sensitive_metadata & meta.keys():
         value = meta[key]
-        if isinstance(value, str) and value.startswith(_META):
+        if _is_sealed(value):
             continue  # carried over from an earlier record of the same run
         kid, sealed = ring.encrypt(orjson.dumps(value), f"meta\0{header.run_id}\0{key}".encode())
         meta[key] = f"{_META}{kid}:{base64.b64encode(sealed).decode('ascii')}"
@@ -115,11 +123,8 @@ def reseal_metadata(
     Raises:
         EncryptionKeyError: a sealed value's key id is not in ``reader``'s keyring.
     """
-    was_sealed = {
-        k for k, v in header.metadata.items() if isinstance(v, str) and v.startswith(_META)
-    }
     revealed = reveal_metadata(header, reader)
-    keys = writer.sensitive_metadata | was_sealed
+    keys = writer.sensitive_metadata | set(_sealed_keys(header))
     return seal_metadata(revealed, replace(writer, sensitive_metadata=frozenset(keys)))
 
 
@@ -127,7 +132,7 @@ def reveal_metadata(
     header: CheckpointHeader, storage: StorageConfig | None = None
 ) -> CheckpointHeader:
     """The header with sensitive metadata decrypted (left sealed when no keyring is given)."""
-    sealed = [k for k, v in header.metadata.items() if isinstance(v, str) and v.startswith(_META)]
+    sealed = _sealed_keys(header)
     if not sealed:
         return header  # the common case: no keyring lookup per header (history lists thousands)
     ring = resolve(storage).keyring
