@@ -11,10 +11,16 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 from typing import Any
 
 from savegame.errors import ConfigurationError
 from savegame.runtime.workflow import Workflow
+
+# A module is in sys.modules before its file has finished running. Without this
+# lock a second thread (a worker's other slot) would take that half-made module
+# and find no workflow in it; with it, that thread waits for the first import.
+_FILE_IMPORT = threading.RLock()
 
 
 def as_workflow(obj: Any, ref: str = "<object>") -> Workflow:
@@ -33,7 +39,8 @@ def load(ref: str) -> Any:
             f"workflow reference {ref!r} must look like module:attr or path/file.py:attr"
         )
     if target.endswith(".py") or os.sep in target:
-        module = _load_file(target, ref)
+        with _FILE_IMPORT:
+            module = _load_file(target, ref)
     else:
         try:
             module = importlib.import_module(target)

@@ -1,0 +1,55 @@
+"""Finding a workflow again from its reference, as a resume in a fresh process or a worker does."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from savegame import ConfigurationError, Workflow
+from savegame.runtime.loader import load
+from savegame.testing.together import together
+
+SLOW_FILE = """
+import time
+
+from savegame import Workflow
+
+# Long enough that threads started together all ask while the first import runs.
+time.sleep(0.3)
+
+wf = Workflow("slow")
+"""
+
+
+def test_threads_loading_one_file_at_once_all_get_the_workflow(tmp_path: Path) -> None:
+    # A worker's slots resolve a run's workflow reference in parallel threads;
+    # one of them used to get the half-imported module and fail the run.
+    path = tmp_path / "slow_workflow.py"
+    path.write_text(SLOW_FILE)
+    ref = f"{path}:wf"
+    outcomes = together([lambda: load(ref) for _ in range(4)])
+    assert all(isinstance(o, Workflow) for o in outcomes), outcomes
+    assert len({id(o) for o in outcomes}) == 1
+
+
+def test_a_file_that_fails_to_import_can_be_loaded_once_fixed(tmp_path: Path) -> None:
+    path = tmp_path / "broken_workflow.py"
+    path.write_text("raise RuntimeError('not yet')\n")
+    with pytest.raises(RuntimeError, match="not yet"):
+        load(f"{path}:wf")
+    path.write_text("from savegame import Workflow\n\nwf = Workflow('fixed')\n")
+    assert isinstance(load(f"{path}:wf"), Workflow)
+
+
+def test_a_missing_attribute_names_the_file_and_the_reference(tmp_path: Path) -> None:
+    path = tmp_path / "empty_workflow.py"
+    path.write_text("x = 1\n")
+    with pytest.raises(ConfigurationError, match=r"no attribute 'wf'.*empty_workflow\.py:wf"):
+        load(f"{path}:wf")
+
+
+def test_a_module_reference_imports_the_module() -> None:
+    assert load("savegame.runtime.loader:load") is load
+    assert "savegame.runtime.loader" in sys.modules
