@@ -18,7 +18,9 @@ from typing import Any
 #: 1: the payload is the canonical JSON of the full state.
 #: 2: the payload is an envelope (savegame.codec.envelope): keyframe or delta
 #:    against ``base_id``, optionally compressed and encrypted, large values in blobs.
-FORMAT_VERSION = 2
+#: 3: as 2, and a keyframe may hold packed lists (savegame.codec.packs). Only records
+#:    that do are stamped 3, so a reader of version 2 still reads the others.
+FORMAT_VERSION = 3
 
 
 class RunStatus(str, enum.Enum):

@@ -28,8 +28,8 @@ NOTES = textwrap.dedent(
     @wf.step(entry=True)
     def write(state, ctx):
         n = state.get("n", 0) + 1
-        # Long enough to be stored as a blob, different at every step.
-        return {"n": n, "page": f"page {n} " * 300}, ("write" if n < state["until"] else END)
+        # Longer than INLINE_MAX (16 KiB), so a blob even in a delta; different at every step.
+        return {"n": n, "page": f"page {n} " * 2500}, ("write" if n < state["until"] else END)
     """
 )
 

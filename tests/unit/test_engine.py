@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from savegame import MemoryStore, codec
 from savegame.codec import blobs as blob_codec
-from savegame.codec import engine
+from savegame.codec import engine, envelope
 from savegame.codec.crypto import Keyring
 from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
 from savegame.codec.storage import StorageConfig
@@ -174,6 +175,9 @@ CONFIGS = {
     "k3-compress-encrypt": SECRET,
     "k32-plain-no-blobs": StorageConfig(keyframe_every=32, blob_threshold=0, compress_threshold=0),
     "k32-all": replace(SECRET, keyframe_every=32, compress_threshold=16),
+    # Packs of a few items, so lists of every shape get packed (nested, tagged, emptied).
+    "k4-packs": replace(PLAIN, keyframe_every=4, pack_bytes=24),
+    "k8-packs-encrypt": replace(SECRET, keyframe_every=8, pack_bytes=64, compress_threshold=16),
 }
 
 
@@ -188,7 +192,9 @@ def test_every_checkpoint_loads_back_equal(name: str, ops: Any, first: dict[str,
     for op, key, value in ops:
         state, changed = _step(state, op, key, value)
         record = run.write(state, changed)
-        assert record.header.format_version == 2
+        # Version 3 only where the body holds a pack, so older readers read the rest.
+        packed = b'"$sg:pack"' in envelope.open_record(record, storage)[1]
+        assert record.header.format_version == (3 if packed else 2)
         states.append(codec.canonical(state))
     for i, expected in enumerate(states):
         assert codec.canonical(run.load(i)) == expected, i
@@ -222,6 +228,152 @@ def test_large_values_are_stored_once_as_blobs_across_runs() -> None:
     assert run_load(two)["doc"] == doc
 
 
+# -- packs: long lists stored once, in runs of items ------------------------------------
+PACKED = StorageConfig(keyframe_every=4, pack_bytes=1024, compress_threshold=128)
+
+
+def _message(i: int) -> dict[str, Any]:
+    return {"role": "user" if i % 2 else "assistant", "content": f"message {i}: " + "words " * 50}
+
+
+def _grow(run: Run, steps: int, key: str = "messages") -> dict[str, Any]:
+    state: dict[str, Any] = {"n": 0, key: []}
+    for i in range(steps):
+        state = {**state, "n": i, key: [*state[key], _message(i)]}
+        run.write(state, {"n", key})
+    return state
+
+
+def _packs_of(run: Run, record: CheckpointRecord) -> list[str]:
+    body = envelope.open_record(record, run.storage)[1]
+    return list(json.loads(body)["messages"]["$sg:pack"][0])
+
+
+def test_a_growing_list_is_packed_once_and_every_checkpoint_loads_back() -> None:
+    store = AskCounting()
+    run = Run(store, PACKED, {"n": 0, "messages": []})
+    state = _grow(run, 60)
+    keyframes = [r for r in run.records[1:] if r.header.base_id is None]
+    assert len(keyframes) >= 10
+    packs = [_packs_of(run, r) for r in keyframes if r.header.format_version == 3]
+    # Chunk boundaries never move: each keyframe's packs start with the previous one's.
+    for older, newer in itertools.pairwise(packs):
+        assert newer[: len(older)] == older
+    # So each pack is stored once, and the keyframe refers to packs, not to items.
+    assert store.stats().blobs == len(packs[-1]) == len(set(packs[-1]))
+    assert len(packs[-1]) < 60 // 3
+    # A step's delta holds its new message inline: no blob, no second row.
+    assert all(r.header.blobs == () for r in run.records if r.header.base_id is not None)
+    for i in range(len(run.records)):
+        expected = [_message(j) for j in range(i)]
+        assert codec.canonical(run.load(i)["messages"]) == codec.canonical(expected), i
+    assert run.load() == state
+
+
+def test_a_replaced_item_of_a_packed_chunk_is_packed_again() -> None:
+    run = Run(MemoryStore(), PACKED, {"n": 0, "messages": []})
+    state = _grow(run, 30)
+    before = set(_packs_of(run, next(r for r in reversed(run.records) if r.header.base_id is None)))
+    edited = {**_message(2), "content": "redacted"}
+    messages = [*state["messages"][:2], edited, *state["messages"][3:]]
+    state = {**state, "messages": messages}
+    for _ in range(PACKED.keyframe_every):  # up to the next keyframe
+        run.write(state, {"messages"})
+    keyframe = next(r for r in reversed(run.records) if r.header.base_id is None)
+    assert _packs_of(run, keyframe)[0] not in before
+    assert run.load() == state
+    assert run.load()["messages"][2]["content"] == "redacted"
+
+
+def test_a_pack_another_store_lacks_is_built_again() -> None:
+    """The encoder drops a pack's bytes once stored; a store without it still gets it."""
+    run = Run(MemoryStore(), PACKED, {"n": 0, "messages": []})
+    state = _grow(run, 30)
+    header = _header(run.run_id, 31, run.records[-1].checkpoint_id)
+    encoded = run.encoder.encode(header, state, None)  # a keyframe
+    assert encoded.deferred  # packs stored by earlier keyframes
+    elsewhere = MemoryStore()
+    sent = run.encoder.to_upload(elsewhere, encoded)
+    assert set(sent) == set(encoded.record.header.blobs)
+    items = []
+    for name in _packs_of(run, encoded.record):
+        items += json.loads(blob_codec.unseal(name, sent[name], PACKED, full=True))
+    packed_count = len(items)
+    assert items == state["messages"][:packed_count] and packed_count >= 20
+
+
+def test_a_damaged_pack_is_refused_by_name() -> None:
+    store = MemoryStore()
+    run = Run(store, PACKED, {"n": 0, "messages": []})
+    _grow(run, 20)
+    keyframe = next(r for r in reversed(run.records) if r.header.base_id is None)
+    victim = _packs_of(run, keyframe)[0]
+    data = store.get_blobs([victim])[victim]
+    store.rewrite(blobs={victim: data[:-3] + bytes([data[-3] ^ 1]) + data[-2:]})
+    with pytest.raises(CorruptRecordError, match=f"blob {victim}"):
+        engine.load_state(store, keyframe, PACKED)
+
+
+def test_tagged_values_inside_packs_are_revived() -> None:
+    """Only packed items hold tags here: the keyframe's own body gives no hint to revive."""
+    run = Run(MemoryStore(), PACKED, {"messages": []})
+    state: dict[str, Any] = {"messages": []}
+    for i in range(16):
+        item = {**_message(i), "at": (i, b"\x00")} if i < 8 else _message(i)
+        state = {"messages": [*state["messages"], item]}
+        run.write(state, {"messages"})
+    run.write(state, None)  # a keyframe
+    raw = envelope.open_record(run.records[-1], PACKED)[1]
+    assert raw.count(b'"$sg:') == raw.count(b'"$sg:pack"') == 1
+    loaded = run.load()
+    assert loaded["messages"][0]["at"] == (0, b"\x00")
+    assert codec.canonical(loaded) == codec.canonical(state)
+
+
+def test_a_stop_marker_on_a_packed_keyframe_keeps_format_3() -> None:
+    store = MemoryStore()
+    run = Run(store, PACKED, {"n": 0, "messages": []})
+    state = _grow(run, 12)
+    run.write(state, None)  # a keyframe
+    latest = run.records[-1]
+    assert latest.header.format_version == 3
+    stop = envelope.marker(latest, RunStatus.CANCELLED, {}, PACKED)
+    # An older reader refuses it by its version instead of failing on the pack tag.
+    assert stop.header.format_version == 3
+    store.put_checkpoint(stop, lease_token=run.token, blobs=None)
+    assert engine.load_state(store, stop, PACKED).state == state
+
+
+def test_user_values_shaped_like_packs_round_trip() -> None:
+    run = Run(MemoryStore(), PACKED, {"n": 0, "messages": []})
+    fake = {"$sg:pack": [["0" * 64], [], []]}
+    state: dict[str, Any] = {"n": 0, "fake": fake, "messages": []}
+    for i in range(12):
+        item = fake if i % 3 == 0 else _message(i)
+        state = {**state, "messages": [*state["messages"], item]}
+        run.write(state, {"messages"})
+    run.write(state, None)  # a keyframe
+    assert run.records[-1].header.format_version == 3
+    assert codec.canonical(run.load()) == codec.canonical(state)
+
+
+def test_lists_in_nested_dicts_are_packed_and_lists_in_lists_are_not() -> None:
+    run = Run(MemoryStore(), PACKED, {"chat": {"messages": []}, "grid": []})
+    state: dict[str, Any] = {"chat": {"messages": []}, "grid": []}
+    for i in range(20):
+        state = {
+            "chat": {"messages": [*state["chat"]["messages"], _message(i)]},
+            "grid": [[_message(i)] for i in range(i)],
+        }
+        run.write(state, {"chat", "grid"})
+    run.write(state, None)
+    raw = envelope.open_record(run.records[-1], PACKED)[1]
+    body = json.loads(raw)
+    assert "$sg:pack" in body["chat"]["messages"] and "$sg:pack" in body["grid"]
+    assert raw.count(b'"$sg:pack"') == 2  # the inner lists go whole into the grid's packs
+    assert codec.canonical(run.load()) == codec.canonical(state)
+
+
 class AskCounting(MemoryStore):
     """A real MemoryStore that counts how often the encoder asks which blobs it lacks."""
 
@@ -239,13 +391,15 @@ def test_small_new_blobs_are_sent_without_asking_and_large_ones_only_when_missin
     small = "a small message, " * 40  # a blob under PLAIN, far under ASK_ABOVE
     large = "".join(f"line {i} of a long shared document\n" for i in range(3000))
     assert len(small.encode()) < engine.ASK_ABOVE < len(large.encode())
-    one = Run(store, PLAIN, {"x": 1})
+    # Keyframes only: a delta keeps values up to INLINE_MAX inline, without blobs.
+    storage = replace(PLAIN, keyframe_every=1)
+    one = Run(store, storage, {"x": 1})
     one.write({"x": 1, "msg": small, "doc": large}, {"msg", "doc"})
     assert store.asked == 1  # the large one made it ask once, for both
     # Another process (nothing known) writes the same values: the small blob is sent
     # again without asking and the store keeps its one copy; the large one is not sent.
     blob_codec.known.forget(store)
-    two = Run(store, PLAIN, {"x": 2})
+    two = Run(store, storage, {"x": 2})
     header = _header(two.run_id, 1, two.records[-1].checkpoint_id)
     encoded = two.encoder.encode(header, {"x": 2, "msg": small}, {"msg"})
     assert set(two.encoder.to_upload(store, encoded)) == set(encoded.blobs)

@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
 import zstandard
 
 from savegame.codec import compress
@@ -36,6 +37,8 @@ from savegame.codec.storage import StorageConfig
 from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
 
 TAG = "$sg:blob"
+PACK = "$sg:pack"
+"""A packed list (:mod:`savegame.codec.packs`): ``{PACK: [packs, tail items, tagged packs]}``."""
 _BYTES = "$sg:bytes"
 _ESCAPED = "$sg:dict"
 _MAGIC = b"SGB\x01"
@@ -47,9 +50,13 @@ def digest(data: bytes, storage: StorageConfig) -> str:
     return hashlib.blake2b(data, digest_size=32, key=key).hexdigest()
 
 
-def extract(tree: Any, storage: StorageConfig, found: dict[str, bytes]) -> Any:
-    """``tree`` with large leaves replaced by blob references; their bytes are added to ``found``."""
-    limit = storage.blob_threshold
+def extract(
+    tree: Any, storage: StorageConfig, found: dict[str, bytes], limit: int | None = None
+) -> Any:
+    """``tree`` with leaves longer than ``limit`` (default: ``storage.blob_threshold``)
+    replaced by blob references; their bytes are added to ``found``."""
+    if limit is None or storage.blob_threshold <= 0:
+        limit = storage.blob_threshold
     if limit <= 0:
         return tree
 
@@ -83,22 +90,66 @@ def extract(tree: Any, storage: StorageConfig, found: dict[str, bytes]) -> Any:
     return walk(tree)
 
 
-def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> Any:
-    """Inverse of :func:`extract`, given the plaintext bytes of every referenced blob.
+_STRING_BLOB = b'{"$sg:blob":["s",'
+_PACKED = b'{"$sg:pack":'
+
+
+def needs_revival(body: bytes) -> bool:
+    """Whether a JSON body holds tags other than string blob references and packs.
+
+    Those are plain strings and lists once resolved, so a state made of text
+    (the usual agent state: messages) skips ``values.from_data``'s walk. The
+    body is canonical orjson, so the patterns are exact.
+    """
+    tags = body.count(b'"$sg:')
+    return tags > 0 and tags > body.count(_STRING_BLOB) + body.count(_PACKED)
+
+
+def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> tuple[Any, bool]:
+    """Inverse of :func:`extract` and of packing, given the plaintext of every referenced blob.
+
+    Returns the tree and whether a pack's items hold tags that ``values.from_data``
+    must revive (the caller checks the record's own body with :func:`needs_revival`).
 
     Patches ``tree`` in place (it is freshly parsed and owned by the caller):
     rebuilding every container and calling into every leaf was most of a
     2,000-message load's time outside zstd.
     """
+    revive = False
 
     def value(ref: Any) -> Any:
         kind, name = ref
-        data = fetched.get(name)
-        if data is None:
-            raise CorruptRecordError(record_id, f"blob {name} is missing from the store")
+        data = blob(name)
         if kind == "s":
             return data.decode()
         return {_BYTES: base64.b64encode(data).decode("ascii")}
+
+    def blob(name: str) -> bytes:
+        data = fetched.get(name)
+        if data is None:
+            raise CorruptRecordError(record_id, f"blob {name} is missing from the store")
+        return data
+
+    def unpack(body: Any) -> list[Any]:
+        nonlocal revive
+        if type(body) is not list or len(body) != 3 or not all(type(b) is list for b in body):
+            raise CorruptRecordError(record_id, "a packed list is not [packs, tail, tagged]")
+        names, tail, tagged = body
+        items: list[Any] = []
+        for name in names:
+            data = blob(name)
+            try:
+                part = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                raise CorruptRecordError(record_id, f"pack {name} does not decode: {exc}") from exc
+            if type(part) is not list:
+                raise CorruptRecordError(record_id, f"pack {name} is not a list")
+            if name in tagged:
+                walk(part)
+                revive = revive or needs_revival(data)
+            items.extend(part)
+        items.extend(walk(tail))
+        return items
 
     def walk(node: Any) -> Any:
         """``node`` patched, or the blob's value when ``node`` is a reference."""
@@ -111,6 +162,8 @@ def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> Any:
             ((key, body),) = node.items()
             if key == TAG:
                 return value(body)
+            if key == PACK:
+                return unpack(body)
             if key == _ESCAPED:
                 # An escaped user dict: its keys are data, only its values are walked.
                 walk_values(body)
@@ -124,8 +177,8 @@ def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> Any:
                 node[key] = walk(item)
 
     if type(tree) is dict or type(tree) is list:
-        return walk(tree)
-    return tree
+        return walk(tree), revive
+    return tree, revive
 
 
 def seal(name: str, data: bytes, storage: StorageConfig) -> bytes:

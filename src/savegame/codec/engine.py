@@ -18,13 +18,13 @@ the first record that needs them unless this process knows the store has them.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from savegame.codec import blobs, delta, envelope, values
+from savegame.codec import blobs, delta, envelope, packs, values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord
@@ -52,14 +52,21 @@ class Chain:
     delta_bytes: int = 0
     """Stored bytes of those deltas."""
     keyframe_bytes: int = 0
-    """Stored bytes of the keyframe."""
+    """Stored bytes of a full copy: the keyframe and the blobs it refers to.
+
+    With packs the keyframe itself is small (the packs hold the long lists), so
+    comparing the deltas with it alone wrote a keyframe every few steps, which
+    made keyframes as many bytes as all deltas together."""
 
     @classmethod
-    def of(cls, records: Sequence[CheckpointRecord]) -> Chain:
+    def of(cls, records: Sequence[CheckpointRecord], blob_sizes: Mapping[str, int]) -> Chain:
+        """``records`` newest first; ``blob_sizes``: stored bytes of the keyframe's blobs."""
+        keyframe = records[-1]
         return cls(
             depth=len(records) - 1,
             delta_bytes=sum(r.header.size for r in records[:-1]),
-            keyframe_bytes=records[-1].header.size,
+            keyframe_bytes=keyframe.header.size
+            + sum(blob_sizes.get(name, 0) for name in keyframe.header.blobs),
         )
 
 
@@ -69,7 +76,11 @@ class Encoded:
 
     record: CheckpointRecord
     blobs: dict[str, bytes] = field(default_factory=dict)
-    """Plaintext of every blob this payload refers to; see :meth:`Encoder.to_upload`."""
+    """Plaintext of the blobs this payload refers to; see :meth:`Encoder.to_upload`."""
+    sealed: dict[str, bytes] = field(default_factory=dict)
+    """Blobs already sealed: new packs."""
+    deferred: dict[str, packs.Deferred] = field(default_factory=dict)
+    """The others: packs this encoder already stored once, built again only if a store lacks them."""
 
 
 class Encoder:
@@ -92,6 +103,7 @@ class Encoder:
         self._base_id: str | None = None
         self._shadow: dict[str, Any] = {}
         self._chain = Chain()
+        self._packer = packs.Packer(self.storage) if packs.enabled(self.storage) else None
         if base is not None and state is not None:
             self._remember(base.checkpoint_id, state, None, chain or Chain(0, 0, base.header.size))
 
@@ -136,7 +148,10 @@ class Encoder:
         ):
             patch = delta.diff(self._shadow, state, changed)
             found: dict[str, bytes] = {}
-            body = orjson.dumps(blobs.extract(patch, config, found), option=orjson.OPT_SORT_KEYS)
+            body = orjson.dumps(
+                blobs.extract(patch, config, found, config.inline_max),
+                option=orjson.OPT_SORT_KEYS,
+            )
             record = envelope.seal(
                 replace(header, base_id=self._base_id, blobs=tuple(sorted(found))),
                 body,
@@ -156,17 +171,27 @@ class Encoder:
 
     def _keyframe(self, header: CheckpointHeader, state: dict[str, Any]) -> Encoded:
         config = self.storage
-        found: dict[str, bytes] = {}
-        tree = blobs.extract(values.to_data(state, "state"), config, found)
+        out = packs.Packed()
+        if self._packer is not None:
+            tree = self._packer.tree(state, out)
+        else:
+            tree = blobs.extract(values.to_data(state, "state"), config, out.found)
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
         record = envelope.seal(
-            replace(header, base_id=None, blobs=tuple(sorted(found))),
+            replace(
+                header,
+                base_id=None,
+                blobs=tuple(sorted({*out.found, *out.sealed, *out.deferred})),
+            ),
             body,
             delta=False,
             storage=config,
+            packed=out.used,
         )
-        self._remember(record.checkpoint_id, state, None, Chain(0, 0, record.header.size))
-        return Encoded(record, found)
+        # Loose values count at their plaintext size: only new ones get sealed here.
+        copy = record.header.size + out.pack_bytes + sum(map(len, out.found.values()))
+        self._remember(record.checkpoint_id, state, None, Chain(0, 0, copy))
+        return Encoded(record, out.found, out.sealed, out.deferred)
 
     def to_upload(self, store: Store, encoded: Encoded) -> dict[str, bytes]:
         """The sealed bytes of the blobs the store may not have.
@@ -174,20 +199,39 @@ class Encoder:
         Up to :data:`ASK_ABOVE` bytes of blobs this process does not know are sent
         without asking; above that the store is asked once which it lacks.
         """
-        if not encoded.blobs:
+        referred = [*encoded.blobs, *encoded.sealed, *encoded.deferred]
+        if not referred:
             return {}
-        names = sorted(set(encoded.blobs) - blobs.known.present(store, list(encoded.blobs)))
+        names = sorted(set(referred) - blobs.known.present(store, referred))
         if not names:
             return {}
+
+        def size(name: str) -> int:
+            for ready in (encoded.blobs.get(name), encoded.sealed.get(name)):
+                if ready is not None:
+                    return len(ready)
+            return encoded.deferred[name].size
+
+        def sealed(name: str) -> bytes:
+            done = encoded.sealed.get(name)
+            if done is not None:
+                return done
+            plain = encoded.blobs.get(name)
+            if plain is None:
+                plain = encoded.deferred[name].build()
+            return blobs.seal(name, plain, self.storage)
+
         missing: Collection[str] = names
-        if sum(len(encoded.blobs[n]) for n in names) > ASK_ABOVE:
+        if sum(map(size, names)) > ASK_ABOVE:
             missing = store.missing_blobs(names)
             blobs.known.add(store, [n for n in names if n not in missing])
-        return {n: blobs.seal(n, encoded.blobs[n], self.storage) for n in sorted(missing)}
+        return {n: sealed(n) for n in sorted(missing)}
 
     def committed(self, store: Store, record: CheckpointRecord) -> None:
         """Call once ``record`` is durable: its blobs are then known to be stored."""
         blobs.known.add(store, record.header.blobs)
+        if self._packer is not None and record.header.base_id is None:
+            self._packer.committed(record.header.blobs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,11 +270,11 @@ def load(store: Store, record: CheckpointRecord, storage: StorageConfig | None =
     state: dict[str, Any] | None = None
     for rec in reversed(records):
         is_delta, body = envelope.open_record(rec, config)
-        tree = envelope.parse(body, rec, fetch, config)
+        tree, revive = envelope.parse(body, rec, fetch, config)
         if state is None:
             if is_delta:
                 raise CorruptRecordError(rec.checkpoint_id, "chain starts with a delta")
-            state = envelope.state_of(tree, body, rec.checkpoint_id)
+            state = envelope.state_of(tree, revive, rec.checkpoint_id)
             continue
         if not is_delta or type(tree) is not dict:
             raise CorruptRecordError(rec.checkpoint_id, "expected a delta in the chain")
@@ -242,7 +286,8 @@ def load(store: Store, record: CheckpointRecord, storage: StorageConfig | None =
             raise CorruptRecordError(rec.checkpoint_id, f"delta does not apply: {exc}") from exc
     assert state is not None
     header = envelope.reveal_metadata(head.header, config)
-    return Loaded(Checkpoint(header=header, state=state), Chain.of(records))
+    sizes = {name: len(data) for name, data in prefetched.items()}
+    return Loaded(Checkpoint(header=header, state=state), Chain.of(records, sizes))
 
 
 def load_state(

@@ -152,19 +152,30 @@ def reveal_metadata(
 
 # -- format-2 envelope ---------------------------------------------------------------
 def seal(
-    header: CheckpointHeader, body: bytes, *, delta: bool, storage: StorageConfig
+    header: CheckpointHeader,
+    body: bytes,
+    *,
+    delta: bool,
+    storage: StorageConfig,
+    packed: bool = False,
 ) -> CheckpointRecord:
-    """Wrap a JSON body (keyframe or delta) into a stored record under ``header``."""
+    """Wrap a JSON body (keyframe or delta) into a stored record under ``header``.
+
+    ``packed``: the body holds packed lists, which savegame before format 3 cannot
+    read; it then refuses the record by its version instead of failing on the tag.
+    Other records keep version 2, so older readers in a fleet still read them.
+    """
+    version = 3 if packed else 2
     header = seal_metadata(header, storage)
     flags = DELTA if delta else 0
     if storage.compress_threshold and len(body) >= storage.compress_threshold:
-        packed = compress.compress(body)
-        if len(packed) < len(body):
-            flags, body = flags | ZSTD, packed
+        small = compress.compress(body)
+        if len(small) < len(body):
+            flags, body = flags | ZSTD, small
     ring = storage.keyring
     if ring is None:
         payload = _MAGIC + bytes([2, flags, 0]) + body
-        header = replace(header, size=len(payload), format_version=2)
+        header = replace(header, size=len(payload), format_version=version)
         return CheckpointRecord(
             header=header, payload=payload, checksum=_checksum2(header, payload)
         )
@@ -172,9 +183,14 @@ def seal(
     kid = ring.active.encode()
     prefix = _MAGIC + bytes([2, flags, len(kid)]) + kid
     size = len(prefix) + len(body) + 28  # nonce (12) + tag (16)
-    header = replace(header, size=size, format_version=2)
+    header = replace(header, size=size, format_version=version)
     _, sealed = ring.encrypt(body, prefix + _identity(header))
     return CheckpointRecord(header=header, payload=prefix + sealed, checksum=_AEAD_MARK)
+
+
+def is_packed(header: CheckpointHeader) -> bool:
+    """Whether the record's body may hold packed lists (sealing it again must keep that)."""
+    return header.format_version >= 3
 
 
 def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool, bytes]:
@@ -226,41 +242,33 @@ def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool,
 
 def parse(
     body: bytes, record: CheckpointRecord, fetch: Fetch | None, storage: StorageConfig
-) -> Any:
-    """JSON body -> data tree with blob references resolved (not yet ``from_data``)."""
+) -> tuple[Any, bool]:
+    """JSON body -> data tree with blob references resolved (not yet ``from_data``),
+    and whether ``from_data`` must revive tags in it (see :func:`state_of`)."""
     try:
         tree = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise CorruptRecordError(record.checkpoint_id, f"payload does not decode: {exc}") from exc
+    revive = blobs.needs_revival(body)
     names = record.header.blobs
     if not names:
-        return tree
+        if b'{"$sg:pack":' in body:
+            raise CorruptRecordError(record.checkpoint_id, "holds packs but lists no blobs")
+        return tree, revive
     if fetch is None:
         raise CorruptRecordError(
             record.checkpoint_id, "refers to blobs but no store was given to read them"
         )
     stored = fetch(names)
     plain = {name: blobs.unseal(name, stored[name], storage) for name in names if name in stored}
-    return blobs.resolve(tree, plain, record.checkpoint_id)
+    tree, in_packs = blobs.resolve(tree, plain, record.checkpoint_id)
+    return tree, revive or in_packs
 
 
-_STRING_BLOB = b'{"$sg:blob":["s",'
-
-
-def _needs_revival(body: bytes) -> bool:
-    """Whether the tree holds tags other than string blob references.
-
-    Those are already plain strings once the blobs are resolved, so a state made
-    of text (the usual agent state: messages) skips the second walk over the tree.
-    The body is canonical orjson, so the pattern is exact.
-    """
-    tags = body.count(b'"$sg:')
-    return tags > 0 and tags > body.count(_STRING_BLOB)
-
-
-def state_of(tree: Any, body: bytes, ident: str) -> dict[str, Any]:
+def state_of(tree: Any, revive: bool, ident: str) -> dict[str, Any]:
+    """The state from a resolved tree; ``revive``: it holds tags for ``values.from_data``."""
     try:
-        state = values.from_data(tree) if _needs_revival(body) else tree
+        state = values.from_data(tree) if revive else tree
     except SerializationError:
         raise
     except (ValueError, TypeError, KeyError) as exc:
@@ -308,8 +316,8 @@ def decode(
             record.checkpoint_id,
             f"is a delta against {record.header.base_id}; load it with its chain",
         )
-    tree = parse(body, record, fetch, config)
-    state = state_of(tree, body, record.checkpoint_id)
+    tree, revive = parse(body, record, fetch, config)
+    state = state_of(tree, revive, record.checkpoint_id)
     return Checkpoint(header=reveal_metadata(record.header, config), state=state)
 
 
@@ -332,7 +340,7 @@ def rewrap(
         )
     is_delta, body = open_record(record, config)
     header = replace(header, base_id=record.header.base_id, blobs=record.header.blobs)
-    return seal(header, body, delta=is_delta, storage=config)
+    return seal(header, body, delta=is_delta, storage=config, packed=is_packed(record.header))
 
 
 def marker(

@@ -10,7 +10,7 @@
 ``SAVEGAME_SENSITIVE_METADATA``
     comma-separated metadata keys whose values are encrypted in headers
     (requires keys). Other metadata stays plain so history stays filterable.
-``SAVEGAME_KEYFRAME_EVERY``, ``SAVEGAME_BLOB_THRESHOLD``, ``SAVEGAME_COMPRESS_THRESHOLD``
+``SAVEGAME_KEYFRAME_EVERY``, ``SAVEGAME_BLOB_THRESHOLD``, ``SAVEGAME_COMPRESS_THRESHOLD``, ``SAVEGAME_PACK_BYTES``
     integers overriding the defaults below.
 """
 
@@ -23,17 +23,28 @@ from dataclasses import dataclass
 from savegame.codec.crypto import Keyring
 from savegame.errors import ConfigurationError
 
+INLINE_MAX = 16 * 1024
+"""Values up to this size stay inline in deltas and packs whatever ``blob_threshold`` says:
+a new list item is written once anyway, and as a separate blob it cost a row and a zstd
+frame on every load."""
+
 
 @dataclass(frozen=True, slots=True)
 class StorageConfig:
     """Storage-engine settings; the defaults suit agent states from KBs to MBs."""
 
-    keyframe_every: int = 256
+    keyframe_every: int = 32
     """At most this many checkpoints per chain (a keyframe, then deltas): bounds a load to K records."""
     blob_threshold: int = 1024
-    """Strings and bytes longer than this (characters / bytes) are stored once as content-addressed blobs; 0 turns blobs off."""
+    """In a keyframe, strings and bytes longer than this (characters / bytes) outside lists are
+    stored once as content-addressed blobs; 0 turns blobs (and packs) off. In deltas and in
+    lists, only those longer than :attr:`inline_max` are: there each value is written once
+    anyway, inside a record or pack compressed as a whole."""
     compress_threshold: int = 2048
     """Payloads and blobs of at least this many bytes are zstd-compressed; 0 turns compression off."""
+    pack_bytes: int = 32 * 1024
+    """A keyframe stores a list's items in packs of about this many encoded bytes, each a blob
+    written once (:mod:`savegame.codec.packs`); 0 turns packs off."""
     keyring: Keyring | None = None
     """Encrypt payloads, blobs and journal values; a plaintext record is then refused."""
     sensitive_metadata: frozenset[str] = frozenset()
@@ -44,11 +55,18 @@ class StorageConfig:
     def __post_init__(self) -> None:
         if self.keyframe_every < 1:
             raise ConfigurationError("keyframe_every must be at least 1")
-        if self.blob_threshold < 0 or self.compress_threshold < 0:
+        if self.blob_threshold < 0 or self.compress_threshold < 0 or self.pack_bytes < 0:
             raise ConfigurationError("thresholds must be >= 0 (0 turns the feature off)")
         if self.sensitive_metadata and self.keyring is None:
             raise ConfigurationError("sensitive_metadata needs a keyring to encrypt with")
         object.__setattr__(self, "sensitive_metadata", frozenset(self.sensitive_metadata))
+
+    @property
+    def inline_max(self) -> int:
+        """Longest string or bytes kept inline in a delta or a pack (0: blobs are off)."""
+        if self.blob_threshold <= 0:
+            return 0
+        return max(self.blob_threshold, INLINE_MAX)
 
     @property
     def encrypted(self) -> bool:
@@ -62,9 +80,10 @@ class StorageConfig:
             k.strip() for k in env.get("SAVEGAME_SENSITIVE_METADATA", "").split(",") if k.strip()
         )
         return cls(
-            keyframe_every=_int(env, "SAVEGAME_KEYFRAME_EVERY", 256),
+            keyframe_every=_int(env, "SAVEGAME_KEYFRAME_EVERY", 32),
             blob_threshold=_int(env, "SAVEGAME_BLOB_THRESHOLD", 1024),
             compress_threshold=_int(env, "SAVEGAME_COMPRESS_THRESHOLD", 2048),
+            pack_bytes=_int(env, "SAVEGAME_PACK_BYTES", 32 * 1024),
             keyring=Keyring.parse(spec) if spec else None,
             sensitive_metadata=sensitive,
         )
@@ -87,6 +106,7 @@ _ENV_KEYS = (
     "SAVEGAME_KEYFRAME_EVERY",
     "SAVEGAME_BLOB_THRESHOLD",
     "SAVEGAME_COMPRESS_THRESHOLD",
+    "SAVEGAME_PACK_BYTES",
 )
 
 

@@ -158,7 +158,13 @@ def rekey(
                 continue  # format 1 has no envelope to seal; it loads as it is (see docs)
             is_delta, body = envelope.open_record(record, reader)
             header = envelope.reseal_metadata(record.header, reader, config)
-            fresh = envelope.seal(header, body, delta=is_delta, storage=config)
+            fresh = envelope.seal(
+                header,
+                body,
+                delta=is_delta,
+                storage=config,
+                packed=envelope.is_packed(record.header),
+            )
             # Same identity: payload, checksum, size and the resealed metadata change.
             records.append(
                 replace(
