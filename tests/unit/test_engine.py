@@ -6,6 +6,8 @@ import base64
 import itertools
 import json
 import os
+import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,11 +20,16 @@ from hypothesis import strategies as st
 
 from savegame import MemoryStore, codec
 from savegame.codec import blobs as blob_codec
-from savegame.codec import engine, envelope
+from savegame.codec import engine, envelope, packs
 from savegame.codec.crypto import Keyring
 from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
 from savegame.codec.storage import StorageConfig
-from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
+from savegame.errors import (
+    CorruptRecordError,
+    EncryptionKeyError,
+    SerializationError,
+    UnencryptedRecordError,
+)
 from savegame.ids import new_id
 from savegame.model import (
     CheckpointHeader,
@@ -345,16 +352,71 @@ def test_a_stop_marker_on_a_packed_keyframe_keeps_format_3() -> None:
 
 
 def test_user_values_shaped_like_packs_round_trip() -> None:
-    run = Run(MemoryStore(), PACKED, {"n": 0, "messages": []})
+    """User keys named like the pack tag, in keyframes with and without packs and in deltas."""
+    run = Run(MemoryStore(), PACKED, {"one": {"$sg:pack": 1}, "two": {"$sg:pack": 1, "y": 2}})
     fake = {"$sg:pack": [["0" * 64], [], []]}
     state: dict[str, Any] = {"n": 0, "fake": fake, "messages": []}
+    states = [{"one": {"$sg:pack": 1}, "two": {"$sg:pack": 1, "y": 2}}]
     for i in range(12):
         item = fake if i % 3 == 0 else _message(i)
-        state = {**state, "messages": [*state["messages"], item]}
-        run.write(state, {"messages"})
+        state = {**state, "messages": [*state["messages"], item], "two": {"$sg:pack": i, "y": 2}}
+        run.write(state, {"messages", "two"})
+        states.append(state)
     run.write(state, None)  # a keyframe
+    states.append(state)
     assert run.records[-1].header.format_version == 3
-    assert codec.canonical(run.load()) == codec.canonical(state)
+    for i, expected in enumerate(states):
+        assert codec.canonical(run.load(i)) == codec.canonical(expected), i
+
+
+def test_a_pack_changed_in_place_is_never_sent_under_its_old_name() -> None:
+    """Items are matched by identity; one mutated in place (against the contract) after it
+    was packed no longer encodes to its pack. Rebuilding that pack for a store that lacks it
+    must fail by path, not send other bytes under the pack's name."""
+    run = Run(MemoryStore(), PACKED, {"n": 0, "messages": []})
+    state = _grow(run, 30)
+    state["messages"][1]["content"] = "changed in place"
+    header = _header(run.run_id, 31, run.records[-1].checkpoint_id)
+    encoded = run.encoder.encode(header, state, None)
+    with pytest.raises(SerializationError, match=r"state\.messages\[0:\d+\].*in place"):
+        run.encoder.to_upload(MemoryStore(), encoded)
+    # That chunk is packed again from the items as they are now.
+    again = run.encoder.encode(_header(run.run_id, 31, run.records[-1].checkpoint_id), state, None)
+    elsewhere = MemoryStore()
+    sent = run.encoder.to_upload(elsewhere, again)
+    first = _packs_of(run, again.record)[0]
+    items = json.loads(blob_codec.unseal(first, sent[first], PACKED, full=True))
+    assert items[1]["content"] == "changed in place"
+
+
+def test_commits_reported_from_another_thread_do_not_race_the_next_keyframe() -> None:
+    """With durability="async" the writer thread reports commits while the run's thread
+    packs the next keyframe (whose list paths may come and go)."""
+    packer = packs.Packer(replace(PACKED, pack_bytes=64))
+    items = [{"m": "x" * 40, "i": i} for i in range(20)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def report() -> None:
+        while not stop.is_set():
+            try:
+                packer.committed(["0" * 64])
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=report)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread.start()
+    try:
+        for i in range(2000):
+            packer.tree({f"k{j}": items for j in range(i % 7)}, packs.Packed())
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+    assert errors == []
 
 
 def test_lists_in_nested_dicts_are_packed_and_lists_in_lists_are_not() -> None:

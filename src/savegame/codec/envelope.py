@@ -252,8 +252,6 @@ def parse(
     revive = blobs.needs_revival(body)
     names = record.header.blobs
     if not names:
-        if b'{"$sg:pack":' in body:
-            raise CorruptRecordError(record.checkpoint_id, "holds packs but lists no blobs")
         return tree, revive
     if fetch is None:
         raise CorruptRecordError(

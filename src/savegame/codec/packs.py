@@ -26,6 +26,7 @@ its packed value.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import is_
@@ -35,6 +36,7 @@ import orjson
 
 from savegame.codec import blobs, values
 from savegame.codec.storage import StorageConfig
+from savegame.errors import SerializationError
 
 TAG = blobs.PACK
 _ESCAPE = "$sg:"
@@ -48,7 +50,7 @@ class Deferred:
     build: Callable[[], bytes]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared by identity: its items may be large
 class _Chunk:
     start: int
     items: tuple[Any, ...]
@@ -110,6 +112,10 @@ class Packer:
     def __init__(self, storage: StorageConfig) -> None:
         self.storage = storage
         self._lists: dict[tuple[str, ...], list[_Chunk]] = {}
+        # committed() runs on the background writer's thread with durability="async";
+        # it only records names here, and the run's thread applies them in tree().
+        self._lock = threading.Lock()
+        self._stored: set[str] = set()
 
     def tree(self, state: dict[str, Any], out: Packed) -> Any:
         """The keyframe tree of ``state``: ``values.to_data`` and blob extraction, lists packed.
@@ -117,6 +123,10 @@ class Packer:
         Raises:
             SerializationError: naming the path of the first value that is not pure data.
         """
+        with self._lock:
+            stored, self._stored = self._stored, set()
+        if stored:
+            self._drop_sealed(stored)
         if not _plain_dict(state):
             self._lists.clear()
             return blobs.extract(values.to_data(state, "state"), self.storage, out.found)
@@ -127,8 +137,14 @@ class Packer:
         return tree
 
     def committed(self, names: Iterable[str]) -> None:
-        """A keyframe referring to these blobs is durable: drop the packs' bytes kept for it."""
-        stored = set(names)
+        """A keyframe referring to these blobs is durable: its packs' bytes can go.
+
+        Safe from another thread: the bytes are dropped by the next :meth:`tree`.
+        """
+        with self._lock:
+            self._stored.update(names)
+
+    def _drop_sealed(self, stored: set[str]) -> None:
         for chunks in self._lists.values():
             for chunk in chunks:
                 if chunk.sealed is not None and chunk.digest in stored:
@@ -235,7 +251,13 @@ class Packer:
         return lambda: self._rebuild(chunk)[1][name]
 
     def _rebuild(self, chunk: _Chunk) -> tuple[bytes, dict[str, bytes]]:
-        """A committed chunk's bytes again (a store that lost them, e.g. after a prune)."""
+        """A committed chunk's bytes again (a store that lost them, e.g. after a prune).
+
+        Raises:
+            SerializationError: the items no longer encode to the pack's content (one
+                was mutated in place after it was packed); nothing is sent under the
+                pack's name, and the chunk is packed again by the next keyframe.
+        """
         found: dict[str, bytes] = {}
         encoded = [
             orjson.dumps(
@@ -249,4 +271,15 @@ class Packer:
             )
             for i, item in enumerate(chunk.items)
         ]
-        return b"[" + b",".join(encoded) + b"]", found
+        plain = b"[" + b",".join(encoded) + b"]"
+        if blobs.digest(plain, self.storage) != chunk.digest:
+            for chunks in self._lists.values():
+                at = next((i for i, c in enumerate(chunks) if c is chunk), None)
+                if at is not None:
+                    del chunks[at:]
+            raise SerializationError(
+                f"{chunk.path}[{chunk.start}:{chunk.end}]",
+                "an item was changed in place after it was stored in a pack; "
+                "replace items (a new list with a new item) instead of mutating them",
+            )
+        return plain, found
