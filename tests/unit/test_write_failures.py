@@ -15,6 +15,7 @@ import pytest
 from savegame import (
     END,
     CheckpointWriteError,
+    Observer,
     RunStatus,
     StepContext,
     Workflow,
@@ -74,5 +75,32 @@ def test_a_failed_write_stops_the_run_and_keeps_the_last_good_checkpoint(
         result = resume("r", store=store, workflow=counting(executed))
         assert result.status is RunStatus.COMPLETED and result.state == {"n": 6}
         assert executed == [4, 5, 6]  # continued from the last good checkpoint
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+@pytest.mark.timeout(30)  # the failure this guards against was a hang
+def test_an_observer_that_raises_after_a_commit_stops_the_run(
+    tmp_path: Path, durability: str
+) -> None:
+    """With durability="async" the commit callback runs on the writer's thread: an error
+    there used to kill that thread, and the run then waited on it forever."""
+    store = SqliteStore(tmp_path / "o.db")
+    seen: list[int] = []
+
+    def on_checkpoint(header: Any, seconds: float) -> None:
+        seen.append(header.step)
+        if header.step == 2:
+            raise RuntimeError("dashboard is down")
+
+    try:
+        with pytest.raises(CheckpointWriteError, match="dashboard is down"):
+            run(
+                counting([]), run_id="r", store=store, durability=durability,  # type: ignore[arg-type]
+                observer=Observer(on_checkpoint=on_checkpoint),
+            )  # fmt: skip
+        assert 2 in seen
+        assert get_checkpoint("r", store=store).state["n"] >= 2  # what committed stays
     finally:
         store.close()

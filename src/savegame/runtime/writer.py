@@ -119,7 +119,15 @@ class AsyncWriter:
                     failure.__cause__ = exc
                     self._error = failure
                     continue
-                self._committed(record, time.perf_counter() - started)
+                try:
+                    self._committed(record, time.perf_counter() - started)
+                except BaseException as exc:
+                    # The record is durable; what failed is what follows it (an observer,
+                    # say). Stop the run at its next boundary, as a sync writer would,
+                    # rather than let this thread die and flush() wait forever.
+                    failure = CheckpointWriteError(record.run_id, record.header.step, exc)
+                    failure.__cause__ = exc
+                    self._error = failure
             finally:
                 self._queue.task_done()
 
