@@ -353,3 +353,31 @@ def test_check_mutations_names_a_key_changed_in_place(store: Store) -> None:
         return {"log": [*state.get("log", []), "b"]}, END
 
     assert run(honest, {"log": ["a"]}, store=store).state["log"] == ["a", "b"]
+
+
+def test_check_mutations_names_a_list_item_changed_in_place(store: Store) -> None:
+    """The step returns the list grown but edited an old item in place: deltas and packs
+    keep the items they already stored, so the edit would be lost."""
+    wf = Workflow("editor", check_mutations=True)
+
+    @wf.step(entry=True)
+    def start(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"log": [{"text": "a"}]}, "edit"
+
+    @wf.step
+    def edit(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        state["log"][0]["text"] = "redacted"
+        return {"log": [*state["log"], {"text": "b"}]}, END
+
+    with pytest.raises(ConfigurationError, match=r"step 'edit' changed items of state\['log'\]"):
+        run(wf, store=store)
+    honest = Workflow("replacer", check_mutations=True)
+
+    @honest.step(entry=True)
+    def replace_item(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        log = state["log"]
+        return {"log": [{**log[0], "text": "redacted"}, *log[1:], {"text": "b"}]}, END
+
+    done = run(honest, {"log": [{"text": "a"}]}, store=store)
+    assert done.state["log"] == [{"text": "redacted"}, {"text": "b"}]
+    assert get_checkpoint(done.run_id, store=store).state == done.state

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import operator
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -123,24 +124,48 @@ def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
     return update, target
 
 
-def _fingerprints(state: Mapping[str, Any]) -> dict[str, bytes]:
-    """Canonical bytes of each top-level value (the debug check below; O(state) per step)."""
-    out: dict[str, bytes] = {}
+def _fingerprints(state: Mapping[str, Any]) -> dict[str, tuple[bytes, int]]:
+    """Canonical bytes of each top-level value, and a list's length (the debug check
+    below; O(state) per step)."""
+    out: dict[str, tuple[bytes, int]] = {}
     for key, value in state.items():
         try:
-            out[key] = codec.canonical(value)
+            out[key] = (codec.canonical(value), len(value) if type(value) is list else -1)
         except SerializationError:
             continue  # reported with its path when the state is saved
     return out
 
 
 def _refuse_hidden_mutations(
-    node: str, before: Mapping[str, bytes], state: Mapping[str, Any], update: Mapping[str, Any]
+    node: str,
+    before: Mapping[str, tuple[bytes, int]],
+    state: Mapping[str, Any],
+    update: Mapping[str, Any],
 ) -> None:
     """Checkpoints store what a step returns; a key changed in place and not returned
-    would be missing from them (and from a resumed run). Say so at the step that did it."""
-    for key, fingerprint in before.items():
-        if key in update or key not in state:
+    would be missing from them (and from a resumed run). So would an item of a list
+    changed in place while the step returns the list grown: deltas and packs keep
+    the items they already stored. Say so at the step that did it."""
+    for key, (fingerprint, length) in before.items():
+        if key not in state:
+            continue
+        if key in update:
+            new = update[key]
+            old = state[key]
+            if length < 0 or type(new) is not list or type(old) is not list:
+                continue
+            kept = new[:length]
+            if len(kept) < length or not all(map(operator.is_, kept, old[:length])):
+                continue  # the items were replaced: the delta stores the new list whole
+            try:
+                same = codec.canonical(kept) == fingerprint
+            except SerializationError:
+                continue
+            if not same:
+                raise ConfigurationError(
+                    f"step {node!r} changed items of state[{key!r}] in place; "
+                    "replace the item in a new list so checkpoints keep the change"
+                )
             continue
         try:
             now = codec.canonical(state[key])
