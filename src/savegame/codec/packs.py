@@ -85,7 +85,8 @@ class Packed:
     deferred: dict[str, Deferred] = field(default_factory=dict)
     """Blobs already committed once by this encoder: rebuilt only if a store lacks them."""
     pack_bytes: int = 0
-    """Stored bytes of the packs referred to: with the keyframe, a full copy of the state."""
+    """Stored bytes of the packs referred to (loose values inside them at their plaintext
+    size): with the keyframe and ``found``, a full copy of the state."""
     used: bool = False
     """Whether the tree holds a pack (the record then needs format version 3)."""
 
@@ -239,10 +240,13 @@ class Packer:
 
     def _refer(self, chunk: _Chunk, out: Packed) -> None:
         out.pack_bytes += chunk.stored
-        if chunk.sealed is not None:
-            out.sealed[chunk.digest] = chunk.sealed
+        sealed = chunk.sealed
+        if sealed is not None:
+            out.sealed[chunk.digest] = sealed
             out.found.update(chunk.blobs)
             return
+        # Loose blobs in ``found`` are counted by the encoder; these are not there.
+        out.pack_bytes += sum(chunk.loose.values())
         out.deferred[chunk.digest] = Deferred(chunk.size, lambda: self._rebuild(chunk)[0])
         for name, size in chunk.loose.items():
             out.deferred[name] = Deferred(size, self._loose_builder(chunk, name))
