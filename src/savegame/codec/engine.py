@@ -6,12 +6,14 @@ each new checkpoint either
 
 * writes a **delta** against that record (``base_id`` = its id) from the keys
   the steps changed since (:mod:`savegame.codec.delta`); or
-* writes a **keyframe** (the whole state) when ``keyframe_every`` records
-  have been chained, when the chain's delta bytes would outgrow the keyframe,
-  when no base is known, or when the state was migrated.
+* writes a **keyframe** (the whole state, long lists as packs:
+  :mod:`savegame.codec.packs`) when ``keyframe_every`` records have been
+  chained, when the chain's delta bytes would outgrow a full copy (the
+  keyframe and the blobs it refers to), when no base is known, or when the
+  state was migrated.
 
 So a load reads at most ``keyframe_every`` records, and stored bytes per chain
-stay below twice the keyframe. Large strings and bytes become blobs, sent with
+stay below twice a full copy. Large strings and bytes become blobs, sent with
 the first record that needs them unless this process knows the store has them.
 """
 
