@@ -33,6 +33,10 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     src = os.path.join(os.path.dirname(CHILD), "..", "..", "src")
     env["PYTHONPATH"] = os.path.abspath(src) + os.pathsep + env.get("PYTHONPATH", "")
+    # A keyframe every 3 checkpoints and small packs: the ten-step workloads then write
+    # keyframes whose lists are packed (loose blobs inside), so kills land in those too.
+    env.setdefault("SAVEGAME_KEYFRAME_EVERY", "3")
+    env.setdefault("SAVEGAME_PACK_BYTES", "512")
     return env
 
 
