@@ -429,3 +429,18 @@ def test_journal_listings_use_their_index(
     with SqliteStore(tmp_path / "s.db") as store:
         plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
     assert f"USING INDEX {index}" in plan
+
+
+def test_opening_an_up_to_date_store_does_not_wait_for_a_writer(tmp_path: Path) -> None:
+    """A CLI or UI read opens the store while a worker writes: checking the schema version
+    takes no write lock (it used to wait out the busy timeout, 30 s)."""
+    path = tmp_path / "s.db"
+    SqliteStore(path).close()  # created and migrated
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        with SqliteStore(path) as reader:
+            assert reader.list_runs() == []
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

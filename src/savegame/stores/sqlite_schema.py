@@ -149,7 +149,15 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
     Raises:
         ConfigurationError: the file was written by a newer savegame.
     """
-    # IMMEDIATE takes the write lock before reading the version, so a second
+    # Up to date (every open but the first of each version): a plain read, no write
+    # lock, so opening a store never waits behind another process's write.
+    try:
+        found = current_version(conn)
+    except sqlite3.OperationalError:
+        found = 0  # no schema table yet
+    if found == SCHEMA_VERSION:
+        return found
+    # IMMEDIATE takes the write lock before reading the version again, so a second
     # process waits here and then sees the migrations already applied.
     conn.execute("BEGIN IMMEDIATE")
     try:
