@@ -17,7 +17,9 @@ from savegame import (
     Workflow,
     codec,
     get_checkpoint,
+    get_run,
     history,
+    list_runs,
     run,
 )
 from savegame.codec.crypto import Keyring, new_key
@@ -107,6 +109,8 @@ def test_rekey_reseals_sensitive_metadata_so_the_old_key_can_go(db: SqliteStore)
     result = run(chatty(), store=db, storage=before, metadata={"user": "ada@example.com"})
     carrying = [h for h in db.list_checkpoints(result.run_id) if "user" in h.metadata]
     assert carrying and all(h.metadata["user"].startswith("$sg:enc:k1:") for h in carrying)
+    assert db.get_run(result.run_id).metadata["user"].startswith("$sg:enc:k1:")
+    assert get_run(result.run_id, store=db, storage=before).metadata["user"] == "ada@example.com"
     rotated = Keyring({"k2": os.urandom(32), "k1": old.keys["k1"]}, active="k2")
     # Even with "user" no longer configured as sensitive, what was sealed stays sealed.
     rekey(db, storage=replace(PLAIN, keyring=rotated))
@@ -118,6 +122,10 @@ def test_rekey_reseals_sensitive_metadata_so_the_old_key_can_go(db: SqliteStore)
     only_new = replace(PLAIN, keyring=Keyring({"k2": rotated.keys["k2"]}, active="k2"))
     shown = history(result.run_id, store=db, storage=only_new)
     assert {h.metadata["user"] for h in shown if "user" in h.metadata} == {"ada@example.com"}
+    # The run row's copy too: resealed under k2, readable with k2 alone.
+    assert db.get_run(result.run_id).metadata["user"].startswith("$sg:enc:k2:")
+    assert get_run(result.run_id, store=db, storage=only_new).metadata["user"] == "ada@example.com"
+    assert list_runs(store=db, storage=only_new)[0].metadata["user"] == "ada@example.com"
 
 
 def test_rekey_needs_a_keyring(db: SqliteStore) -> None:

@@ -42,8 +42,10 @@ from typing import Any
 import orjson
 
 from savegame.codec import blobs, compress, values
+from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
+    ConfigurationError,
     CorruptRecordError,
     EncryptionKeyError,
     SerializationError,
@@ -55,6 +57,7 @@ from savegame.model import (
     Checkpoint,
     CheckpointHeader,
     CheckpointRecord,
+    RunInfo,
     RunStatus,
     utcnow,
 )
@@ -93,8 +96,35 @@ def _is_sealed(value: Any) -> bool:
     return isinstance(value, str) and value.startswith(_META)
 
 
-def _sealed_keys(header: CheckpointHeader) -> list[str]:
-    return [k for k, v in header.metadata.items() if _is_sealed(v)]
+def _sealed_keys(metadata: Mapping[str, Any]) -> list[str]:
+    return [k for k, v in metadata.items() if _is_sealed(v)]
+
+
+def _seal_values(
+    run_id: str, metadata: Mapping[str, Any], keys: frozenset[str], ring: Keyring
+) -> dict[str, Any]:
+    """``metadata`` with the values of ``keys`` encrypted, bound to the run and the key name."""
+    meta = dict(metadata)
+    for key in keys & meta.keys():
+        value = meta[key]
+        if _is_sealed(value):
+            continue  # carried over from an earlier record of the same run
+        kid, sealed = ring.encrypt(orjson.dumps(value), f"meta\0{run_id}\0{key}".encode())
+        meta[key] = f"{_META}{kid}:{base64.b64encode(sealed).decode('ascii')}"
+    return meta
+
+
+def _reveal_values(
+    run_id: str, metadata: Mapping[str, Any], ring: Keyring, ident: str
+) -> dict[str, Any]:
+    meta = dict(metadata)
+    for key in _sealed_keys(metadata):
+        kid, _, body = meta[key][len(_META) :].partition(":")
+        aad = f"meta\0{run_id}\0{key}".encode()
+        meta[key] = orjson.loads(
+            ring.decrypt(kid, base64.b64decode(body), aad, f"{ident} metadata {key!r}")
+        )
+    return meta
 
 
 def seal_metadata(header: CheckpointHeader, storage: StorageConfig) -> CheckpointHeader:
@@ -102,14 +132,8 @@ def seal_metadata(header: CheckpointHeader, storage: StorageConfig) -> Checkpoin
     ring = storage.keyring
     if ring is None or not storage.sensitive_metadata:
         return header
-    meta = dict(header.metadata)
-    for key in storage.sensitive_metadata & meta.keys():
-        value = meta[key]
-        if _is_sealed(value):
-            continue  # carried over from an earlier record of the same run
-        kid, sealed = ring.encrypt(orjson.dumps(value), f"meta\0{header.run_id}\0{key}".encode())
-        meta[key] = f"{_META}{kid}:{base64.b64encode(sealed).decode('ascii')}"
-    return replace(header, metadata=meta)
+    sealed = _seal_values(header.run_id, header.metadata, storage.sensitive_metadata, ring)
+    return replace(header, metadata=sealed)
 
 
 def reseal_metadata(
@@ -123,31 +147,60 @@ def reseal_metadata(
     Raises:
         EncryptionKeyError: a sealed value's key id is not in ``reader``'s keyring.
     """
-    revealed = reveal_metadata(header, reader)
-    keys = writer.sensitive_metadata | set(_sealed_keys(header))
-    return seal_metadata(revealed, replace(writer, sensitive_metadata=frozenset(keys)))
+    meta = reseal_run_metadata(
+        header.run_id, header.metadata, reader, writer, ident=header.checkpoint_id
+    )
+    return replace(header, metadata=meta)
+
+
+def reseal_run_metadata(
+    run_id: str,
+    metadata: Mapping[str, Any],
+    reader: StorageConfig,
+    writer: StorageConfig,
+    *,
+    ident: str | None = None,
+) -> dict[str, Any]:
+    """:func:`reseal_metadata` for a metadata mapping of ``run_id`` (a run row's copy)."""
+    if writer.keyring is None:
+        raise ConfigurationError("resealing metadata needs a keyring to seal with")
+    label = ident or f"run {run_id}"
+    sealed = _sealed_keys(metadata)
+    revealed = dict(metadata)
+    if sealed:
+        if reader.keyring is None:
+            kid = metadata[sealed[0]][len(_META) :].partition(":")[0]
+            raise EncryptionKeyError(kid, f"{label} metadata {sealed[0]!r}")
+        revealed = _reveal_values(run_id, metadata, reader.keyring, label)
+    keys = writer.sensitive_metadata | set(sealed)
+    return _seal_values(run_id, revealed, frozenset(keys), writer.keyring)
 
 
 def reveal_metadata(
     header: CheckpointHeader, storage: StorageConfig | None = None
 ) -> CheckpointHeader:
     """The header with sensitive metadata decrypted (left sealed when no keyring is given)."""
-    sealed = _sealed_keys(header)
-    if not sealed:
+    if not _sealed_keys(header.metadata):
         return header  # the common case: no keyring lookup per header (history lists thousands)
     ring = resolve(storage).keyring
     if ring is None:
         return header
-    meta = dict(header.metadata)
-    for key in sealed:
-        kid, _, body = meta[key][len(_META) :].partition(":")
-        aad = f"meta\0{header.run_id}\0{key}".encode()
-        meta[key] = orjson.loads(
-            ring.decrypt(
-                kid, base64.b64decode(body), aad, f"{header.checkpoint_id} metadata {key!r}"
-            )
-        )
-    return replace(header, metadata=meta)
+    return replace(
+        header,
+        metadata=_reveal_values(header.run_id, header.metadata, ring, header.checkpoint_id),
+    )
+
+
+def reveal_run_metadata(info: RunInfo, storage: StorageConfig | None = None) -> RunInfo:
+    """The run row with its sensitive metadata decrypted (left sealed without a keyring)."""
+    if not _sealed_keys(info.metadata):
+        return info
+    ring = resolve(storage).keyring
+    if ring is None:
+        return info
+    return replace(
+        info, metadata=_reveal_values(info.run_id, info.metadata, ring, f"run {info.run_id}")
+    )
 
 
 # -- format-2 envelope ---------------------------------------------------------------

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from savegame.codec.engine import load_state
-from savegame.codec.envelope import reveal_metadata
+from savegame.codec.envelope import reveal_metadata, reveal_run_metadata
 from savegame.codec.storage import StorageConfig
 from savegame.errors import NotFoundError
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus
@@ -26,10 +26,13 @@ def opened(store: Store | str | None) -> Iterator[Store]:
             handle.close()
 
 
-def get_run(run_id: str, *, store: Store | str | None = None) -> RunInfo:
-    """The run's row: status, head, lease. Raises NotFoundError."""
+def get_run(
+    run_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
+) -> RunInfo:
+    """The run's row: status, head, lease, metadata (sensitive values decrypted when the
+    keyring allows). Raises NotFoundError."""
     with opened(store) as s:
-        return s.get_run(run_id)
+        return reveal_run_metadata(s.get_run(run_id), storage)
 
 
 def list_runs(
@@ -38,12 +41,14 @@ def list_runs(
     status: RunStatus | str | None = None,
     limit: int = 100,
     store: Store | str | None = None,
+    storage: StorageConfig | None = None,
 ) -> list[RunInfo]:
-    """Runs, newest first, optionally of one thread and one status."""
+    """Runs, newest first, optionally of one thread and one status (metadata as in :func:`get_run`)."""
     with opened(store) as s:
-        return s.list_runs(
+        runs = s.list_runs(
             thread_id=thread_id, status=RunStatus(status) if status else None, limit=limit
         )
+        return [reveal_run_metadata(r, storage) for r in runs]
 
 
 def list_threads(*, limit: int = 100, store: Store | str | None = None) -> list[ThreadInfo]:

@@ -130,7 +130,8 @@ def rekey(
     run_id: str | None = None,
     progress: Progress | None = None,
 ) -> RekeyReport:
-    """Seal every payload, blob, journal value and sensitive metadata value again under the active key.
+    """Seal every payload, blob, journal value and sensitive metadata value (in checkpoint
+    headers and run rows) again under the active key.
 
     The keyring must still hold every key the store was written with (old keys
     read, the active one writes). Plaintext records are read and encrypted.
@@ -190,6 +191,10 @@ def rekey(
             }
             store.rewrite(blobs=resealed)
             report.blobs += len(resealed)
+        # The run row keeps a copy of the first checkpoint's metadata, sealed values too.
+        run_metadata = envelope.reseal_run_metadata(run.run_id, run.metadata, reader, config)
+        if run_metadata != dict(run.metadata):
+            store.rewrite(runs={run.run_id: run_metadata})
         effects = [
             seal_effect(open_effect(e, reader), config)
             for e in store.list_effects(run.run_id, limit=ALL_EFFECTS)

@@ -350,14 +350,19 @@ class Store(Protocol):
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        runs: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """Replace stored payloads (``rekey``): same ids, new payload/result bytes and checksums.
 
         Records replace payload, checksum, size and metadata (whose sensitive
         values are sealed under a key too) by checkpoint id; effects
         replace arguments, result and checksum by (run_id, request_id); blobs
-        replace bytes by digest. Nothing else changes. One transaction where
-        the backend allows.
+        replace bytes by digest; ``runs`` replaces a run row's metadata (its
+        copy of the first checkpoint's, sealed values included) by run id.
+        Nothing else changes. One transaction where the backend allows.
+
+        Raises:
+            NotFoundError: an id named is not stored (nothing is replaced).
         """
         ...
 

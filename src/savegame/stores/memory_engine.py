@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from savegame.errors import NotFoundError
 from savegame.model import CheckpointRecord, EffectRecord
@@ -100,6 +103,7 @@ class MemoryEngine:
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        runs: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         new_blobs = _common.check_blobs(blobs)
         with self._lock:
@@ -111,6 +115,17 @@ class MemoryEngine:
             for digest in new_blobs:
                 if digest not in self._blobs:
                     raise NotFoundError("blob", digest)
+            # A JSON round trip: checked as the other stores check it, and not aliased.
+            new_metadata = {
+                run_id: orjson.loads(_common.json_dumps(dict(meta), "metadata"))
+                for run_id, meta in (runs or {}).items()
+            }
+            for run_id in new_metadata:
+                if run_id not in self._runs:
+                    raise NotFoundError("run", run_id)
+            for run_id, meta in new_metadata.items():
+                run = self._runs[run_id]
+                run.info = replace(run.info, metadata=meta)
             for record in new_records:
                 self._checkpoints[record.checkpoint_id] = record
             for effect in new_effects:

@@ -247,6 +247,7 @@ class ObjectStorageStore:
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        runs: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         old = self._record_keys(r.checkpoint_id for r in records)
         old += self._blob_keys(self._inner.get_blobs(list(blobs or ())))
@@ -254,7 +255,7 @@ class ObjectStorageStore:
         stored = [self._stash_record(r, uploads) for r in records]
         stored_blobs = self._stash_blobs(blobs, uploads)
         self._bucket.put_many(uploads)
-        self._inner.rewrite(stored, effects, stored_blobs)
+        self._inner.rewrite(stored, effects, stored_blobs, runs)
         new = {key for key, _ in uploads}
         self._bucket.delete([key for key in old if key not in new])
 

@@ -229,6 +229,7 @@ class PostgresEngine(SqlReads):
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        runs: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         new_blobs = _common.check_blobs(blobs)
         # One transaction: an unknown id rolls every replacement back.
@@ -260,6 +261,12 @@ class PostgresEngine(SqlReads):
                     (data, len(data), digest),
                 ).rowcount:
                     raise NotFoundError("blob", digest)
+            for run_id, meta in (runs or {}).items():
+                if not conn.execute(
+                    "UPDATE runs SET metadata = %s::json WHERE run_id = %s",
+                    (_common.json_dumps(dict(meta), "metadata").decode(), run_id),
+                ).rowcount:
+                    raise NotFoundError("run", run_id)
 
     def run_sizes(self, *, thread_id: str | None = None, limit: int = 1000) -> list[RunSize]:
         rows = self._read(q.RUN_SIZES, {"thread": thread_id, "limit": max(limit, 0)})

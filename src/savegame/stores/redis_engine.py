@@ -191,6 +191,7 @@ class RedisEngine:
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        runs: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """Replace payloads, journal bytes and blob bytes in one script, or nothing.
 
@@ -221,9 +222,14 @@ class RedisEngine:
                 stored = rows.effect(e.run_id, e.request_id, current)
                 new = rows.entry(_common.rewritten_effect(stored, e))
                 fx_args += [e.run_id, e.request_id, current, new]
+            run_args = [
+                x
+                for run_id, meta in (runs or {}).items()
+                for x in (run_id, _common.json_dumps(dict(meta), "run.metadata"))
+            ]
             reply = self._call(
                 "rewrite", len(records), *rec_args, len(effects), *fx_args,
-                len(blob_args) // 2, *blob_args,
+                len(blob_args) // 2, *blob_args, len(run_args) // 2, *run_args,
             )  # fmt: skip
             if reply[0] == b"missing":
                 raise NotFoundError(reply[1].decode(), reply[2].decode())

@@ -377,6 +377,9 @@ local fxs = i + 1
 i = fxs + 4 * nfx
 local nb = tonumber(ARGV[i])
 local blobs = i + 1
+i = blobs + 2 * nb
+local nrun = tonumber(ARGV[i])
+local runs = i + 1
 for j = recs, recs + 6 * (nrec - 1), 6 do
   local h = redis.call('HGET', key('cp', ARGV[j]), 'h')
   if not h then return {'missing', 'checkpoint', ARGV[j]} end
@@ -388,6 +391,9 @@ end
 for j = blobs, blobs + 2 * (nb - 1), 2 do
   if redis.call('EXISTS', key('blob', ARGV[j])) == 0 then return {'missing', 'blob', ARGV[j]} end
 end
+for j = runs, runs + 2 * (nrun - 1), 2 do
+  if redis.call('EXISTS', key('run', ARGV[j])) == 0 then return {'missing', 'run', ARGV[j]} end
+end
 for j = recs, recs + 6 * (nrec - 1), 6 do
   redis.call('HSET', key('cp', ARGV[j]), 'p', ARGV[j + 1], 'c', ARGV[j + 2], 'size', ARGV[j + 3],
     'h', ARGV[j + 5])
@@ -397,6 +403,9 @@ for j = fxs, fxs + 4 * (nfx - 1), 4 do
 end
 for j = blobs, blobs + 2 * (nb - 1), 2 do
   redis.call('SET', key('blob', ARGV[j]), ARGV[j + 1])
+end
+for j = runs, runs + 2 * (nrun - 1), 2 do
+  redis.call('HSET', key('run', ARGV[j]), 'metadata', ARGV[j + 1])
 end
 return {'ok'}
 """

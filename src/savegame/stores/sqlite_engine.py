@@ -147,6 +147,7 @@ class SqliteEngine(SqlReads):
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        runs: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         new_blobs = _common.check_blobs(blobs)
         # One transaction: an unknown id rolls every replacement back.
@@ -181,6 +182,13 @@ class SqliteEngine(SqlReads):
                 ).rowcount
                 if not done:
                     raise NotFoundError("blob", digest)
+            for run_id, meta in (runs or {}).items():
+                done = conn.execute(
+                    "UPDATE runs SET metadata = ? WHERE run_id = ?",
+                    (_common.json_dumps(dict(meta), "metadata").decode(), run_id),
+                ).rowcount
+                if not done:
+                    raise NotFoundError("run", run_id)
 
     def run_sizes(self, *, thread_id: str | None = None, limit: int = 1000) -> list[RunSize]:
         rows = self._read(_SIZES_SQL, (thread_id, max(limit, 0)))

@@ -274,7 +274,17 @@ class EngineContract(ContractBase):
             header=replace(c1.header, size=7, step=99, metadata={"k": 2}, blobs=()),
         )
         new_e1 = replace(e1, arguments=b"\x02a", result=b"\x02r", checksum="e1-new", name="x")
-        store.rewrite(records=[new_c1], effects=[new_e1], blobs={X: b"sealed X"})
+        run_before = store.get_run(run_id)
+        store.rewrite(
+            records=[new_c1],
+            effects=[new_e1],
+            blobs={X: b"sealed X"},
+            runs={run_id: {"user": "$sg:enc:k2:AAAA", "n": [1, None]}},
+        )
+        # The run row: its metadata, nothing else.
+        assert store.get_run(run_id) == replace(
+            run_before, metadata={"user": "$sg:enc:k2:AAAA", "n": [1, None]}
+        )
         got = store.get_checkpoint(c1.checkpoint_id)
         assert got == replace(
             c1,
@@ -312,13 +322,16 @@ class EngineContract(ContractBase):
                 records=[new_c1], effects=[new_e1, make_effect(run_id, "no-such")]
             ),
             lambda: store.rewrite(records=[new_c1], blobs={X: b"new", "no-such-blob": b"x"}),
+            lambda: store.rewrite(records=[new_c1], runs={run_id: {"a": 1}, "no-such-run": {}}),
         ]
+        run_before = store.get_run(run_id)
         for call in calls:
             with pytest.raises(NotFoundError):
                 call()
         assert store.get_checkpoint(c1.checkpoint_id) == c1
         assert store.get_effect(run_id, "e1") == e1
         assert store.get_blobs([X]) == {X: BIG}
+        assert store.get_run(run_id) == run_before
         assert store.missing_blobs(["no-such-blob"]) == {"no-such-blob"}
 
     # -- sizes ------------------------------------------------------------------------
