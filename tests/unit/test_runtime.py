@@ -369,7 +369,9 @@ def test_check_mutations_names_a_list_item_changed_in_place(store: Store) -> Non
         state["log"][0]["text"] = "redacted"
         return {"log": [*state["log"], {"text": "b"}]}, END
 
-    with pytest.raises(ConfigurationError, match=r"step 'edit' changed items of state\['log'\]"):
+    with pytest.raises(
+        ConfigurationError, match=r"step 'edit' changed state\['log'\]\[0\] in place"
+    ):
         run(wf, store=store)
     honest = Workflow("replacer", check_mutations=True)
 
@@ -381,3 +383,52 @@ def test_check_mutations_names_a_list_item_changed_in_place(store: Store) -> Non
     done = run(honest, {"log": [{"text": "a"}]}, store=store)
     assert done.state["log"] == [{"text": "redacted"}, {"text": "b"}]
     assert get_checkpoint(done.run_id, store=store).state == done.state
+
+
+@pytest.mark.parametrize("how", ["replace", "reverse", "insert", "shrink"])
+def test_check_mutations_accepts_a_list_changed_in_place_and_returned(
+    store: Store, how: str
+) -> None:
+    """Changing the list itself (not its items) and returning it is stored right."""
+    wf = Workflow(f"list-{how}", check_mutations=True)
+
+    @wf.step(entry=True)
+    def start(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"log": [{"t": "a"}, {"t": "b"}, {"t": "c"}]}, "edit"
+
+    @wf.step
+    def edit(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        log = state["log"]
+        if how == "replace":
+            log[0] = {"t": "A"}
+        elif how == "reverse":
+            log.reverse()
+        elif how == "insert":
+            log.insert(0, {"t": "z"})
+        else:
+            del log[1:]
+        return {"log": log}, END
+
+    done = run(wf, store=store)
+    assert get_checkpoint(done.run_id, store=store).state == done.state
+
+
+def test_check_mutations_names_an_item_changed_in_place_beside_a_replaced_one(
+    store: Store,
+) -> None:
+    """One item replaced makes the delta carry the whole list, but a later keyframe still
+    reuses packs by identity: the item mutated in place must be named all the same."""
+    wf = Workflow("mixed-edit", check_mutations=True)
+
+    @wf.step(entry=True)
+    def start(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"log": [{"t": "a"}, {"t": "b"}]}, "edit"
+
+    @wf.step
+    def edit(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        log = state["log"]
+        log[1]["t"] = "redacted"
+        return {"log": [{"t": "A"}, *log[1:]]}, END
+
+    with pytest.raises(ConfigurationError, match=r"changed state\['log'\]\[1\] in place"):
+        run(wf, store=store)

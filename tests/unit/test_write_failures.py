@@ -95,11 +95,13 @@ def test_an_observer_that_raises_after_a_commit_stops_the_run(
             raise RuntimeError("dashboard is down")
 
     try:
-        with pytest.raises(CheckpointWriteError, match="dashboard is down"):
+        with pytest.raises(CheckpointWriteError, match="dashboard is down") as info:
             run(
                 counting([]), run_id="r", store=store, durability=durability,  # type: ignore[arg-type]
                 observer=Observer(on_checkpoint=on_checkpoint),
             )  # fmt: skip
+        # The step whose checkpoint it was, wrapped once (not again by a later write).
+        assert info.value.step == 2 and isinstance(info.value.cause, RuntimeError)
         assert 2 in seen
         assert get_checkpoint("r", store=store).state["n"] >= 2  # what committed stays
     finally:

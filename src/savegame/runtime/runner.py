@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import operator
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -124,54 +123,69 @@ def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
     return update, target
 
 
-def _fingerprints(state: Mapping[str, Any]) -> dict[str, tuple[bytes, int]]:
-    """Canonical bytes of each top-level value, and a list's length (the debug check
-    below; O(state) per step)."""
-    out: dict[str, tuple[bytes, int]] = {}
+@dataclass(frozen=True, slots=True)
+class _Print:
+    """A top-level value as it was before a step (the debug check below)."""
+
+    encoded: bytes
+    items: tuple[Any, ...] | None = None
+    """For a list: its items (the objects themselves) and their encodings, by index."""
+    item_encodings: tuple[bytes, ...] = ()
+
+
+def _fingerprints(state: Mapping[str, Any]) -> dict[str, _Print]:
+    """What the check below compares; O(state) per step."""
+    out: dict[str, _Print] = {}
     for key, value in state.items():
         try:
-            out[key] = (codec.canonical(value), len(value) if type(value) is list else -1)
+            if type(value) is list:
+                encodings = tuple(codec.canonical(item) for item in value)
+                out[key] = _Print(b"\0".join(encodings), tuple(value), encodings)
+            else:
+                out[key] = _Print(codec.canonical(value))
         except SerializationError:
             continue  # reported with its path when the state is saved
     return out
 
 
+def _encoded(value: Any) -> bytes:
+    if type(value) is list:
+        return b"\0".join(codec.canonical(item) for item in value)
+    return codec.canonical(value)
+
+
 def _refuse_hidden_mutations(
-    node: str,
-    before: Mapping[str, tuple[bytes, int]],
-    state: Mapping[str, Any],
-    update: Mapping[str, Any],
+    node: str, before: Mapping[str, _Print], state: Mapping[str, Any], update: Mapping[str, Any]
 ) -> None:
     """Checkpoints store what a step returns; a key changed in place and not returned
     would be missing from them (and from a resumed run). So would an item of a list
-    changed in place while the step returns the list grown: deltas and packs keep
-    the items they already stored. Say so at the step that did it."""
-    for key, (fingerprint, length) in before.items():
+    that is still at its index in the returned list but was changed in place: deltas
+    and packs keep the items they stored, matched by identity. Say so at the step."""
+    for key, printed in before.items():
         if key not in state:
             continue
         if key in update:
             new = update[key]
-            old = state[key]
-            if length < 0 or type(new) is not list or type(old) is not list:
-                continue
-            kept = new[:length]
-            if len(kept) < length or not all(map(operator.is_, kept, old[:length])):
-                continue  # the items were replaced: the delta stores the new list whole
-            try:
-                same = codec.canonical(kept) == fingerprint
-            except SerializationError:
-                continue
-            if not same:
-                raise ConfigurationError(
-                    f"step {node!r} changed items of state[{key!r}] in place; "
-                    "replace the item in a new list so checkpoints keep the change"
-                )
+            if printed.items is None or type(new) is not list:
+                continue  # a new value: stored whole
+            for index, (old, new_item) in enumerate(zip(printed.items, new, strict=False)):
+                if new_item is not old:
+                    continue  # replaced: the new item is stored
+                try:
+                    same = codec.canonical(new_item) == printed.item_encodings[index]
+                except SerializationError:
+                    continue
+                if not same:
+                    raise ConfigurationError(
+                        f"step {node!r} changed state[{key!r}][{index}] in place; "
+                        "replace the item in a new list so checkpoints keep the change"
+                    )
             continue
         try:
-            now = codec.canonical(state[key])
+            now = _encoded(state[key])
         except SerializationError:
             continue
-        if now != fingerprint:
+        if now != printed.encoded:
             raise ConfigurationError(
                 f"step {node!r} changed state[{key!r}] in place without returning it; "
                 f"return {{{key!r}: <new value>}} so checkpoints keep the change"
@@ -230,8 +244,8 @@ class _Loop:
                 await self.ex.io(
                     self.writer.write, record, error=error, effects=effects, blobs=blobs
                 )
-        except LeaseLostError:
-            raise
+        except (LeaseLostError, CheckpointWriteError):
+            raise  # an async writer's error names the step whose write failed
         except Exception as exc:
             raise CheckpointWriteError(self.run_id, record.header.step, exc) from exc
 
