@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,27 @@ def test_a_missing_attribute_names_the_file_and_the_reference(tmp_path: Path) ->
 def test_a_module_reference_imports_the_module() -> None:
     assert load("savegame.runtime.loader:load") is load
     assert "savegame.runtime.loader" in sys.modules
+
+
+def test_a_file_that_loads_another_file_on_a_thread_while_imported(tmp_path: Path) -> None:
+    """A registry built in a thread pool while its module imports: one lock per file,
+    so the helper thread does not wait on the file that is waiting for it."""
+    (tmp_path / "inner_workflow.py").write_text(
+        "from savegame import Workflow\nwf = Workflow('in')\n"
+    )
+    (tmp_path / "outer_workflow.py").write_text(
+        textwrap.dedent(
+            f"""
+            from concurrent.futures import ThreadPoolExecutor
+            from savegame import Workflow
+            from savegame.runtime.loader import load
+
+            with ThreadPoolExecutor(1) as pool:
+                inner = pool.submit(load, {str(tmp_path / "inner_workflow.py")!r} + ":wf")
+                inner = inner.result(timeout=10)
+            wf = Workflow("out")
+            """
+        )
+    )
+    outer = load(f"{tmp_path / 'outer_workflow.py'}:wf")
+    assert isinstance(outer, Workflow) and outer.name == "out"

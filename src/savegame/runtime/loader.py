@@ -17,10 +17,18 @@ from typing import Any
 from savegame.errors import ConfigurationError
 from savegame.runtime.workflow import Workflow
 
-# A module is in sys.modules before its file has finished running. Without this
-# lock a second thread (a worker's other slot) would take that half-made module
-# and find no workflow in it; with it, that thread waits for the first import.
-_FILE_IMPORT = threading.RLock()
+# A module is in sys.modules before its file has finished running. Without a lock
+# a second thread (a worker's other slot) would take that half-made module and find
+# no workflow in it; with one, that thread waits for the first import. One lock per
+# file, not one for all: a file that loads another file on a helper thread while it
+# is imported must not wait on itself.
+_LOCKS_GUARD = threading.Lock()
+_FILE_LOCKS: dict[str, threading.RLock] = {}
+
+
+def _file_lock(name: str) -> threading.RLock:
+    with _LOCKS_GUARD:
+        return _FILE_LOCKS.setdefault(name, threading.RLock())
 
 
 def as_workflow(obj: Any, ref: str = "<object>") -> Workflow:
@@ -39,7 +47,7 @@ def load(ref: str) -> Any:
             f"workflow reference {ref!r} must look like module:attr or path/file.py:attr"
         )
     if target.endswith(".py") or os.sep in target:
-        with _FILE_IMPORT:
+        with _file_lock(_module_name(target)):
             module = _load_file(target, ref)
     else:
         try:
@@ -59,12 +67,17 @@ def load(ref: str) -> Any:
     return obj
 
 
+def _module_name(path: str) -> str:
+    """A stable module name per file, so loading the same file twice reuses it."""
+    full = os.path.abspath(path)
+    return "savegame_user_" + hashlib.blake2b(full.encode(), digest_size=8).hexdigest()
+
+
 def _load_file(path: str, ref: str) -> Any:
     full = os.path.abspath(path)
     if not os.path.isfile(full):
         raise ConfigurationError(f"no file {path!r} for workflow {ref!r}")
-    # A stable module name per file, so loading the same file twice reuses it.
-    name = "savegame_user_" + hashlib.blake2b(full.encode(), digest_size=8).hexdigest()
+    name = _module_name(path)
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, full)
