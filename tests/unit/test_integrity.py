@@ -128,6 +128,20 @@ def test_rekey_reseals_sensitive_metadata_so_the_old_key_can_go(db: SqliteStore)
     assert list_runs(store=db, storage=only_new)[0].metadata["user"] == "ada@example.com"
 
 
+def test_listing_runs_leaves_metadata_sealed_under_a_key_it_lacks(db: SqliteStore) -> None:
+    """One run sealed under a retired key must not make a listing of every run fail."""
+    old = Keyring.parse(f"k0:{new_key()}")
+    run(chatty(), store=db, storage=replace(PLAIN, keyring=old, sensitive_metadata=frozenset({"user"})),
+        metadata={"user": "old@example.com"})  # fmt: skip
+    new = Keyring.parse(f"k1:{new_key()}")
+    current = replace(PLAIN, keyring=new, sensitive_metadata=frozenset({"user"}))
+    fresh = run(chatty(), store=db, storage=current, metadata={"user": "new@example.com"})
+    shown = {r.run_id: r.metadata["user"] for r in list_runs(store=db, storage=current)}
+    assert shown[fresh.run_id] == "new@example.com"
+    [(_, sealed)] = [(k, v) for k, v in shown.items() if k != fresh.run_id]
+    assert sealed.startswith("$sg:enc:k0:")
+
+
 def test_rekey_needs_a_keyring(db: SqliteStore) -> None:
     with pytest.raises(ConfigurationError, match="rekey needs a keyring"):
         rekey(db, storage=PLAIN)

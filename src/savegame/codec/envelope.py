@@ -115,11 +115,20 @@ def _seal_values(
 
 
 def _reveal_values(
-    run_id: str, metadata: Mapping[str, Any], ring: Keyring, ident: str
+    run_id: str,
+    metadata: Mapping[str, Any],
+    ring: Keyring,
+    ident: str,
+    *,
+    missing_keys_ok: bool = False,
 ) -> dict[str, Any]:
+    """``metadata`` with sealed values decrypted; ``missing_keys_ok``: a value sealed
+    under a key the ring lacks stays sealed instead of raising EncryptionKeyError."""
     meta = dict(metadata)
     for key in _sealed_keys(metadata):
         kid, _, body = meta[key][len(_META) :].partition(":")
+        if missing_keys_ok and kid not in ring.keys:
+            continue
         aad = f"meta\0{run_id}\0{key}".encode()
         meta[key] = orjson.loads(
             ring.decrypt(kid, base64.b64decode(body), aad, f"{ident} metadata {key!r}")
@@ -192,15 +201,20 @@ def reveal_metadata(
 
 
 def reveal_run_metadata(info: RunInfo, storage: StorageConfig | None = None) -> RunInfo:
-    """The run row with its sensitive metadata decrypted (left sealed without a keyring)."""
+    """The run row with its sensitive metadata decrypted where the keyring holds the key.
+
+    A value under a key the keyring lacks stays sealed: one old run must not make
+    a listing of all runs fail (damage still raises CorruptRecordError).
+    """
     if not _sealed_keys(info.metadata):
         return info
     ring = resolve(storage).keyring
     if ring is None:
         return info
-    return replace(
-        info, metadata=_reveal_values(info.run_id, info.metadata, ring, f"run {info.run_id}")
+    revealed = _reveal_values(
+        info.run_id, info.metadata, ring, f"run {info.run_id}", missing_keys_ok=True
     )
+    return replace(info, metadata=revealed)
 
 
 # -- format-2 envelope ---------------------------------------------------------------
