@@ -104,7 +104,7 @@ class SqliteStore(SqliteEngine):
         )
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            sqlite_schema.enable_wal(self._conn, _BUSY_TIMEOUT_S)
             self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._conn.execute("PRAGMA foreign_keys = ON")
             sqlite_schema.migrate(self._conn, self._path)

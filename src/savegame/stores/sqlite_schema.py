@@ -143,6 +143,31 @@ def current_version(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
+def _newer(path: str, found: int) -> ConfigurationError:
+    return ConfigurationError(
+        f"{path} has savegame schema version {found}, newer than this savegame "
+        f"understands ({SCHEMA_VERSION}); upgrade savegame"
+    )
+
+
+def enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode, retrying while other processes do the same.
+
+    Switching a new file to WAL needs an exclusive lock, and SQLite answers
+    "database is locked" at once rather than through the busy handler when
+    several processes open a brand-new file together.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
 def migrate(conn: sqlite3.Connection, path: str) -> int:
     """Bring the database at ``path`` to :data:`SCHEMA_VERSION`; return the version found.
 
@@ -157,6 +182,8 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
         found = 0  # no schema table yet
     if found == SCHEMA_VERSION:
         return found
+    if found > SCHEMA_VERSION:
+        raise _newer(path, found)
     # IMMEDIATE takes the write lock before reading the version again, so a second
     # process waits here and then sees the migrations already applied.
     conn.execute("BEGIN IMMEDIATE")
@@ -167,10 +194,7 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
         )
         found = current_version(conn)
         if found > SCHEMA_VERSION:
-            raise ConfigurationError(
-                f"{path} has savegame schema version {found}, newer than this savegame "
-                f"understands ({SCHEMA_VERSION}); upgrade savegame"
-            )
+            raise _newer(path, found)
         for version in range(found + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[version - 1]:
                 conn.execute(statement)
