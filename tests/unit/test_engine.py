@@ -351,6 +351,24 @@ def test_a_stop_marker_on_a_packed_keyframe_keeps_format_3() -> None:
     assert engine.load_state(store, stop, PACKED).state == state
 
 
+@pytest.mark.parametrize(
+    "storage", [PACKED, replace(PACKED, keyring=RING_A)], ids=["plain", "sealed"]
+)
+def test_a_packed_keyframe_cannot_pass_for_an_older_format(storage: StorageConfig) -> None:
+    """Format 3 binds the version into the checksum or the AES-GCM tag: a header edited
+    to say 2 (so an old reader would try it) is refused as damaged."""
+    store = MemoryStore()
+    run = Run(store, storage, {"n": 0, "messages": []})
+    state = _grow(run, 12)
+    run.write(state, None)
+    keyframe = run.records[-1]
+    assert keyframe.header.format_version == 3
+    forged = replace(keyframe, header=replace(keyframe.header, format_version=2))
+    with pytest.raises(CorruptRecordError, match=keyframe.checkpoint_id):
+        engine.load_state(store, forged, storage)
+    assert engine.load_state(store, keyframe, storage).state == state
+
+
 def test_user_values_shaped_like_packs_round_trip() -> None:
     """User keys named like the pack tag, in keyframes with and without packs and in deltas."""
     run = Run(MemoryStore(), PACKED, {"one": {"$sg:pack": 1}, "two": {"$sg:pack": 1, "y": 2}})

@@ -78,9 +78,12 @@ def checksum(header: CheckpointHeader, payload: bytes) -> str:
 
 
 def _identity(header: CheckpointHeader) -> bytes:
+    # From format 3 on the version is bound too, so a header cannot be passed off as
+    # an older format; format 2's identity stays as it was written.
+    version = f"v{header.format_version}\0" if header.format_version >= 3 else ""
     return (
         f"{header.thread_id}\0{header.run_id}\0{header.checkpoint_id}\0{header.base_id or ''}\0"
-        f"{header.state_version}\0{' '.join(header.blobs)}\0"
+        f"{header.state_version}\0{' '.join(header.blobs)}\0{version}"
     ).encode()
 
 
