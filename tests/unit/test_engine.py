@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import json
 import os
@@ -18,7 +19,8 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from savegame import MemoryStore, codec
+from savegame import MemoryStore, SqliteStore, codec
+from savegame import verify as verify_store
 from savegame.codec import blobs as blob_codec
 from savegame.codec import engine, envelope, packs
 from savegame.codec.crypto import Keyring
@@ -611,3 +613,25 @@ def test_keyring_from_environment_spec() -> None:
     config = StorageConfig.from_env({"SAVEGAME_KEYS": spec, "SAVEGAME_KEYFRAME_EVERY": "4"})
     assert config.keyring is not None and config.keyring.active == "k2"
     assert set(config.keyring.keys) == {"k1", "k2"} and config.keyframe_every == 4
+
+
+def test_format_2_and_3_golden_file_loads_every_checkpoint(tmp_path: Path) -> None:
+    """Records written when packs came in (tests/golden/make_format3.py): deltas, loose
+    blobs, packed keyframes with tagged values, plain and encrypted, all still load."""
+    golden = json.loads((GOLDEN / "format3_states.json").read_text())
+    db = tmp_path / "format3.db"
+    db.write_bytes((GOLDEN / "format3.db").read_bytes())
+    ring = Keyring({"golden": base64.b64decode(golden["key_b64"])}, active="golden")
+    storage = StorageConfig(keyring=ring, accept_plaintext=True)
+    store = SqliteStore(db)
+    try:
+        versions = set()
+        for checkpoint_id, digest in golden["states"].items():
+            record = store.get_checkpoint(checkpoint_id)
+            versions.add(record.header.format_version)
+            state = engine.load_state(store, record, storage).state
+            assert hashlib.sha256(codec.canonical(state)).hexdigest() == digest, checkpoint_id
+        assert versions == {2, 3}
+        assert verify_store(store=store, storage=storage).ok
+    finally:
+        store.close()
