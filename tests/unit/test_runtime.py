@@ -432,3 +432,20 @@ def test_check_mutations_names_an_item_changed_in_place_beside_a_replaced_one(
 
     with pytest.raises(ConfigurationError, match=r"changed state\['log'\]\[1\] in place"):
         run(wf, store=store)
+
+
+def test_metadata_that_would_read_as_encrypted_is_refused_by_key(store: Store) -> None:
+    """A value starting with $sg:enc: would later be taken for a sealed one and fail to
+    decrypt in history and listings; it is refused where it comes in, by key."""
+    wf = Workflow("tagger")
+
+    @wf.step(entry=True)
+    def start(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ctx.tag(note="$sg:enc:k1:forged")
+        return {}, END
+
+    with pytest.raises(SerializationError, match=r"metadata\['who'\].*\$sg:enc:"):
+        run(wf, store=store, metadata={"who": "$sg:enc:k1:abc"})
+    assert list_runs(store=store) == []  # nothing was created
+    with pytest.raises(SerializationError, match=r"step 'start' metadata\['note'\]"):
+        run(wf, store=store, metadata={"who": "ada"})

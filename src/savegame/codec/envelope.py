@@ -99,6 +99,20 @@ def _is_sealed(value: Any) -> bool:
     return isinstance(value, str) and value.startswith(_META)
 
 
+def refuse_reserved(metadata: Mapping[str, Any], where: str = "metadata") -> None:
+    """Refuse a metadata value that would read as a sealed one (and fail to decrypt).
+
+    Raises:
+        SerializationError: naming the key whose value starts with ``$sg:enc:``.
+    """
+    for key, value in metadata.items():
+        if _is_sealed(value):
+            raise SerializationError(
+                f"{where}[{key!r}]",
+                f"a metadata value may not start with {_META!r}, which marks encrypted values",
+            )
+
+
 def _sealed_keys(metadata: Mapping[str, Any]) -> list[str]:
     return [k for k, v in metadata.items() if _is_sealed(v)]
 

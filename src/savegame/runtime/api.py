@@ -9,6 +9,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from savegame import codec, secrets
+from savegame.codec import envelope
 from savegame.codec.engine import Chain
 from savegame.codec.engine import load as load_chain
 from savegame.codec.storage import StorageConfig
@@ -88,6 +89,7 @@ def _start(
         raise ConfigurationError(
             f"run input must be a dict of state keys, not {type(input).__qualname__}"
         )
+    envelope.refuse_reserved(metadata or {})
     run_id = run_id or new_id()
     thread_id = thread_id or run_id
     entry = wf.entry_step()
