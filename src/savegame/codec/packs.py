@@ -223,12 +223,12 @@ class Packer:
         loose: dict[str, bytes],
     ) -> _Chunk:
         plain = b"[" + b",".join(encoded) + b"]"
-        name = blobs.digest(plain, self.storage)
-        sealed = blobs.seal(name, plain, self.storage)
+        digest = blobs.digest(plain, self.storage)
+        sealed = blobs.seal(digest, plain, self.storage)
         return _Chunk(
             start=start,
             items=tuple(items),
-            digest=name,
+            digest=digest,
             size=len(plain),
             loose={name: len(data) for name, data in loose.items()},
             path=path,
