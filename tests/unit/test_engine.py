@@ -238,7 +238,7 @@ def test_large_values_are_stored_once_as_blobs_across_runs() -> None:
 
 
 # -- packs: long lists stored once, in runs of items ------------------------------------
-PACKED = StorageConfig(keyframe_every=4, pack_bytes=1024, compress_threshold=128)
+PACKED = StorageConfig(keyframe_every=4, pack_bytes=2048, compress_threshold=128)
 
 
 def _message(i: int) -> dict[str, Any]:
@@ -279,19 +279,33 @@ def test_a_growing_list_is_packed_once_and_every_checkpoint_loads_back() -> None
     assert run.load() == state
 
 
-def test_a_replaced_item_of_a_packed_chunk_is_packed_again() -> None:
+def _last_keyframe(run: Run) -> CheckpointRecord:
+    return next(r for r in reversed(run.records) if r.header.base_id is None)
+
+
+@pytest.mark.parametrize("edit", ["replace", "insert", "remove"])
+def test_an_edit_in_the_middle_of_a_list_repacks_only_the_chunk_around_it(edit: str) -> None:
+    """Chunk ends are content-defined: an edited, inserted or removed item changes the
+    pack it falls in (and perhaps its neighbour), not every pack after it."""
     run = Run(MemoryStore(), PACKED, {"n": 0, "messages": []})
-    state = _grow(run, 30)
-    before = set(_packs_of(run, next(r for r in reversed(run.records) if r.header.base_id is None)))
-    edited = {**_message(2), "content": "redacted"}
-    messages = [*state["messages"][:2], edited, *state["messages"][3:]]
+    state = _grow(run, 80)
+    run.write(state, None)
+    before = _packs_of(run, _last_keyframe(run))
+    assert len(before) >= 10
+    messages = list(state["messages"])
+    if edit == "replace":
+        messages[20] = {**messages[20], "content": "redacted"}
+    elif edit == "insert":
+        messages.insert(20, {"role": "user", "content": "inserted " * 30})
+    else:
+        del messages[20]
     state = {**state, "messages": messages}
-    for _ in range(PACKED.keyframe_every):  # up to the next keyframe
-        run.write(state, {"messages"})
-    keyframe = next(r for r in reversed(run.records) if r.header.base_id is None)
-    assert _packs_of(run, keyframe)[0] not in before
-    assert run.load() == state
-    assert run.load()["messages"][2]["content"] == "redacted"
+    run.write(state, None)
+    after = _packs_of(run, _last_keyframe(run))
+    # At most the chunk the edit fell in and its neighbour are new; the rest are reused.
+    assert len(set(after) - set(before)) <= 2, (before, after)
+    assert len(set(after) & set(before)) >= len(before) - 2
+    assert codec.canonical(run.load()) == codec.canonical(state)
 
 
 def test_a_pack_another_store_lacks_is_built_again() -> None:
@@ -398,14 +412,15 @@ def test_a_pack_changed_in_place_is_never_sent_under_its_old_name() -> None:
     state["messages"][1]["content"] = "changed in place"
     header = _header(run.run_id, 31, run.records[-1].checkpoint_id)
     encoded = run.encoder.encode(header, state, None)
-    with pytest.raises(SerializationError, match=r"state\.messages\[0:\d+\].*in place"):
+    with pytest.raises(SerializationError, match=r"state\.messages\[\d+:\d+\].*in place"):
         run.encoder.to_upload(MemoryStore(), encoded)
     # That chunk is packed again from the items as they are now.
     again = run.encoder.encode(_header(run.run_id, 31, run.records[-1].checkpoint_id), state, None)
     elsewhere = MemoryStore()
     sent = run.encoder.to_upload(elsewhere, again)
-    first = _packs_of(run, again.record)[0]
-    items = json.loads(blob_codec.unseal(first, sent[first], PACKED, full=True))
+    items = []
+    for name in _packs_of(run, again.record):
+        items += json.loads(blob_codec.unseal(name, sent[name], PACKED, full=True))
     assert items[1]["content"] == "changed in place"
 
 

@@ -4,19 +4,24 @@ An agent's state is mostly a few lists that only grow (messages, tool
 results). A keyframe that wrote every item again would make storage
 quadratic; one blob per item made a load slow (one row, one zstd frame and
 one check per item: 2,000 messages cost 7 ms in zstd frames alone). So a
-keyframe cuts each long list into chunks, from its start, closing a chunk as
-soon as its encoded items reach ``StorageConfig.pack_bytes``. Boundaries only
-depend on the items before them, so the closed chunks of a list that grew at
-its end are the same in every later keyframe: each chunk's pack (its items as
-one JSON array, content-addressed like any blob) is written once. The items
-after the last closed chunk (the tail) stay inline in the keyframe.
+keyframe cuts each long list into chunks of about ``StorageConfig.pack_bytes``
+of encoded items, and each chunk's pack (its items as one JSON array,
+content-addressed like any blob) is written once. The items after the last
+closed chunk (the tail) stay inline in the keyframe.
+
+Where a chunk ends depends on the item that ends it (content-defined, as in
+rsync or restic, at item granularity): after each item, a hash of its
+encoding decides, with a chance proportional to its size, once the chunk holds
+a quarter of ``pack_bytes``; at four times ``pack_bytes`` it ends anyway. So a
+list that grows at its end keeps its chunks, and an item edited, inserted or
+removed in the middle changes the chunk around it, not every chunk after it.
 
 In a keyframe's tree such a list is ``{"$sg:pack": [[digest, ...], [tail item, ...],
 [digest of a pack holding tags, ...]]}`` (such records carry format version 3). The
 last list names the packs a load must walk (blob references, tagged values): the
-others are plain JSON, and searching 4 MB of text for tags cost as much as parsing it. Lists reached from the state through
-dicts with plain string keys are packed; a list inside a list is not (it goes
-whole into its parent's pack).
+others are plain JSON, and searching 4 MB of text for tags cost as much as parsing
+it. Lists reached from the state through dicts with plain string keys are packed;
+a list inside a list is not (it goes whole into its parent's pack).
 
 Items are compared by identity to find the chunks that are already packed, as
 the deltas do: a step replaces an item rather than mutating it in place (the
@@ -27,6 +32,7 @@ its packed value.
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import is_
@@ -103,6 +109,12 @@ def _plain_dict(node: dict[Any, Any]) -> bool:
     return not (len(node) == 1 and next(iter(node)).startswith(_ESCAPE))
 
 
+def _same(chunk_items: tuple[Any, ...], items: list[Any], start: int) -> bool:
+    """Whether ``items`` holds exactly these objects from ``start`` on."""
+    end = start + len(chunk_items)
+    return end <= len(items) and all(map(is_, chunk_items, items[start:end]))
+
+
 def _child(path: str, key: str) -> str:
     return f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
 
@@ -173,14 +185,25 @@ class Packer:
         return tree
 
     def _list(self, items: list[Any], path: str, key: tuple[str, ...], out: Packed) -> Any:
-        chunks = self._still_there(key, items)
+        cached = self._lists.get(key, [])
+        # Cached chunks by their first item: after an edit the cuts fall where they fell
+        # before, and from there on the chunks are the same objects again.
+        by_first = {id(chunk.items[0]): chunk for chunk in cached}
+        chunks: list[_Chunk] = []
         limit = self.storage.inline_max
         tail: list[Any] = []
         encoded: list[bytes] = []
         loose: dict[str, bytes] = {}
         size = 0
-        start = chunks[-1].end if chunks else 0
-        for index in range(start, len(items)):
+        index = 0
+        while index < len(items):
+            if not tail:
+                reused = by_first.get(id(items[index]))
+                if reused is not None and _same(reused.items, items, index):
+                    reused.start = index
+                    chunks.append(reused)
+                    index = reused.end
+                    continue
             found: dict[str, bytes] = {}
             item = blobs.extract(
                 values.to_data(items[index], f"{path}[{index}]"), self.storage, found, limit
@@ -189,9 +212,10 @@ class Packer:
             encoded.append(orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
             loose.update(found)
             size += len(encoded[-1]) + 1
-            if size >= self.storage.pack_bytes:
-                first = index + 1 - len(tail)
-                chunks.append(self._close(path, first, items[first : index + 1], encoded, loose))
+            index += 1
+            if self._cut_after(encoded[-1], size):
+                first = index - len(tail)
+                chunks.append(self._close(path, first, items[first:index], encoded, loose))
                 tail, encoded, loose, size = [], [], {}, 0
         out.found.update(loose)
         self._lists[key] = chunks
@@ -203,16 +227,17 @@ class Packer:
         names = [chunk.digest for chunk in chunks]
         return {TAG: [names, tail, [chunk.digest for chunk in chunks if chunk.tagged]]}
 
-    def _still_there(self, key: tuple[str, ...], items: list[Any]) -> list[_Chunk]:
-        """The cached chunks whose items are still, by identity, where they were."""
-        kept: list[_Chunk] = []
-        for chunk in self._lists.get(key, ()):
-            if chunk.end > len(items) or not all(
-                map(is_, chunk.items, items[chunk.start : chunk.end])
-            ):
-                break
-            kept.append(chunk)
-        return kept
+    def _cut_after(self, encoded: bytes, size: int) -> bool:
+        """Whether the chunk ends after this item (``size``: the chunk's bytes with it)."""
+        target = self.storage.pack_bytes
+        least = target // 4
+        if size < least:
+            return False
+        if size >= target * 4:
+            return True
+        # Past the first quarter, a chance of len / (3/4 target) per item: chunks of
+        # about ``target`` bytes on average.
+        return zlib.crc32(encoded) < (len(encoded) + 1) * (1 << 32) // (target - least)
 
     def _close(
         self,
@@ -278,9 +303,7 @@ class Packer:
         plain = b"[" + b",".join(encoded) + b"]"
         if blobs.digest(plain, self.storage) != chunk.digest:
             for chunks in self._lists.values():
-                at = next((i for i, c in enumerate(chunks) if c is chunk), None)
-                if at is not None:
-                    del chunks[at:]
+                chunks[:] = [c for c in chunks if c is not chunk]
             raise SerializationError(
                 f"{chunk.path}[{chunk.start}:{chunk.end}]",
                 "an item was changed in place after it was stored in a pack; "
