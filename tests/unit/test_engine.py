@@ -151,7 +151,9 @@ tree = st.recursive(
     max_leaves=8,
 )  # fmt: skip
 ops = st.lists(
-    st.tuples(st.sampled_from(["set", "append", "nested", "drop", "same", "inplace"]), keys, tree),
+    st.tuples(
+        st.sampled_from(["set", "append", "nested", "drop", "same", "inplace", "splice"]), keys, tree
+    ),
     min_size=1, max_size=12,
 )  # fmt: skip
 
@@ -170,6 +172,12 @@ def _step(state: dict[str, Any], op: str, key: str, value: Any) -> tuple[dict[st
         else:
             inner["q" if type(value) is not dict else "r"] = value
         new[key] = inner
+    elif op == "splice" and type(old) is list and old:
+        # An edit in the middle, in a new list: replace, insert or remove one item.
+        at = len(old) // 2
+        choice = len(repr(value)) % 3
+        middle = [value] if choice == 0 else [value, old[at]] if choice == 1 else []
+        new[key] = [*old[:at], *middle, *old[at + 1 :]]
     elif op == "drop":
         new.pop(key, None)
     elif op == "same":
