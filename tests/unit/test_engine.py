@@ -210,7 +210,8 @@ def test_every_checkpoint_loads_back_equal(name: str, ops: Any, first: dict[str,
         state, changed = _step(state, op, key, value)
         record = run.write(state, changed)
         # Version 3 only where the body holds a pack, so older readers read the rest.
-        packed = b'"$sg:pack"' in envelope.open_record(record, storage)[1]
+        body = envelope.open_record(record, storage)[1]
+        packed = b'"$sg:pack"' in body or b'"$sg:dpack"' in body
         assert record.header.format_version == (3 if packed else 2)
         states.append(codec.canonical(state))
     for i, expected in enumerate(states):
@@ -391,6 +392,40 @@ def test_a_packed_keyframe_cannot_pass_for_an_older_format(storage: StorageConfi
     with pytest.raises(CorruptRecordError, match=keyframe.checkpoint_id):
         engine.load_state(store, forged, storage)
     assert engine.load_state(store, keyframe, storage).state == state
+
+
+def test_a_growing_dict_below_the_state_is_packed_too() -> None:
+    """{call_id: result} grows like a list: its entries go into packs ([key, value] pairs),
+    each stored once; a list or dict inside it is walked into, not packed whole; the
+    state itself keeps its shape."""
+    store = MemoryStore()
+    run = Run(store, PACKED, {"n": 0, "results": {}})
+    state: dict[str, Any] = {"n": 0, "results": {}}
+    states = [state]
+    for i in range(40):
+        results = {**state["results"], f"call-{i}": _message(i)}
+        if i == 20:
+            results["history"] = [_message(j) for j in range(60)]  # over 16 KiB: walked into
+        state = {"n": i, "results": results}
+        run.write(state, {"n", "results"})
+        states.append(state)
+    run.write(state, None)
+    states.append(state)
+    body = json.loads(envelope.open_record(run.records[-1], PACKED)[1])
+    assert set(body) == {"n", "results"}
+    packed = body["results"]["$sg:dpack"]
+    assert len(packed[0]) >= 3 and "$sg:pack" in packed[1]["history"]
+    assert all(r.header.blobs == () for r in run.records if r.header.base_id is not None)
+    keyframes = [_last_keyframe_before(run, i) for i in (30, len(run.records) - 1)]
+    older, newer = (json.loads(envelope.open_record(k, PACKED)[1]) for k in keyframes)
+    shared = set(older["results"]["$sg:dpack"][0]) & set(newer["results"]["$sg:dpack"][0])
+    assert len(shared) >= len(older["results"]["$sg:dpack"][0]) - 2
+    for i, expected in enumerate(states):
+        assert codec.canonical(run.load(i)) == codec.canonical(expected), i
+
+
+def _last_keyframe_before(run: Run, index: int) -> CheckpointRecord:
+    return next(r for r in reversed(run.records[: index + 1]) if r.header.base_id is None)
 
 
 def test_user_values_shaped_like_packs_round_trip() -> None:

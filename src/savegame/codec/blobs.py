@@ -39,6 +39,8 @@ from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedR
 TAG = "$sg:blob"
 PACK = "$sg:pack"
 """A packed list (:mod:`savegame.codec.packs`): ``{PACK: [packs, tail items, tagged packs]}``."""
+DICT_PACK = "$sg:dpack"
+"""A packed dict: ``{DICT_PACK: [packs of [key, value] pairs, the other entries, tagged packs]}``."""
 _BYTES = "$sg:bytes"
 _ESCAPED = "$sg:dict"
 _MAGIC = b"SGB\x01"
@@ -92,6 +94,7 @@ def extract(
 
 _STRING_BLOB = b'{"$sg:blob":["s",'
 _PACKED = b'{"$sg:pack":'
+_DICT_PACKED = b'{"$sg:dpack":'
 
 
 def needs_revival(body: bytes) -> bool:
@@ -102,7 +105,8 @@ def needs_revival(body: bytes) -> bool:
     body is canonical orjson, so the patterns are exact.
     """
     tags = body.count(b'"$sg:')
-    return tags > 0 and tags > body.count(_STRING_BLOB) + body.count(_PACKED)
+    plain = body.count(_STRING_BLOB) + body.count(_PACKED) + body.count(_DICT_PACKED)
+    return tags > 0 and tags > plain
 
 
 def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> tuple[Any, bool]:
@@ -130,12 +134,19 @@ def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> tuple[An
             raise CorruptRecordError(record_id, f"blob {name} is missing from the store")
         return data
 
-    def unpack(body: Any) -> list[Any]:
+    def packs(body: Any, what: str, tail_type: type) -> list[Any]:
+        """The parts of a packed list or dict, each pack's items parsed and walked."""
         nonlocal revive
-        if type(body) is not list or len(body) != 3 or not all(type(b) is list for b in body):
-            raise CorruptRecordError(record_id, "a packed list is not [packs, tail, tagged]")
-        names, tail, tagged = body
-        items: list[Any] = []
+        if (
+            type(body) is not list
+            or len(body) != 3
+            or type(body[0]) is not list
+            or type(body[1]) is not tail_type
+            or type(body[2]) is not list
+        ):
+            raise CorruptRecordError(record_id, f"a packed {what} is not [packs, rest, tagged]")
+        names, _, tagged = body
+        parts: list[Any] = []
         for name in names:
             data = blob(name)
             try:
@@ -147,9 +158,27 @@ def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> tuple[An
             if name in tagged:
                 walk(part)
                 revive = revive or needs_revival(data)
+            parts.append(part)
+        return parts
+
+    def unpack(body: Any) -> list[Any]:
+        items: list[Any] = []
+        for part in packs(body, "list", list):
             items.extend(part)
-        items.extend(walk(tail))
+        items.extend(walk(body[1]))
         return items
+
+    def unpack_dict(body: Any) -> dict[str, Any]:
+        entries: dict[str, Any] = {}
+        for part in packs(body, "dict", dict):
+            try:
+                entries.update(part)
+            except (TypeError, ValueError) as exc:
+                raise CorruptRecordError(record_id, f"a dict pack holds no pairs: {exc}") from exc
+        rest = body[1]
+        walk_values(rest)
+        entries.update(rest)
+        return entries
 
     def walk(node: Any) -> Any:
         """``node`` patched, or the blob's value when ``node`` is a reference."""
@@ -164,6 +193,8 @@ def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> tuple[An
                 return value(body)
             if key == PACK:
                 return unpack(body)
+            if key == DICT_PACK:
+                return unpack_dict(body)
             if key == _ESCAPED:
                 # An escaped user dict: its keys are data, only its values are walked.
                 walk_values(body)

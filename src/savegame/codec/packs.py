@@ -23,6 +23,12 @@ others are plain JSON, and searching 4 MB of text for tags cost as much as parsi
 it. Lists reached from the state through dicts with plain string keys are packed;
 a list inside a list is not (it goes whole into its parent's pack).
 
+A dict below the state that holds many entries (``{call_id: result}``) is packed
+the same way, in insertion order, its entries as ``[key, value]`` pairs:
+``{"$sg:dpack": [[digest, ...], {other entries}, [tagged digests]]}``. A list or
+dict value over ``inline_max`` is walked into instead of packed whole, so a
+conversation kept per id is packed inside rather than rewritten at every keyframe.
+
 Items are compared by identity to find the chunks that are already packed, as
 the deltas do: a step replaces an item rather than mutating it in place (the
 documented contract), so an item mutated in place inside a closed chunk keeps
@@ -33,7 +39,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import is_
 from typing import Any
@@ -45,6 +51,7 @@ from savegame.codec.storage import StorageConfig
 from savegame.errors import SerializationError
 
 TAG = blobs.PACK
+DICT_TAG = blobs.DICT_PACK
 _ESCAPE = "$sg:"
 
 
@@ -59,8 +66,10 @@ class Deferred:
 @dataclass(slots=True, eq=False)  # compared by identity: its items may be large
 class _Chunk:
     start: int
+    names: tuple[str, ...] | None
+    """A dict's chunk: its keys, in insertion order (None for a list's chunk)."""
     items: tuple[Any, ...]
-    """The state's own item objects: a later keyframe reuses the chunk if they are still there."""
+    """The state's own objects: a later keyframe reuses the chunk if they are still there."""
     digest: str
     size: int
     loose: dict[str, int]
@@ -78,6 +87,12 @@ class _Chunk:
     @property
     def end(self) -> int:
         return self.start + len(self.items)
+
+    def where(self, index: int) -> str:
+        """The path of the chunk's ``index``-th item, for errors."""
+        if self.names is None:
+            return f"{self.path}[{self.start + index}]"
+        return _child(self.path, self.names[index])
 
 
 @dataclass(slots=True)
@@ -109,10 +124,45 @@ def _plain_dict(node: dict[Any, Any]) -> bool:
     return not (len(node) == 1 and next(iter(node)).startswith(_ESCAPE))
 
 
-def _same(chunk_items: tuple[Any, ...], items: list[Any], start: int) -> bool:
-    """Whether ``items`` holds exactly these objects from ``start`` on."""
-    end = start + len(chunk_items)
-    return end <= len(items) and all(map(is_, chunk_items, items[start:end]))
+def _matches(chunk: _Chunk, names: Sequence[str] | None, items: Sequence[Any], start: int) -> bool:
+    """Whether the entries from ``start`` on are exactly the chunk's (same keys, same objects)."""
+    end = start + len(chunk.items)
+    if end > len(items) or not all(map(is_, chunk.items, items[start:end])):
+        return False
+    return names is None or tuple(names[start:end]) == chunk.names
+
+
+def _exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` holds roughly more than ``limit`` bytes of data; stops early.
+
+    An estimate (string lengths, a few bytes per other leaf), cheap and the same for
+    equal values, so whether a dict entry is packed whole does not flicker.
+    """
+    total = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is str or kind is bytes:
+            total += len(node) + 2
+        elif kind is list or kind is tuple:
+            stack.extend(node)
+            total += 2
+        elif kind is dict:
+            for key, item in node.items():
+                total += len(key) + 4 if type(key) is str else 8
+                stack.append(item)
+        else:
+            total += 8
+        if total > limit:
+            return True
+    return False
+
+
+def _container(value: Any) -> bool:
+    """A value the packer walks into rather than encoding whole."""
+    kind = type(value)
+    return kind is list or (kind is dict and _plain_dict(value))
 
 
 def _child(path: str, key: str) -> str:
@@ -120,18 +170,20 @@ def _child(path: str, key: str) -> str:
 
 
 class Packer:
-    """The closed chunks of one run's lists, kept between the keyframes of one encoder."""
+    """The closed chunks of one run's lists and dicts, kept between the keyframes of one encoder."""
 
     def __init__(self, storage: StorageConfig) -> None:
         self.storage = storage
         self._lists: dict[tuple[str, ...], list[_Chunk]] = {}
+        self._dicts: dict[tuple[str, ...], list[_Chunk]] = {}
         # committed() runs on the background writer's thread with durability="async";
         # it only records names here, and the run's thread applies them in tree().
         self._lock = threading.Lock()
         self._stored: set[str] = set()
 
     def tree(self, state: dict[str, Any], out: Packed) -> Any:
-        """The keyframe tree of ``state``: ``values.to_data`` and blob extraction, lists packed.
+        """The keyframe tree of ``state``: ``values.to_data`` and blob extraction, lists
+        and nested dicts packed.
 
         Raises:
             SerializationError: naming the path of the first value that is not pure data.
@@ -142,11 +194,13 @@ class Packer:
             self._drop_sealed(stored)
         if not _plain_dict(state):
             self._lists.clear()
+            self._dicts.clear()
             return blobs.extract(values.to_data(state, "state"), self.storage, out.found)
         seen: set[tuple[str, ...]] = set()
         tree = self._dict(state, "state", (), out, seen)
-        for gone in [key for key in self._lists if key not in seen]:
-            del self._lists[gone]
+        for cache in (self._lists, self._dicts):
+            for gone in [key for key in cache if key not in seen]:
+                del cache[gone]
         return tree
 
     def committed(self, names: Iterable[str]) -> None:
@@ -157,8 +211,12 @@ class Packer:
         with self._lock:
             self._stored.update(names)
 
+    def _all_chunks(self) -> Iterator[list[_Chunk]]:
+        yield from self._lists.values()
+        yield from self._dicts.values()
+
     def _drop_sealed(self, stored: set[str]) -> None:
-        for chunks in self._lists.values():
+        for chunks in self._all_chunks():
             for chunk in chunks:
                 if chunk.sealed is not None and chunk.digest in stored:
                     chunk.sealed, chunk.blobs = None, {}
@@ -170,72 +228,147 @@ class Packer:
         key: tuple[str, ...],
         out: Packed,
         seen: set[tuple[str, ...]],
-    ) -> dict[str, Any]:
+    ) -> Any:
+        if key:  # the state itself keeps its shape; dicts below it may be packed
+            packed = self._packed_dict(node, path, key, out, seen)
+            if packed is not None:
+                return packed
         tree: dict[str, Any] = {}
         for name, value in node.items():
-            where = _child(path, name)
-            kind = type(value)
-            if kind is list:
-                seen.add((*key, name))
-                tree[name] = self._list(value, where, (*key, name), out)
-            elif kind is dict and _plain_dict(value):
-                tree[name] = self._dict(value, where, (*key, name), out, seen)
-            else:
-                tree[name] = blobs.extract(values.to_data(value, where), self.storage, out.found)
+            tree[name] = self._value(value, _child(path, name), (*key, name), out, seen)
         return tree
 
+    def _value(
+        self, value: Any, where: str, key: tuple[str, ...], out: Packed, seen: set[tuple[str, ...]]
+    ) -> Any:
+        if type(value) is list:
+            seen.add(key)
+            return self._list(value, where, key, out)
+        if type(value) is dict and _plain_dict(value):
+            return self._dict(value, where, key, out, seen)
+        return blobs.extract(values.to_data(value, where), self.storage, out.found)
+
     def _list(self, items: list[Any], path: str, key: tuple[str, ...], out: Packed) -> Any:
-        cached = self._lists.get(key, [])
-        # Cached chunks by their first item: after an edit the cuts fall where they fell
+        chunks, tail = self._chunked(None, items, path, self._lists.get(key, []), out)
+        self._lists[key] = chunks
+        if not chunks:
+            return [tree for _, tree in tail]
+        return {TAG: self._refer_all(chunks, [tree for _, tree in tail], out)}
+
+    def _packed_dict(
+        self,
+        node: dict[str, Any],
+        path: str,
+        key: tuple[str, ...],
+        out: Packed,
+        seen: set[tuple[str, ...]],
+    ) -> Any | None:
+        """A dict with many entries as packs of them, or None.
+
+        Entries are packed whole, as list items are, except a list or dict value too
+        large to rewrite whenever it changes (over ``inline_max``, roughly): the packer
+        walks into it as into any other, so a conversation kept per id is packed
+        inside, not stored again whole at every keyframe.
+        """
+        limit = self.storage.inline_max
+        leaves = [
+            (name, value)
+            for name, value in node.items()
+            if not (_container(value) and _exceeds(value, limit))
+        ]
+        if len(leaves) < 2:
+            self._dicts.pop(key, None)
+            return None
+        seen.add(key)
+        names = [name for name, _ in leaves]
+        chunks, tail = self._chunked(
+            names, [value for _, value in leaves], path, self._dicts.get(key, []), out
+        )
+        self._dicts[key] = chunks
+        if not chunks:
+            return None
+        rest: dict[str, Any] = {}
+        for name, tree in tail:
+            assert name is not None  # a dict's entries all have keys
+            rest[name] = tree
+        for name, value in node.items():
+            if _container(value) and _exceeds(value, limit):
+                rest[name] = self._value(value, _child(path, name), (*key, name), out, seen)
+        return {DICT_TAG: self._refer_all(chunks, rest, out)}
+
+    def _refer_all(self, chunks: list[_Chunk], tail: Any, out: Packed) -> list[Any]:
+        for chunk in chunks:
+            self._refer(chunk, out)
+        out.used = True
+        names = [chunk.digest for chunk in chunks]
+        return [names, tail, [chunk.digest for chunk in chunks if chunk.tagged]]
+
+    def _chunked(
+        self,
+        names: list[str] | None,
+        items: list[Any],
+        path: str,
+        cached: list[_Chunk],
+        out: Packed,
+    ) -> tuple[list[_Chunk], list[tuple[str | None, Any]]]:
+        """Chunks over ``items`` (a dict's values when ``names`` are its keys), reusing
+        ``cached`` ones that still match, and the tail (name, tree) after the last one."""
+        # Cached chunks by their first entry: after an edit the cuts fall where they fell
         # before, and from there on the chunks are the same objects again.
-        by_first = {id(chunk.items[0]): chunk for chunk in cached}
+        by_first: dict[Any, _Chunk] = {
+            (chunk.names[0] if chunk.names is not None else id(chunk.items[0])): chunk
+            for chunk in cached
+        }
         chunks: list[_Chunk] = []
         limit = self.storage.inline_max
-        tail: list[Any] = []
+        tail: list[tuple[str | None, Any]] = []
         encoded: list[bytes] = []
         loose: dict[str, bytes] = {}
         size = 0
         index = 0
         while index < len(items):
             if not tail:
-                reused = by_first.get(id(items[index]))
-                if reused is not None and _same(reused.items, items, index):
+                first = names[index] if names is not None else id(items[index])
+                reused = by_first.get(first)
+                if reused is not None and _matches(reused, names, items, index):
                     reused.start = index
                     chunks.append(reused)
                     index = reused.end
                     continue
+            name = names[index] if names is not None else None
+            where = f"{path}[{index}]" if name is None else _child(path, name)
             found: dict[str, bytes] = {}
-            item = blobs.extract(
-                values.to_data(items[index], f"{path}[{index}]"), self.storage, found, limit
-            )
-            tail.append(item)
-            encoded.append(orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
+            tree = blobs.extract(values.to_data(items[index], where), self.storage, found, limit)
+            tail.append((name, tree))
+            encoded.append(_encode(name, tree))
             loose.update(found)
             size += len(encoded[-1]) + 1
             index += 1
             if self._cut_after(encoded[-1], size):
-                first = index - len(tail)
-                chunks.append(self._close(path, first, items[first:index], encoded, loose))
+                begin = index - len(tail)
+                chunks.append(
+                    self._close(
+                        path,
+                        begin,
+                        None if names is None else tuple(names[begin:index]),
+                        items[begin:index],
+                        encoded,
+                        loose,
+                    )
+                )
                 tail, encoded, loose, size = [], [], {}, 0
         out.found.update(loose)
-        self._lists[key] = chunks
-        if not chunks:
-            return tail
-        for chunk in chunks:
-            self._refer(chunk, out)
-        out.used = True
-        names = [chunk.digest for chunk in chunks]
-        return {TAG: [names, tail, [chunk.digest for chunk in chunks if chunk.tagged]]}
+        return chunks, tail
 
     def _cut_after(self, encoded: bytes, size: int) -> bool:
-        """Whether the chunk ends after this item (``size``: the chunk's bytes with it)."""
+        """Whether the chunk ends after this entry (``size``: the chunk's bytes with it)."""
         target = self.storage.pack_bytes
         least = target // 4
         if size < least:
             return False
         if size >= target * 4:
             return True
-        # Past the first quarter, a chance of len / (3/4 target) per item: chunks of
+        # Past the first quarter, a chance of len / (3/4 target) per entry: chunks of
         # about ``target`` bytes on average.
         return zlib.crc32(encoded) < (len(encoded) + 1) * (1 << 32) // (target - least)
 
@@ -243,6 +376,7 @@ class Packer:
         self,
         path: str,
         start: int,
+        names: tuple[str, ...] | None,
         items: list[Any],
         encoded: list[bytes],
         loose: dict[str, bytes],
@@ -252,12 +386,13 @@ class Packer:
         sealed = blobs.seal(digest, plain, self.storage)
         return _Chunk(
             start=start,
+            names=names,
             items=tuple(items),
             digest=digest,
             size=len(plain),
             loose={name: len(data) for name, data in loose.items()},
             path=path,
-            tagged=any(b'"$sg:' in item for item in encoded),
+            tagged=any(b'"$sg:' in entry for entry in encoded),
             stored=len(sealed),
             sealed=sealed,
             blobs=dict(loose),
@@ -288,21 +423,15 @@ class Packer:
                 pack's name, and the chunk is packed again by the next keyframe.
         """
         found: dict[str, bytes] = {}
-        encoded = [
-            orjson.dumps(
-                blobs.extract(
-                    values.to_data(item, f"{chunk.path}[{chunk.start + i}]"),
-                    self.storage,
-                    found,
-                    self.storage.inline_max,
-                ),
-                option=orjson.OPT_SORT_KEYS,
+        encoded = []
+        for i, item in enumerate(chunk.items):
+            tree = blobs.extract(
+                values.to_data(item, chunk.where(i)), self.storage, found, self.storage.inline_max
             )
-            for i, item in enumerate(chunk.items)
-        ]
+            encoded.append(_encode(None if chunk.names is None else chunk.names[i], tree))
         plain = b"[" + b",".join(encoded) + b"]"
         if blobs.digest(plain, self.storage) != chunk.digest:
-            for chunks in self._lists.values():
+            for chunks in self._all_chunks():
                 chunks[:] = [c for c in chunks if c is not chunk]
             raise SerializationError(
                 f"{chunk.path}[{chunk.start}:{chunk.end}]",
@@ -310,3 +439,8 @@ class Packer:
                 "replace items (a new list with a new item) instead of mutating them",
             )
         return plain, found
+
+
+def _encode(name: str | None, tree: Any) -> bytes:
+    """A list item as itself; a dict entry as ``[key, value]``."""
+    return orjson.dumps(tree if name is None else [name, tree], option=orjson.OPT_SORT_KEYS)
