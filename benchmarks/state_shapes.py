@@ -1,10 +1,10 @@
 """The same messages kept as a list or as a dict: what the shape of a state costs.
 
-A keyframe packs long lists (``savegame.codec.packs``); a dict that only grows
-(``{call_id: result}``) is not packed, so its large values are loose blobs that
-every keyframe refers to one by one. This runs the appending loop of
-``storage_engine.py`` both ways on the default SQLite store and reports stored
-bytes, time per step and the latest state's load in a fresh process.
+A keyframe packs long lists and dicts that hold many entries
+(``savegame.codec.packs``). This runs the appending loop of ``storage_engine.py``
+both ways, the messages in a list and in a dict ``{call_id: message}``, on the
+default SQLite store and reports stored bytes, time per step and the latest
+state's load in a fresh process.
 
     python benchmarks/state_shapes.py [--steps 400] [--repeat 3]
 
