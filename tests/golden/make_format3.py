@@ -5,8 +5,8 @@ canonical state, and the key of the encrypted run) were written by savegame on
 2026-12-01, when packs came in (format 3: a keyframe may hold packed lists;
 records without packs are still format 2). Two runs in one SQLite file: one
 plain, one encrypted with the key in the JSON, both with deltas, loose blobs
-(a value over 16 KiB), packed keyframes whose packs hold tagged values, and a
-final checkpoint. Re-running this script with a newer savegame would write newer
+(a value over 16 KiB), packed keyframes whose packs hold tagged values, a packed
+dict, and a final checkpoint. Re-running this script with a newer savegame would write newer
 records, which is not what the golden files are for.
 """
 
@@ -43,7 +43,8 @@ def talk(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
     if n % 3 == 0:
         entry["at"] = dt.datetime(2026, 12, 1, 10, n % 60, tzinfo=dt.timezone.utc)
         entry["pair"] = (n, b"\x00\xff")
-    update: dict[str, Any] = {"log": [*state["log"], entry], "n": n + 1}
+    results = {**state.get("results", {}), f"call-{n}": {"ok": n % 2 == 0, "out": entry["text"]}}
+    update: dict[str, Any] = {"log": [*state["log"], entry], "n": n + 1, "results": results}
     if n == 5:
         update["doc"] = "a large document line\n" * 1000  # over 16 KiB: a blob even in a delta
     if n == 7:
