@@ -449,3 +449,21 @@ def test_metadata_that_would_read_as_encrypted_is_refused_by_key(store: Store) -
     assert list_runs(store=store) == []  # nothing was created
     with pytest.raises(SerializationError, match=r"step 'start' metadata\['note'\]"):
         run(wf, store=store, metadata={"who": "ada"})
+
+
+def test_check_mutations_names_a_nested_dict_entry_changed_in_place(store: Store) -> None:
+    """{call_id: result} is packed like a list: a result edited in place, in a dict that
+    is returned, would keep its packed value; the check names it at the step."""
+    wf = Workflow("results-edit", check_mutations=True)
+
+    @wf.step(entry=True)
+    def start(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"results": {"c0": {"status": "pending"}, "c1": {"status": "pending"}}}, "edit"
+
+    @wf.step
+    def edit(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        state["results"]["c0"]["status"] = "done"
+        return {"results": {**state["results"], "c2": {"status": "new"}}}, END
+
+    with pytest.raises(ConfigurationError, match=r"changed state\['results'\]\['c0'\] in place"):
+        run(wf, store=store)

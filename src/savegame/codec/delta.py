@@ -19,9 +19,9 @@ differently, so anything not provably identical in its encoding is re-sent.
 
 Contract for steps (documented for users): change state by returning new
 values in the update; a value mutated in place below the top level is not
-seen until the next keyframe, and an item of a list that a keyframe already
-put in a pack not even then (:mod:`savegame.codec.packs` matches items by
-identity). ``Workflow(check_mutations=True)`` names the step that does either. Top-level lists and dicts are shallow-copied
+seen until the next keyframe, and an item of a list or dict that a keyframe
+already put in a pack not even then (:mod:`savegame.codec.packs` matches items
+by identity). ``Workflow(check_mutations=True)`` names the step that does either. Top-level lists and dicts are shallow-copied
 when remembered, so ``state["log"].append(x); return {"log": state["log"]}``
 is still seen.
 """

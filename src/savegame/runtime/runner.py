@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -123,73 +123,80 @@ def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
     return update, target
 
 
-@dataclass(frozen=True, slots=True)
-class _Print:
-    """A top-level value as it was before a step (the debug check below)."""
+@dataclass(slots=True)
+class _Prints:
+    """The state as it was before a step, for the debug check below."""
 
-    encoded: bytes
-    items: tuple[Any, ...] | None = None
-    """For a list: its items (the objects themselves) and their encodings, by index."""
-    item_encodings: tuple[bytes, ...] = ()
+    top: dict[str, bytes]
+    """Each top-level value's encoding."""
+    kept: dict[int, tuple[Any, bytes, str]]
+    """Every list and dict below the top level, by id: the object, its encoding, its path."""
 
 
-def _fingerprints(state: Mapping[str, Any]) -> dict[str, _Print]:
-    """What the check below compares; O(state) per step."""
-    out: dict[str, _Print] = {}
+def _below(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """(path, container) for every list and dict strictly inside ``value``."""
+    stack = [(path, value)]
+    while stack:
+        where, node = stack.pop()
+        if type(node) is list:
+            children: Iterable[tuple[Any, Any]] = enumerate(node)
+        elif type(node) is dict:
+            children = node.items()
+        else:
+            continue
+        for label, child in children:
+            if type(child) is list or type(child) is dict:
+                inner = f"{where}[{label!r}]"
+                yield inner, child
+                stack.append((inner, child))
+
+
+def _fingerprints(state: Mapping[str, Any]) -> _Prints:
+    """What the check below compares; it encodes the state once per nesting level."""
+    prints = _Prints({}, {})
     for key, value in state.items():
         try:
-            if type(value) is list:
-                encodings = tuple(codec.canonical(item) for item in value)
-                out[key] = _Print(b"\0".join(encodings), tuple(value), encodings)
-            else:
-                out[key] = _Print(codec.canonical(value))
+            prints.top[key] = codec.canonical(value)
+            for where, child in _below(value, f"state[{key!r}]"):
+                prints.kept[id(child)] = (child, codec.canonical(child), where)
         except SerializationError:
             continue  # reported with its path when the state is saved
-    return out
-
-
-def _encoded(value: Any) -> bytes:
-    if type(value) is list:
-        return b"\0".join(codec.canonical(item) for item in value)
-    return codec.canonical(value)
+    return prints
 
 
 def _refuse_hidden_mutations(
-    node: str, before: Mapping[str, _Print], state: Mapping[str, Any], update: Mapping[str, Any]
+    node: str, before: _Prints, state: Mapping[str, Any], update: Mapping[str, Any]
 ) -> None:
     """Checkpoints store what a step returns; a key changed in place and not returned
-    would be missing from them (and from a resumed run). So would an item of a list
-    that is still at its index in the returned list but was changed in place: deltas
-    and packs keep the items they stored, matched by identity. Say so at the step."""
-    for key, printed in before.items():
-        if key not in state:
-            continue
-        if key in update:
-            new = update[key]
-            if printed.items is None or type(new) is not list:
-                continue  # a new value: stored whole
-            for index, (old, new_item) in enumerate(zip(printed.items, new, strict=False)):
-                if new_item is not old:
-                    continue  # replaced: the new item is stored
-                try:
-                    same = codec.canonical(new_item) == printed.item_encodings[index]
-                except SerializationError:
-                    continue
-                if not same:
-                    raise ConfigurationError(
-                        f"step {node!r} changed state[{key!r}][{index}] in place; "
-                        "replace the item in a new list so checkpoints keep the change"
-                    )
+    would be missing from them (and from a resumed run). So would a list or dict kept
+    inside a returned value but changed in place: deltas and packs keep what they
+    stored for objects they have seen, matched by identity. Say so at the step."""
+    for key, encoded in before.top.items():
+        if key in update or key not in state:
             continue
         try:
-            now = _encoded(state[key])
+            now = codec.canonical(state[key])
         except SerializationError:
             continue
-        if now != printed.encoded:
+        if now != encoded:
             raise ConfigurationError(
                 f"step {node!r} changed state[{key!r}] in place without returning it; "
                 f"return {{{key!r}: <new value>}} so checkpoints keep the change"
             )
+    for key, value in update.items():
+        for _, child in _below(value, f"state[{key!r}]"):
+            seen = before.kept.get(id(child))
+            if seen is None or seen[0] is not child:
+                continue  # a new object: stored as it is
+            try:
+                same = codec.canonical(child) == seen[1]
+            except SerializationError:
+                continue
+            if not same:
+                raise ConfigurationError(
+                    f"step {node!r} changed {seen[2]} in place; replace it "
+                    "(a new list or dict in a new parent) so checkpoints keep the change"
+                )
 
 
 class _Loop:
