@@ -12,8 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from savegame.errors import NotFoundError
 from savegame.model import CheckpointRecord, EffectRecord
 from savegame.stores import _common
@@ -115,9 +113,8 @@ class MemoryEngine:
             for digest in new_blobs:
                 if digest not in self._blobs:
                     raise NotFoundError("blob", digest)
-            # A JSON round trip: checked as the other stores check it, and not aliased.
             new_metadata = {
-                run_id: orjson.loads(_common.json_dumps(dict(meta), "metadata"))
+                run_id: _common.detach(meta, "run.metadata")
                 for run_id, meta in (runs or {}).items()
             }
             for run_id in new_metadata:
