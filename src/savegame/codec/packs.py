@@ -271,11 +271,10 @@ class Packer:
         inside, not stored again whole at every keyframe.
         """
         limit = self.storage.inline_max
-        leaves = [
-            (name, value)
-            for name, value in node.items()
-            if not (_container(value) and _exceeds(value, limit))
+        walked = [
+            name for name, value in node.items() if _container(value) and _exceeds(value, limit)
         ]
+        leaves = [(name, value) for name, value in node.items() if name not in walked]
         if len(leaves) < 2:
             self._dicts.pop(key, None)
             return None
@@ -291,9 +290,8 @@ class Packer:
         for name, tree in tail:
             assert name is not None  # a dict's entries all have keys
             rest[name] = tree
-        for name, value in node.items():
-            if _container(value) and _exceeds(value, limit):
-                rest[name] = self._value(value, _child(path, name), (*key, name), out, seen)
+        for name in walked:
+            rest[name] = self._value(node[name], _child(path, name), (*key, name), out, seen)
         return {DICT_TAG: self._refer_all(chunks, rest, out)}
 
     def _refer_all(self, chunks: list[_Chunk], tail: Any, out: Packed) -> list[Any]:
