@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from savegame.codec.crypto import Keyring
 from savegame.errors import ConfigurationError
@@ -79,20 +80,25 @@ class StorageConfig:
         sensitive = frozenset(
             k.strip() for k in env.get("SAVEGAME_SENSITIVE_METADATA", "").split(",") if k.strip()
         )
-        return cls(
-            keyframe_every=_int(env, "SAVEGAME_KEYFRAME_EVERY", 32),
-            blob_threshold=_int(env, "SAVEGAME_BLOB_THRESHOLD", 1024),
-            compress_threshold=_int(env, "SAVEGAME_COMPRESS_THRESHOLD", 2048),
-            pack_bytes=_int(env, "SAVEGAME_PACK_BYTES", 32 * 1024),
-            keyring=Keyring.parse(spec) if spec else None,
-            sensitive_metadata=sensitive,
-        )
+        # A variable that is not set leaves the field's default: one place for each.
+        numbers: dict[str, Any] = {
+            field: _int(env[name], name)
+            for field, name in _INT_VARIABLES.items()
+            if env.get(name, "").strip()
+        }
+        config = cls(keyring=Keyring.parse(spec) if spec else None, sensitive_metadata=sensitive)
+        return replace(config, **numbers)
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or not raw.strip():
-        return default
+_INT_VARIABLES = {
+    "keyframe_every": "SAVEGAME_KEYFRAME_EVERY",
+    "blob_threshold": "SAVEGAME_BLOB_THRESHOLD",
+    "compress_threshold": "SAVEGAME_COMPRESS_THRESHOLD",
+    "pack_bytes": "SAVEGAME_PACK_BYTES",
+}
+
+
+def _int(raw: str, name: str) -> int:
     try:
         return int(raw)
     except ValueError:
@@ -100,14 +106,7 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
 
 
 _env_cache: dict[tuple[str, ...], StorageConfig] = {}
-_ENV_KEYS = (
-    "SAVEGAME_KEYS",
-    "SAVEGAME_SENSITIVE_METADATA",
-    "SAVEGAME_KEYFRAME_EVERY",
-    "SAVEGAME_BLOB_THRESHOLD",
-    "SAVEGAME_COMPRESS_THRESHOLD",
-    "SAVEGAME_PACK_BYTES",
-)
+_ENV_KEYS = ("SAVEGAME_KEYS", "SAVEGAME_SENSITIVE_METADATA", *_INT_VARIABLES.values())
 
 
 def resolve(storage: StorageConfig | None) -> StorageConfig:
