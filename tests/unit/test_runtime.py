@@ -467,3 +467,34 @@ def test_check_mutations_names_a_nested_dict_entry_changed_in_place(store: Store
 
     with pytest.raises(ConfigurationError, match=r"changed state\['results'\]\['c0'\] in place"):
         run(wf, store=store)
+
+
+def test_run_and_resume_never_format_the_whole_result(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncio.run formats its SIGINT handler, which holds the finished task and its
+    result: a RunResult repr costs time in the size of the state (20 ms at 4 MB)."""
+    import signal
+
+    from savegame import RunResult
+
+    formatted: list[object] = []
+
+    def counted(self: object) -> str:
+        formatted.append(self)  # asyncio swallows an error raised here, so count instead
+        return "RunResult(...)"
+
+    monkeypatch.setattr(RunResult, "__repr__", counted)
+    # asyncio.run only installs its handler over Python's default one.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    wf = Workflow("pausing")
+
+    @wf.step(entry=True)
+    def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": ctx.interrupt("go on?")}, END
+
+    paused = run(wf, {}, store=store)
+    assert paused.status is RunStatus.INTERRUPTED
+    done = resume(paused.run_id, value="yes", workflow=wf, store=store)
+    assert done.status is RunStatus.COMPLETED and done.state == {"answer": "yes"}
+    assert formatted == []
