@@ -115,12 +115,13 @@ def _diff_list(old: list[Any], new: list[Any], path: str) -> Any:
     n = len(old)
     if len(new) < n:
         return _full(new, path)
-    head = new[:n]
-    if not all(map(is_, head, old)) and (
-        head != old
-        or not all(a is b or _encodes_same(a, b) for a, b in zip(head, old, strict=True))
-    ):
-        return _full(new, path)
+    # map() stops at the end of ``old``: no copy of the prefix on the usual path.
+    if not all(map(is_, new, old)):
+        head = new[:n]
+        if head != old or not all(
+            a is b or _encodes_same(a, b) for a, b in zip(head, old, strict=True)
+        ):
+            return _full(new, path)
     if len(new) == n:
         return _SAME
     return ("a", [values.to_data(item, f"{path}[{i}]") for i, item in enumerate(new[n:], n)])

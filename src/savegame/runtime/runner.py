@@ -45,6 +45,7 @@ from savegame.model import (
     Lease,
     RunResult,
     RunStatus,
+    Usage,
     utcnow,
 )
 from savegame.runtime.context import StepContext
@@ -257,20 +258,26 @@ class _Loop:
             raise CheckpointWriteError(self.run_id, record.header.step, exc) from exc
 
     def _header(
-        self, status: RunStatus, next_step: str | None, metadata: Mapping[str, Any]
+        self,
+        status: RunStatus,
+        next_step: str | None,
+        metadata: Mapping[str, Any],
+        after: tuple[int, str, Usage] | None = None,
     ) -> CheckpointHeader:
+        """``after``: (step, node, usage) of a step just run; by default the loop's own."""
         now = utcnow()
         ttl = self.ex.policy.ttl
+        step, node, usage = (self.step, self.node, self.usage) if after is None else after
         return CheckpointHeader(
             thread_id=self.thread_id,
             run_id=self.run_id,
             checkpoint_id=new_id(),
             parent_id=self.parent,
-            step=self.step,
-            node=self.node,
+            step=step,
+            node=node,
             status=status,
             next=next_step,
-            usage=self.usage,
+            usage=usage,
             metadata=dict(metadata),
             created_at=now,
             expires_at=None if ttl is None else now + timedelta(seconds=ttl),
@@ -412,11 +419,8 @@ class _Loop:
             )
             if target is None or due or ctx.forced or key:
                 status = RunStatus.COMPLETED if target is None else RunStatus.RUNNING
-                header = replace(
-                    self._header(status, target, ctx.metadata),
-                    step=self.step + 1,
-                    node=name,
-                    usage=usage,
+                header = self._header(
+                    status, target, ctx.metadata, after=(self.step + 1, name, usage)
                 )
                 try:
                     encoded: Encoded | None = self.encoder.encode(

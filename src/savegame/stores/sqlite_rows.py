@@ -80,11 +80,13 @@ def insert_checkpoint(
         if missing:
             raise _common.missing_blob_error(h.checkpoint_id, [row[0] for row in missing])
     # Insert-if-absent: a digest names its content, so stored bytes never change.
-    conn.executemany(
-        "INSERT OR IGNORE INTO blobs (digest, data, size) VALUES (?, ?, ?)",
-        [(digest, data, len(data)) for digest, data in blobs.items()],
-    )
-    digests = _common.json_dumps(list(_common.header_blobs(h)), "blobs").decode()
+    if blobs:
+        conn.executemany(
+            "INSERT OR IGNORE INTO blobs (digest, data, size) VALUES (?, ?, ?)",
+            [(digest, data, len(data)) for digest, data in blobs.items()],
+        )
+    names = _common.header_blobs(h)
+    digests = _common.json_dumps(list(names), "blobs").decode()
     conn.execute(
         f"INSERT INTO checkpoints ({RECORD_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
@@ -98,11 +100,13 @@ def insert_checkpoint(
         ),
     )  # fmt: skip
     # The header may name a digest twice; the reference table holds the set.
-    conn.execute(
-        "INSERT OR IGNORE INTO checkpoint_blobs (checkpoint_id, digest)"
-        " SELECT ?, value FROM json_each(?)",
-        (h.checkpoint_id, digests),
-    )
+    # Most records (deltas) name none: a statement spared on every step.
+    if names:
+        conn.execute(
+            "INSERT OR IGNORE INTO checkpoint_blobs (checkpoint_id, digest)"
+            " SELECT ?, value FROM json_each(?)",
+            (h.checkpoint_id, digests),
+        )
 
 
 # Rows decode as in every SQL backend (sql_rows); only JSON columns differ here.
