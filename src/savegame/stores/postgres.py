@@ -257,20 +257,27 @@ class PostgresStore(PostgresEngine):
         journal = _common.check_effects(header.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
         params = q.checkpoint_params(record)
+        move = (
+            "UPDATE runs SET head_checkpoint_id = %(id)s, status = %(status)s, step = %(step)s,"
+            " error = %(error)s, updated_at = %(now)s WHERE run_id = %(run)s"
+        )
+        values = {
+            "id": header.checkpoint_id, "status": RunStatus(header.status).value,
+            "step": header.step, "error": error, "now": _common.to_micros(utcnow()),
+            "run": header.run_id, "token": lease_token,
+        }  # fmt: skip
         with self._tx() as conn:
-            self._fence(conn, header.run_id, lease_token)
+            # The fenced UPDATE takes the row lock the fence would and checks the token
+            # in the same round trip; only a miss asks why (and raises). A later failure
+            # rolls it all back, so the order inside the transaction does not matter.
+            fenced = " AND (%(token)s::bigint IS NULL OR lease_token = %(token)s)"
+            if not conn.execute(move + fenced, values).rowcount:
+                self._fence(conn, header.run_id, lease_token)
+                conn.execute(move, values)
             q.insert_checkpoint(conn, record, params, new_blobs)
             if journal:
                 with conn.cursor() as cur:
                     cur.executemany(q.UPSERT_EFFECT, [q.effect_params(e) for e in journal])
-            conn.execute(
-                "UPDATE runs SET head_checkpoint_id = %s, status = %s, step = %s, error = %s,"
-                " updated_at = %s WHERE run_id = %s",
-                (
-                    header.checkpoint_id, RunStatus(header.status).value, header.step, error,
-                    _common.to_micros(utcnow()), header.run_id,
-                ),
-            )  # fmt: skip
 
     def list_checkpoints(
         self,
