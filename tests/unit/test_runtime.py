@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +15,11 @@ from savegame import (
     CheckpointPolicy,
     ConfigurationError,
     NotFoundError,
+    RunInfo,
     RunStateError,
     RunStatus,
     SerializationError,
+    SqliteStore,
     StepContext,
     StepError,
     Store,
@@ -28,6 +31,7 @@ from savegame import (
     resume,
     run,
 )
+from savegame.runtime.policy import Durability
 
 
 def counter(limit: int = 10, **kwargs: Any) -> Workflow:
@@ -498,3 +502,42 @@ def test_run_and_resume_never_format_the_whole_result(
     done = resume(paused.run_id, value="yes", workflow=wf, store=store)
     assert done.status is RunStatus.COMPLETED and done.state == {"answer": "yes"}
     assert formatted == []
+
+
+class CountingReads(SqliteStore):
+    """A real SQLite store that counts reads of the run row."""
+
+    reads = 0
+
+    def get_run(self, run_id: str) -> RunInfo:
+        self.reads += 1
+        return super().get_run(run_id)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_step_after_a_written_checkpoint_reads_no_run_row(
+    tmp_path: Path, durability: Durability
+) -> None:
+    """The cancel flag comes back with each sync write, so a step does not read the
+    run again (on PostgreSQL and Redis that read is a round trip)."""
+    store = CountingReads(tmp_path / "s.db")
+    result = run(counter(limit=10), {}, store=store, durability=durability)
+    assert result.state["n"] == 10
+    # Sync: only the first step, which follows no write of this process. Async writes
+    # return before they commit, so every boundary reads the run.
+    assert store.reads == (1 if durability == "sync" else 10)
+    store.close()
+
+
+def test_a_cancel_requested_by_a_step_stops_the_run_at_the_next_boundary(store: Store) -> None:
+    wf = Workflow("self-cancelling")
+
+    @wf.step(entry=True)
+    def tick(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        n = state.get("n", 0) + 1
+        if n == 3:
+            store.request_cancel(ctx.run_id)
+        return {"n": n}, "tick"
+
+    result = run(wf, {}, store=store)
+    assert result.status is RunStatus.CANCELLED and result.state == {"n": 3}

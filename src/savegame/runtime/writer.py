@@ -11,7 +11,7 @@ from typing import Protocol
 from savegame.codec.blobs import known
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import CheckpointRecord, EffectRecord
-from savegame.stores.base import Store
+from savegame.stores.base import Store, Written
 
 Committed = Callable[[CheckpointRecord, float], None]
 _Item = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], Mapping[str, bytes] | None]
@@ -25,8 +25,11 @@ class Writer(Protocol):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-    ) -> None:
-        """Write (or queue) a record with its journal entries; raises an earlier write's error."""
+    ) -> Written | None:
+        """Write (or queue) a record with its journal entries; raises an earlier write's error.
+
+        Returns what the store read of the run as it committed, or None when the
+        record was only queued."""
         ...
 
     def flush(self) -> None:
@@ -51,12 +54,13 @@ class SyncWriter:
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-    ) -> None:
+    ) -> Written:
         started = time.perf_counter()
-        self._store.put_checkpoint(
+        written = self._store.put_checkpoint(
             record, lease_token=self._token, error=error, effects=effects, blobs=blobs or None
         )
         self._committed(record, time.perf_counter() - started)
+        return written
 
     def flush(self) -> None:
         return None
@@ -145,6 +149,7 @@ class AsyncWriter:
     ) -> None:
         self._raise()
         self._queue.put((record, error, effects, blobs))
+        return None
 
     def flush(self) -> None:
         self._queue.join()

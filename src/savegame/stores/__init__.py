@@ -12,7 +12,7 @@ import os
 from typing import NamedTuple
 
 from savegame.errors import ConfigurationError
-from savegame.stores.base import Capabilities, Store, StoreStats, ThreadInfo
+from savegame.stores.base import Capabilities, Store, StoreStats, ThreadInfo, Written
 
 # Both are stdlib-only, so exporting them eagerly costs nothing; driver-backed
 # stores are reached only through open_store's lazy table below.
@@ -95,5 +95,6 @@ __all__ = [
     "Store",
     "StoreStats",
     "ThreadInfo",
+    "Written",
     "open_store",
 ]

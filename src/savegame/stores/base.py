@@ -60,6 +60,15 @@ class Capabilities:
 
 
 @dataclass(frozen=True, slots=True)
+class Written:
+    """What ``put_checkpoint`` read of the run in the transaction that wrote the record."""
+
+    cancel_requested: bool
+    """The run's cancel flag as committed: the runtime starts the next step without
+    reading the run again (on PostgreSQL and Redis a round trip per step)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadInfo:
     """A thread summarised from its runs."""
 
@@ -160,7 +169,7 @@ class Store(Protocol):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-    ) -> None:
+    ) -> Written:
         """Insert ``record`` and move its run's head to it, fenced by ``lease_token``.
 
         The run's status and step become the record's; ``error`` is stored on the
@@ -171,6 +180,8 @@ class Store(Protocol):
         ``record.header.blobs`` must be given or already stored, checked in the
         transaction (a concurrent blob collection may have removed one the
         caller believed present), else ConflictError and nothing is written.
+
+        Returns what the same transaction read of the run (its cancel flag).
 
         Raises:
             LeaseLostError: the run's fencing token is no longer ``lease_token``.

@@ -33,7 +33,7 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
-from savegame.stores.base import Capabilities, StoreStats, ThreadInfo
+from savegame.stores.base import Capabilities, StoreStats, ThreadInfo, Written
 from savegame.stores.memory_engine import MemoryEngine
 
 _CAPABILITIES = Capabilities(persistent=False, multi_process=False)
@@ -199,7 +199,7 @@ class MemoryStore(MemoryEngine):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-    ) -> None:
+    ) -> Written:
         record = _common.detached_record(record)
         journal = _common.check_effects(record.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
@@ -226,6 +226,7 @@ class MemoryStore(MemoryEngine):
                 error=error,
                 updated_at=utcnow(),
             )
+            return Written(run.info.cancel_requested)
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
         with self._lock:

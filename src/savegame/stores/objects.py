@@ -49,7 +49,7 @@ from savegame.model import (
     RunInfo,
     RunStatus,
 )
-from savegame.stores.base import Capabilities, RunSize, Store, StoreStats, ThreadInfo
+from savegame.stores.base import Capabilities, RunSize, Store, StoreStats, ThreadInfo, Written
 from savegame.stores.objects_bucket import (
     MAGIC,
     MARKER_LEN,
@@ -233,12 +233,12 @@ class ObjectStorageStore:
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-    ) -> None:
+    ) -> Written:
         uploads: list[tuple[str, bytes]] = []
         stored = self._stash_record(record, uploads)
         stored_blobs = self._stash_blobs(blobs, uploads)
         self._bucket.put_many(uploads)
-        self._inner.put_checkpoint(
+        return self._inner.put_checkpoint(
             stored, lease_token=lease_token, error=error, effects=effects, blobs=stored_blobs
         )
 

@@ -49,7 +49,7 @@ from savegame.model import (
 )
 from savegame.stores import _common, postgres_schema
 from savegame.stores import postgres_sql as q
-from savegame.stores.base import Capabilities, ThreadInfo
+from savegame.stores.base import Capabilities, ThreadInfo, Written
 from savegame.stores.postgres_engine import PostgresEngine
 
 _CAPABILITIES = Capabilities(persistent=True, multi_process=True)
@@ -252,7 +252,7 @@ class PostgresStore(PostgresEngine):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-    ) -> None:
+    ) -> Written:
         header = record.header
         journal = _common.check_effects(header.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
@@ -261,6 +261,7 @@ class PostgresStore(PostgresEngine):
             "UPDATE runs SET head_checkpoint_id = %(id)s, status = %(status)s, step = %(step)s,"
             " error = %(error)s, updated_at = %(now)s WHERE run_id = %(run)s"
         )
+        returning = " RETURNING cancel_requested"
         values = {
             "id": header.checkpoint_id, "status": RunStatus(header.status).value,
             "step": header.step, "error": error, "now": _common.to_micros(utcnow()),
@@ -271,13 +272,15 @@ class PostgresStore(PostgresEngine):
             # in the same round trip; only a miss asks why (and raises). A later failure
             # rolls it all back, so the order inside the transaction does not matter.
             fenced = " AND (%(token)s::bigint IS NULL OR lease_token = %(token)s)"
-            if not conn.execute(move + fenced, values).rowcount:
+            row = conn.execute(move + fenced + returning, values).fetchone()
+            if row is None:
                 self._fence(conn, header.run_id, lease_token)
-                conn.execute(move, values)
+                row = conn.execute(move + returning, values).fetchone()
             q.insert_checkpoint(conn, record, params, new_blobs)
             if journal:
                 with conn.cursor() as cur:
                     cur.executemany(q.UPSERT_EFFECT, [q.effect_params(e) for e in journal])
+        return Written(bool(row and row[0]))
 
     def list_checkpoints(
         self,

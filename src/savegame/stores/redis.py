@@ -46,7 +46,7 @@ from savegame.model import (
 )
 from savegame.stores import _common
 from savegame.stores import redis_rows as rows
-from savegame.stores.base import Capabilities, ThreadInfo
+from savegame.stores.base import Capabilities, ThreadInfo, Written
 from savegame.stores.redis_engine import BATCH, RedisEngine
 from savegame.stores.redis_scripts import SCRIPTS
 
@@ -306,7 +306,7 @@ class RedisStore(RedisEngine):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-    ) -> None:
+    ) -> Written:
         header = record.header
         journal = _common.check_effects(header.run_id, effects)
         entries = [x for e in journal for x in (e.request_id, rows.entry(e))]
@@ -319,6 +319,7 @@ class RedisStore(RedisEngine):
         if self._checked(reply, header.run_id, lease_token)[0] == b"conflict":
             raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
         _check_missing(reply, record.checkpoint_id)
+        return Written(reply[1] == b"1")
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
         h, payload, checksum, size = cast(

@@ -169,6 +169,7 @@ return {'ok', fmt(expires)}
 
 # ARGV: P, run_id, token, status, step, updated, has_error, error, checkpoint (9 values at 9),
 # n_effects at 18, n*(request_id, entry), n_blobs, n*(digest, bytes).
+# Reply: a fence error, {'conflict'}, {'missing', digests...} or {'ok', cancel_requested}.
 PUT_CHECKPOINT = r"""
 local run_id = ARGV[2]
 local err = fence(run_id, ARGV[3])
@@ -181,7 +182,7 @@ if #missing > 0 then return {'missing', unpack(missing)} end
 for i = 19, 17 + 2 * nfx, 2 do journal(run_id, ARGV[i], ARGV[i + 1]) end
 put_cp(9)
 local rk = key('run', run_id)
-local v = redis.call('HMGET', rk, 'status', 'created_at', 'thread_id')
+local v = redis.call('HMGET', rk, 'status', 'created_at', 'thread_id', 'cancel_requested')
 local new = ARGV[4]
 if v[1] ~= new then
   redis.call('ZREM', key('status', v[1]), run_id)
@@ -191,7 +192,7 @@ redis.call('HSET', rk, 'head', ARGV[9], 'status', new, 'step', ARGV[5], 'updated
 if ARGV[7] == '1' then redis.call('HSET', rk, 'error', ARGV[8])
 else redis.call('HDEL', rk, 'error') end
 redis.call('ZADD', P .. 'threads', 'GT', ARGV[6], v[3])
-return {'ok'}
+return {'ok', v[4] == '1' and '1' or '0'}
 """
 
 # The oldest runnable run: queued or running (the two status indexes, merged by

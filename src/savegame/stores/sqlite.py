@@ -41,7 +41,7 @@ from savegame.model import (
 )
 from savegame.stores import _common, sqlite_schema
 from savegame.stores import sqlite_rows as conv
-from savegame.stores.base import Capabilities, ThreadInfo
+from savegame.stores.base import Capabilities, ThreadInfo, Written
 from savegame.stores.sqlite_engine import SqliteEngine
 
 _CAPABILITIES = Capabilities(persistent=True, multi_process=True)
@@ -206,7 +206,7 @@ class SqliteStore(SqliteEngine):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-    ) -> None:
+    ) -> Written:
         header = record.header
         journal = _common.check_effects(header.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
@@ -242,6 +242,11 @@ class SqliteStore(SqliteEngine):
             # In the checkpoint's transaction: the entries land with it or not at all.
             for effect in journal:
                 conv.journal(conn, effect)
+            # A plain read (not UPDATE ... RETURNING, which needs SQLite 3.35).
+            (cancel,) = conn.execute(
+                "SELECT cancel_requested FROM runs WHERE run_id = ?", (header.run_id,)
+            ).fetchone()
+        return Written(bool(cancel))
 
     def list_checkpoints(
         self,
