@@ -24,7 +24,7 @@ from savegame import (
     resume,
     run,
 )
-from savegame.stores import SqliteStore
+from savegame.stores import SqliteStore, Written
 
 
 class FailingStore(SqliteStore):
@@ -34,11 +34,11 @@ class FailingStore(SqliteStore):
         super().__init__(path)
         self.allowed = allowed
 
-    def put_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+    def put_checkpoint(self, *args: Any, **kwargs: Any) -> Written:
         if self.allowed <= 0:
             raise OSError(28, "No space left on device")
         self.allowed -= 1
-        super().put_checkpoint(*args, **kwargs)
+        return super().put_checkpoint(*args, **kwargs)
 
 
 def counting(executed: list[int]) -> Workflow:
