@@ -253,11 +253,18 @@ def langgraph_system() -> System | None:
 # -- driver ----------------------------------------------------------------------------------
 
 
-def systems() -> list[System]:
+def systems(*, normal: bool = False) -> list[System]:
+    """``normal``: also the floor and savegame at ``synchronous=NORMAL``, where a WAL
+    commit does not fsync, so what is left of a step is CPU (and the page cache)."""
     found = [
         System("bare SQLite", "FULL", floor_bench("FULL"), is_floor=True),
         System("savegame", "FULL", savegame_bench("FULL")),
     ]
+    if normal:
+        found += [
+            System("bare SQLite", "NORMAL", floor_bench("NORMAL"), is_floor=True),
+            System("savegame", "NORMAL", savegame_bench("NORMAL")),
+        ]
     lg = langgraph_system()
     if lg is not None:
         found.append(lg)
@@ -310,7 +317,10 @@ def measure(
             for i, system in enumerate(found):
                 if n in solo_counts and n not in step_counts and not system.solo:
                     continue
-                last = r == repeat - 1 and system.name == "savegame"
+                # The FULL run is the one kept for the load measurements.
+                last = (
+                    r == repeat - 1 and system.name == "savegame" and system.synchronous == "FULL"
+                )
                 cells[i, n].samples.append(sample(system, n, keep if last else None))
     return Results(
         found, step_counts, solo_counts, {k: c for k, c in cells.items() if c.samples}, keep
@@ -343,7 +353,9 @@ def table(results: Results) -> str:
     cells, found = results.cells, results.systems
     for n in [*results.step_counts, *results.solo_counts]:
         floors = {s.synchronous: cells.get((i, n)) for i, s in enumerate(found) if s.is_floor}
-        lg = next((cells.get((i, n)) for i, s in enumerate(found) if s.is_langgraph), None)
+        lg_at = next(((i, s) for i, s in enumerate(found) if s.is_langgraph), None)
+        lg = None if lg_at is None else cells.get((lg_at[0], n))
+        lg_sync = None if lg_at is None else lg_at[1].synchronous
         for i, system in enumerate(found):
             cell = cells.get((i, n))
             if cell is None:
@@ -362,8 +374,9 @@ def table(results: Results) -> str:
                     "-"
                     if system.is_floor or floor is None
                     else ratio(cell.step_ms(), floor.step_ms()),
+                    # Time only against LangGraph at the same level; bytes do not depend on it.
                     "-"
-                    if lg is None or system.is_langgraph
+                    if lg is None or system.is_langgraph or lg_sync != system.synchronous
                     else ratio(cell.step_ms(), lg.step_ms()),
                     "-"
                     if lg is None or system.is_langgraph
@@ -401,13 +414,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solo-steps", default="2000", type=counts,
                         help="step counts without LangGraph (default: 2000; '' for none)")  # fmt: skip
     parser.add_argument("--repeat", default=5, type=int, help="runs per cell; medians are reported")
+    parser.add_argument("--normal", action="store_true",
+                        help="add the floor and savegame at synchronous=NORMAL (no fsync: CPU)")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    found = systems()
+    found = systems(normal=args.normal)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="savegame-bench-keep-") as keep:
         results = measure(found, args.steps, args.solo_steps, args.repeat, Path(keep))

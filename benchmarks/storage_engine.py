@@ -160,7 +160,8 @@ def verdict(ok: bool) -> str:
 
 def targets(results: overhead.Results, loads: Sequence[Load], history: tuple[float, float]) -> str:
     cells, found = results.cells, results.systems
-    index = {s.name: i for i, s in enumerate(found)}
+    # The targets are at synchronous=FULL; --normal rows are context.
+    index = {s.name: i for i, s in enumerate(found) if s.synchronous == "FULL"}
     rows: list[list[str]] = []
     sg, floor, lg = index["savegame"], index["bare SQLite"], index.get("LangGraph SqliteSaver")
     if lg is not None and (lg, 400) in cells and (sg, 400) in cells:
@@ -201,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     solo = sorted(set(args.solo_steps) | ({HISTORY_STEPS} - set(args.steps)))
     started = time.perf_counter()
-    found = overhead.systems()
+    found = overhead.systems(normal=args.normal)
     with tempfile.TemporaryDirectory(prefix="savegame-bench-keep-") as keep:
         results = overhead.measure(found, args.steps, solo, args.repeat, Path(keep))
         print("fresh-process loads", file=sys.stderr, flush=True)
