@@ -12,9 +12,11 @@ import pytest
 
 from savegame import (
     END,
+    CheckpointHeader,
     CheckpointPolicy,
     ConfigurationError,
     NotFoundError,
+    Observer,
     RunInfo,
     RunStateError,
     RunStatus,
@@ -541,3 +543,24 @@ def test_a_cancel_requested_by_a_step_stops_the_run_at_the_next_boundary(store: 
 
     result = run(wf, {}, store=store)
     assert result.status is RunStatus.CANCELLED and result.state == {"n": 3}
+
+
+@pytest.mark.parametrize("after", [2, 4])
+def test_a_cancel_asked_by_a_checkpoint_observer_stops_the_next_step(
+    store: Store, after: int
+) -> None:
+    """A budget guard as an observer: the flag the write read is stale once user code ran."""
+
+    def guard(header: CheckpointHeader, seconds: float) -> None:
+        if header.step == after:
+            store.request_cancel(header.run_id)
+
+    wf = Workflow("guarded")
+
+    @wf.step(entry=True)
+    def tick(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        n = state.get("n", 0) + 1
+        return {"n": n}, ("tick" if n < 5 else END)
+
+    result = run(wf, {}, store=store, observer=Observer(on_checkpoint=guard))
+    assert result.status is RunStatus.CANCELLED and result.state == {"n": after}

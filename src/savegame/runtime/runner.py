@@ -264,7 +264,13 @@ class _Loop:
                 written = await self.ex.io(
                     self.writer.write, record, error=error, effects=effects, blobs=blobs
                 )
-            self.cancel_seen = None if written is None else written.cancel_requested
+            # Good for the boundary right after this write only, and only if no user code
+            # ran since the transaction read it: an on_checkpoint observer may ask to cancel
+            # (a budget guard, say), and that must stop the run before its next step.
+            if written is None or self.ex.observer.on_checkpoint is not None:
+                self.cancel_seen = None
+            else:
+                self.cancel_seen = written.cancel_requested
         except (LeaseLostError, CheckpointWriteError):
             raise  # an async writer's error names the step whose write failed
         except Exception as exc:
