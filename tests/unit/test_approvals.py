@@ -212,3 +212,41 @@ def test_cancel_a_waiting_run_and_a_running_one(store: Store) -> None:
     assert by_type["RunInfo"].status is RunStatus.CANCELLED
     with pytest.raises(RunStateError):
         cancel(run(refund_flow(), {"order_id": "C", "amount": 1}, store=store).run_id, store=store)
+
+
+def test_a_run_that_ends_while_cancel_waits_keeps_its_ending(store: Store) -> None:
+    """The request lands during the last step: no boundary follows, the run completes,
+    and cancel must not write a cancelled marker over it."""
+    entered, gate = threading.Event(), threading.Event()
+    wf = Workflow("short")
+
+    @wf.step(entry=True)
+    def last(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        entered.set()
+        gate.wait(10)
+        return {"done": True}, END
+
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(run(wf, run_id="ends", store=store)))
+    worker.start()
+    assert entered.wait(10)
+
+    def ask() -> None:
+        try:
+            results.append(cancel("ends", store=store, wait=10))
+        except RunStateError as exc:
+            results.append(exc)
+
+    canceller = threading.Thread(target=ask)
+    canceller.start()
+    while not store.get_run("ends").cancel_requested:
+        pass
+    gate.set()
+    worker.join(10)
+    canceller.join(10)
+    by_type = {type(r).__name__: r for r in results}
+    assert by_type["RunResult"].status is RunStatus.COMPLETED
+    assert "completed" in str(by_type["RunStateError"])
+    info = store.get_run("ends")
+    assert info.status is RunStatus.COMPLETED
+    assert store.latest_checkpoint("ends").header.status is RunStatus.COMPLETED

@@ -130,6 +130,10 @@ def cancel(
     Returns:
         The run's row afterwards (``cancel_requested`` stays set if a live
         owner did not stop within ``wait`` seconds).
+
+    Raises:
+        RunStateError: the run has finished, or its owner finished it while this
+            call waited (the request came during its last step).
     """
     with opened(store) as s:
         info = s.get_run(run_id)
@@ -148,6 +152,10 @@ def cancel(
                 continue
             try:
                 info = s.get_run(run_id)
+                if info.status.finished and info.status is not RunStatus.CANCELLED:
+                    # Its owner ended it (the request came during the last step, after the
+                    # last boundary): a finished run keeps its own ending.
+                    raise RunStateError(run_id, info.status.value, "cancel")
                 if info.status is not RunStatus.CANCELLED:
                     record = codec.marker(
                         s.latest_checkpoint(run_id),
