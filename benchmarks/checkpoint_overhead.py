@@ -29,10 +29,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from workload import SYNCHRONOUS_NAMES, machine, markdown, message, stored_bytes, version
+from workload import (
+    SYNCHRONOUS_NAMES,
+    TimedWrites,
+    machine,
+    markdown,
+    message,
+    stored_bytes,
+    version,
+)
 
 try:
-    from savegame import END, Observer, Workflow, open_store, run
+    from savegame import END, Workflow, open_store, run
 except ImportError as exc:  # run from a checkout without installing
     raise SystemExit(
         f"cannot import savegame ({exc}); run `pip install -e '.[benchmark]'` or set PYTHONPATH=src"
@@ -53,7 +61,8 @@ class Sample:
     stored_bytes: int
     """Database file plus WAL after ``PRAGMA wal_checkpoint(TRUNCATE)``."""
     write_median: float | None = None
-    """Median seconds to commit one checkpoint (savegame's Observer; others have no hook)."""
+    """Median seconds to commit one checkpoint (savegame's put_checkpoint, timed by a wrapping
+    store; the others have no hook)."""
     run_id: str | None = None
     """savegame's run id, so later measurements can read the same database."""
 
@@ -154,16 +163,15 @@ def savegame_bench(synchronous: str) -> Bench:
     def bench(db: Path, steps: int) -> Sample:
         stamps: list[float] = []
         wf = appender([message(i) for i in range(steps)], stamps)
-        writes: list[float] = []
-        observer = Observer(on_checkpoint=lambda header, seconds: writes.append(seconds))
         # Opened outside the timed region: schema creation is a one-off, not per-step cost.
-        store = open_store(f"sqlite:///{db}{query}")
+        store = TimedWrites(open_store(f"sqlite:///{db}{query}"))
         try:
             started = time.perf_counter()
-            result = run(wf, {}, store=store, observer=observer)
+            result = run(wf, {}, store=store)
             seconds = time.perf_counter() - started
         finally:
             store.close()
+        writes = store.writes
         got = len(result.state["messages"])
         if got != steps:
             raise RuntimeError(f"savegame ran {got} steps, expected {steps}")
@@ -391,7 +399,7 @@ def legend(repeat: int) -> str:
         f"ms/step (mean): median over {repeat} runs of run wall time / steps. "
         "step ms (median): median gap between consecutive step starts within a run (the step, "
         "its checkpoint, the loop), then the median over runs; for the floor one INSERT + COMMIT. "
-        "write ms: savegame's Observer, the commit of one checkpoint. "
+        "write ms: savegame's put_checkpoint (timed by a wrapping store), the commit of one checkpoint. "
         "stored MB: db + WAL bytes after PRAGMA wal_checkpoint(TRUNCATE). "
         "step vs floor: step ms over the floor's at the same synchronous level."
     )
