@@ -175,6 +175,33 @@ def test_interrupt_returns_the_value_given_on_resume(store: Store) -> None:
     }
 
 
+def cancel_during_step(
+    store: Store, wf: Workflow, run_id: str, entered: threading.Event, gate: threading.Event
+) -> dict[str, Any]:
+    """Run ``wf`` on a thread; once its step has ``entered``, call cancel from another
+    thread, open the ``gate`` when the request is stored, and return what each thread got
+    (RunResult, RunInfo or RunStateError) by type name."""
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(run(wf, run_id=run_id, store=store)))
+    worker.start()
+    assert entered.wait(10)
+
+    def ask() -> None:
+        try:
+            results.append(cancel(run_id, store=store, wait=10))
+        except RunStateError as exc:
+            results.append(exc)
+
+    canceller = threading.Thread(target=ask)
+    canceller.start()
+    while not store.get_run(run_id).cancel_requested:
+        pass
+    gate.set()
+    worker.join(10)
+    canceller.join(10)
+    return {type(r).__name__: r for r in results}
+
+
 def test_cancel_a_waiting_run_and_a_running_one(store: Store) -> None:
     run(refund_flow(), {"order_id": "A", "amount": 500}, run_id="r", store=store)
     info = cancel("r", store=store)
@@ -193,20 +220,7 @@ def test_cancel_a_waiting_run_and_a_running_one(store: Store) -> None:
             gate.wait(10)
         return {"n": n}, "tick" if n < 100 else END
 
-    results: list[Any] = []
-    worker = threading.Thread(target=lambda: results.append(run(wf, run_id="long", store=store)))
-    worker.start()
-    assert entered.wait(10)
-    canceller = threading.Thread(
-        target=lambda: results.append(cancel("long", store=store, wait=10))
-    )
-    canceller.start()
-    while not store.get_run("long").cancel_requested:
-        pass
-    gate.set()
-    worker.join(10)
-    canceller.join(10)
-    by_type = {type(r).__name__: r for r in results}
+    by_type = cancel_during_step(store, wf, "long", entered, gate)
     assert by_type["RunResult"].status is RunStatus.CANCELLED
     assert by_type["RunResult"].state["n"] == 3  # stopped at the boundary after the running step
     assert by_type["RunInfo"].status is RunStatus.CANCELLED
@@ -226,25 +240,7 @@ def test_a_run_that_ends_while_cancel_waits_keeps_its_ending(store: Store) -> No
         gate.wait(10)
         return {"done": True}, END
 
-    results: list[Any] = []
-    worker = threading.Thread(target=lambda: results.append(run(wf, run_id="ends", store=store)))
-    worker.start()
-    assert entered.wait(10)
-
-    def ask() -> None:
-        try:
-            results.append(cancel("ends", store=store, wait=10))
-        except RunStateError as exc:
-            results.append(exc)
-
-    canceller = threading.Thread(target=ask)
-    canceller.start()
-    while not store.get_run("ends").cancel_requested:
-        pass
-    gate.set()
-    worker.join(10)
-    canceller.join(10)
-    by_type = {type(r).__name__: r for r in results}
+    by_type = cancel_during_step(store, wf, "ends", entered, gate)
     assert by_type["RunResult"].status is RunStatus.COMPLETED
     assert "completed" in str(by_type["RunStateError"])
     info = store.get_run("ends")
