@@ -281,19 +281,16 @@ class SqliteStore(SqliteEngine):
         return [conv.header(row) for row in rows]
 
     @staticmethod
-    def _fence(conn: sqlite3.Connection, run_id: str, lease_token: int | None) -> str:
-        """The run's status; raises NotFoundError for an unknown run, LeaseLostError for a
-        stale token (None: unfenced)."""
-        row = conn.execute(
-            "SELECT lease_token, status FROM runs WHERE run_id = ?", (run_id,)
-        ).fetchone()
+    def _fence(conn: sqlite3.Connection, run_id: str, lease_token: int | None) -> None:
+        """Raise NotFoundError for an unknown run, LeaseLostError for a stale token
+        (None: unfenced)."""
+        row = conn.execute("SELECT lease_token FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise NotFoundError("run", run_id)
         # Fencing: equality only. Expiry is for acquirers to judge; a writer
         # whose lease lapsed but was not taken over still owns the run.
         if lease_token is not None and row[0] != lease_token:
             raise LeaseLostError(run_id, lease_token)
-        return str(row[1])
 
     # -- leases ---------------------------------------------------------------------
     def claim_run(
