@@ -149,7 +149,6 @@ class AsyncWriter:
     ) -> None:
         self._raise()
         self._queue.put((record, error, effects, blobs))
-        return None
 
     def flush(self) -> None:
         self._queue.join()
