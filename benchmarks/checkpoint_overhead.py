@@ -47,6 +47,8 @@ except ImportError as exc:  # run from a checkout without installing
     ) from exc
 
 INSTALL_HINT = "pip install -e '.[benchmark]'"
+THREAD = "bench"
+"""LangGraph's thread id in every run (each run has a database of its own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +238,7 @@ def langgraph_system() -> System | None:
         cp = saver(db)
         try:
             compiled = app.compile(checkpointer=cp)
-            config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 10}
+            config: Any = {"configurable": {"thread_id": THREAD}, "recursion_limit": steps + 10}
             started = time.perf_counter()
             # durability="sync" commits each checkpoint before the next step
             # starts, like savegame's default; LangGraph's own default, "async",
@@ -286,14 +288,30 @@ class Results:
     solo_counts: list[int]
     cells: dict[tuple[int, int], Cell]
     keep: Path
-    """Where the last repeat's savegame databases were kept, as ``savegame-{steps}.db``."""
+    """Where the last repeat's savegame and LangGraph databases were kept (see ``kept``)."""
 
     def savegame_run(self, steps: int) -> tuple[Path, str]:
         """The kept savegame database at ``steps`` and the run id in it."""
         i = next(i for i, s in enumerate(self.systems) if s.name == "savegame")
         run_id = self.cells[i, steps].samples[-1].run_id
         assert run_id is not None
-        return self.keep / f"savegame-{steps}.db", run_id
+        return kept(self.keep, self.systems[i], steps), run_id
+
+    def langgraph_db(self, steps: int) -> Path | None:
+        """The kept LangGraph database at ``steps`` (thread ``THREAD``), if it ran there."""
+        at = next((i for i, s in enumerate(self.systems) if s.is_langgraph), None)
+        if at is None or (at, steps) not in self.cells:
+            return None
+        return kept(self.keep, self.systems[at], steps)
+
+
+def kept(keep: Path, system: System, steps: int) -> Path:
+    return keep / f"{'langgraph' if system.is_langgraph else 'savegame'}-{steps}.db"
+
+
+def keeps(system: System) -> bool:
+    """The stores whose last run is kept for the load measurements: savegame at FULL, LangGraph."""
+    return system.is_langgraph or (system.name == "savegame" and system.synchronous == "FULL")
 
 
 def sample(system: System, steps: int, keep: Path | None) -> Sample:
@@ -306,7 +324,7 @@ def sample(system: System, steps: int, keep: Path | None) -> Sample:
         db = Path(tmp) / "bench.db"
         got = system.bench(db, steps)
         if keep is not None:
-            db.rename(keep / f"savegame-{steps}.db")  # the WAL was truncated by stored_bytes
+            db.rename(kept(keep, system, steps))  # the WAL was truncated by stored_bytes
         return got
 
 
@@ -325,10 +343,7 @@ def measure(
             for i, system in enumerate(found):
                 if n in solo_counts and n not in step_counts and not system.solo:
                     continue
-                # The FULL run is the one kept for the load measurements.
-                last = (
-                    r == repeat - 1 and system.name == "savegame" and system.synchronous == "FULL"
-                )
+                last = r == repeat - 1 and keeps(system)
                 cells[i, n].samples.append(sample(system, n, keep if last else None))
     return Results(
         found, step_counts, solo_counts, {k: c for k, c in cells.items() if c.samples}, keep
