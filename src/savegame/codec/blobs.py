@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -109,8 +109,9 @@ def needs_revival(body: bytes) -> bool:
     return tags > 0 and tags > plain
 
 
-def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> tuple[Any, bool]:
-    """Inverse of :func:`extract` and of packing, given the plaintext of every referenced blob.
+def resolve(tree: Any, fetched: Callable[[str], bytes | None], record_id: str) -> tuple[Any, bool]:
+    """Inverse of :func:`extract` and of packing; ``fetched`` gives a referenced blob's
+    plaintext, or None when the store does not have it.
 
     Returns the tree and whether a pack's items hold tags that ``values.from_data``
     must revive (the caller checks the record's own body with :func:`needs_revival`).
@@ -119,24 +120,37 @@ def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> tuple[An
     rebuilding every container and calling into every leaf was most of a
     2,000-message load's time outside zstd.
     """
-    revive = False
+    resolver = _Resolver(fetched, record_id)
+    if type(tree) is dict or type(tree) is list:
+        return resolver.walk(tree), resolver.revive
+    return tree, False
 
-    def value(ref: Any) -> Any:
+
+class _Resolver:
+    """One resolve's walk. A class, not nested functions: those call each other
+    through their closures, a reference cycle that kept ``fetched`` (and the
+    compressed packs behind it) alive after the load until the next full collection."""
+
+    __slots__ = ("fetched", "record_id", "revive")
+
+    def __init__(self, fetched: Callable[[str], bytes | None], record_id: str) -> None:
+        self.fetched, self.record_id, self.revive = fetched, record_id, False
+
+    def value(self, ref: Any) -> Any:
         kind, name = ref
-        data = blob(name)
+        data = self.blob(name)
         if kind == "s":
             return data.decode()
         return {_BYTES: base64.b64encode(data).decode("ascii")}
 
-    def blob(name: str) -> bytes:
-        data = fetched.get(name)
+    def blob(self, name: str) -> bytes:
+        data = self.fetched(name)
         if data is None:
-            raise CorruptRecordError(record_id, f"blob {name} is missing from the store")
+            raise CorruptRecordError(self.record_id, f"blob {name} is missing from the store")
         return data
 
-    def packs(body: Any, what: str, tail_type: type) -> list[Any]:
+    def packs(self, body: Any, what: str, tail_type: type) -> list[Any]:
         """The parts of a packed list or dict, each pack's items parsed and walked."""
-        nonlocal revive
         if (
             type(body) is not list
             or len(body) != 3
@@ -144,72 +158,74 @@ def resolve(tree: Any, fetched: Mapping[str, bytes], record_id: str) -> tuple[An
             or type(body[1]) is not tail_type
             or type(body[2]) is not list
         ):
-            raise CorruptRecordError(record_id, f"a packed {what} is not [packs, rest, tagged]")
+            raise CorruptRecordError(
+                self.record_id, f"a packed {what} is not [packs, rest, tagged]"
+            )
         names, _, tagged = body
         parts: list[Any] = []
         for name in names:
-            data = blob(name)
+            data = self.blob(name)
             try:
                 part = orjson.loads(data)
             except orjson.JSONDecodeError as exc:
-                raise CorruptRecordError(record_id, f"pack {name} does not decode: {exc}") from exc
+                raise CorruptRecordError(
+                    self.record_id, f"pack {name} does not decode: {exc}"
+                ) from exc
             if type(part) is not list:
-                raise CorruptRecordError(record_id, f"pack {name} is not a list")
+                raise CorruptRecordError(self.record_id, f"pack {name} is not a list")
             if name in tagged:
-                walk(part)
-                revive = revive or needs_revival(data)
+                self.walk(part)
+                self.revive = self.revive or needs_revival(data)
             parts.append(part)
         return parts
 
-    def unpack(body: Any) -> list[Any]:
+    def unpack(self, body: Any) -> list[Any]:
         items: list[Any] = []
-        for part in packs(body, "list", list):
+        for part in self.packs(body, "list", list):
             items.extend(part)
-        items.extend(walk(body[1]))
+        items.extend(self.walk(body[1]))
         return items
 
-    def unpack_dict(body: Any) -> dict[str, Any]:
+    def unpack_dict(self, body: Any) -> dict[str, Any]:
         entries: dict[str, Any] = {}
-        for part in packs(body, "dict", dict):
+        for part in self.packs(body, "dict", dict):
             try:
                 entries.update(part)
             except (TypeError, ValueError) as exc:
-                raise CorruptRecordError(record_id, f"a dict pack holds no pairs: {exc}") from exc
+                raise CorruptRecordError(
+                    self.record_id, f"a dict pack holds no pairs: {exc}"
+                ) from exc
         rest = body[1]
-        walk_values(rest)
+        self.walk_values(rest)
         entries.update(rest)
         return entries
 
-    def walk(node: Any) -> Any:
+    def walk(self, node: Any) -> Any:
         """``node`` patched, or the blob's value when ``node`` is a reference."""
         if type(node) is list:
             for i, item in enumerate(node):
                 if type(item) is dict or type(item) is list:
-                    node[i] = walk(item)
+                    node[i] = self.walk(item)
             return node
         if len(node) == 1:
             ((key, body),) = node.items()
             if key == TAG:
-                return value(body)
+                return self.value(body)
             if key == PACK:
-                return unpack(body)
+                return self.unpack(body)
             if key == DICT_PACK:
-                return unpack_dict(body)
+                return self.unpack_dict(body)
             if key == _ESCAPED:
                 # An escaped user dict: its keys are data, only its values are walked.
-                walk_values(body)
+                self.walk_values(body)
                 return node
-        walk_values(node)
+        self.walk_values(node)
         return node
 
-    def walk_values(node: dict[str, Any]) -> None:
+    def walk_values(self, node: dict[str, Any]) -> None:
         for key, item in node.items():
             if type(item) is dict or type(item) is list:
-                node[key] = walk(item)
-
-    if type(tree) is dict or type(tree) is list:
-        return walk(tree), revive
-    return tree, revive
+                node[key] = self.walk(item)
 
 
 def seal(name: str, data: bytes, storage: StorageConfig) -> bytes:
