@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import socket
 from pathlib import Path
@@ -504,6 +505,34 @@ def test_run_and_resume_never_format_the_whole_result(
     done = resume(paused.run_id, value="yes", workflow=wf, store=store)
     assert done.status is RunStatus.COMPLETED and done.state == {"answer": "yes"}
     assert formatted == []
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_finished_run_leaves_nothing_for_the_cycle_collector(
+    store: Store, durability: Durability
+) -> None:
+    """A run's loop, encoder and packs go when run() and resume() return. A cycle among
+    them (loop -> writer -> the loop's callback) kept a finished run's state and its packs
+    alive until the collector's next full pass, which a busy worker may not reach soon."""
+    wf = Workflow("pausing")
+
+    @wf.step(entry=True)
+    def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": ctx.interrupt("go on?"), "pad": "x" * 5000}, END
+
+    run(counter(limit=3), {}, store=store, durability=durability)  # first-call caches
+    gc.collect()
+    gc.disable()
+    try:
+        result = run(counter(limit=10), {}, store=store, durability=durability)
+        after_run = gc.collect()
+        paused = run(wf, {}, store=store, durability=durability)
+        done = resume(paused.run_id, value="yes", workflow=wf, store=store)
+        after_resume = gc.collect()
+    finally:
+        gc.enable()
+    assert result.state["n"] == 10 and done.state["answer"] == "yes"
+    assert (after_run, after_resume) == (0, 0)
 
 
 class CountingReads(SqliteStore):

@@ -61,35 +61,44 @@ def extract(
         limit = storage.blob_threshold
     if limit <= 0:
         return tree
+    return _Extractor(storage, found, limit).walk(tree)
 
-    def walk(node: Any) -> Any:
+
+class _Extractor:
+    """One extract's walk, a class for the reason :class:`_Resolver` gives: a
+    self-calling closure is a reference cycle, garbage for the collector on every step."""
+
+    __slots__ = ("found", "limit", "storage")
+
+    def __init__(self, storage: StorageConfig, found: dict[str, bytes], limit: int) -> None:
+        self.storage, self.found, self.limit = storage, found, limit
+
+    def walk(self, node: Any) -> Any:
         kind = type(node)
         if kind is str:
-            if len(node) <= limit:
+            if len(node) <= self.limit:
                 return node
-            return ref("s", node.encode())
+            return self.ref("s", node.encode())
         if kind is list:
-            return [walk(item) for item in node]
+            return [self.walk(item) for item in node]
         if kind is not dict:
             return node
         if len(node) == 1:
             ((key, body),) = node.items()
-            if key == _BYTES and len(body) > limit * 4 // 3:
+            if key == _BYTES and len(body) > self.limit * 4 // 3:
                 raw = base64.b64decode(body)
-                if len(raw) > limit:
-                    return ref("b", raw)
+                if len(raw) > self.limit:
+                    return self.ref("b", raw)
                 return node
             if key == _ESCAPED:
                 # An escaped user dict: its keys are data, only its values are walked.
-                return {key: {k: walk(v) for k, v in body.items()}}
-        return {k: walk(v) for k, v in node.items()}
+                return {key: {k: self.walk(v) for k, v in body.items()}}
+        return {k: self.walk(v) for k, v in node.items()}
 
-    def ref(kind: str, data: bytes) -> dict[str, Any]:
-        name = digest(data, storage)
-        found[name] = data
+    def ref(self, kind: str, data: bytes) -> dict[str, Any]:
+        name = digest(data, self.storage)
+        self.found[name] = data
         return {TAG: [kind, name]}
-
-    return walk(tree)
 
 
 _STRING_BLOB = b'{"$sg:blob":["s",'
