@@ -7,6 +7,7 @@ the caller passes as ``json``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -41,6 +42,28 @@ EFFECT_COLS = (
 )
 
 
+# A history lists thousands of headers; these two were a third of decoding one.
+_STATUSES = {status.value: status for status in RunStatus}
+
+
+def _status(value: str) -> RunStatus:
+    found = _STATUSES.get(value)
+    return RunStatus(value) if found is None else found  # the enum names a bad value
+
+
+@functools.lru_cache(maxsize=1024)
+def _usage_text(text: str) -> Usage:
+    # Usage is immutable, and consecutive checkpoints of a run mostly carry the same
+    # counters (every step that calls no model): parse each distinct text once.
+    return Usage.from_dict(_common.json_loads(text))
+
+
+def _usage(value: Any, json: Json) -> Usage:
+    if json is _common.json_loads and type(value) is str:  # a text column (SQLite)
+        return _usage_text(value)
+    return Usage.from_dict(json(value))
+
+
 def header(row: Sequence[Any], json: Json) -> CheckpointHeader:
     return CheckpointHeader(
         thread_id=row[0],
@@ -49,9 +72,9 @@ def header(row: Sequence[Any], json: Json) -> CheckpointHeader:
         parent_id=row[3],
         step=row[4],
         node=row[5],
-        status=RunStatus(row[6]),
+        status=_status(row[6]),
         next=row[7],
-        usage=Usage.from_dict(json(row[8])),
+        usage=_usage(row[8], json),
         metadata=json(row[9]),
         created_at=_common.from_micros(row[10]),
         expires_at=None if row[11] is None else _common.from_micros(row[11]),
@@ -74,7 +97,7 @@ def run_info(row: Sequence[Any], json: Json) -> RunInfo:
         thread_id=row[1],
         workflow=row[2],
         workflow_ref=row[3],
-        status=RunStatus(row[4]),
+        status=_status(row[4]),
         step=row[5],
         head_checkpoint_id=row[6],
         created_at=_common.from_micros(row[7]),
