@@ -200,13 +200,33 @@ def _refuse_hidden_mutations(
                 )
 
 
+class _Commits:
+    """What follows a durable record: the loop's last record, the encoder's notice and
+    the observer. The writer calls it after each commit. It is apart from the loop so
+    that callback does not point back at the loop that owns the writer: that cycle
+    kept a finished run's state and packs alive until the collector's next full pass."""
+
+    __slots__ = ("encoder", "ex", "last_record")
+
+    def __init__(self, ex: Execution, encoder: Encoder) -> None:
+        self.ex, self.encoder, self.last_record = ex, encoder, ex.start_record
+
+    def __call__(self, record: CheckpointRecord, seconds: float) -> None:
+        self.last_record = record
+        self.encoder.committed(self.ex.store, record)
+        if self.ex.observer.on_checkpoint is not None:
+            self.ex.observer.on_checkpoint(record.header, seconds)
+
+    def announce(self, record: CheckpointRecord) -> None:
+        self(record, 0.0)
+
+
 class _Loop:
     def __init__(self, ex: Execution) -> None:
         self.ex = ex
         start = ex.start
         self.run_id = start.run_id
         self.thread_id = start.thread_id
-        self.last_record = ex.start_record
         self.state = dict(start.state)
         self.target = start.next
         self.step = start.step
@@ -222,19 +242,11 @@ class _Loop:
         # Top-level keys set by steps since the last encoded record: all a delta looks at.
         self.dirty: set[str] = set()
         kind = AsyncWriter if ex.durability == "async" else SyncWriter
-        self.writer: Writer = kind(ex.store, ex.lease.token, self._committed)
+        self.commits = _Commits(ex, self.encoder)
+        self.writer: Writer = kind(ex.store, ex.lease.token, self.commits)
         # The cancel flag as the last write read it, for the boundary right after it
         # only: it spares a read of the run per step (a round trip on a server store).
         self.cancel_seen: bool | None = None
-
-    def _committed(self, record: CheckpointRecord, seconds: float) -> None:
-        self.last_record = record
-        self.encoder.committed(self.ex.store, record)
-        if self.ex.observer.on_checkpoint is not None:
-            self.ex.observer.on_checkpoint(record.header, seconds)
-
-    def _announce(self, record: CheckpointRecord) -> None:
-        self._committed(record, 0.0)
 
     def _cancel_requested(self) -> bool:
         return self.ex.store.get_run(self.run_id).cancel_requested
@@ -322,13 +334,13 @@ class _Loop:
         except SerializationError:
             # Steps since the last checkpoint left something unsaveable in the
             # state: fall back to the last committed state and its resume point.
-            last = self.last_record.header
+            last = self.commits.last_record.header
             header = replace(
                 header, step=last.step, node=last.node, usage=last.usage,
                 next=last.next if next_step is not None else None,
                 state_version=last.state_version,
             )  # fmt: skip
-            encoded = Encoded(codec.rewrap(self.last_record, header, self.ex.storage))
+            encoded = Encoded(codec.rewrap(self.commits.last_record, header, self.ex.storage))
         record = encoded.record
         await self._write(encoded, error=None if error is None else str(error))
         await self.ex.io(self.writer.flush)
@@ -391,7 +403,7 @@ class _Loop:
                 if since_steps:
                     return self._result(await self._stop(RunStatus.RUNNING, name))
                 await ex.io(self.writer.flush)
-                return self._result(final or self.last_record)
+                return self._result(final or self.commits.last_record)
             try:
                 if await self._cancelled():
                     raise Cancel()
@@ -422,7 +434,7 @@ class _Loop:
                         ex.store,
                         self.run_id,
                         ex.lease,
-                        self._announce,
+                        self.commits.announce,
                         storage=ex.storage,
                     )
                 if isinstance(exc, SavegameError):
@@ -466,7 +478,7 @@ class _Loop:
             final, self.parent = encoded.record, encoded.record.checkpoint_id
             since_steps, since_time = 0, time.monotonic()
         await ex.io(self.writer.flush)
-        return self._result(final or self.last_record)
+        return self._result(final or self.commits.last_record)
 
     async def run(self) -> RunResult:
         with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:

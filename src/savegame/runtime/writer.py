@@ -17,12 +17,6 @@ Committed = Callable[[CheckpointRecord, float], None]
 _Item = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], Mapping[str, bytes] | None]
 
 
-def _closed(record: CheckpointRecord, seconds: float) -> None:
-    """A closed writer's callback. close() lets go of the runtime's: its bound method
-    closes a reference cycle (loop -> writer -> loop) that would keep a finished run's
-    state, encoder and packs alive until the collector's next full pass."""
-
-
 class Writer(Protocol):
     def write(
         self,
@@ -72,7 +66,7 @@ class SyncWriter:
         return None
 
     def close(self) -> None:
-        self._committed = _closed
+        return None
 
 
 _STOP = object()
@@ -164,4 +158,3 @@ class AsyncWriter:
         if self._thread.is_alive():
             self._queue.put(None)  # the stop marker
             self._thread.join()
-        self._committed = _closed
