@@ -140,17 +140,22 @@ class _Resolver:
     through their closures, a reference cycle that kept ``fetched`` (and the
     compressed packs behind it) alive after the load until the next full collection."""
 
-    __slots__ = ("fetched", "record_id", "revive")
+    __slots__ = ("fetched", "record_id", "revive", "texts")
 
     def __init__(self, fetched: Callable[[str], bytes | None], record_id: str) -> None:
         self.fetched, self.record_id, self.revive = fetched, record_id, False
+        self.texts: dict[str, str] = {}
 
     def value(self, ref: Any) -> Any:
         kind, name = ref
-        data = self.blob(name)
         if kind == "s":
-            return data.decode()
-        return {_BYTES: base64.b64encode(data).decode("ascii")}
+            # One string in many places is one blob: decoded once, the places share
+            # the str (immutable, so sharing is safe), as they shared it when saved.
+            text = self.texts.get(name)
+            if text is None:
+                text = self.texts[name] = self.blob(name).decode()
+            return text
+        return {_BYTES: base64.b64encode(self.blob(name)).decode("ascii")}
 
     def blob(self, name: str) -> bytes:
         data = self.fetched(name)
