@@ -6,6 +6,7 @@ import asyncio
 import gc
 import itertools
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from savegame import (
     CheckpointHeader,
     CheckpointPolicy,
     ConfigurationError,
+    MemoryStore,
     NotFoundError,
     Observer,
     RunInfo,
@@ -533,6 +535,35 @@ def test_a_finished_run_leaves_nothing_for_the_cycle_collector(
         gc.enable()
     assert result.state["n"] == 10 and done.state["answer"] == "yes"
     assert (after_run, after_resume) == (0, 0)
+
+
+def test_a_write_in_flight_when_arun_is_cancelled_still_reaches_the_observer() -> None:
+    """arun writes on a worker thread; cancelling the run does not stop a write already
+    started. Its checkpoint is durable, so the observer must still hear of it."""
+    entered, release = threading.Event(), threading.Event()
+
+    class Held(MemoryStore):
+        def put_checkpoint(self, record: Any, **kwargs: Any) -> Any:
+            if record.header.step == 1:
+                entered.set()
+                release.wait(10)
+            return super().put_checkpoint(record, **kwargs)
+
+    store = Held()
+    seen: list[int] = []
+    observer = Observer(on_checkpoint=lambda header, seconds: seen.append(header.step))
+
+    async def main() -> None:
+        task = asyncio.create_task(arun(counter(limit=3), {}, store=store, observer=observer))
+        assert await asyncio.to_thread(entered.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+
+    asyncio.run(main())  # waits for the worker thread on its way out
+    assert store.get_run(store.list_runs()[0].run_id).step == 1  # the write committed
+    assert seen == [0, 1]
 
 
 class CountingReads(SqliteStore):
