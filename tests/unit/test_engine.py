@@ -9,6 +9,7 @@ import hashlib
 import itertools
 import json
 import os
+import subprocess
 import sys
 import threading
 import tracemalloc
@@ -649,6 +650,13 @@ def test_blobs_written_before_frame_checksums_are_still_checked_by_digest() -> N
 
 
 # -- encryption ---------------------------------------------------------------------
+def test_importing_savegame_or_its_cli_does_not_load_cryptography() -> None:
+    """`cryptography` costs about 25 ms to import: only stores with a keyring pay it."""
+    code = "import sys, savegame, savegame.cli.app; print('cryptography' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_encrypted_records_hide_the_state_and_need_their_key() -> None:
     store = MemoryStore()
     run = Run(store, SECRET, {"card": "4111-1111-1111-1111"})

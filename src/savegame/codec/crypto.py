@@ -19,11 +19,12 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING
 
 from savegame.errors import ConfigurationError, CorruptRecordError, EncryptionKeyError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -31,6 +32,10 @@ NONCE_BYTES = 12
 
 @functools.lru_cache(maxsize=64)
 def _aead(key: bytes) -> AESGCM:
+    # Imported here: `cryptography` costs about 25 ms to import, which every CLI
+    # command and worker paid even with no key configured.
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     return AESGCM(key)
 
 
@@ -100,6 +105,8 @@ class Keyring:
 
     def decrypt(self, kid: str, sealed: bytes, aad: bytes, record_id: str) -> bytes:
         """Raises EncryptionKeyError (unknown key id) or CorruptRecordError (failed authentication)."""
+        from cryptography.exceptions import InvalidTag  # loaded by _aead; see there
+
         key = self.key(kid, record_id)
         try:
             return _aead(key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], aad)
