@@ -120,7 +120,8 @@ def needs_revival(body: bytes) -> bool:
 
 def resolve(tree: Any, fetched: Callable[[str], bytes | None], record_id: str) -> tuple[Any, bool]:
     """Inverse of :func:`extract` and of packing; ``fetched`` gives a referenced blob's
-    plaintext, or None when the store does not have it.
+    plaintext, or None when the store does not have it. It is called when the walk
+    reaches the blob, so a caller can unseal lazily.
 
     Returns the tree and whether a pack's items hold tags that ``values.from_data``
     must revive (the caller checks the record's own body with :func:`needs_revival`).
@@ -140,11 +141,13 @@ class _Resolver:
     through their closures, a reference cycle that kept ``fetched`` (and the
     compressed packs behind it) alive after the load until the next full collection."""
 
-    __slots__ = ("fetched", "record_id", "revive", "texts")
+    __slots__ = ("fetched", "kept", "reached", "record_id", "revive", "texts")
 
     def __init__(self, fetched: Callable[[str], bytes | None], record_id: str) -> None:
         self.fetched, self.record_id, self.revive = fetched, record_id, False
         self.texts: dict[str, str] = {}
+        self.reached: set[str] = set()
+        self.kept: dict[str, bytes] = {}
 
     def value(self, ref: Any) -> Any:
         kind, name = ref
@@ -158,9 +161,18 @@ class _Resolver:
         return {_BYTES: base64.b64encode(self.blob(name)).decode("ascii")}
 
     def blob(self, name: str) -> bytes:
+        data = self.kept.get(name)
+        if data is not None:
+            return data
         data = self.fetched(name)
         if data is None:
             raise CorruptRecordError(self.record_id, f"blob {name} is missing from the store")
+        # Blobs are named by content, so one value in many places is one blob with many
+        # references. Kept only once reached twice: it is fetched twice, not once per
+        # place, and a blob reached once (every pack, as a rule) is not held after use.
+        if name in self.reached:
+            self.kept[name] = data
+        self.reached.add(name)
         return data
 
     def packs(self, body: Any, what: str, tail_type: type) -> list[Any]:

@@ -342,26 +342,13 @@ def parse(
             record.checkpoint_id, "refers to blobs but no store was given to read them"
         )
     stored = fetch(names)
-    reached: set[str] = set()
-    kept: dict[str, bytes] = {}
 
     def plain(name: str) -> bytes | None:
         # Unsealed when the walk reaches it, so each pack's plaintext is parsed and
         # freed before the next is decompressed: a fresh process then faults in one
         # pack's worth of new pages for them, not all of them (4 MB at 2,000 messages).
-        data = kept.get(name)
-        if data is not None:
-            return data
         sealed = stored.get(name)
-        if sealed is None:
-            return None
-        data = blobs.unseal(name, sealed, storage)
-        # Blobs are named by content, so one value in many places is one blob with many
-        # references: kept once reached twice, it is unsealed twice, not once per place.
-        if name in reached:
-            kept[name] = data
-        reached.add(name)
-        return data
+        return None if sealed is None else blobs.unseal(name, sealed, storage)
 
     tree, in_packs = blobs.resolve(tree, plain, record.checkpoint_id)
     return tree, revive or in_packs
