@@ -59,9 +59,8 @@ def _usage_text(text: str) -> Usage:
 
 
 def _usage(value: Any, json: Json) -> Usage:
-    if json is _common.json_loads and type(value) is str:  # a text column (SQLite)
-        return _usage_text(value)
-    return Usage.from_dict(json(value))
+    # Text on SQLite; psycopg has already parsed PostgreSQL's json column into a dict.
+    return _usage_text(value) if type(value) is str else Usage.from_dict(json(value))
 
 
 def header(row: Sequence[Any], json: Json) -> CheckpointHeader:
