@@ -8,7 +8,8 @@ each branch is named for what the caller does next::
     ├── SerializationError          state holds something that is not pure data
     ├── StateVersionError           a checkpoint's state schema cannot be migrated
     ├── CorruptRecordError          a stored record failed its checksum or did not decode
-    │   └── UnencryptedRecordError  a plaintext record where encryption is required
+    │   └── UnauthenticatedRecordError  a record without the authentication keys require
+    │       └── UnencryptedRecordError  a plaintext record where encryption is required
     ├── EncryptionKeyError          a record needs a key id the keyring does not hold
     ├── NotFoundError               no such run / checkpoint / thread
     ├── RunStateError               the run exists but cannot do that now (resume a completed run)
@@ -84,18 +85,31 @@ class CorruptRecordError(SavegameError):
         super().__init__(f"record {record_id} is damaged: {reason}")
 
 
-class UnencryptedRecordError(CorruptRecordError):
+class UnauthenticatedRecordError(CorruptRecordError):
+    """Encryption is configured but the record lacks the authentication it requires: it
+    is stored in plaintext, or was written by a savegame that did not authenticate its
+    control fields yet (``next``, status, journal status). Refused, never used: without
+    the key nobody can tell it from a forgery.
+
+    ``savegame rekey`` rewrites such records under the active key.
+    """
+
+    def __init__(self, record_id: str, what: str = "not authenticated") -> None:
+        super().__init__(
+            record_id,
+            f"{what} while encryption is configured; refusing to load it "
+            "(rewrite old records with `savegame rekey`)",
+        )
+
+
+class UnencryptedRecordError(UnauthenticatedRecordError):
     """Encryption is configured but the record is stored in plaintext: refused, never used.
 
     Records written before encryption was turned on are rewritten with ``rekey``.
     """
 
     def __init__(self, record_id: str) -> None:
-        super().__init__(
-            record_id,
-            "stored without encryption while encryption is configured; refusing to load it "
-            "(rewrite old records with `savegame rekey`)",
-        )
+        super().__init__(record_id, "stored without encryption")
 
 
 class EncryptionKeyError(SavegameError):
@@ -204,15 +218,29 @@ class StepError(SavegameError):
 class InDoubtEffectError(SavegameError):
     """A write effect started but has no recorded result, and nothing can tell whether it happened."""
 
-    def __init__(self, run_id: str, tool: str, arguments: Any, request_id: str) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        tool: str,
+        arguments: Any,
+        request_id: str,
+        cause: BaseException | None = None,
+    ) -> None:
         self.run_id = run_id
         self.tool = tool
         self.arguments = arguments
         self.request_id = request_id
+        self.cause = cause
+        # An exception does not prove the call did not happen (a timeout after the charge).
+        what = (
+            "it started but no result was recorded"
+            if cause is None
+            else f"it raised {type(cause).__name__}: {cause}, which does not prove it did not happen"
+        )
         super().__init__(
             f"run {run_id}: call {tool}({_args(arguments)}) with request id {request_id} is in doubt: "
-            "it started but no result was recorded, and the tool is neither idempotent nor "
-            f"reconcilable; settle it with `savegame resolve {run_id} --effect {request_id} --done|--not-done`"
+            f"{what}, and the tool is neither idempotent nor reconcilable; settle it with "
+            f"`savegame resolve {run_id} --effect {request_id} --done|--not-done`"
         )
 
 

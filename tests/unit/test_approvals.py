@@ -15,6 +15,7 @@ from savegame import (
     EffectKind,
     EffectSettledError,
     EffectStatus,
+    NonDeterminismError,
     NotFoundError,
     RunStateError,
     RunStatus,
@@ -246,3 +247,108 @@ def test_a_run_that_ends_while_cancel_waits_keeps_its_ending(store: Store) -> No
     info = store.get_run("ends")
     assert info.status is RunStatus.COMPLETED
     assert store.latest_checkpoint("ends").header.status is RunStatus.COMPLETED
+
+
+# -- an approval is bound to the call a person saw ------------------------------------
+paid: list[dict[str, Any]] = []
+
+
+@tool(effect="write", idempotent=True, approval=lambda a: a["amount"] > 100)
+def pay(to: str, amount: int, *, request_id: str) -> str:
+    paid.append({"to": to, "amount": amount})
+    return f"paid {amount} to {to}"
+
+
+@tool(effect="write", idempotent=True, approval=True)
+def delete_account(to: str, amount: int, *, request_id: str) -> str:
+    paid.append({"deleted": to})
+    return f"deleted {to}"
+
+
+def payout_flow(config: dict[str, Any]) -> Workflow:
+    """What the step computes comes from ``config``: a redeploy may change it."""
+    wf = Workflow("payout")
+
+    @wf.step(entry=True)
+    def payout(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        try:
+            done = ctx.call(config["tool"], to="bob", amount=config["amount"])
+        except ApprovalRejected as rejected:
+            return {"rejected": rejected.reason}, END
+        return {"done": done}, END
+
+    return wf
+
+
+@pytest.fixture
+def payouts() -> Any:
+    paid.clear()
+    yield paid
+    paid.clear()
+
+
+@pytest.mark.parametrize(
+    ("changed", "shown"),
+    [
+        ({"tool": pay, "amount": 1_000_000}, "pay(amount=1000000, to='bob')"),
+        ({"tool": delete_account, "amount": 150}, "delete_account(amount=150, to='bob')"),
+    ],
+)
+def test_an_approval_runs_only_the_call_that_was_approved(
+    store: Store, payouts: list[Any], changed: dict[str, Any], shown: str
+) -> None:
+    config: dict[str, Any] = {"tool": pay, "amount": 150}
+    wf = payout_flow(config)
+    assert run(wf, run_id="p", store=store).status is RunStatus.INTERRUPTED
+    approve("p", store=store)
+    config.update(changed)  # before the resume, what the step computes changes
+    with pytest.raises(NonDeterminismError) as caught:
+        resume("p", store=store, workflow=wf)
+    message = str(caught.value)
+    assert "an approval of pay(amount=150, to='bob')" in message and shown in message
+    assert payouts == []  # neither the changed call nor anything else ran
+    assert store.get_run("p").status is RunStatus.FAILED
+    config.update({"tool": pay, "amount": 150})  # the approved call still runs as approved
+    assert resume("p", store=store, workflow=wf).state["done"] == "paid 150 to bob"
+    assert payouts == [{"to": "bob", "amount": 150}]
+
+
+def test_a_pending_approval_is_bound_too(store: Store, payouts: list[Any]) -> None:
+    config: dict[str, Any] = {"tool": pay, "amount": 150}
+    wf = payout_flow(config)
+    run(wf, run_id="p", store=store)
+    config["amount"] = 9_999  # changed while the approval waited
+    approve("p", store=store)  # the person approved what they saw: 150
+    with pytest.raises(NonDeterminismError, match="amount=9999"):
+        resume("p", store=store, workflow=wf)
+    assert payouts == []
+
+
+def test_an_edit_is_what_runs_and_the_step_must_still_ask_for_the_same_call(
+    store: Store, payouts: list[Any]
+) -> None:
+    config: dict[str, Any] = {"tool": pay, "amount": 150}
+    wf = payout_flow(config)
+    run(wf, run_id="p", store=store)
+    approve("p", store=store, edit={"to": "bob", "amount": 120})
+    assert resume("p", store=store, workflow=wf).state["done"] == "paid 120 to bob"
+    assert payouts == [{"to": "bob", "amount": 120}]
+
+
+def test_a_decision_stands_when_the_gate_no_longer_applies(
+    store: Store, payouts: list[Any]
+) -> None:
+    """A rejection on record is not skipped because a redeploy raised the threshold."""
+
+    @tool(effect="write", idempotent=True, approval=lambda a: a["amount"] > 10_000, name="pay")
+    def lenient_pay(to: str, amount: int, *, request_id: str) -> str:
+        paid.append({"to": to, "amount": amount})
+        return "paid"
+
+    config: dict[str, Any] = {"tool": pay, "amount": 150}
+    wf = payout_flow(config)
+    run(wf, run_id="p", store=store)
+    reject("p", reason="not this week", store=store)
+    config["tool"] = lenient_pay
+    assert resume("p", store=store, workflow=wf).state == {"rejected": "not this week"}
+    assert payouts == []

@@ -209,31 +209,119 @@ def test_a_different_call_at_a_journaled_position_is_non_determinism(store: Stor
     assert calls["charge"] == 1
 
 
-def test_a_tool_that_raises_is_not_recorded_as_done(store: Store) -> None:
+def _raising_write(**flags: Any) -> tuple[Any, Workflow, dict[str, bool]]:
+    """A write that charges, then raises a timeout (the charge went through), and its workflow."""
     boom = {"on": True}
 
-    @tool(effect="write")
-    def flaky(x: int) -> int:
-        calls["flaky"] += 1
+    @tool(effect="write", name="charge_card", **flags)
+    def charge_card(x: int, **extra: Any) -> int:
+        calls["charge_card"] += 1
         if boom["on"]:
-            raise ConnectionError("refused")
+            raise TimeoutError("no answer after 30 s")
         return x * 2
 
-    wf = Workflow("flaky-tool")
+    wf = Workflow("raising-write")
 
     @wf.step(entry=True)
     def go(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
-        return {"y": ctx.call(flaky, 21)}, END
+        return {"y": ctx.call(charge_card, 21)}, END
 
-    with pytest.raises(StepError, match="refused"):
+    return charge_card, wf, boom
+
+
+def test_a_write_that_raised_is_in_doubt_not_retried(store: Store) -> None:
+    """An exception does not prove the call did not happen: the card may be charged."""
+    _, wf, boom = _raising_write()
+    with pytest.raises(InDoubtEffectError, match="raised TimeoutError: no answer") as caught:
+        run(wf, run_id="f", store=store)
+    assert caught.value.request_id == "f:1:0" and isinstance(caught.value.cause, TimeoutError)
+    assert store.get_run("f").status is RunStatus.NEEDS_ATTENTION
+    [entry] = list_effects("f", store=store)
+    assert entry.status is EffectStatus.PENDING and "TimeoutError" in (entry.error or "")
+    boom["on"] = False
+    with pytest.raises(InDoubtEffectError):  # a resume does not charge again either
+        resume("f", store=store, workflow=wf)
+    assert calls["charge_card"] == 1
+    # A person checked: the charge never reached the bank. Then it is called again.
+    resolve("f", "f:1:0", done=False, store=store)
+    assert resume("f", store=store, workflow=wf).state == {"y": 42}
+    assert calls["charge_card"] == 2
+
+
+def test_a_write_that_raised_a_safe_error_is_called_again(store: Store) -> None:
+    _, wf, boom = _raising_write(safe_errors=(TimeoutError,))
+    with pytest.raises(StepError, match="no answer"):
         run(wf, run_id="f", store=store)
     [entry] = list_effects("f", store=store)
-    assert entry.status is EffectStatus.NOT_DONE and "ConnectionError: refused" in (
+    assert entry.status is EffectStatus.NOT_DONE and "TimeoutError: no answer" in (
         entry.error or ""
     )
     boom["on"] = False
     assert resume("f", store=store, workflow=wf).state == {"y": 42}
-    assert calls["flaky"] == 2
+    assert calls["charge_card"] == 2
+
+
+def test_an_idempotent_write_that_raised_is_retried_with_its_request_id(store: Store) -> None:
+    seen: list[str] = []
+    boom = {"on": True}
+
+    @tool(effect="write", idempotent=True)
+    def ship(x: int, *, request_id: str) -> int:
+        seen.append(request_id)
+        if boom["on"]:
+            raise ConnectionError("reset by peer")
+        return x
+
+    wf = Workflow("raising-idempotent")
+
+    @wf.step(entry=True)
+    def go(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"y": ctx.call(ship, 7)}, END
+
+    with pytest.raises(StepError, match="reset by peer"):
+        run(wf, run_id="i", store=store)
+    boom["on"] = False
+    assert resume("i", store=store, workflow=wf).state == {"y": 7}
+    assert seen == ["i:1:0", "i:1:0"]
+
+
+def test_a_reconcilable_write_that_raised_asks_the_tool_at_once(store: Store) -> None:
+    """A timeout after the charge went through: the tool's own check finds it, and the
+    step goes on with the result, without charging twice."""
+    charged: dict[str, int] = {}
+
+    def lookup_charge(request_id: str) -> int | None:
+        return charged.get(request_id)
+
+    @tool(effect="write", reconcile=lookup_charge)
+    def pay(x: int, *, request_id: str) -> int:
+        charged[request_id] = x * 2
+        raise TimeoutError("gateway timeout")
+
+    wf = Workflow("raising-reconciled")
+
+    @wf.step(entry=True)
+    def go(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"y": ctx.call(pay, 21)}, END
+
+    assert run(wf, run_id="r", store=store).state == {"y": 42}
+    [entry] = list_effects("r", store=store)
+    assert entry.status is EffectStatus.DONE and entry.metadata.get("reconciled") is True
+
+    @tool(effect="write", reconcile=lambda request_id: None, name="pay")
+    def pay_refused(x: int, *, request_id: str) -> int:
+        raise TimeoutError("gateway timeout")
+
+    wf2 = Workflow("raising-not-happened")
+
+    @wf2.step(entry=True)
+    def go2(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"y": ctx.call(pay_refused, 21)}, END
+
+    with pytest.raises(StepError, match="gateway timeout"):
+        run(wf2, run_id="n", store=store)
+    [entry] = list_effects("n", store=store)
+    assert entry.status is EffectStatus.NOT_DONE
 
 
 def test_tool_declarations_are_checked() -> None:

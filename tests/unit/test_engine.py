@@ -735,7 +735,7 @@ def test_journal_values_are_encrypted_at_rest() -> None:
         "r1", "r1:1:0", EffectKind.WRITE, "pay", 1, "s", 0, EffectStatus.DONE,
         encode_value({"card": "4111"}, "args"), encode_value("ok", "result"),
     )  # fmt: skip
-    stored = verify(sealed(effect, SECRET))
+    stored = verify(sealed(effect, SECRET), SECRET)
     assert b"4111" not in stored.arguments
     assert decode_value(opened(stored, SECRET).arguments) == {"card": "4111"}
     assert sealed(stored, SECRET).arguments == stored.arguments  # not encrypted twice

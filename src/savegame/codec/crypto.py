@@ -58,6 +58,7 @@ class Keyring:
     active: str
     """The key id new records are written with."""
     _digest_keys: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    _mac_keys: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.active not in self.keys:
@@ -131,3 +132,23 @@ class Keyring:
             ).digest()
             self._digest_keys[kid] = derived
         return derived
+
+    def mac(self, data: bytes, kid: str | None = None, record_id: str = "record") -> str:
+        """A keyed BLAKE2b-128 tag of ``data`` under a key derived from key ``kid``
+        (default: the active one), hex.
+
+        It authenticates what is not encrypted but decides what runs (journal
+        entries: status, names, decisions), so that someone who can write to the
+        database but holds no key cannot change it unnoticed.
+
+        Raises:
+            EncryptionKeyError: ``kid`` is not in the keyring.
+        """
+        kid = kid or self.active
+        derived = self._mac_keys.get(kid)
+        if derived is None:
+            derived = hashlib.blake2b(
+                self.key(kid, record_id), digest_size=32, person=b"savegame-mac"
+            ).digest()
+            self._mac_keys[kid] = derived
+        return hashlib.blake2b(data, digest_size=16, key=derived).hexdigest()

@@ -1,36 +1,88 @@
 """Journal entries: encode call arguments and results, encrypt them at rest, check integrity.
 
-``encode_value`` gives canonical plaintext bytes (what request digests and
-approval checks compare). ``sealed`` is applied on every journal write: with a
-keyring it encrypts ``arguments`` and ``result`` (each bound to the entry's
-run, request id and field as associated data) unless they are sealed already,
-then computes the checksum over the stored bytes. ``opened`` is the inverse
-for readers. A stored value is ``b"SGE\\x01" + key-id length + key id + nonce
-+ ciphertext``; canonical JSON never starts with ``S``, so plain format-1
-values are told apart without a flag.
+``encode_value`` gives canonical plaintext bytes (what replay checks compare).
+``sealed`` is applied on every journal write: with a keyring it encrypts
+``arguments``, ``result`` and ``error`` (each bound to the entry's run, request
+id and field as associated data) unless they are sealed already, then computes
+the entry's check over everything stored but its timestamps. ``opened`` is the
+inverse for readers, and it checks first: no entry is used unverified.
+
+A stored value is ``b"SGE\\x01" + key-id length + key id + nonce + ciphertext``;
+canonical JSON never starts with ``S``, so plain values are told apart without
+a flag. A sealed error text is ``"$sg:enc:<key id>:<base64>"``.
+
+The check (``EffectRecord.checksum``):
+
+* ``m2:<key id>:<hex>``: with a keyring, a keyed BLAKE2b-128 (``Keyring.mac``)
+  over identity, kind, name, position, status, error, metadata, arguments and
+  result. Status, decisions and the tool flags in metadata (``compensate``) are
+  not encrypted but decide what runs, so someone who can write to the database
+  but holds no key cannot change them unnoticed.
+* ``c2:<hex>``: the same fields under an unkeyed BLAKE2b-128, without a keyring:
+  accidental damage is caught; anyone can recompute it, so with a keyring it
+  is refused.
+* 32 hex digits: format 1 (identity, status, arguments and result only), still
+  read without a keyring; with one, refused until ``savegame rekey`` rewrites it.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from savegame.codec import values
 from savegame.codec.storage import StorageConfig, resolve
-from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
+from savegame.errors import (
+    CorruptRecordError,
+    EncryptionKeyError,
+    UnauthenticatedRecordError,
+    UnencryptedRecordError,
+)
 from savegame.model import EffectRecord
 
 _MAGIC = b"SGE\x01"
+_TEXT = "$sg:enc:"
+_PLAIN2, _KEYED2 = "c2:", "m2:"
 
 
-def effect_checksum(effect: EffectRecord) -> str:
+def _legacy_checksum(effect: EffectRecord) -> str:
+    """Format 1's check, kept for reading entries written before format 2."""
     digest = hashlib.blake2b(digest_size=16)
     identity = f"{effect.run_id}\0{effect.request_id}\0{effect.kind.value}\0{effect.name}\0{effect.status.value}\0"
     digest.update(identity.encode())
     digest.update(effect.arguments)
     digest.update(b"\0" if effect.result is None else b"\1" + effect.result)
     return digest.hexdigest()
+
+
+def _covered(effect: EffectRecord) -> bytes:
+    """What the check covers: every stored field but the timestamps (stores set those)."""
+    head = orjson.dumps(
+        [
+            "savegame-effect-2", effect.run_id, effect.request_id, effect.kind.value,
+            effect.name, effect.step, effect.node, effect.call_index, effect.status.value,
+            effect.error, effect.metadata,
+        ],
+        option=orjson.OPT_SORT_KEYS,
+    )  # fmt: skip
+    result = b"\0" if effect.result is None else b"\1" + _sized(effect.result)
+    return _sized(head) + _sized(effect.arguments) + result
+
+
+def _sized(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "big") + data
+
+
+def effect_checksum(effect: EffectRecord, storage: StorageConfig | None = None) -> str:
+    """The check ``sealed`` stores: keyed under the active key when a keyring is set."""
+    ring = resolve(storage).keyring
+    if ring is None:
+        return _PLAIN2 + hashlib.blake2b(_covered(effect), digest_size=16).hexdigest()
+    return f"{_KEYED2}{ring.active}:{ring.mac(_covered(effect))}"
 
 
 def _label(effect: EffectRecord) -> str:
@@ -66,8 +118,31 @@ def _open(effect: EffectRecord, field: str, data: bytes, storage: StorageConfig)
     return storage.keyring.decrypt(kid, data[end:], _aad(effect, field), _label(effect))
 
 
+def _seal_text(effect: EffectRecord, text: str | None, storage: StorageConfig) -> str | None:
+    # An error message repeats what the call was given (`send_card(card='4242...')`):
+    # with a keyring it is sealed like the arguments, never stored as plaintext.
+    if text is None or storage.keyring is None or text.startswith(_TEXT):
+        return text
+    kid, sealed_ = storage.keyring.encrypt(text.encode(), _aad(effect, "error"))
+    return f"{_TEXT}{kid}:{base64.b64encode(sealed_).decode('ascii')}"
+
+
+def _open_text(effect: EffectRecord, text: str | None, storage: StorageConfig) -> str | None:
+    if text is None or not text.startswith(_TEXT):
+        return text
+    kid, _, body = text[len(_TEXT) :].partition(":")
+    if storage.keyring is None:
+        raise EncryptionKeyError(kid, _label(effect))
+    try:
+        sealed_ = base64.b64decode(body, validate=True)
+    except ValueError:
+        raise CorruptRecordError(_label(effect), "its sealed error text is not base64") from None
+    plain = storage.keyring.decrypt(kid, sealed_, _aad(effect, "error"), _label(effect))
+    return plain.decode()
+
+
 def sealed(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
-    """The entry as stored: values encrypted when a keyring is configured, checksum filled in."""
+    """The entry as stored: values encrypted when a keyring is configured, check filled in."""
     config = resolve(storage)
     if config.keyring is not None:
         effect = replace(
@@ -76,31 +151,65 @@ def sealed(effect: EffectRecord, storage: StorageConfig | None = None) -> Effect
             result=None
             if effect.result is None
             else _seal(effect, "result", effect.result, config),
+            error=_seal_text(effect, effect.error, config),
         )
-    return replace(effect, checksum=effect_checksum(effect))
+    return replace(effect, checksum=effect_checksum(effect, config))
+
+
+def verify(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
+    """``effect`` if its check holds; with a keyring, only a keyed check counts.
+
+    Raises:
+        CorruptRecordError: the check fails (a field was changed), or is missing.
+        UnauthenticatedRecordError: with a keyring, the entry carries an unkeyed check.
+        EncryptionKeyError: the check's key id is not in the keyring.
+    """
+    config = resolve(storage)
+    ring = config.keyring
+    strict = ring is not None and not config.accept_plaintext
+    check = effect.checksum
+    if check.startswith(_KEYED2):
+        kid, _, tag = check[len(_KEYED2) :].partition(":")
+        if ring is None:
+            raise EncryptionKeyError(kid, _label(effect))
+        if ring.mac(_covered(effect), kid, _label(effect)) == tag:
+            return effect
+    elif strict:
+        if not is_sealed(effect.arguments):
+            raise UnencryptedRecordError(_label(effect))
+        raise UnauthenticatedRecordError(_label(effect), "journal entry with an unkeyed check")
+    elif check.startswith(_PLAIN2):
+        if hashlib.blake2b(_covered(effect), digest_size=16).hexdigest() == check[3:]:
+            return effect
+    elif _legacy_checksum(effect) == check:
+        return effect
+    raise CorruptRecordError(_label(effect), "journal entry checksum mismatch")
 
 
 def opened(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
-    """The entry with plaintext ``arguments`` and ``result`` (checksum left as stored).
+    """The entry, verified, with plaintext ``arguments``, ``result`` and ``error``
+    (checksum left as stored).
 
     Raises:
-        CorruptRecordError: a value fails authentication, or is plaintext while encryption is required.
+        CorruptRecordError: the check fails, a value fails authentication, or is plaintext
+            while encryption is required.
         EncryptionKeyError: a value's key id is not in the keyring.
     """
     config = resolve(storage)
-    if config.keyring is None and not is_sealed(effect.arguments) and not is_sealed(effect.result):
+    verify(effect, config)
+    if (
+        config.keyring is None
+        and not is_sealed(effect.arguments)
+        and not is_sealed(effect.result)
+        and not (effect.error or "").startswith(_TEXT)
+    ):
         return effect
     return replace(
         effect,
         arguments=_open(effect, "arguments", effect.arguments, config),
         result=None if effect.result is None else _open(effect, "result", effect.result, config),
+        error=_open_text(effect, effect.error, config),
     )
-
-
-def verify(effect: EffectRecord) -> EffectRecord:
-    if effect_checksum(effect) != effect.checksum:
-        raise CorruptRecordError(_label(effect), "journal entry checksum mismatch")
-    return effect
 
 
 def encode_value(value: Any, path: str) -> bytes:

@@ -27,6 +27,8 @@ from savegame.model import EffectKind, EffectRecord, EffectStatus
 from savegame.runtime.signals import Cancel, NeedsAttention, Pause
 
 UNSAVEABLE = "the tool's result is not pure data"
+_UNKNOWN: Any = object()
+"""What a ``reconcile`` that raised answered: nobody knows."""
 
 
 @dataclass
@@ -44,10 +46,36 @@ class Prepared:
     result: Any = None
     """The recorded result, when ``replay``."""
     meta: Mapping[str, Any] | None = None
+    tool: Tool | None = None
+    """The tool being called (None for model calls)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Happened:
+    """A call that raised, but the tool's own check (``reconcile``) says it happened."""
+
+    result: Any
 
 
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def _same_call(
+    entry: EffectRecord, name: str, encoded: bytes, legacy_digest: str | None = None
+) -> bool:
+    """Whether ``entry`` records a call of ``name`` with these canonical arguments
+    (``legacy_digest``: what an old entry's ``called_with`` holds for this call, when
+    it is not the digest of ``encoded``)."""
+    if entry.name != name:
+        return False
+    # Entries written before format 2 of the journal kept a digest of the arguments in
+    # plaintext metadata; newer ones compare the (decrypted) arguments themselves, so
+    # nothing derived from an encrypted value is stored in the clear.
+    legacy = entry.metadata.get("called_with")
+    if legacy is not None:
+        return bool(legacy == (legacy_digest or _digest(encoded)))
+    return entry.arguments == encoded
 
 
 def _show(name: str, arguments: Any) -> str:
@@ -103,9 +131,17 @@ class Calls:
             metadata=dict(meta),
         )
 
-    def _check_same(self, existing: EffectRecord, name: str, digest: str, shown: str) -> None:
-        if existing.name != name or existing.metadata.get("called_with") != digest:
-            recorded = _show(existing.name, decode_value(existing.arguments))
+    def _check_same(
+        self,
+        existing: EffectRecord,
+        name: str,
+        encoded: bytes,
+        shown: str,
+        what: str = "",
+        legacy_digest: str | None = None,
+    ) -> None:
+        if not _same_call(existing, name, encoded, legacy_digest):
+            recorded = what + _show(existing.name, decode_value(existing.arguments))
             raise NonDeterminismError(self.run_id, existing.request_id, recorded, shown)
 
     # -- tools ---------------------------------------------------------------------
@@ -114,18 +150,27 @@ class Calls:
             raise Cancel()
         index, request_id = self._next_id()
         encoded = encode_value(arguments, f"call[{index}].{tool.name}")
-        digest = _digest(encoded)  # the canonical bytes: the same value always hashes the same
         shown = _show(tool.name, arguments)
-        meta: dict[str, Any] = {"called_with": digest, "idempotent": tool.idempotent}
+        meta: dict[str, Any] = {"idempotent": tool.idempotent}
         if tool.compensate:
             meta["compensate"] = tool.compensate
         existing = self.journal.get(request_id)
+        decision = self.journal.get(f"{request_id}:approval")
+        if decision is not None:
+            # Approved means this call: the tool and arguments a person saw. A step that
+            # now computes another call here (a redeploy, a changed config value) must
+            # not run it under that approval.
+            self._check_same(decision, tool.name, encoded, shown, "an approval of ")
         if existing is not None and existing.status is not EffectStatus.NOT_DONE:
-            self._check_same(existing, tool.name, digest, shown)
+            if decision is None:
+                self._check_same(existing, tool.name, encoded, shown)
+            elif existing.name != tool.name:
+                recorded = _show(existing.name, decode_value(existing.arguments))
+                raise NonDeterminismError(self.run_id, request_id, recorded, shown)
 
-        if tool.needs_approval(arguments):
+        # A decision on record stands, whatever the predicate says now: a rejection too.
+        if decision is not None or tool.needs_approval(arguments):
             arguments, encoded = self._approved(tool, index, request_id, arguments, encoded, meta)
-            meta["approved_as"] = _digest(encoded)
 
         kind = EffectKind.WRITE if tool.effect == "write" else EffectKind.READ
         if existing is not None and existing.status is EffectStatus.DONE:
@@ -136,14 +181,9 @@ class Calls:
                     f"result.{tool.name}", UNSAVEABLE + " (recorded at first call)"
                 )
             return Prepared(
-                request_id,
-                kind,
-                tool.name,
-                arguments,
-                existing,
-                True,
-                decode_value(existing.result),
-            )
+                request_id, kind, tool.name, arguments, existing, True,
+                decode_value(existing.result), tool=tool,
+            )  # fmt: skip
         if (
             existing is not None
             and existing.status is EffectStatus.PENDING
@@ -151,25 +191,30 @@ class Calls:
         ):
             # In doubt: the intent was committed, the result never was.
             if tool.idempotent:
-                return Prepared(request_id, kind, tool.name, arguments, existing)
+                return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
             if tool.reconcile is not None:
                 found = tool.reconcile(request_id)
                 if found is not None:
-                    settled = self.journal.settle(
-                        existing,
-                        EffectStatus.DONE,
-                        result=encode_value(found, f"reconcile.{tool.name}"),
-                        metadata={"reconciled": True},
+                    settled = self._reconciled(existing, tool, found)
+                    return Prepared(
+                        request_id, kind, tool.name, arguments, settled, True, found, tool=tool
                     )
-                    return Prepared(request_id, kind, tool.name, arguments, settled, True, found)
-                return Prepared(request_id, kind, tool.name, arguments, existing)
+                return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
             raise NeedsAttention(InDoubtEffectError(self.run_id, tool.name, arguments, request_id))
         if kind is EffectKind.WRITE:
             entry = self.journal.intent(
                 self._entry(request_id, index, kind, tool.name, encoded, meta)
             )
-            return Prepared(request_id, kind, tool.name, arguments, entry)
-        return Prepared(request_id, kind, tool.name, arguments, None, meta=meta)
+            return Prepared(request_id, kind, tool.name, arguments, entry, tool=tool)
+        return Prepared(request_id, kind, tool.name, arguments, None, meta=meta, tool=tool)
+
+    def _reconciled(self, entry: EffectRecord, tool: Tool, found: Any) -> EffectRecord:
+        return self.journal.settle(
+            entry,
+            EffectStatus.DONE,
+            result=encode_value(found, f"reconcile.{tool.name}"),
+            metadata={"reconciled": True},
+        )
 
     def _approved(
         self,
@@ -203,17 +248,45 @@ class Calls:
         edited = tool.bind((), edit)
         return edited, encode_value(edited, f"approval.edit.{tool.name}")
 
-    def after(
-        self, prepared: Prepared, result: Any = None, error: BaseException | None = None
-    ) -> Any:
-        entry = prepared.entry
-        if error is not None:
-            if entry is not None:
-                # The call raised, so it did not complete: the next execution calls afresh.
-                self.journal.settle(
-                    entry, EffectStatus.NOT_DONE, error=f"{type(error).__name__}: {error}"
-                )
+    def failed(self, prepared: Prepared, error: Exception) -> Happened | None:
+        """Record that the call raised ``error``; the caller raises it again unless this
+        returns that the call happened after all.
+
+        An exception does not prove a write did not happen (a timeout after the card was
+        charged). It is settled not-done, to be called afresh, only when that is safe: the
+        tool is idempotent (a new call carries the same request id), or ``error`` is one of
+        its ``safe_errors``. A tool with ``reconcile`` is asked at once. Any other write
+        stays in doubt and the run stops for a person, as after a crash mid-call.
+
+        Raises:
+            NeedsAttention: the write is in doubt.
+        """
+        entry, tool = prepared.entry, prepared.tool
+        if entry is None or tool is None:
+            return None  # a read: nothing was journaled, nothing to settle
+        text = f"{type(error).__name__}: {error}"
+        if tool.idempotent or tool.proves_not_done(error):
+            self.journal.settle(entry, EffectStatus.NOT_DONE, error=text)
             return None
+        if tool.reconcile is not None:
+            try:
+                found = tool.reconcile(prepared.request_id)
+            except Exception:
+                found = _UNKNOWN
+            if found is None:
+                self.journal.settle(entry, EffectStatus.NOT_DONE, error=text)
+                return None
+            if found is not _UNKNOWN:
+                self._reconciled(entry, tool, found)
+                return Happened(found)
+        # Still pending, with what it raised, for the person who settles it.
+        self.journal.settle(entry, EffectStatus.PENDING, error=text, metadata={"raised": True})
+        raise NeedsAttention(
+            InDoubtEffectError(self.run_id, tool.name, prepared.arguments, entry.request_id, error)
+        )
+
+    def after(self, prepared: Prepared, result: Any = None) -> Any:
+        entry = prepared.entry
         try:
             encoded = encode_value(result, f"result.{prepared.name}")
         except SerializationError:
@@ -242,15 +315,16 @@ class Calls:
         _index, request_id = self._next_id()
         digest = _digest(canonical(request))
         existing = self.journal.get(request_id)
+        arguments = {"digest": digest}
         if existing is not None and existing.status is EffectStatus.DONE:
-            self._check_same(existing, name, digest, f"{name}(<digest {digest}>)")
+            shown = f"{name}(<digest {digest}>)"
+            encoded = encode_value(arguments, "arguments")
+            self._check_same(existing, name, encoded, shown, legacy_digest=digest)
             return Prepared(
                 request_id, EffectKind.LLM, name, {}, existing, True, decode_value(existing.result)
             )
         # Only a digest of the prompt is kept: the messages already live in the state.
-        return Prepared(
-            request_id, EffectKind.LLM, name, {"digest": digest}, None, meta={"called_with": digest}
-        )
+        return Prepared(request_id, EffectKind.LLM, name, arguments, None, meta={})
 
     def after_llm(self, prepared: Prepared, response: Any) -> Any:
         index = int(prepared.request_id.rsplit(":", 1)[1])
@@ -277,9 +351,8 @@ class Calls:
         encoded = encode_value(payload, f"interrupt[{index}]")
         existing = self.journal.get(request_id)
         if existing is None:
-            meta = {"called_with": _digest(encoded)}
             self.journal.intent(
-                self._entry(request_id, index, EffectKind.INTERRUPT, name, encoded, meta)
+                self._entry(request_id, index, EffectKind.INTERRUPT, name, encoded, {})
             )
             raise Pause(request_id)
         if existing.kind is not EffectKind.INTERRUPT:

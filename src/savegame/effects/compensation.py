@@ -15,10 +15,10 @@ from typing import Any
 
 from savegame import codec
 from savegame.codec.engine import load_state
-from savegame.codec.journal import decode_value, encode_value, opened
+from savegame.codec.journal import decode_value, encode_value
 from savegame.codec.storage import StorageConfig
 from savegame.effects.journal import Journal
-from savegame.effects.tools import tool_named
+from savegame.effects.tools import Tool, tool_named
 from savegame.errors import CompensationError, InDoubtEffectError, RunStateError
 from savegame.model import (
     CheckpointRecord,
@@ -52,6 +52,20 @@ def _arguments(fn: Callable[..., Any], original: dict[str, Any], result: Any) ->
         kwargs["result"] = result
     kwargs.pop("request_id", None)
     return kwargs
+
+
+_UNKNOWN: Any = object()
+
+
+def _reconciled(comp: Tool, request_id: str) -> Any:
+    """What the tool's own check says of a call that raised: its result, None (it did not
+    happen), or ``_UNKNOWN`` (no check, or the check raised too)."""
+    if comp.reconcile is None:
+        return _UNKNOWN
+    try:
+        return comp.reconcile(request_id)
+    except Exception:
+        return _UNKNOWN
 
 
 def run_compensation(
@@ -88,15 +102,16 @@ def run_compensation(
         store, run_id, lease.token, store.list_effects(run_id, limit=ALL_EFFECTS), storage=storage
     )
     undone = 0
-    for effect in plan(store.list_effects(run_id, kinds=[EffectKind.WRITE], limit=ALL_EFFECTS)):
+    # From the journal, whose entries were verified when it loaded them: which writes get
+    # undone, and by which tool, is read from entries nobody can change unnoticed.
+    for effect in plan(journal.entries()):
         comp_id = f"{effect.request_id}:compensate"
         existing = journal.get(comp_id)
         if existing is not None and existing.status is EffectStatus.DONE:
             undone += 1
             continue
         comp = tool_named(str(effect.metadata["compensate"]))
-        plain = opened(effect, storage)
-        kwargs = _arguments(comp.fn, decode_value(plain.arguments), decode_value(plain.result))
+        kwargs = _arguments(comp.fn, decode_value(effect.arguments), decode_value(effect.result))
         if existing is not None and existing.status is EffectStatus.PENDING:
             found = comp.reconcile(comp_id) if comp.reconcile is not None else None
             if found is not None:
@@ -121,7 +136,20 @@ def run_compensation(
         try:
             result = comp.invoke(kwargs, comp_id)
         except Exception as exc:
-            journal.settle(entry, EffectStatus.NOT_DONE, error=f"{type(exc).__name__}: {exc}")
+            text = f"{type(exc).__name__}: {exc}"
+            found = _reconciled(comp, comp_id)
+            if found is not None and found is not _UNKNOWN:
+                journal.settle(entry, EffectStatus.DONE, result=encode_value(found, "reconcile"))
+                undone += 1
+                continue
+            if not (comp.idempotent or comp.proves_not_done(exc) or found is None):
+                # As for any write: an exception does not prove the undo did not happen, and
+                # undoing twice (a second release, a second refund) is no undo.
+                journal.settle(entry, EffectStatus.PENDING, error=text, metadata={"raised": True})
+                error = InDoubtEffectError(run_id, comp.name, kwargs, comp_id, exc)
+                write(RunStatus.NEEDS_ATTENTION, str(error), failed=comp_id)
+                raise error from exc
+            journal.settle(entry, EffectStatus.NOT_DONE, error=text)
             failure = CompensationError(run_id, effect.request_id, comp.name, exc)
             write(RunStatus.COMPENSATION_FAILED, str(failure), failed=comp_id, tool=comp.name)
             raise failure from exc

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from savegame.codec.journal import decode_value, encode_value, opened, sealed
+from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
@@ -101,6 +101,8 @@ def _settle(
     extra: dict[str, Any] | None = None,
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
+    # Checked before it is signed again: a settle must not launder an edited entry.
+    verify(entry, storage)
     meta = {"by": by or default_actor(), "at": utcnow().isoformat(), **(extra or {})}
     encoded = (
         None
@@ -114,7 +116,7 @@ def _settle(
         storage,
     )
     return store.record_result(
-        entry.run_id, entry.request_id, status=status, result=done.result, error=error,
+        entry.run_id, entry.request_id, status=status, result=done.result, error=done.error,
         metadata=meta, checksum=done.checksum, lease_token=None,
         expect=EffectStatus.PENDING,  # a decision settles a waiting entry, never overwrites one
     )  # fmt: skip
@@ -183,7 +185,7 @@ def close(
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Close a pending approval or interrupt without a decision (its run was cancelled)."""
-    entry = store.get_effect(run_id, interrupt_id)
+    entry = verify(store.get_effect(run_id, interrupt_id), storage)
     return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by, storage=storage)
 
 
@@ -198,7 +200,7 @@ def resolve(
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Settle an in-doubt write: it happened (with ``result``) or it did not (call again on resume)."""
-    entry = store.get_effect(run_id, request_id)
+    entry = verify(store.get_effect(run_id, request_id), storage)
     if (
         entry.kind not in (EffectKind.WRITE, EffectKind.COMPENSATION)
         or entry.status is not EffectStatus.PENDING

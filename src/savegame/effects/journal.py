@@ -50,6 +50,10 @@ class Journal:
     def get(self, request_id: str) -> EffectRecord | None:
         return self._by_id.get(request_id)
 
+    def entries(self) -> list[EffectRecord]:
+        """Every entry, verified and opened, in the order the store listed them."""
+        return list(self._by_id.values())
+
     def intent(self, effect: EffectRecord) -> EffectRecord:
         """Commit ``effect`` (insert-if-absent) and return what the store holds.
 
@@ -90,7 +94,7 @@ class Journal:
             effect.request_id,
             status=status,
             result=done.result,
-            error=error,
+            error=done.error,
             metadata=metadata,
             checksum=done.checksum,
             lease_token=self._token if fenced else None,

@@ -36,6 +36,9 @@ class Tool:
     approval: Approval
     reconcile: Callable[[str], Any] | None
     """``reconcile(request_id)`` returns the call's result if it happened, None if it did not."""
+    safe_errors: tuple[type[BaseException], ...] = ()
+    """Exceptions that prove the call did not happen (refused before anything was done):
+    a write that raises one is settled not-done and may be called again."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -47,6 +50,10 @@ class Tool:
     @property
     def takes_request_id(self) -> bool:
         return "request_id" in inspect.signature(self.fn).parameters
+
+    def proves_not_done(self, error: BaseException) -> bool:
+        """Whether ``error`` is one of the tool's ``safe_errors``."""
+        return bool(self.safe_errors) and isinstance(error, self.safe_errors)
 
     def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
         if callable(self.approval):
@@ -87,6 +94,7 @@ def tool(
     compensate: str | None = None,
     approval: Approval = False,
     reconcile: Callable[[str], Any] | None = None,
+    safe_errors: tuple[type[BaseException], ...] = (),
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -100,6 +108,7 @@ def tool(
     compensate: str | None = None,
     approval: Approval = False,
     reconcile: Callable[[str], Any] | None = None,
+    safe_errors: tuple[type[BaseException], ...] = (),
     name: str | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool; usable bare (``@tool``, a read) or with options.
@@ -111,10 +120,18 @@ def tool(
         compensate: the name of the tool that undoes a completed call (saga).
         approval: True, or a predicate on the arguments, to require a person's approval first.
         reconcile: ``reconcile(request_id)`` -> the result if the call happened, else None.
+            Also asked at once when a write raises.
+        safe_errors: exception types that prove a write did not happen (a validation error
+            the remote side raised before doing anything). Any other exception leaves a
+            non-idempotent, unreconcilable write in doubt: the run stops for a person.
         name: the tool's name (default: the function's name).
     """
     if effect not in ("read", "write"):
         raise ConfigurationError(f"tool effect must be 'read' or 'write', not {effect!r}")
+    safe = tuple(safe_errors)
+    for kind in safe:
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            raise ConfigurationError(f"safe_errors must be exception classes, not {kind!r}")
 
     def wrap(func: Callable[..., Any]) -> Tool:
         tool_name = name or func.__name__
@@ -122,7 +139,7 @@ def tool(
             raise ConfigurationError(
                 f"tool {tool_name} is declared idempotent but takes no request_id parameter"
             )
-        made = Tool(func, tool_name, effect, idempotent, compensate, approval, reconcile)
+        made = Tool(func, tool_name, effect, idempotent, compensate, approval, reconcile, safe)
         # Registered by name so a compensation can be found in a fresh process
         # once the workflow's module has been imported.
         _registry[tool_name] = made

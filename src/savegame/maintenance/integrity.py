@@ -17,7 +17,6 @@ from savegame.codec import blobs as blobcodec
 from savegame.codec import envelope
 from savegame.codec.journal import opened as open_effect
 from savegame.codec.journal import sealed as seal_effect
-from savegame.codec.journal import verify as verify_effect
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import ConfigurationError, EncryptionKeyError, NotFoundError, SavegameError
 from savegame.model import CheckpointRecord, RunInfo
@@ -97,7 +96,7 @@ def verify(
         for effect in store.list_effects(run.run_id, limit=ALL_EFFECTS):
             report.effects += 1
             try:
-                open_effect(verify_effect(effect), config)
+                open_effect(effect, config)
             except EncryptionKeyError:
                 raise
             except SavegameError as exc:

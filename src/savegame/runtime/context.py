@@ -65,8 +65,10 @@ class StepContext:
         try:
             result = spec.invoke(prepared.arguments, prepared.request_id)
         except Exception as exc:
-            calls.after(prepared, error=exc)
-            raise
+            happened = calls.failed(prepared, exc)
+            if happened is None:
+                raise
+            return happened.result
         return calls.after(prepared, result)
 
     async def acall(self, tool: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -82,8 +84,10 @@ class StepContext:
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:
-            await asyncio.to_thread(calls.after, prepared, None, exc)
-            raise
+            happened = await asyncio.to_thread(calls.failed, prepared, exc)
+            if happened is None:
+                raise
+            return happened.result
         return await asyncio.to_thread(calls.after, prepared, result)
 
     def journaled_llm(self, name: str, request: Any) -> tuple[Any, Any]:
