@@ -20,7 +20,10 @@ from typing import Any
 #:    against ``base_id``, optionally compressed and encrypted, large values in blobs.
 #: 3: as 2, and a keyframe may hold packed lists (savegame.codec.packs). Only records
 #:    that do are stamped 3, so a reader of version 2 still reads the others.
-FORMAT_VERSION = 3
+#: 4: as 3, and the checksum (or the AES-GCM associated data) covers every header
+#:    field (``next``, status, step, node, usage, metadata, times, parent), so an
+#:    edited header is refused like a damaged payload. Every record is stamped 4.
+FORMAT_VERSION = 4
 
 
 class RunStatus(str, enum.Enum):

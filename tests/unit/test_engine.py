@@ -213,10 +213,8 @@ def test_every_checkpoint_loads_back_equal(name: str, ops: Any, first: dict[str,
     for op, key, value in ops:
         state, changed = _step(state, op, key, value)
         record = run.write(state, changed)
-        # Version 3 only where the body holds a pack, so older readers read the rest.
-        body = envelope.open_record(record, storage)[1]
-        packed = b'"$sg:pack"' in body or b'"$sg:dpack"' in body
-        assert record.header.format_version == (3 if packed else 2)
+        # From format 4 every record carries it: its identity covers the whole header.
+        assert record.header.format_version == 4
         states.append(codec.canonical(state))
     for i, expected in enumerate(states):
         assert codec.canonical(run.load(i)) == expected, i
@@ -268,7 +266,8 @@ def _grow(run: Run, steps: int, key: str = "messages") -> dict[str, Any]:
 
 def _packs_of(run: Run, record: CheckpointRecord) -> list[str]:
     body = envelope.open_record(record, run.storage)[1]
-    return list(json.loads(body)["messages"]["$sg:pack"][0])
+    messages = json.loads(body)["messages"]
+    return list(messages["$sg:pack"][0]) if isinstance(messages, dict) else []
 
 
 def test_a_growing_list_is_packed_once_and_every_checkpoint_loads_back() -> None:
@@ -277,7 +276,7 @@ def test_a_growing_list_is_packed_once_and_every_checkpoint_loads_back() -> None
     state = _grow(run, 60)
     keyframes = [r for r in run.records[1:] if r.header.base_id is None]
     assert len(keyframes) >= 10
-    packs = [_packs_of(run, r) for r in keyframes if r.header.format_version == 3]
+    packs = [found for found in (_packs_of(run, r) for r in keyframes) if found]
     # Chunk boundaries never move: each keyframe's packs start with the previous one's.
     for older, newer in itertools.pairwise(packs):
         assert newer[: len(older)] == older
@@ -435,16 +434,16 @@ def test_tagged_values_inside_packs_are_revived() -> None:
     assert codec.canonical(loaded) == codec.canonical(state)
 
 
-def test_a_stop_marker_on_a_packed_keyframe_keeps_format_3() -> None:
+def test_a_stop_marker_on_a_packed_keyframe_is_format_4_and_loads() -> None:
     store = MemoryStore()
     run = Run(store, PACKED, {"n": 0, "messages": []})
     state = _grow(run, 12)
     run.write(state, None)  # a keyframe
     latest = run.records[-1]
-    assert latest.header.format_version == 3
+    assert latest.header.format_version == 4
     stop = envelope.marker(latest, RunStatus.CANCELLED, {}, PACKED)
     # An older reader refuses it by its version instead of failing on the pack tag.
-    assert stop.header.format_version == 3
+    assert stop.header.format_version == 4
     store.put_checkpoint(stop, lease_token=run.token, blobs=None)
     assert engine.load_state(store, stop, PACKED).state == state
 
@@ -453,17 +452,18 @@ def test_a_stop_marker_on_a_packed_keyframe_keeps_format_3() -> None:
     "storage", [PACKED, replace(PACKED, keyring=RING_A)], ids=["plain", "sealed"]
 )
 def test_a_packed_keyframe_cannot_pass_for_an_older_format(storage: StorageConfig) -> None:
-    """Format 3 binds the version into the checksum or the AES-GCM tag: a header edited
-    to say 2 (so an old reader would try it) is refused as damaged."""
+    """The version is bound into the checksum or the AES-GCM tag: a header edited to say
+    2 or 3 (so an old reader would try it, or a check that covers less) is refused."""
     store = MemoryStore()
     run = Run(store, storage, {"n": 0, "messages": []})
     state = _grow(run, 12)
     run.write(state, None)
     keyframe = run.records[-1]
-    assert keyframe.header.format_version == 3
-    forged = replace(keyframe, header=replace(keyframe.header, format_version=2))
-    with pytest.raises(CorruptRecordError, match=keyframe.checkpoint_id):
-        engine.load_state(store, forged, storage)
+    assert keyframe.header.format_version == 4
+    for older in (2, 3):
+        forged = replace(keyframe, header=replace(keyframe.header, format_version=older))
+        with pytest.raises(CorruptRecordError, match=keyframe.checkpoint_id):
+            engine.load_state(store, forged, storage)
     assert engine.load_state(store, keyframe, storage).state == state
 
 
@@ -514,7 +514,7 @@ def test_user_values_shaped_like_packs_round_trip() -> None:
         states.append(state)
     run.write(state, None)  # a keyframe
     states.append(state)
-    assert run.records[-1].header.format_version == 3
+    assert run.records[-1].header.format_version == 4
     for i, expected in enumerate(states):
         assert codec.canonical(run.load(i)) == codec.canonical(expected), i
 

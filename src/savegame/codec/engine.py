@@ -188,7 +188,6 @@ class Encoder:
             body,
             delta=False,
             storage=config,
-            packed=out.used,
         )
         # Loose values count at their plaintext size: only new ones get sealed here.
         copy = record.header.size + out.pack_bytes + sum(map(len, out.found.values()))

@@ -12,12 +12,17 @@ Format 2: the payload is an envelope::
 
 The JSON inside is a keyframe (the state's ``to_data`` tree) or a delta
 (:mod:`savegame.codec.delta`), with large values replaced by blob references
-(:mod:`savegame.codec.blobs`). Its integrity:
+(:mod:`savegame.codec.blobs`). The stored record's version (3 and 4 share
+the envelope's version byte 2) decides what its integrity covers, its identity:
+from format 4 every header field but the size (``next``, status, step, node,
+usage, metadata, times, parent, base, state version, blob digests); formats 2
+and 3 only the ids, base, state version and blob digests, so with a keyring
+they are refused until ``savegame rekey`` rewrites them. The check:
 
-* encrypted: the GCM tag, with the envelope prefix and the identity fields
-  (thread, run, checkpoint, base, state version, blob digests) as associated
-  data, so a payload moved under another id, base or key id fails to open;
-  ``checksum`` is then just the marker ``"aes-gcm"``.
+* encrypted: the GCM tag, with the envelope prefix and the identity as
+  associated data, so a payload moved under another id, base or key id fails
+  to open, and a header edited without the key fails too; ``checksum`` is
+  then just the marker ``"aes-gcm"``.
 * plain: BLAKE2b-128 over the same identity and the *stored* bytes. Hashing
   the compressed body, not the JSON, keeps the cost proportional to what is
   stored: deltas are small and a compressed keyframe is several times smaller
@@ -37,6 +42,7 @@ import base64
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -49,6 +55,7 @@ from savegame.errors import (
     CorruptRecordError,
     EncryptionKeyError,
     SerializationError,
+    UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
 from savegame.ids import new_id
@@ -63,6 +70,11 @@ from savegame.model import (
 )
 
 DELTA, ZSTD, AEAD = 1, 2, 4
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+ALWAYS_SEALED = frozenset({"error"})
+"""Metadata keys sealed whenever a keyring is configured: an error message repeats what
+failed (a call's arguments, a rejection's reason), which may be an encrypted value."""
 _MAGIC = b"SG"
 _AEAD_MARK = "aes-gcm"
 _META = "$sg:enc:"
@@ -77,7 +89,28 @@ def checksum(header: CheckpointHeader, payload: bytes) -> str:
     return digest.hexdigest()
 
 
+def _micros(value: datetime) -> int:
+    return (value - _EPOCH) // _MICROSECOND
+
+
 def _identity(header: CheckpointHeader) -> bytes:
+    if header.format_version >= 4:
+        # Every field but the size: what decides what runs next (next, status, step),
+        # what a person reads (usage, metadata), and where the record sits (parent, base).
+        usage = header.usage
+        fields = [
+            header.thread_id, header.run_id, header.checkpoint_id, header.parent_id,
+            header.base_id, header.step, header.node, header.status.value, header.next,
+            [usage.input_tokens, usage.output_tokens, usage.cost_usd, usage.llm_calls,
+             usage.tool_calls],
+            header.metadata, _micros(header.created_at),
+            None if header.expires_at is None else _micros(header.expires_at),
+            header.format_version, header.state_version, list(header.blobs),
+        ]  # fmt: skip
+        try:
+            return b"savegame-4\0" + orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+        except TypeError as exc:  # orjson.JSONEncodeError
+            raise SerializationError("metadata", f"not JSON-compatible: {exc}") from None
     # From format 3 on the version is bound too, so a header cannot be passed off as
     # an older format; format 2's identity stays as it was written.
     version = f"v{header.format_version}\0" if header.format_version >= 3 else ""
@@ -92,6 +125,30 @@ def _checksum2(header: CheckpointHeader, payload: bytes) -> str:
     digest.update(b"savegame-2\0" + _identity(header))
     digest.update(payload)
     return digest.hexdigest()
+
+
+# -- error texts on run rows ---------------------------------------------------------
+def seal_error(run_id: str, text: str | None, storage: StorageConfig | None) -> str | None:
+    """A run row's error text as stored: sealed under a keyring (bound to the run).
+
+    An error repeats what failed (an in-doubt call's arguments, a step's exception,
+    a rejection's reason), so with encryption configured it is never stored in the clear.
+    """
+    ring = resolve(storage).keyring
+    if text is None or ring is None or _is_sealed(text):
+        return text
+    kid, sealed = ring.encrypt(text.encode(), f"run-error\0{run_id}".encode())
+    return f"{_META}{kid}:{base64.b64encode(sealed).decode('ascii')}"
+
+
+def _reveal_error(run_id: str, text: str | None, ring: Keyring) -> str | None:
+    if text is None or not _is_sealed(text):
+        return text
+    kid, _, body = text[len(_META) :].partition(":")
+    if kid not in ring.keys:
+        return text  # as for metadata: one old run must not make a listing fail
+    aad = f"run-error\0{run_id}".encode()
+    return ring.decrypt(kid, base64.b64decode(body), aad, f"run {run_id} error").decode()
 
 
 # -- sensitive metadata --------------------------------------------------------------
@@ -156,9 +213,12 @@ def _reveal_values(
 def seal_metadata(header: CheckpointHeader, storage: StorageConfig) -> CheckpointHeader:
     """Encrypt the values of sensitive metadata keys (bound to the run and the key name)."""
     ring = storage.keyring
-    if ring is None or not storage.sensitive_metadata:
+    if ring is None:
         return header
-    sealed = _seal_values(header.run_id, header.metadata, storage.sensitive_metadata, ring)
+    keys = storage.sensitive_metadata | ALWAYS_SEALED
+    if keys.isdisjoint(header.metadata):
+        return header
+    sealed = _seal_values(header.run_id, header.metadata, keys, ring)
     return replace(header, metadata=sealed)
 
 
@@ -198,7 +258,7 @@ def reseal_run_metadata(
             kid = metadata[sealed[0]][len(_META) :].partition(":")[0]
             raise EncryptionKeyError(kid, f"{label} metadata {sealed[0]!r}")
         revealed = _reveal_values(run_id, metadata, reader.keyring, label)
-    keys = writer.sensitive_metadata | set(sealed)
+    keys = writer.sensitive_metadata | ALWAYS_SEALED | set(sealed)
     return _seal_values(run_id, revealed, frozenset(keys), writer.keyring)
 
 
@@ -218,12 +278,13 @@ def reveal_metadata(
 
 
 def reveal_run_metadata(info: RunInfo, storage: StorageConfig | None = None) -> RunInfo:
-    """The run row with its sensitive metadata decrypted where the keyring holds the key.
+    """The run row with its sensitive metadata and error text decrypted where the
+    keyring holds the key.
 
     A value under a key the keyring lacks stays sealed: one old run must not make
     a listing of all runs fail (damage still raises CorruptRecordError).
     """
-    if not _sealed_keys(info.metadata):
+    if not _sealed_keys(info.metadata) and not _is_sealed(info.error):
         return info
     ring = resolve(storage).keyring
     if ring is None:
@@ -231,7 +292,7 @@ def reveal_run_metadata(info: RunInfo, storage: StorageConfig | None = None) -> 
     revealed = _reveal_values(
         info.run_id, info.metadata, ring, f"run {info.run_id}", missing_keys_ok=True
     )
-    return replace(info, metadata=revealed)
+    return replace(info, metadata=revealed, error=_reveal_error(info.run_id, info.error, ring))
 
 
 # -- format-2 envelope ---------------------------------------------------------------
@@ -241,15 +302,14 @@ def seal(
     *,
     delta: bool,
     storage: StorageConfig,
-    packed: bool = False,
 ) -> CheckpointRecord:
     """Wrap a JSON body (keyframe or delta) into a stored record under ``header``.
 
-    ``packed``: the body holds packed lists, which savegame before format 3 cannot
-    read; it then refuses the record by its version instead of failing on the tag.
-    Other records keep version 2, so older readers in a fleet still read them.
+    Every record is stamped :data:`~savegame.model.FORMAT_VERSION`, whose identity
+    covers the whole header (a keyframe may hold packed lists, which a reader before
+    format 3 could not read; it refuses the record by its version).
     """
-    version = 3 if packed else 2
+    version = FORMAT_VERSION
     header = seal_metadata(header, storage)
     flags = DELTA if delta else 0
     if storage.compress_threshold and len(body) >= storage.compress_threshold:
@@ -270,11 +330,6 @@ def seal(
     header = replace(header, size=size, format_version=version)
     _, sealed = ring.encrypt(body, prefix + _identity(header))
     return CheckpointRecord(header=header, payload=prefix + sealed, checksum=_AEAD_MARK)
-
-
-def is_packed(header: CheckpointHeader) -> bool:
-    """Whether the record's body may hold packed lists (sealing it again must keep that)."""
-    return header.format_version >= 3
 
 
 def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool, bytes]:
@@ -310,6 +365,13 @@ def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool,
         kid = payload[5:end].decode()
         if storage.keyring is None:
             raise EncryptionKeyError(kid, ident)
+        if strict and header.format_version < 4:
+            # Its tag covers the payload and the ids but not next, status or step, which
+            # anyone with write access could have changed.
+            raise UnauthenticatedRecordError(
+                ident,
+                f"a format-{header.format_version} record, whose header is not authenticated,",
+            )
         body = storage.keyring.decrypt(kid, body, payload[:end] + _identity(header), ident)
     else:
         if strict:
@@ -429,7 +491,7 @@ def rewrap(
         )
     is_delta, body = open_record(record, config)
     header = replace(header, base_id=record.header.base_id, blobs=record.header.blobs)
-    return seal(header, body, delta=is_delta, storage=config, packed=is_packed(record.header))
+    return seal(header, body, delta=is_delta, storage=config)
 
 
 def marker(

@@ -108,8 +108,6 @@ class Packed:
     pack_bytes: int = 0
     """Stored bytes of the packs referred to (loose values inside them at their plaintext
     size): with the keyframe and ``found``, a full copy of the state."""
-    used: bool = False
-    """Whether the tree holds a pack (the record then needs format version 3)."""
 
 
 def enabled(storage: StorageConfig) -> bool:
@@ -297,7 +295,6 @@ class Packer:
     def _refer_all(self, chunks: list[_Chunk], tail: Any, out: Packed) -> list[Any]:
         for chunk in chunks:
             self._refer(chunk, out)
-        out.used = True
         names = [chunk.digest for chunk in chunks]
         return [names, tail, [chunk.digest for chunk in chunks if chunk.tagged]]
 

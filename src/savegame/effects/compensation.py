@@ -15,6 +15,7 @@ from typing import Any
 
 from savegame import codec
 from savegame.codec.engine import load_state
+from savegame.codec.envelope import seal_error
 from savegame.codec.journal import decode_value, encode_value
 from savegame.codec.storage import StorageConfig
 from savegame.effects.journal import Journal
@@ -90,7 +91,8 @@ def run_compensation(
     def write(status: RunStatus, error: str | None = None, **metadata: Any) -> CheckpointRecord:
         nonlocal latest
         record = codec.marker(latest, status, metadata, storage)
-        store.put_checkpoint(record, lease_token=lease.token, error=error)
+        sealed = seal_error(run_id, error, storage)
+        store.put_checkpoint(record, lease_token=lease.token, error=sealed)
         latest = record
         if committed is not None:
             committed(record)

@@ -163,7 +163,6 @@ def rekey(
                 body,
                 delta=is_delta,
                 storage=config,
-                packed=envelope.is_packed(record.header),
             )
             # Same identity: payload, checksum, size and the resealed metadata change.
             records.append(

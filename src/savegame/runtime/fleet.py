@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from savegame import codec
+from savegame.codec.envelope import seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConflictError
 from savegame.inspect.history import opened
@@ -101,6 +102,7 @@ def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig |
             storage,
             resumable=True,
         )
-        store.put_checkpoint(record, lease_token=lease.token, error=str(error))
+        sealed = seal_error(lease.run_id, str(error), storage)
+        store.put_checkpoint(record, lease_token=lease.token, error=sealed)
     except Exception as exc:  # parking is best effort: the lease still expires
         log.warning("could not mark run %s failed: %s", lease.run_id, exc)

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from savegame import codec, secrets
 from savegame.codec.blobs import known
 from savegame.codec.engine import Chain, Encoded, Encoder
+from savegame.codec.envelope import seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.effects.calls import Calls
 from savegame.effects.compensation import run_compensation
@@ -262,6 +263,7 @@ class _Loop:
 
     async def _write(self, encoded: Encoded, *, error: str | None = None) -> None:
         record = encoded.record
+        error = seal_error(self.run_id, error, self.ex.storage)
         effects = self.journal.take_buffered()
         try:
             blobs = await self.ex.io(self.encoder.to_upload, self.ex.store, encoded)
