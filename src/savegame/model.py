@@ -252,6 +252,10 @@ class RunInfo:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     cancel_requested: bool = False
     """Someone asked the run to stop at its next step boundary (``savegame cancel``)."""
+    checksum: str = ""
+    """Integrity check over what never changes after ``create_run``: ids, workflow name and
+    reference (which ``resume`` imports), creation time, metadata; keyed under a keyring
+    (see savegame.codec.envelope.run_checksum). Empty on rows written before it existed."""
 
     def with_status(self, status: RunStatus) -> RunInfo:
         return replace(self, status=status)

@@ -23,7 +23,7 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from savegame import MemoryStore, SqliteStore, codec
+from savegame import MemoryStore, SqliteStore, codec, rekey
 from savegame import verify as verify_store
 from savegame.codec import blobs as blob_codec
 from savegame.codec import engine, envelope, packs
@@ -34,6 +34,7 @@ from savegame.errors import (
     CorruptRecordError,
     EncryptionKeyError,
     SerializationError,
+    UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
 from savegame.ids import new_id
@@ -771,5 +772,32 @@ def test_format_2_and_3_golden_file_loads_every_checkpoint(tmp_path: Path) -> No
             assert hashlib.sha256(codec.canonical(state)).hexdigest() == digest, checkpoint_id
         assert versions == {2, 3}
         assert verify_store(store=store, storage=storage).ok
+    finally:
+        store.close()
+
+
+def test_format_3_encrypted_records_are_refused_until_rekey_authenticates_them(
+    tmp_path: Path,
+) -> None:
+    """Their tag covers the payload and ids, not next or status: with a keyring (and no
+    migration mode) they are refused, and rekey makes them format 4 with the same states."""
+    golden = json.loads((GOLDEN / "format3_states.json").read_text())
+    db = tmp_path / "format3.db"
+    db.write_bytes((GOLDEN / "format3.db").read_bytes())
+    ring = Keyring({"golden": base64.b64decode(golden["key_b64"])}, active="golden")
+    strict = StorageConfig(keyring=ring)
+    store = SqliteStore(db)
+    try:
+        sealed = store.latest_checkpoint("golden-sealed")
+        with pytest.raises(UnauthenticatedRecordError, match="savegame rekey"):
+            engine.load_state(store, sealed, strict)
+        assert not verify_store(store=store, storage=strict).ok
+        rekey(store=store, storage=strict)
+        for checkpoint_id, digest in golden["states"].items():
+            record = store.get_checkpoint(checkpoint_id)
+            assert record.header.format_version == 4
+            state = engine.load_state(store, record, strict).state
+            assert hashlib.sha256(codec.canonical(state)).hexdigest() == digest, checkpoint_id
+        assert verify_store(store=store, storage=strict).ok
     finally:
         store.close()

@@ -25,7 +25,8 @@ from savegame import (
 from savegame.codec.crypto import Keyring, new_key
 from savegame.codec.storage import StorageConfig
 from savegame.errors import CorruptRecordError, UnencryptedRecordError
-from savegame.maintenance.integrity import rekey, verify
+from savegame.maintenance.integrity import verify
+from savegame.maintenance.reencrypt import rekey
 from savegame.stores import SqliteStore
 
 # Small packs, so a short run already stores some (packs are blobs).
@@ -184,3 +185,99 @@ def test_verify_recomputes_digests_a_load_trusts_to_the_frame_checksum(db: Sqlit
     encrypted = replace(COMPRESSED, keyring=Keyring.parse(f"k1:{new_key()}"))
     with pytest.raises(CorruptRecordError, match=first):
         rekey(db, storage=encrypted)
+
+
+# -- rekey renames blobs ---------------------------------------------------------------
+def documents() -> Workflow:
+    """Blobs of every kind: a loose string, bytes, packs, and a pack whose items hold a
+    loose blob of their own (a value over 16 KiB inside a list)."""
+    wf = Workflow("documents")
+
+    @wf.step(entry=True)
+    def add(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        n = len(state.get("log", []))
+        item: dict[str, Any] = {"n": n, "text": f"note {n} " + "lorem ipsum " * 20}
+        if n == 2:
+            item["attachment"] = "a long attached document line\n" * 700  # > 16 KiB
+        update = {
+            "log": [*state.get("log", []), item],
+            "doc": f"the contract, version {n}: " + "clause " * 40,
+            "raw": bytes(range(256)) * (n + 1),
+        }
+        return update, ("add" if n < 7 else END)
+
+    return wf
+
+
+def _blob_names(db: SqliteStore) -> set[str]:
+    return {row[0] for row in db._read("SELECT digest FROM blobs")}
+
+
+def _states(db: SqliteStore, run_id: str, storage: StorageConfig) -> dict[str, bytes]:
+    return {
+        h.checkpoint_id: codec.canonical(
+            get_checkpoint(h.checkpoint_id, store=db, storage=storage).state
+        )
+        for h in db.list_checkpoints(run_id)
+    }
+
+
+def test_rekey_renames_every_blob_to_a_digest_keyed_by_the_active_key(db: SqliteStore) -> None:
+    import hashlib
+
+    from savegame.codec import blobs as blobcodec
+
+    result = run(documents(), store=db, storage=PLAIN)
+    before = _states(db, result.run_id, PLAIN)
+    plain_names = _blob_names(db)
+    stored = db.get_blobs(sorted(plain_names))
+    plaintexts = {n: blobcodec.unseal(n, stored[n], PLAIN, full=True) for n in plain_names}
+    # A plain store names a blob by the unkeyed digest of its content: guessable.
+    assert all(hashlib.blake2b(p, digest_size=32).hexdigest() == n for n, p in plaintexts.items())
+    k1 = replace(PLAIN, keyring=Keyring.parse(f"k1:{new_key()}"))
+    report = rekey(db, storage=k1)
+    names = _blob_names(db)
+    assert names.isdisjoint(plain_names) and report.collected == len(plain_names)
+    assert report.blobs == len(names)
+    known = {hashlib.blake2b(p, digest_size=32).hexdigest() for p in plaintexts.values()}
+    assert names.isdisjoint(known)  # no name is the plaintext's digest any more
+    sealed = db.get_blobs(sorted(names))
+    for name in names:
+        # Each name is its (possibly rewritten) plaintext's digest under k1's blob key.
+        assert blobcodec.digest(blobcodec.unseal(name, sealed[name], k1), k1) == name
+    assert _states(db, result.run_id, k1) == before
+    assert verify(db, storage=k1).ok
+    # Rotation renames again; then k1 can go entirely.
+    k2_key = os.urandom(32)
+    assert k1.keyring is not None
+    rotated = replace(
+        PLAIN, keyring=Keyring({"k2": k2_key, "k1": k1.keyring.keys["k1"]}, active="k2")
+    )
+    rekey(db, storage=rotated)
+    only_k2 = replace(PLAIN, keyring=Keyring({"k2": k2_key}, active="k2"))
+    renamed = _blob_names(db)
+    assert renamed.isdisjoint(names)
+    assert _states(db, result.run_id, only_k2) == before
+    assert verify(db, storage=only_k2).ok
+    # Again under the same key: nothing to rename, everything still loads.
+    rekey(db, storage=only_k2)
+    assert _blob_names(db) == renamed
+    assert _states(db, result.run_id, only_k2) == before
+
+
+def test_rekey_leaves_a_blob_another_run_still_names_under_its_old_name(
+    db: SqliteStore,
+) -> None:
+    """``rekey --run``: a blob shared with a run that is not rekeyed stays where it is."""
+    a = run(documents(), store=db, storage=PLAIN)
+    b = run(documents(), store=db, storage=PLAIN)
+    shared = {d for h in db.list_checkpoints(a.run_id) for d in h.blobs} & {
+        d for h in db.list_checkpoints(b.run_id) for d in h.blobs
+    }
+    assert shared
+    accept = replace(PLAIN, keyring=Keyring.parse(f"k1:{new_key()}"), accept_plaintext=True)
+    before_b = _states(db, b.run_id, PLAIN)
+    rekey(db, storage=accept, run_id=a.run_id)
+    assert shared <= _blob_names(db)
+    assert _states(db, b.run_id, accept) == before_b
+    assert verify(db, storage=accept).ok

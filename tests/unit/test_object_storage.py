@@ -53,7 +53,7 @@ _SIZE_TESTS = {
     "test_stats_count_blobs_and_effects",
     "test_run_sizes_per_run_largest_payload_first",
     "test_a_stored_blob_keeps_its_first_bytes",
-    "test_rewrite_replaces_exactly_the_named_payloads",
+    "test_rewrite_replaces_exactly_the_named_records",
 }
 
 

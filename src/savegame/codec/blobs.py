@@ -27,6 +27,7 @@ import base64
 import hashlib
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -136,6 +137,19 @@ def resolve(tree: Any, fetched: Callable[[str], bytes | None], record_id: str) -
     return tree, False
 
 
+def _pack_parts(body: Any, what: str, tail_type: type, record_id: str) -> list[Any]:
+    """``body`` of a packed list or dict, checked to be [pack names, rest, tagged names]."""
+    if (
+        type(body) is not list
+        or len(body) != 3
+        or type(body[0]) is not list
+        or type(body[1]) is not tail_type
+        or type(body[2]) is not list
+    ):
+        raise CorruptRecordError(record_id, f"a packed {what} is not [packs, rest, tagged]")
+    return body
+
+
 class _Resolver:
     """One resolve's walk. A class, not nested functions: those call each other
     through their closures, a reference cycle that kept ``fetched`` (and the
@@ -177,17 +191,7 @@ class _Resolver:
 
     def packs(self, body: Any, what: str, tail_type: type) -> list[Any]:
         """The parts of a packed list or dict, each pack's items parsed and walked."""
-        if (
-            type(body) is not list
-            or len(body) != 3
-            or type(body[0]) is not list
-            or type(body[1]) is not tail_type
-            or type(body[2]) is not list
-        ):
-            raise CorruptRecordError(
-                self.record_id, f"a packed {what} is not [packs, rest, tagged]"
-            )
-        names, _, tagged = body
+        names, _, tagged = _pack_parts(body, what, tail_type, self.record_id)
         parts: list[Any] = []
         for name in names:
             data = self.blob(name)
@@ -252,6 +256,109 @@ class _Resolver:
         for key, item in node.items():
             if type(item) is dict or type(item) is list:
                 node[key] = self.walk(item)
+
+
+@dataclass(frozen=True, slots=True)
+class Renamed:
+    """What renaming one blob gave: its new name, and the names inside it (a tagged pack's
+    loose blobs), old and new, which the record that refers to it refers to as well."""
+
+    name: str
+    inner_old: frozenset[str]
+    inner_new: frozenset[str]
+
+
+class Renamer:
+    """Renames the blobs a record's tree refers to for ``rekey``: each gets the digest its
+    plaintext has under ``storage`` (keyed by the active key), so no name is left that
+    was derived from the plaintext alone (a plain store's names: anyone who guesses a
+    document could confirm it is stored) or from a key being retired.
+
+    It walks a tree as :class:`_Resolver` does, reference for reference. A tagged pack
+    holds references itself: its items are renamed too, so its content, and therefore
+    its own name, changes. New blobs, sealed under ``storage``, are added to ``out``.
+    ``memo`` carries renames from record to record and run to run: a blob is shared.
+    """
+
+    __slots__ = ("memo", "new", "old", "out", "plain", "record_id", "storage")
+
+    def __init__(
+        self,
+        plain: Callable[[str], bytes],
+        storage: StorageConfig,
+        memo: dict[tuple[str, bool], Renamed],
+        out: dict[str, bytes],
+    ) -> None:
+        self.plain, self.storage, self.memo, self.out = plain, storage, memo, out
+        self.record_id = ""
+        self.old: set[str] = set()
+        self.new: set[str] = set()
+
+    def rename(self, tree: Any, record_id: str) -> tuple[Any, set[str], set[str]]:
+        """``tree`` (parsed, owned by the caller) patched, with the old and new names it
+        refers to, those inside its packs included (what the record's header lists)."""
+        self.record_id, self.old, self.new = record_id, set(), set()
+        if type(tree) is dict or type(tree) is list:
+            tree = self.walk(tree)
+        return tree, self.old, self.new
+
+    def _renamed(self, name: str, tagged: bool) -> str:
+        done = self.memo.get((name, tagged))
+        if done is None:
+            data = self.plain(name)
+            inner_old: frozenset[str] = frozenset()
+            inner_new: frozenset[str] = frozenset()
+            if tagged:
+                outer = self.old, self.new
+                self.old, self.new = set(), set()
+                try:
+                    part = orjson.loads(data)
+                except orjson.JSONDecodeError as exc:
+                    raise CorruptRecordError(
+                        self.record_id, f"pack {name} does not decode: {exc}"
+                    ) from exc
+                data = orjson.dumps(self.walk(part), option=orjson.OPT_SORT_KEYS)
+                inner_old, inner_new = frozenset(self.old), frozenset(self.new)
+                self.old, self.new = outer
+            new = digest(data, self.storage)
+            self.out[new] = seal(new, data, self.storage)
+            done = self.memo[(name, tagged)] = Renamed(new, inner_old, inner_new)
+        self.old.add(name)
+        self.old.update(done.inner_old)
+        self.new.add(done.name)
+        self.new.update(done.inner_new)
+        return done.name
+
+    def walk(self, node: Any) -> Any:
+        if type(node) is list:
+            for i, item in enumerate(node):
+                if type(item) is dict or type(item) is list:
+                    node[i] = self.walk(item)
+            return node
+        if len(node) == 1:
+            ((key, body),) = node.items()
+            if key == TAG:
+                kind, name = body
+                return {TAG: [kind, self._renamed(name, False)]}
+            if key in (PACK, DICT_PACK):
+                what, tail = ("list", list) if key == PACK else ("dict", dict)
+                names, rest, tagged = _pack_parts(body, what, tail, self.record_id)
+                marked = set(tagged)
+                renamed = [self._renamed(n, n in marked) for n in names]
+                walked = self.walk(rest) if key == PACK else self.walk_values(rest)
+                new_tagged = [self._renamed(n, True) for n in tagged]
+                return {key: [renamed, walked, new_tagged]}
+            if key == _ESCAPED:
+                self.walk_values(body)
+                return node
+        self.walk_values(node)
+        return node
+
+    def walk_values(self, node: dict[str, Any]) -> dict[str, Any]:
+        for key, item in node.items():
+            if type(item) is dict or type(item) is list:
+                node[key] = self.walk(item)
+        return node
 
 
 def seal(name: str, data: bytes, storage: StorageConfig) -> bytes:

@@ -127,6 +127,79 @@ def _checksum2(header: CheckpointHeader, payload: bytes) -> str:
     return digest.hexdigest()
 
 
+# -- run rows --------------------------------------------------------------------------
+_RUN_PLAIN, _RUN_KEYED = "c1:", "m1:"
+
+
+def _run_covered(info: RunInfo) -> bytes:
+    # What never changes after create_run; status, step and head move with every
+    # checkpoint (whose own header is authenticated) and are checked against it.
+    fields = [
+        info.run_id, info.thread_id, info.workflow, info.workflow_ref,
+        _micros(info.created_at), info.metadata,
+    ]  # fmt: skip
+    return b"savegame-run-1\0" + orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+
+
+def run_checksum(info: RunInfo, storage: StorageConfig | None) -> str:
+    """The check a run row carries (``RunInfo.checksum``): keyed under a keyring.
+
+    It covers the ids, the workflow's name and reference (which ``resume`` imports:
+    with a forged reference, a database edit would become code execution), the
+    creation time and the metadata.
+    """
+    ring = resolve(storage).keyring
+    if ring is None:
+        return _RUN_PLAIN + hashlib.blake2b(_run_covered(info), digest_size=16).hexdigest()
+    return f"{_RUN_KEYED}{ring.active}:{ring.mac(_run_covered(info))}"
+
+
+def verify_run(info: RunInfo, storage: StorageConfig | None) -> RunInfo:
+    """``info`` if its check holds. With a keyring only a keyed check counts; without
+    one a row written before rows had checks (empty checksum) is accepted as it is.
+
+    Raises:
+        CorruptRecordError: the check fails.
+        UnauthenticatedRecordError: with a keyring, the row has no keyed check.
+        EncryptionKeyError: the check's key id is not in the keyring.
+    """
+    config = resolve(storage)
+    ring = config.keyring
+    strict = ring is not None and not config.accept_plaintext
+    label, check = f"run {info.run_id}", info.checksum
+    if check.startswith(_RUN_KEYED):
+        kid, _, tag = check[len(_RUN_KEYED) :].partition(":")
+        if ring is None:
+            raise EncryptionKeyError(kid, label)
+        if ring.mac(_run_covered(info), kid, label) == tag:
+            return info
+    elif strict:
+        raise UnauthenticatedRecordError(label, "a run row without a keyed check")
+    elif not check or hashlib.blake2b(_run_covered(info), digest_size=16).hexdigest() == check[3:]:
+        return info
+    raise CorruptRecordError(label, "run row checksum mismatch (workflow, thread or metadata)")
+
+
+def reseal_run(info: RunInfo, reader: StorageConfig, writer: StorageConfig) -> RunInfo:
+    """The run row sealed again under ``writer``'s active key (``rekey``): its sensitive
+    metadata, its error text, and its check.
+
+    Raises:
+        EncryptionKeyError: a sealed value's key id is not in ``reader``'s keyring.
+    """
+    verify_run(info, reader)
+    error, label = info.error, f"run {info.run_id} error"
+    if isinstance(error, str) and _is_sealed(error):
+        kid = error[len(_META) :].partition(":")[0]
+        if reader.keyring is None:
+            raise EncryptionKeyError(kid, label)
+        reader.keyring.key(kid, label)  # a missing key is an error here, not a sealed text
+        error = _reveal_error(info.run_id, error, reader.keyring)
+    metadata = reseal_run_metadata(info.run_id, info.metadata, reader, writer)
+    fresh = replace(info, metadata=metadata, error=seal_error(info.run_id, error, writer))
+    return replace(fresh, checksum=run_checksum(fresh, writer))
+
+
 # -- error texts on run rows ---------------------------------------------------------
 def seal_error(run_id: str, text: str | None, storage: StorageConfig | None) -> str | None:
     """A run row's error text as stored: sealed under a keyring (bound to the run).

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from savegame.codec.storage import StorageConfig
 from savegame.inspect.history import opened
-from savegame.maintenance import integrity
-from savegame.maintenance.integrity import Damage, Progress, RekeyReport, VerifyReport
+from savegame.maintenance import integrity, reencrypt
+from savegame.maintenance.integrity import Damage, Progress, VerifyReport
+from savegame.maintenance.reencrypt import RekeyReport
 from savegame.maintenance.retention import PrunePlan, RetentionPolicy, prune
 from savegame.stores.base import RunSize, Store, StoreStats
 
@@ -34,9 +35,10 @@ def rekey(
     storage: StorageConfig | None = None,
     progress: Progress | None = None,
 ) -> RekeyReport:
-    """Re-encrypt every payload, blob and journal value under the keyring's active key."""
+    """Re-encrypt every payload, blob, journal entry and run row under the keyring's active
+    key, and rename blobs to digests keyed by it (see :mod:`savegame.maintenance.reencrypt`)."""
     with opened(store) as handle:
-        return integrity.rekey(handle, storage=storage, run_id=run_id, progress=progress)
+        return reencrypt.rekey(handle, storage=storage, run_id=run_id, progress=progress)
 
 
 @dataclass(frozen=True, slots=True)

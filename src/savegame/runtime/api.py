@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Coroutine, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from savegame import codec, secrets
@@ -14,7 +15,7 @@ from savegame.codec.engine import Chain
 from savegame.codec.engine import load as load_chain
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
-from savegame.errors import ConfigurationError, NotFoundError, RunStateError
+from savegame.errors import ConfigurationError, CorruptRecordError, NotFoundError, RunStateError
 from savegame.ids import new_id
 from savegame.model import (
     Checkpoint,
@@ -154,6 +155,7 @@ def _start(
         # As sealed in the header: sensitive keys stay encrypted in the run row too.
         metadata=dict(record.header.metadata),
     )
+    info = replace(info, checksum=envelope.run_checksum(info, storage))
     # A queued run is created unowned: the first worker to claim it leases it.
     lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
     return Checkpoint(header=record.header, state=state), record, lease
@@ -168,7 +170,8 @@ def _prepare_resume(
     storage: StorageConfig | None = None,
     lease: Lease | None = None,
 ) -> tuple[Workflow, Checkpoint, CheckpointRecord, Chain | None, Any]:
-    info = store.get_run(run_id)
+    # Checked before anything in it is used: its workflow reference is imported below.
+    info = envelope.verify_run(store.get_run(run_id), storage)
     if info.status.finished or info.status is RunStatus.COMPENSATING:
         hint = (
             " (continue it with `savegame compensate`)"
@@ -199,6 +202,7 @@ def _prepare_resume(
                 raise NotFoundError("checkpoint", f"{from_checkpoint} in run {run_id}")
         else:
             record = store.latest_checkpoint(run_id)
+            _agrees(info, record)
         cp, chain = _decode(store, record, wf, storage)
         if cp.next is None:
             raise RunStateError(run_id, cp.status.value, "resume")
@@ -206,6 +210,21 @@ def _prepare_resume(
         store.release_lease(run_id, lease.token)
         raise
     return wf, cp, record, chain, lease
+
+
+def _agrees(info: RunInfo, head: CheckpointRecord) -> None:
+    """The run row and its head checkpoint are written in one transaction, so they agree
+    on run and status; the head's header is checked when it loads, the row's copy here.
+
+    Raises:
+        CorruptRecordError: they disagree (an edited row, or damage).
+    """
+    if head.run_id != info.run_id or head.header.status is not info.status:
+        raise CorruptRecordError(
+            f"run {info.run_id}",
+            f"its row says {info.status.value}, but its head {head.checkpoint_id} belongs to "
+            f"run {head.run_id} and says {head.header.status.value}",
+        )
 
 
 async def _arun(

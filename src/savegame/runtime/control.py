@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from savegame import codec
+from savegame.codec import envelope
 from savegame.codec.journal import decode_value
 from savegame.codec.journal import opened as opened_effect
 from savegame.codec.storage import StorageConfig
@@ -78,8 +79,10 @@ def pending_interrupts(
         return decisions.pending(s, run_id, storage=storage)
 
 
-def _import_tools(info: RunInfo) -> None:
-    # Compensating tools register themselves when their module is imported.
+def _import_tools(info: RunInfo, storage: StorageConfig | None) -> None:
+    # Compensating tools register themselves when their module is imported; the row is
+    # checked first, so an edited reference is never imported.
+    envelope.verify_run(info, storage)
     if info.workflow_ref is not None:
         load(info.workflow_ref)
 
@@ -100,7 +103,7 @@ def compensate(
         LeaseHeldError: a live process is executing the run (cancel it first).
     """
     with opened(store) as s:
-        _import_tools(s.get_run(run_id))
+        _import_tools(s.get_run(run_id), storage)
         lease = leases.acquire(s, run_id, ttl=lease_ttl)
         try:
             with leases.Heartbeat(s, lease, lease_ttl):

@@ -28,6 +28,7 @@ from savegame.model import (
     EffectKind,
     EffectRecord,
     EffectStatus,
+    RunInfo,
 )
 from savegame.stores.base import RunSize
 
@@ -296,26 +297,41 @@ def unique(ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def rewritten_record(current: CheckpointRecord, new: CheckpointRecord) -> CheckpointRecord:
-    """``current`` after ``rewrite``: payload, checksum, size and metadata from ``new``."""
-    return replace(
-        current,
-        payload=bytes(new.payload),
-        checksum=new.checksum,
-        header=replace(
-            current.header,
-            size=new.header.size,
-            metadata=detach(new.header.metadata, "metadata"),
-        ),
-    )
+def rewritten_record(stored: tuple[str, str], new: CheckpointRecord) -> CheckpointRecord:
+    """The stored checkpoint after ``rewrite``: ``new`` whole (header, payload, checksum).
+
+    ``stored``: the (run_id, thread_id) the checkpoint belongs to now.
+
+    Raises:
+        ValueError: ``new`` names another run or thread.
+    """
+    if (new.run_id, new.header.thread_id) != tuple(stored):
+        raise ValueError(
+            f"rewrite of checkpoint {new.checkpoint_id} names run {new.run_id} / thread "
+            f"{new.header.thread_id}, not its own run {stored[0]} / thread {stored[1]}"
+        )
+    return detached_record(new)
 
 
 def rewritten_effect(current: EffectRecord, new: EffectRecord) -> EffectRecord:
-    """``current`` after ``rewrite``: arguments, result and checksum from ``new``, nothing else."""
+    """``current`` after ``rewrite``: arguments, result, error, metadata and checksum from
+    ``new``; its identity, kind, position, status and times stay."""
     return replace(
         current,
         arguments=bytes(new.arguments),
         result=None if new.result is None else bytes(new.result),
+        error=new.error,
+        metadata=detach(new.metadata, "effect.metadata"),
+        checksum=new.checksum,
+    )
+
+
+def rewritten_run(current: RunInfo, new: RunInfo) -> RunInfo:
+    """``current`` after ``rewrite``: metadata, error and checksum from ``new``."""
+    return replace(
+        current,
+        metadata=detach(new.metadata, "run.metadata"),
+        error=new.error,
         checksum=new.checksum,
     )
 

@@ -361,19 +361,22 @@ class Store(Protocol):
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-        runs: Mapping[str, Mapping[str, Any]] | None = None,
+        runs: Sequence[RunInfo] = (),
     ) -> None:
-        """Replace stored payloads (``rekey``): same ids, new payload/result bytes and checksums.
+        """Replace stored records in place (``rekey``): same ids, new bytes and checks.
 
-        Records replace payload, checksum, size and metadata (whose sensitive
-        values are sealed under a key too) by checkpoint id; effects
-        replace arguments, result and checksum by (run_id, request_id); blobs
-        replace bytes by digest; ``runs`` replaces a run row's metadata (its
-        copy of the first checkpoint's, sealed values included) by run id.
-        Nothing else changes. One transaction where the backend allows.
+        Each record replaces the stored checkpoint of its id whole: header (format
+        version, metadata, blob digests, which the blob references follow), payload
+        and checksum; it must belong to the same run and thread. Each effect
+        replaces the arguments, result, error, metadata and checksum of the entry
+        with its (run_id, request_id). Blobs are stored under their digests,
+        inserted or replaced (a record rewritten to name a new digest brings it
+        here). Each run replaces the metadata, error and checksum of the row with
+        its run id. Nothing else changes. One transaction where the backend allows.
 
         Raises:
-            NotFoundError: an id named is not stored (nothing is replaced).
+            NotFoundError: a checkpoint, effect or run named is not stored (nothing is replaced).
+            ConflictError: a rewritten record names a blob neither given nor stored.
         """
         ...
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from savegame.errors import NotFoundError
-from savegame.model import CheckpointRecord, EffectRecord
+from savegame.model import CheckpointRecord, EffectRecord, RunInfo
 from savegame.stores import _common
 from savegame.stores.base import RunSize
 
@@ -101,28 +100,31 @@ class MemoryEngine:
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-        runs: Mapping[str, Mapping[str, Any]] | None = None,
+        runs: Sequence[RunInfo] = (),
     ) -> None:
         new_blobs = _common.check_blobs(blobs)
         with self._lock:
-            # Everything is looked up before anything changes: all or nothing.
-            new_records = [
-                _common.rewritten_record(self._checkpoint(r.checkpoint_id), r) for r in records
-            ]
+            # Everything is looked up and checked before anything changes: all or nothing.
+            new_records = []
+            for r in records:
+                current = self._checkpoint(r.checkpoint_id).header
+                new = _common.rewritten_record((current.run_id, current.thread_id), r)
+                missing = [
+                    d for d in _common.unique(new.header.blobs)
+                    if d not in self._blobs and d not in new_blobs
+                ]  # fmt: skip
+                if missing:
+                    raise _common.missing_blob_error(r.checkpoint_id, missing)
+                new_records.append(new)
             new_effects = [_common.rewritten_effect(self._effect(e), e) for e in effects]
-            for digest in new_blobs:
-                if digest not in self._blobs:
-                    raise NotFoundError("blob", digest)
-            new_metadata = {
-                run_id: _common.detach(meta, "run.metadata")
-                for run_id, meta in (runs or {}).items()
-            }
-            for run_id in new_metadata:
-                if run_id not in self._runs:
-                    raise NotFoundError("run", run_id)
-            for run_id, meta in new_metadata.items():
-                run = self._runs[run_id]
-                run.info = replace(run.info, metadata=meta)
+            new_runs = []
+            for run in runs:
+                held = self._runs.get(run.run_id)
+                if held is None:
+                    raise NotFoundError("run", run.run_id)
+                new_runs.append((held, _common.rewritten_run(held.info, run)))
+            for held, info in new_runs:
+                held.info = info
             for record in new_records:
                 self._checkpoints[record.checkpoint_id] = record
             for effect in new_effects:

@@ -247,7 +247,7 @@ class ObjectStorageStore:
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-        runs: Mapping[str, Mapping[str, Any]] | None = None,
+        runs: Sequence[RunInfo] = (),
     ) -> None:
         old = self._record_keys(r.checkpoint_id for r in records)
         old += self._blob_keys(self._inner.get_blobs(list(blobs or ())))

@@ -203,14 +203,14 @@ class PostgresStore(PostgresEngine):
             # Unowned (owner None): NULL + ttl leaves no expiry, so the run is claimable at once.
             row = conn.execute(
                 f"INSERT INTO runs ({q.RUN_COLS}) VALUES"
-                f" (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, 1, {q.NOW} + %s, %s)"
+                f" (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, 1, {q.NOW} + %s, %s, %s)"
                 f" ON CONFLICT (run_id) DO NOTHING RETURNING lease_expires_at, {q.NOW}",
                 (
                     run.run_id, run.thread_id, run.workflow, run.workflow_ref,
                     RunStatus(header.status).value, header.step, first.checkpoint_id,
                     _common.to_micros(run.created_at), _common.to_micros(run.updated_at),
                     run.error, meta, owner, None if owner is None else ttl,
-                    bool(run.cancel_requested),
+                    bool(run.cancel_requested), run.checksum,
                 ),
             ).fetchone()  # fmt: skip
             if row is None:

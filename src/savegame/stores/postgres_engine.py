@@ -24,6 +24,7 @@ from savegame.model import (
     EffectKind,
     EffectRecord,
     EffectStatus,
+    RunInfo,
     RunStatus,
     utcnow,
 )
@@ -229,44 +230,38 @@ class PostgresEngine(SqlReads):
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-        runs: Mapping[str, Mapping[str, Any]] | None = None,
+        runs: Sequence[RunInfo] = (),
     ) -> None:
         new_blobs = _common.check_blobs(blobs)
-        # One transaction: an unknown id rolls every replacement back.
+        # One transaction: an unknown id rolls every replacement back. Blobs first, so a
+        # record rewritten to name a new digest finds it stored.
         with self._tx() as conn:
+            if new_blobs:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        q.UPSERT_BLOB,
+                        [(d, new_blobs[d], len(new_blobs[d])) for d in sorted(new_blobs)],
+                    )
             for record in records:
-                if not conn.execute(
-                    "UPDATE checkpoints SET payload = %s, checksum = %s, size = %s,"
-                    " metadata = %s::json WHERE checkpoint_id = %s",
-                    (
-                        bytes(record.payload),
-                        record.checksum,
-                        record.header.size,
-                        _common.json_dumps(dict(record.header.metadata), "metadata").decode(),
-                        record.checkpoint_id,
-                    ),
-                ).rowcount:
-                    raise NotFoundError("checkpoint", record.checkpoint_id)
+                q.replace_checkpoint(conn, record)
             for effect in effects:
                 result = None if effect.result is None else bytes(effect.result)
+                meta = _common.json_dumps(dict(effect.metadata), "effect.metadata").decode()
                 if not conn.execute(
-                    "UPDATE effects SET arguments = %s, result = %s, checksum = %s"
-                    " WHERE run_id = %s AND request_id = %s",
-                    (bytes(effect.arguments), result, effect.checksum, effect.run_id, effect.request_id),
+                    "UPDATE effects SET arguments = %s, result = %s, error = %s,"
+                    " metadata = %s::json, checksum = %s WHERE run_id = %s AND request_id = %s",
+                    (bytes(effect.arguments), result, effect.error, meta, effect.checksum,
+                     effect.run_id, effect.request_id),
                 ).rowcount:  # fmt: skip
                     raise NotFoundError("effect", f"{effect.run_id}/{effect.request_id}")
-            for digest, data in new_blobs.items():
+            for run in runs:
                 if not conn.execute(
-                    "UPDATE blobs SET data = %s, size = %s WHERE digest = %s",
-                    (data, len(data), digest),
-                ).rowcount:
-                    raise NotFoundError("blob", digest)
-            for run_id, meta in (runs or {}).items():
-                if not conn.execute(
-                    "UPDATE runs SET metadata = %s::json WHERE run_id = %s",
-                    (_common.json_dumps(dict(meta), "metadata").decode(), run_id),
-                ).rowcount:
-                    raise NotFoundError("run", run_id)
+                    "UPDATE runs SET metadata = %s::json, error = %s, checksum = %s"
+                    " WHERE run_id = %s",
+                    (_common.json_dumps(dict(run.metadata), "metadata").decode(), run.error,
+                     run.checksum, run.run_id),
+                ).rowcount:  # fmt: skip
+                    raise NotFoundError("run", run.run_id)
 
     def run_sizes(self, *, thread_id: str | None = None, limit: int = 1000) -> list[RunSize]:
         rows = self._read(q.RUN_SIZES, {"thread": thread_id, "limit": max(limit, 0)})

@@ -135,6 +135,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 3: no query ever used checkpoints_by_base (retention walks bases from the
     # headers it already read), and every delta insert paid for it.
     ("DROP INDEX IF EXISTS {s}.checkpoints_by_base",),
+    # 4: the run row's own check (RunInfo.checksum): its workflow reference is what
+    # resume imports. A constant default fills old rows without a table rewrite.
+    ("ALTER TABLE {s}.runs ADD COLUMN checksum text NOT NULL DEFAULT ''",),
 )
 
 #: The schema version this code writes and understands.

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from savegame.errors import ConflictError
+from savegame.errors import ConflictError, NotFoundError
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -56,6 +56,21 @@ MISSING_BLOBS = """
 """
 
 INSERT_BLOB = "INSERT INTO blobs (digest, data, size) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+
+# rewrite stores its blobs whether or not the digest is there (re-encrypted bytes).
+UPSERT_BLOB = """
+    INSERT INTO blobs (digest, data, size) VALUES (%s, %s, %s)
+    ON CONFLICT (digest) DO UPDATE SET data = EXCLUDED.data, size = EXCLUDED.size
+"""
+
+# rewrite replaces a record whole; RETURNING what it belongs to, for the check.
+REPLACE_CHECKPOINT = """
+    UPDATE checkpoints SET parent_id = %s, step = %s, node = %s, status = %s, next = %s,
+        usage = %s::json, metadata = %s::json, created_at = %s, expires_at = %s,
+        format_version = %s, state_version = %s, size = %s, base_id = %s, blobs = %s::text[],
+        checksum = %s, payload = %s
+    WHERE checkpoint_id = %s AND run_id = %s AND thread_id = %s
+"""
 
 # The oldest runnable run, locked: queued or running, with no owner or an expired
 # lease (expired exactly when acquire_lease would take it over, by the server's
@@ -166,6 +181,35 @@ def insert_checkpoint(
         # Sorted: two writers sharing digests wait on each other in one order, never in a cycle.
         with conn.cursor() as cur:
             cur.executemany(INSERT_BLOB, [(d, blobs[d], len(blobs[d])) for d in sorted(blobs)])
+
+
+def replace_checkpoint(conn: psycopg.Connection[Any], record: CheckpointRecord) -> None:
+    """``rewrite``'s part for one record: the stored checkpoint of its id replaced whole,
+    its blob references with it; call inside the transaction, blobs already stored.
+
+    Raises:
+        NotFoundError: no checkpoint has that id.
+        ValueError: the record names another run or thread.
+        MissingBlobsError: it names a blob that is not stored.
+    """
+    h = record.header
+    found = conn.execute(
+        "SELECT run_id, thread_id FROM checkpoints WHERE checkpoint_id = %s", (h.checkpoint_id,)
+    ).fetchone()
+    if found is None:
+        raise NotFoundError("checkpoint", h.checkpoint_id)
+    record = _common.rewritten_record((found[0], found[1]), record)
+    params = checkpoint_params(record)
+    # checkpoint_params' order is the INSERT's: the id and owners go last here.
+    conn.execute(REPLACE_CHECKPOINT, (*params[3:], h.checkpoint_id, h.run_id, h.thread_id))
+    conn.execute("DELETE FROM checkpoint_blobs WHERE checkpoint_id = %s", (h.checkpoint_id,))
+    if h.blobs:
+        # As in insert_checkpoint: the references first, then the check, so a blob
+        # found present cannot be collected under this record.
+        conn.execute(INSERT_REFS, (h.checkpoint_id, list(h.blobs)))
+        missing = conn.execute(MISSING_BLOBS, (list(_common.unique(h.blobs)),)).fetchall()
+        if missing:
+            raise _common.missing_blob_error(h.checkpoint_id, [row[0] for row in missing])
 
 
 # -- parameters ------------------------------------------------------------------

@@ -17,7 +17,14 @@ import redis
 from redis.commands.core import Script
 
 from savegame.errors import LeaseLostError, NotFoundError
-from savegame.model import CheckpointRecord, EffectKind, EffectRecord, EffectStatus, RunStatus
+from savegame.model import (
+    CheckpointRecord,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    RunInfo,
+    RunStatus,
+)
 from savegame.stores import _common
 from savegame.stores import redis_rows as rows
 from savegame.stores.base import RunSize, StoreStats
@@ -191,16 +198,21 @@ class RedisEngine:
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-        runs: Mapping[str, Mapping[str, Any]] | None = None,
+        runs: Sequence[RunInfo] = (),
     ) -> None:
-        """Replace payloads, journal bytes and blob bytes in one script, or nothing.
+        """Replace records, journal entries, blobs and run rows in one script, or nothing.
 
         Raises:
-            NotFoundError: a checkpoint, journal entry or blob named is not stored.
+            NotFoundError: a checkpoint, journal entry or run named is not stored.
+            MissingBlobsError: a rewritten record names a blob neither given nor stored.
         """
         blob_args = [x for item in _common.check_blobs(blobs).items() for x in item]
+        run_args: list[bytes | str] = []
+        for run in runs:
+            meta = _common.json_dumps(dict(run.metadata), "run.metadata")
+            has_error = "0" if run.error is None else "1"
+            run_args += [run.run_id, meta, has_error, run.error or "", run.checksum]
         while True:
-            # The header is one JSON value: the new metadata goes into the one read here.
             rec_args: list[bytes | str | int] = []
             pipe = self._client.pipeline(transaction=False)
             for r in records:
@@ -209,9 +221,11 @@ class RedisEngine:
                 if head is None:
                     raise NotFoundError("checkpoint", r.checkpoint_id)
                 data = orjson.loads(head)
-                data["metadata"] = dict(r.header.metadata)
-                rec_args += [r.checkpoint_id, bytes(r.payload), r.checksum, r.header.size,
-                             head, _common.json_dumps(data, "metadata")]  # fmt: skip
+                new = _common.rewritten_record((data["run_id"], data["thread_id"]), r)
+                cid, _, _, new_head, payload, checksum, size, base, digests = rows.checkpoint_args(
+                    new
+                )
+                rec_args += [cid, payload, checksum, size, head, new_head, base, digests]
             fx_args: list[bytes | str] = []
             pipe = self._client.pipeline(transaction=False)
             for e in effects:
@@ -220,19 +234,16 @@ class RedisEngine:
                 if current is None:
                     raise NotFoundError("effect", f"{e.run_id}/{e.request_id}")
                 stored = rows.effect(e.run_id, e.request_id, current)
-                new = rows.entry(_common.rewritten_effect(stored, e))
-                fx_args += [e.run_id, e.request_id, current, new]
-            run_args = [
-                x
-                for run_id, meta in (runs or {}).items()
-                for x in (run_id, _common.json_dumps(dict(meta), "run.metadata"))
-            ]
+                new_entry = rows.entry(_common.rewritten_effect(stored, e))
+                fx_args += [e.run_id, e.request_id, current, new_entry]
             reply = self._call(
                 "rewrite", len(records), *rec_args, len(effects), *fx_args,
-                len(blob_args) // 2, *blob_args, len(run_args) // 2, *run_args,
+                len(blob_args) // 2, *blob_args, len(runs), *run_args,
             )  # fmt: skip
             if reply[0] == b"missing":
                 raise NotFoundError(reply[1].decode(), reply[2].decode())
+            if reply[0] == b"missing_blob":
+                raise _common.missing_blob_error(reply[1].decode(), [reply[2].decode()])
             if reply[0] == b"ok":
                 return
             # "retry": a journal entry changed since it was read; read it again.

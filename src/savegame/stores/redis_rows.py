@@ -122,6 +122,7 @@ def run_fields(run: RunInfo, first: CheckpointHeader) -> dict[str, str | bytes]:
         "updated_at": str(_common.to_micros(run.updated_at)),
         "metadata": _common.json_dumps(dict(run.metadata), "run.metadata"),
         "cancel_requested": "1" if run.cancel_requested else "0",
+        "checksum": run.checksum,
     }
     if run.workflow_ref is not None:
         fields["workflow_ref"] = run.workflow_ref
@@ -159,6 +160,7 @@ def run_info(row: Mapping[bytes, bytes]) -> RunInfo:
         lease=lease,
         metadata=orjson.loads(row[b"metadata"]),
         cancel_requested=row.get(b"cancel_requested") == b"1",
+        checksum=text("checksum") or "",
     )
 
 

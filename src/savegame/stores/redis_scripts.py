@@ -364,15 +364,17 @@ end
 return {n, bytes}
 """
 
-# ARGV: P, n, n*(id, payload, checksum, size, expected header, new header),
-# m, m*(run_id, request_id, expected, new), b, b*(digest, bytes). Everything is checked
-# before anything is written: a missing id writes nothing, and so does a header or a
-# journal entry that is no longer the one the store read (the caller reads it again).
+# ARGV: P, n, n*(id, payload, checksum, size, expected header, new header, base, JSON array
+# of the new header's distinct blob digests), m, m*(run_id, request_id, expected, new),
+# b, b*(digest, bytes), r, r*(run_id, metadata, has_error, error, checksum). Everything is
+# checked before anything is written: a missing id or blob writes nothing, and so does a
+# header or a journal entry that is no longer the one the store read (the caller reads
+# it again). A record's blob references follow its new header.
 REWRITE = r"""
 local i = 2
 local nrec = tonumber(ARGV[i])
 local recs = i + 1
-i = recs + 6 * nrec
+i = recs + 8 * nrec
 local nfx = tonumber(ARGV[i])
 local fxs = i + 1
 i = fxs + 4 * nfx
@@ -381,32 +383,45 @@ local blobs = i + 1
 i = blobs + 2 * nb
 local nrun = tonumber(ARGV[i])
 local runs = i + 1
-for j = recs, recs + 6 * (nrec - 1), 6 do
+local given = {}
+for j = blobs, blobs + 2 * (nb - 1), 2 do given[ARGV[j]] = true end
+for j = recs, recs + 8 * (nrec - 1), 8 do
   local h = redis.call('HGET', key('cp', ARGV[j]), 'h')
   if not h then return {'missing', 'checkpoint', ARGV[j]} end
   if h ~= ARGV[j + 4] then return {'retry'} end
+  for _, d in ipairs(cjson.decode(ARGV[j + 7])) do
+    if not given[d] and redis.call('EXISTS', key('blob', d)) == 0 then
+      return {'missing_blob', ARGV[j], d}
+    end
+  end
 end
 for j = fxs, fxs + 4 * (nfx - 1), 4 do
   if redis.call('HGET', key('fx', ARGV[j]), ARGV[j + 1]) ~= ARGV[j + 2] then return {'retry'} end
 end
-for j = blobs, blobs + 2 * (nb - 1), 2 do
-  if redis.call('EXISTS', key('blob', ARGV[j])) == 0 then return {'missing', 'blob', ARGV[j]} end
-end
-for j = runs, runs + 2 * (nrun - 1), 2 do
+for j = runs, runs + 5 * (nrun - 1), 5 do
   if redis.call('EXISTS', key('run', ARGV[j])) == 0 then return {'missing', 'run', ARGV[j]} end
 end
-for j = recs, recs + 6 * (nrec - 1), 6 do
-  redis.call('HSET', key('cp', ARGV[j]), 'p', ARGV[j + 1], 'c', ARGV[j + 2], 'size', ARGV[j + 3],
-    'h', ARGV[j + 5])
+for j = blobs, blobs + 2 * (nb - 1), 2 do
+  redis.call('SET', key('blob', ARGV[j]), ARGV[j + 1])
+  redis.call('SADD', P .. 'blobs', ARGV[j])
+end
+for j = recs, recs + 8 * (nrec - 1), 8 do
+  local ck = key('cp', ARGV[j])
+  for _, d in ipairs(cjson.decode(redis.call('HGET', ck, 'blobs'))) do
+    if redis.call('HINCRBY', P .. 'refs', d, -1) <= 0 then redis.call('HDEL', P .. 'refs', d) end
+  end
+  redis.call('HSET', ck, 'p', ARGV[j + 1], 'c', ARGV[j + 2], 'size', ARGV[j + 3],
+    'h', ARGV[j + 5], 'base', ARGV[j + 6], 'blobs', ARGV[j + 7])
+  for _, d in ipairs(cjson.decode(ARGV[j + 7])) do redis.call('HINCRBY', P .. 'refs', d, 1) end
 end
 for j = fxs, fxs + 4 * (nfx - 1), 4 do
   redis.call('HSET', key('fx', ARGV[j]), ARGV[j + 1], ARGV[j + 3])
 end
-for j = blobs, blobs + 2 * (nb - 1), 2 do
-  redis.call('SET', key('blob', ARGV[j]), ARGV[j + 1])
-end
-for j = runs, runs + 2 * (nrun - 1), 2 do
-  redis.call('HSET', key('run', ARGV[j]), 'metadata', ARGV[j + 1])
+for j = runs, runs + 5 * (nrun - 1), 5 do
+  local rk = key('run', ARGV[j])
+  redis.call('HSET', rk, 'metadata', ARGV[j + 1], 'checksum', ARGV[j + 4])
+  if ARGV[j + 2] == '1' then redis.call('HSET', rk, 'error', ARGV[j + 3])
+  else redis.call('HDEL', rk, 'error') end
 end
 return {'ok'}
 """

@@ -34,7 +34,8 @@ HEADER_COLS = (
 RECORD_COLS = HEADER_COLS + ", checksum, payload"
 RUN_COLS = (
     "run_id, thread_id, workflow, workflow_ref, status, step, head_checkpoint_id, created_at,"
-    " updated_at, error, metadata, lease_owner, lease_token, lease_expires_at, cancel_requested"
+    " updated_at, error, metadata, lease_owner, lease_token, lease_expires_at, cancel_requested,"
+    " checksum"
 )
 EFFECT_COLS = (
     "run_id, request_id, kind, name, step, node, call_index, status, arguments, result, error,"
@@ -105,6 +106,7 @@ def run_info(row: Sequence[Any], json: Json) -> RunInfo:
         lease=None if owner is None else Lease(row[0], owner, token, expires_at),
         metadata=json(row[10]),
         cancel_requested=bool(row[14]),
+        checksum=row[15],
     )
 
 

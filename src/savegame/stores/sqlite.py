@@ -152,12 +152,12 @@ class SqliteStore(SqliteEngine):
             now = time.time()
             expires = None if owner is None else now + ttl
             conn.execute(
-                f"INSERT INTO runs ({conv.RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO runs ({conv.RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id, run.thread_id, run.workflow, run.workflow_ref, header.status.value,
                     header.step, first.checkpoint_id, _common.to_micros(run.created_at),
                     _common.to_micros(run.updated_at), run.error, meta, owner, 1, expires,
-                    int(run.cancel_requested),
+                    int(run.cancel_requested), run.checksum,
                 ),
             )  # fmt: skip
             conv.insert_checkpoint(conn, first, new_blobs)

@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from savegame.errors import NotFoundError
-from savegame.model import CheckpointRecord, EffectRecord, RunStatus
+from savegame.model import CheckpointRecord, EffectRecord, RunInfo, RunStatus
 from savegame.stores import _common
 from savegame.stores import sqlite_rows as conv
 from savegame.stores.base import RunSize, StoreStats
@@ -147,48 +147,37 @@ class SqliteEngine(SqlReads):
         records: Sequence[CheckpointRecord] = (),
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
-        runs: Mapping[str, Mapping[str, Any]] | None = None,
+        runs: Sequence[RunInfo] = (),
     ) -> None:
         new_blobs = _common.check_blobs(blobs)
-        # One transaction: an unknown id rolls every replacement back.
+        # One transaction: an unknown id rolls every replacement back. Blobs first, so a
+        # record rewritten to name a new digest finds it stored.
         with self._write() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO blobs (digest, data, size) VALUES (?, ?, ?)",
+                [(digest, data, len(data)) for digest, data in new_blobs.items()],
+            )
             for record in records:
-                done = conn.execute(
-                    "UPDATE checkpoints SET payload = ?, checksum = ?, size = ?, metadata = ?"
-                    " WHERE checkpoint_id = ?",
-                    (
-                        bytes(record.payload),
-                        record.checksum,
-                        record.header.size,
-                        _common.json_dumps(dict(record.header.metadata), "metadata").decode(),
-                        record.checkpoint_id,
-                    ),
-                ).rowcount
-                if not done:
-                    raise NotFoundError("checkpoint", record.checkpoint_id)
+                conv.replace_checkpoint(conn, record)
             for effect in effects:
                 result = None if effect.result is None else bytes(effect.result)
+                meta = _common.json_dumps(dict(effect.metadata), "effect.metadata").decode()
                 done = conn.execute(
-                    "UPDATE effects SET arguments = ?, result = ?, checksum = ?"
-                    " WHERE run_id = ? AND request_id = ?",
-                    (bytes(effect.arguments), result, effect.checksum, effect.run_id, effect.request_id),
+                    "UPDATE effects SET arguments = ?, result = ?, error = ?, metadata = ?,"
+                    " checksum = ? WHERE run_id = ? AND request_id = ?",
+                    (bytes(effect.arguments), result, effect.error, meta, effect.checksum,
+                     effect.run_id, effect.request_id),
                 ).rowcount  # fmt: skip
                 if not done:
                     raise NotFoundError("effect", f"{effect.run_id}/{effect.request_id}")
-            for digest, data in new_blobs.items():
+            for run in runs:
                 done = conn.execute(
-                    "UPDATE blobs SET data = ?, size = ? WHERE digest = ?",
-                    (data, len(data), digest),
-                ).rowcount
+                    "UPDATE runs SET metadata = ?, error = ?, checksum = ? WHERE run_id = ?",
+                    (_common.json_dumps(dict(run.metadata), "metadata").decode(), run.error,
+                     run.checksum, run.run_id),
+                ).rowcount  # fmt: skip
                 if not done:
-                    raise NotFoundError("blob", digest)
-            for run_id, meta in (runs or {}).items():
-                done = conn.execute(
-                    "UPDATE runs SET metadata = ? WHERE run_id = ?",
-                    (_common.json_dumps(dict(meta), "metadata").decode(), run_id),
-                ).rowcount
-                if not done:
-                    raise NotFoundError("run", run_id)
+                    raise NotFoundError("run", run.run_id)
 
     def run_sizes(self, *, thread_id: str | None = None, limit: int = 1000) -> list[RunSize]:
         rows = self._read(_SIZES_SQL, (thread_id, max(limit, 0)))

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from savegame.errors import ConflictError
+from savegame.errors import ConflictError, NotFoundError
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -101,6 +101,54 @@ def insert_checkpoint(
     )  # fmt: skip
     # The header may name a digest twice; the reference table holds the set.
     # Most records (deltas) name none: a statement spared on every step.
+    if names:
+        conn.execute(
+            "INSERT OR IGNORE INTO checkpoint_blobs (checkpoint_id, digest)"
+            " SELECT ?, value FROM json_each(?)",
+            (h.checkpoint_id, digests),
+        )
+
+
+def replace_checkpoint(conn: sqlite3.Connection, record: CheckpointRecord) -> None:
+    """``rewrite``'s part for one record: the stored checkpoint of its id replaced whole,
+    its blob references with it; call inside a write transaction, blobs already stored.
+
+    Raises:
+        NotFoundError: no checkpoint has that id.
+        ValueError: the record names another run or thread.
+        MissingBlobsError: it names a blob that is not stored.
+    """
+    h = record.header
+    row = conn.execute(
+        "SELECT run_id, thread_id FROM checkpoints WHERE checkpoint_id = ?", (h.checkpoint_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError("checkpoint", h.checkpoint_id)
+    record = _common.rewritten_record((row[0], row[1]), record)
+    names = _common.header_blobs(h)
+    digests = _common.json_dumps(list(names), "blobs").decode()
+    if names:
+        missing = conn.execute(
+            "SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE digest = value)",
+            (digests,),
+        ).fetchall()
+        if missing:
+            raise _common.missing_blob_error(h.checkpoint_id, [m[0] for m in missing])
+    conn.execute(
+        "UPDATE checkpoints SET parent_id = ?, step = ?, node = ?, status = ?, next = ?, usage = ?,"
+        " metadata = ?, created_at = ?, expires_at = ?, format_version = ?, state_version = ?,"
+        " size = ?, base_id = ?, blobs = ?, checksum = ?, payload = ? WHERE checkpoint_id = ?",
+        (
+            h.parent_id, h.step, h.node, h.status.value, h.next,
+            _common.json_dumps(h.usage.to_dict(), "usage").decode(),
+            _common.json_dumps(dict(h.metadata), "metadata").decode(),
+            _common.to_micros(h.created_at),
+            None if h.expires_at is None else _common.to_micros(h.expires_at),
+            h.format_version, h.state_version, h.size, h.base_id, digests,
+            record.checksum, bytes(record.payload), h.checkpoint_id,
+        ),
+    )  # fmt: skip
+    conn.execute("DELETE FROM checkpoint_blobs WHERE checkpoint_id = ?", (h.checkpoint_id,))
     if names:
         conn.execute(
             "INSERT OR IGNORE INTO checkpoint_blobs (checkpoint_id, digest)"

@@ -132,6 +132,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 5: no query ever used checkpoints_by_base (retention walks bases from the
     # headers it already read), and every delta insert paid for it in WAL pages.
     ("DROP INDEX IF EXISTS checkpoints_by_base",),
+    # 6: the run row's own check (RunInfo.checksum): its workflow reference is what
+    # resume imports. A constant default: SQLite fills old rows without a rewrite.
+    ("ALTER TABLE runs ADD COLUMN checksum TEXT NOT NULL DEFAULT ''",),
 )
 
 #: The schema version this code writes and understands.

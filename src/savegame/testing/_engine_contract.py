@@ -35,6 +35,7 @@ BIG = b"\x00big blob \xff" * 20
 SMALL = b"small \x00"
 EMPTY = b""
 X, Y, S = blob_digest(BIG), blob_digest(SMALL), blob_digest(b"shared")
+Z = blob_digest(b"new Z")
 
 
 class EngineContract(ContractBase):
@@ -261,52 +262,63 @@ class EngineContract(ContractBase):
         )
         return run.run_id, [first, c1], ["e1", "e2"]
 
-    def test_rewrite_replaces_exactly_the_named_payloads(self, store: Store) -> None:
+    def test_rewrite_replaces_exactly_the_named_records(self, store: Store) -> None:
         run_id, (first, c1), _ = self._rewrite_fixture(store)
         e1, e2 = store.get_effect(run_id, "e1"), store.get_effect(run_id, "e2")
         before = store.stats()
-        # Payload, checksum, size and metadata (rekey reseals sensitive values) count;
-        # the other fields given are ignored.
+        # A record replaces the stored one whole (rekey: new format, metadata, blob names);
+        # an effect its values, error, metadata and check; a run its metadata, error, check.
         new_c1 = replace(
             c1,
             payload=b"\x01sealed",
             checksum="new-sum",
-            header=replace(c1.header, size=7, step=99, metadata={"k": 2}, blobs=()),
-        )
-        new_e1 = replace(e1, arguments=b"\x02a", result=b"\x02r", checksum="e1-new", name="x")
+            header=replace(
+                c1.header, size=7, step=99, next="other", metadata={"k": 2}, format_version=4,
+                blobs=(Y, Z),
+            ),
+        )  # fmt: skip
+        new_e1 = replace(
+            e1, arguments=b"\x02a", result=b"\x02r", checksum="e1-new", name="x",
+            error="$sg:enc:k2:BBBB", metadata={"idempotent": True, "by": "ada"},
+            status=EffectStatus.FAILED,
+        )  # fmt: skip
         run_before = store.get_run(run_id)
+        sealed_meta = {"user": "$sg:enc:k2:AAAA", "n": [1, None]}
         store.rewrite(
             records=[new_c1],
             effects=[new_e1],
-            blobs={X: b"sealed X"},
-            runs={run_id: {"user": "$sg:enc:k2:AAAA", "n": [1, None]}},
-        )
-        # The run row: its metadata, nothing else.
+            blobs={X: b"sealed X", Z: b"new Z"},
+            runs=[
+                replace(
+                    run_before, metadata=sealed_meta, error="$sg:enc:k2:CCCC", checksum="m1:k2:x",
+                    status=RunStatus.COMPLETED, workflow="other",
+                )
+            ],
+        )  # fmt: skip
         assert store.get_run(run_id) == replace(
-            run_before, metadata={"user": "$sg:enc:k2:AAAA", "n": [1, None]}
+            run_before, metadata=sealed_meta, error="$sg:enc:k2:CCCC", checksum="m1:k2:x"
         )
         got = store.get_checkpoint(c1.checkpoint_id)
-        assert got == replace(
-            c1,
-            payload=b"\x01sealed",
-            checksum="new-sum",
-            header=replace(c1.header, size=7, metadata={"k": 2}),
-        )
-        # Listing reads the same metadata as a load.
+        assert got == new_c1
+        # Listing reads the same header as a load.
         [listed] = [
             h for h in store.list_checkpoints(run_id) if h.checkpoint_id == c1.checkpoint_id
         ]
         assert listed == got.header
         assert store.get_checkpoint(first.checkpoint_id) == first
         assert store.get_effect(run_id, "e1") == replace(
-            e1, arguments=b"\x02a", result=b"\x02r", checksum="e1-new"
-        )
+            e1, arguments=b"\x02a", result=b"\x02r", checksum="e1-new",
+            error="$sg:enc:k2:BBBB", metadata={"idempotent": True, "by": "ada"},
+        )  # fmt: skip
         assert store.get_effect(run_id, "e2") == e2
-        assert store.get_blobs([X, Y]) == {X: b"sealed X", Y: SMALL}
+        assert store.get_blobs([X, Y, Z]) == {X: b"sealed X", Y: SMALL, Z: b"new Z"}
         after = store.stats()
-        assert after.blob_bytes == before.blob_bytes - len(BIG) + len(b"sealed X")
+        assert after.blob_bytes == before.blob_bytes - len(BIG) + len(b"sealed X") + len(b"new Z")
         assert after.payload_bytes == before.payload_bytes - len(c1.payload) + len(b"\x01sealed")
         assert store.get_chain(c1.checkpoint_id) == [got, first]
+        # The blob references follow the new header: X is no longer referred to.
+        assert store.delete_unreferenced_blobs() == (1, len(b"sealed X"))
+        assert store.get_blobs([X, Y, Z]) == {Y: SMALL, Z: b"new Z"}
         store.rewrite()  # nothing named, nothing changes
         assert store.get_checkpoint(c1.checkpoint_id) == got
 
@@ -316,18 +328,29 @@ class EngineContract(ContractBase):
         new_c1 = replace(c1, payload=b"new", checksum="new")
         new_e1 = replace(e1, arguments=b"new", checksum="new")
         ghost = make_record(c1.header.thread_id, run_id)
+        run_before = store.get_run(run_id)
         calls: list[Callable[[], None]] = [
             lambda: store.rewrite(records=[new_c1, ghost], effects=[new_e1]),
             lambda: store.rewrite(
                 records=[new_c1], effects=[new_e1, make_effect(run_id, "no-such")]
             ),
-            lambda: store.rewrite(records=[new_c1], blobs={X: b"new", "no-such-blob": b"x"}),
-            lambda: store.rewrite(records=[new_c1], runs={run_id: {"a": 1}, "no-such-run": {}}),
+            lambda: store.rewrite(
+                records=[new_c1],
+                runs=[run_before, replace(run_before, run_id="no-such-run")],
+            ),
         ]
-        run_before = store.get_run(run_id)
         for call in calls:
             with pytest.raises(NotFoundError):
                 call()
+        # A record naming a blob that is neither given nor stored: a conflict, nothing written.
+        with pytest.raises(ConflictError):
+            store.rewrite(
+                records=[replace(new_c1, header=replace(c1.header, blobs=(X, "no-such-blob")))],
+                blobs={X: b"new"},
+            )
+        # A record cannot move to another run.
+        with pytest.raises(ValueError, match="not its own run"):
+            store.rewrite(records=[replace(c1, header=replace(c1.header, run_id="other"))])
         assert store.get_checkpoint(c1.checkpoint_id) == c1
         assert store.get_effect(run_id, "e1") == e1
         assert store.get_blobs([X]) == {X: BIG}

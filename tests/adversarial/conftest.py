@@ -1,0 +1,97 @@
+"""Fixtures for the attacks: a real store and raw write access to its tables.
+
+An attacker here has what a leaked database password gives: they can read and
+change any row, but hold no encryption key. ``Raw`` runs SQL straight against
+the store's own SQLite file or PostgreSQL schema, bypassing savegame.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+POSTGRES = os.environ.get("SAVEGAME_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+TABLES = ("runs", "checkpoints", "effects", "blobs", "checkpoint_blobs")
+
+
+@dataclass
+class Raw:
+    """A store's URL and a way around it."""
+
+    url: str
+    kind: str
+    path: Path | None = None
+    conninfo: str = ""
+    schema: str = ""
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run ``sql`` (``?`` placeholders) and commit; return the rows it gave."""
+        if self.kind == "sqlite":
+            assert self.path is not None
+            conn = sqlite3.connect(self.path)
+            try:
+                rows = conn.execute(sql, params).fetchall()
+                conn.commit()
+            finally:
+                conn.close()
+            return rows
+        import psycopg
+
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{self.schema}"')
+            cur = conn.execute(sql.replace("?", "%s"), params)
+            return cur.fetchall() if cur.description else []
+
+    def dump(self) -> bytes:
+        """Every byte the store keeps: the SQLite file with its WAL, or every row."""
+        if self.kind == "sqlite":
+            assert self.path is not None
+            return b"".join(
+                Path(f"{self.path}{suffix}").read_bytes()
+                for suffix in ("", "-wal", "-shm")
+                if Path(f"{self.path}{suffix}").exists()
+            )
+        out = bytearray()
+        for table in TABLES:
+            for row in self.execute(f"SELECT * FROM {table}"):
+                for value in row:
+                    out += value if isinstance(value, (bytes, memoryview)) else repr(value).encode()
+                    out += b"\n"
+        return bytes(out)
+
+
+def _unusable(reason: str) -> None:
+    if os.environ.get("SAVEGAME_REQUIRE_SERVICES") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def raw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Raw]:
+    if request.param == "sqlite":
+        path = tmp_path / "attacked.db"
+        yield Raw(f"sqlite:///{path}", "sqlite", path=path)
+        return
+    try:
+        import psycopg
+
+        from savegame.stores.postgres import parse_url
+    except ImportError as exc:
+        _unusable(f"psycopg not installed: {exc}")
+    conninfo = parse_url(POSTGRES)[0]
+    try:
+        psycopg.connect(conninfo, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        _unusable(f"PostgreSQL at {POSTGRES} not reachable: {exc}")
+    schema = f"sgattack_{uuid.uuid4().hex}"
+    sep = "&" if "?" in POSTGRES else "?"
+    yield Raw(f"{POSTGRES}{sep}schema={schema}", "postgres", conninfo=conninfo, schema=schema)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
