@@ -646,7 +646,7 @@ def test_blobs_written_before_frame_checksums_are_still_checked_by_digest() -> N
         blob_codec.unseal(name, forged, PLAIN)
     # New blobs carry the checksum flag and still round-trip.
     sealed_now = blob_codec.seal(name, text, PLAIN)
-    assert sealed_now[4] == 1 | 4
+    assert sealed_now[4] == 1 | 4 | 8  # zstd, frame checksum, bound to its name
     assert blob_codec.unseal(name, sealed_now, PLAIN, full=True) == text
 
 

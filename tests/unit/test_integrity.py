@@ -171,20 +171,43 @@ def test_a_load_refuses_a_compressed_blob_damaged_anywhere(db: SqliteStore) -> N
     assert get_checkpoint(result.run_id, store=db, storage=COMPRESSED).state["log"]
 
 
-def test_verify_recomputes_digests_a_load_trusts_to_the_frame_checksum(db: SqliteStore) -> None:
-    """A sound blob under another blob's name passes its frame checksum; verify still finds it."""
+def test_a_sound_blob_under_another_blobs_name_is_refused_by_a_load_too(db: SqliteStore) -> None:
+    """Two blob rows swapped: each passes its own frame checksum, neither is what its name
+    says. A load refuses it (the binding of name and bytes), not only verify."""
     result = run(chatty(), store=db, storage=COMPRESSED)
     headers = db.list_checkpoints(result.run_id)
     first, second = sorted({d for h in headers for d in h.blobs})[:2]
     stored = db.get_blobs([first, second])
-    db.rewrite(blobs={first: stored[second]})
+    db.rewrite(blobs={first: stored[second], second: stored[first]})
+    with pytest.raises(CorruptRecordError, match="another blob"):
+        for header in headers:
+            get_checkpoint(header.checkpoint_id, store=db, storage=COMPRESSED)
     damaged = {(d.kind, d.ident): d.reason for d in verify(db, storage=COMPRESSED).damaged}
-    assert "does not match its digest" in damaged["blob", first]
-    assert ("blob", second) not in damaged
-    # rekey checks digests too: it refuses the blob rather than seal it as sound.
+    assert "another blob" in damaged["blob", first] and "another blob" in damaged["blob", second]
+    # rekey checks too: it refuses the blob rather than seal it as sound.
     encrypted = replace(COMPRESSED, keyring=Keyring.parse(f"k1:{new_key()}"))
-    with pytest.raises(CorruptRecordError, match=first):
+    with pytest.raises(CorruptRecordError, match="another blob"):
         rekey(db, storage=encrypted)
+
+
+def test_a_blob_written_before_the_binding_is_checked_against_its_digest() -> None:
+    """Plain blobs from before flag 8 carry no binding: each read hashes them."""
+    import hashlib
+
+    import zstandard
+
+    from savegame.codec import blobs as blobcodec
+
+    def legacy(data: bytes) -> bytes:  # flags: zstd | frame checksum, no binding
+        frame = zstandard.ZstdCompressor(write_checksum=True).compress(data)
+        return b"SGB\x01" + bytes([1 | 4, 0]) + frame
+
+    a, b = b"first document " * 50, b"second document " * 50
+    name_a, name_b = (hashlib.blake2b(x, digest_size=32).hexdigest() for x in (a, b))
+    assert blobcodec.unseal(name_a, legacy(a), PLAIN) == a
+    with pytest.raises(CorruptRecordError, match="does not match its digest"):
+        blobcodec.unseal(name_a, legacy(b), PLAIN)
+    assert blobcodec.unseal(name_b, blobcodec.seal(name_b, b, COMPRESSED), PLAIN) == b
 
 
 # -- rekey renames blobs ---------------------------------------------------------------

@@ -12,13 +12,16 @@ name of an encrypted blob does not reveal whether two stores, or two keys, hold
 the same text. Dedup then works per key, which is the same scope as the data.
 
 Stored blob bytes: ``b"SGB"`` + version (1) + flags (1: zstd, 2: AES-GCM,
-4: the zstd frame carries a content checksum) + key-id length + key id + body.
-An encrypted blob authenticates its digest as associated data. A plain one is
-checked when read: by the zstd frame checksum (XXH64 of the content, checked
-while decompressing) when it has one, else against its digest. Hashing every
-blob again cost a load of 2,000 messages about as much as decompressing them;
-``savegame verify`` still recomputes every digest (``unseal(full=True)``), which
-also catches a sound blob stored under another blob's name.
+4: the zstd frame carries a content checksum, 8: bound) + key-id length + key
+id + [bound: 4 bytes] + body. An encrypted blob authenticates its digest as
+associated data. A plain one is bound to its name: a CRC-32 of the name and
+the stored body, checked on every read, so a damaged blob, or a sound one
+stored under another blob's name (rows swapped), is refused where it is read.
+Hashing the plaintext against its digest instead cost a load of 2,000
+messages about as much as decompressing them (3.8 ms for 3.3 MB here); the CRC
+of the compressed body costs 0.26 ms per 1.5 MB. ``savegame verify`` still
+recomputes every digest (``unseal(full=True)``). Plain blobs written before
+the binding existed (no flag 8) are checked against their digest on every read.
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import weakref
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import zstandard
 
 from savegame.codec import compress
 from savegame.codec.storage import StorageConfig
@@ -45,7 +48,7 @@ DICT_PACK = "$sg:dpack"
 _BYTES = "$sg:bytes"
 _ESCAPED = "$sg:dict"
 _MAGIC = b"SGB\x01"
-_ZSTD, _AEAD, _FRAME_CHECKED = 1, 2, 4
+_ZSTD, _AEAD, _FRAME_CHECKED, _BOUND = 1, 2, 4, 8
 
 
 def digest(data: bytes, storage: StorageConfig) -> str:
@@ -377,14 +380,11 @@ def seal(name: str, data: bytes, storage: StorageConfig) -> bytes:
         prefix = _MAGIC + bytes([flags, len(kid)]) + kid
         _, body = storage.keyring.encrypt(body, prefix + name.encode())
         return prefix + body
-    return _MAGIC + bytes([flags, 0]) + body
+    return _MAGIC + bytes([flags | _BOUND, 0]) + _binding(name, body) + body
 
 
-def _has_checksum(stored: bytes, start: int) -> bool:
-    try:
-        return bool(zstandard.get_frame_parameters(memoryview(stored)[start:]).has_checksum)
-    except zstandard.ZstdError:
-        return False
+def _binding(name: str, body: bytes) -> bytes:
+    return zlib.crc32(body, zlib.crc32(name.encode())).to_bytes(4, "big")
 
 
 def unseal(name: str, stored: bytes, storage: StorageConfig, *, full: bool = False) -> bytes:
@@ -405,16 +405,16 @@ def unseal(name: str, stored: bytes, storage: StorageConfig, *, full: bool = Fal
         body = storage.keyring.decrypt(kid, body, stored[:prefix_end] + name.encode(), label)
     elif storage.keyring is not None and not storage.accept_plaintext:
         raise UnencryptedRecordError(label)
+    elif flags & _BOUND:
+        tag, body = body[:4], body[4:]
+        if _binding(name, body) != tag:
+            raise CorruptRecordError(label, "its bytes are damaged, or another blob's")
     if flags & _ZSTD:
         try:
             body = compress.decompress(body)
         except Exception as exc:
             raise CorruptRecordError(label, f"does not decompress: {exc}") from exc
-    if flags & _AEAD:
-        return body
-    # The flag is stored bytes like any other: trust it only when the frame's own
-    # header says zstd checked a content checksum while decompressing.
-    if not full and flags & _FRAME_CHECKED and flags & _ZSTD and _has_checksum(stored, prefix_end):
+    if flags & _AEAD or (flags & _BOUND and not full):
         return body
     # Plain blobs are named by the unkeyed digest of their bytes: check it.
     if hashlib.blake2b(body, digest_size=32).hexdigest() != name:
