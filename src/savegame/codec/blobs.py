@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from savegame.codec import compress
+from savegame.codec.crypto import key_id
 from savegame.codec.storage import StorageConfig
 from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
 
@@ -173,7 +174,10 @@ class _Resolver:
             # the str (immutable, so sharing is safe), as they shared it when saved.
             text = self.texts.get(name)
             if text is None:
-                text = self.texts[name] = self.blob(name).decode()
+                try:
+                    text = self.texts[name] = self.blob(name).decode()
+                except UnicodeDecodeError:
+                    raise CorruptRecordError(self.record_id, f"blob {name} is not text") from None
             return text
         return {_BYTES: base64.b64encode(self.blob(name)).decode("ascii")}
 
@@ -397,7 +401,7 @@ def unseal(name: str, stored: bytes, storage: StorageConfig, *, full: bool = Fal
         raise CorruptRecordError(label, "not a savegame blob")
     flags, kid_len = stored[4], stored[5]
     prefix_end = 6 + kid_len
-    kid = stored[6:prefix_end].decode()
+    kid = key_id(stored[6:prefix_end], label)
     body = stored[prefix_end:]
     if flags & _AEAD:
         if storage.keyring is None:

@@ -39,6 +39,22 @@ def _aead(key: bytes) -> AESGCM:
     return AESGCM(key)
 
 
+def key_id(raw: bytes, record_id: str) -> str:
+    """A stored key id: bytes that do not decode are damage, not an unknown key."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise CorruptRecordError(record_id, "its key id is not text") from None
+
+
+def unbase64(text: str, record_id: str) -> bytes:
+    """A stored base64 value (a sealed metadata value or error text)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise CorruptRecordError(record_id, "its sealed value is not base64") from None
+
+
 def new_key() -> str:
     """A fresh random key, base64, ready for ``SAVEGAME_KEYS="kid:<key>"``."""
     return base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii")

@@ -48,7 +48,7 @@ from typing import Any
 import orjson
 
 from savegame.codec import blobs, compress, values
-from savegame.codec.crypto import Keyring
+from savegame.codec.crypto import Keyring, key_id, unbase64
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
     ConfigurationError,
@@ -120,6 +120,16 @@ def _identity(header: CheckpointHeader) -> bytes:
     ).encode()
 
 
+def _stored_identity(header: CheckpointHeader) -> bytes:
+    """:func:`_identity` of a header read back: one that does not encode is damaged."""
+    try:
+        return _identity(header)
+    except (SerializationError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptRecordError(
+            header.checkpoint_id, f"its header does not encode: {exc}"
+        ) from None
+
+
 def _checksum2(header: CheckpointHeader, payload: bytes) -> str:
     digest = hashlib.blake2b(digest_size=16)
     digest.update(b"savegame-2\0" + _identity(header))
@@ -167,17 +177,36 @@ def verify_run(info: RunInfo, storage: StorageConfig | None) -> RunInfo:
     ring = config.keyring
     strict = ring is not None and not config.accept_plaintext
     label, check = f"run {info.run_id}", info.checksum
+    try:
+        covered = _run_covered(info)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CorruptRecordError(label, f"its row does not encode: {exc}") from None
     if check.startswith(_RUN_KEYED):
         kid, _, tag = check[len(_RUN_KEYED) :].partition(":")
         if ring is None:
             raise EncryptionKeyError(kid, label)
-        if ring.mac(_run_covered(info), kid, label) == tag:
+        if ring.mac(covered, kid, label) == tag:
             return info
     elif strict:
         raise UnauthenticatedRecordError(label, "a run row without a keyed check")
     elif not check or hashlib.blake2b(_run_covered(info), digest_size=16).hexdigest() == check[3:]:
         return info
     raise CorruptRecordError(label, "run row checksum mismatch (workflow, thread or metadata)")
+
+
+def check_head(info: RunInfo, head: CheckpointRecord) -> None:
+    """The run row and its head checkpoint are written in one transaction, so they agree
+    on run and status; the head's header is checked when it loads, the row's copy here.
+
+    Raises:
+        CorruptRecordError: they disagree (an edited row, or damage).
+    """
+    if head.run_id != info.run_id or head.header.status is not info.status:
+        raise CorruptRecordError(
+            f"run {info.run_id}",
+            f"its row says {info.status.value}, but its head {head.checkpoint_id} belongs to "
+            f"run {head.run_id} and says {head.header.status.value}",
+        )
 
 
 def reseal_run(info: RunInfo, reader: StorageConfig, writer: StorageConfig) -> RunInfo:
@@ -221,7 +250,12 @@ def _reveal_error(run_id: str, text: str | None, ring: Keyring) -> str | None:
     if kid not in ring.keys:
         return text  # as for metadata: one old run must not make a listing fail
     aad = f"run-error\0{run_id}".encode()
-    return ring.decrypt(kid, base64.b64decode(body), aad, f"run {run_id} error").decode()
+    label = f"run {run_id} error"
+    plain = ring.decrypt(kid, unbase64(body, label), aad, label)
+    try:
+        return plain.decode()
+    except UnicodeDecodeError:
+        raise CorruptRecordError(label, "its error text is not text") from None
 
 
 # -- sensitive metadata --------------------------------------------------------------
@@ -277,9 +311,11 @@ def _reveal_values(
         if missing_keys_ok and kid not in ring.keys:
             continue
         aad = f"meta\0{run_id}\0{key}".encode()
-        meta[key] = orjson.loads(
-            ring.decrypt(kid, base64.b64decode(body), aad, f"{ident} metadata {key!r}")
-        )
+        label = f"{ident} metadata {key!r}"
+        try:
+            meta[key] = orjson.loads(ring.decrypt(kid, unbase64(body, label), aad, label))
+        except orjson.JSONDecodeError:
+            raise CorruptRecordError(label, "its sealed value does not decode") from None
     return meta
 
 
@@ -435,7 +471,7 @@ def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool,
     if bool(flags & DELTA) != (header.base_id is not None):
         raise CorruptRecordError(ident, "envelope and header disagree on the delta base")
     if flags & AEAD:
-        kid = payload[5:end].decode()
+        kid = key_id(payload[5:end], ident)
         if storage.keyring is None:
             raise EncryptionKeyError(kid, ident)
         if strict and header.format_version < 4:
@@ -445,11 +481,14 @@ def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool,
                 ident,
                 f"a format-{header.format_version} record, whose header is not authenticated,",
             )
-        body = storage.keyring.decrypt(kid, body, payload[:end] + _identity(header), ident)
+        body = storage.keyring.decrypt(kid, body, payload[:end] + _stored_identity(header), ident)
     else:
         if strict:
             raise UnencryptedRecordError(ident)
-        if _checksum2(header, payload) != record.checksum:
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(b"savegame-2\0" + _stored_identity(header))
+        digest.update(payload)
+        if digest.hexdigest() != record.checksum:
             raise CorruptRecordError(ident, "checksum mismatch")
     if flags & ZSTD:
         try:

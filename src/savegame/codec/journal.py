@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from savegame.codec import values
+from savegame.codec.crypto import key_id, unbase64
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
     CorruptRecordError,
@@ -112,7 +113,7 @@ def _open(effect: EffectRecord, field: str, data: bytes, storage: StorageConfig)
             raise UnencryptedRecordError(_label(effect))
         return data
     end = 5 + data[4]
-    kid = data[5:end].decode()
+    kid = key_id(data[5:end], _label(effect))
     if storage.keyring is None:
         raise EncryptionKeyError(kid, _label(effect))
     return storage.keyring.decrypt(kid, data[end:], _aad(effect, field), _label(effect))
@@ -133,12 +134,12 @@ def _open_text(effect: EffectRecord, text: str | None, storage: StorageConfig) -
     kid, _, body = text[len(_TEXT) :].partition(":")
     if storage.keyring is None:
         raise EncryptionKeyError(kid, _label(effect))
-    try:
-        sealed_ = base64.b64decode(body, validate=True)
-    except ValueError:
-        raise CorruptRecordError(_label(effect), "its sealed error text is not base64") from None
+    sealed_ = unbase64(body, _label(effect))
     plain = storage.keyring.decrypt(kid, sealed_, _aad(effect, "error"), _label(effect))
-    return plain.decode()
+    try:
+        return plain.decode()
+    except UnicodeDecodeError:
+        raise CorruptRecordError(_label(effect), "its error text is not text") from None
 
 
 def sealed(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
@@ -168,21 +169,31 @@ def verify(effect: EffectRecord, storage: StorageConfig | None = None) -> Effect
     ring = config.keyring
     strict = ring is not None and not config.accept_plaintext
     check = effect.checksum
+    try:
+        covered = _covered(effect)
+    except (TypeError, ValueError) as exc:  # a field of a type savegame never writes
+        raise CorruptRecordError(_label(effect), f"journal entry does not encode: {exc}") from None
+    if not isinstance(check, str):
+        raise CorruptRecordError(_label(effect), "journal entry has no checksum")
     if check.startswith(_KEYED2):
         kid, _, tag = check[len(_KEYED2) :].partition(":")
         if ring is None:
             raise EncryptionKeyError(kid, _label(effect))
-        if ring.mac(_covered(effect), kid, _label(effect)) == tag:
+        if ring.mac(covered, kid, _label(effect)) == tag:
             return effect
     elif strict:
         if not is_sealed(effect.arguments):
             raise UnencryptedRecordError(_label(effect))
         raise UnauthenticatedRecordError(_label(effect), "journal entry with an unkeyed check")
     elif check.startswith(_PLAIN2):
-        if hashlib.blake2b(_covered(effect), digest_size=16).hexdigest() == check[3:]:
+        if hashlib.blake2b(covered, digest_size=16).hexdigest() == check[3:]:
             return effect
-    elif _legacy_checksum(effect) == check:
-        return effect
+    else:
+        try:
+            if _legacy_checksum(effect) == check:
+                return effect
+        except (TypeError, AttributeError, ValueError):
+            pass  # not what format 1 wrote either
     raise CorruptRecordError(_label(effect), "journal entry checksum mismatch")
 
 

@@ -28,7 +28,7 @@ Progress = Callable[[int, int], None]
 @dataclass(frozen=True, slots=True)
 class Damage:
     kind: str
-    """checkpoint, blob or effect."""
+    """run, checkpoint, blob or effect."""
     ident: str
     run_id: str
     reason: str
@@ -59,54 +59,66 @@ def verify(
     storage: StorageConfig | None = None,
     progress: Progress | None = None,
 ) -> VerifyReport:
-    """Check every record of the store (or of one run); report damage, change nothing."""
+    """Check every record of the store (or of one run); report damage, change nothing.
+
+    Raises:
+        EncryptionKeyError: a record needs a key the keyring lacks: a setup problem
+            (add the key), not damage, so the scan stops and says which key.
+    """
     config = resolve(storage)
     report = VerifyReport()
     runs = runs_of(store, run_id)
     for done, run in enumerate(runs, start=1):
         report.runs += 1
-        try:
-            envelope.verify_run(run, config)
-        except EncryptionKeyError:
-            raise
-        except SavegameError as exc:
-            report.damaged.append(Damage("run", run.run_id, run.run_id, str(exc)))
-        digests: set[str] = set()
-        for header in store.list_checkpoints(run.run_id):
-            report.checkpoints += 1
-            try:
-                record = store.get_checkpoint(header.checkpoint_id)
-                envelope.open_record(record, config)
-                if header.base_id is not None:
-                    store.get_chain(header.checkpoint_id)  # every base down to the keyframe
-            except SavegameError as exc:
-                report.damaged.append(
-                    Damage("checkpoint", header.checkpoint_id, run.run_id, str(exc))
-                )
-                continue
-            digests.update(header.blobs)
-        stored = store.get_blobs(sorted(digests)) if digests else {}
-        for digest in sorted(digests):
-            report.blobs += 1
-            if digest not in stored:
-                report.damaged.append(Damage("blob", digest, run.run_id, "missing"))
-                continue
-            try:
-                blobcodec.unseal(digest, stored[digest], config, full=True)
-            except EncryptionKeyError:
-                raise
-            except SavegameError as exc:
-                report.damaged.append(Damage("blob", digest, run.run_id, str(exc)))
-        for effect in store.list_effects(run.run_id, limit=ALL_EFFECTS):
-            report.effects += 1
-            try:
-                open_effect(effect, config)
-            except EncryptionKeyError:
-                raise
-            except SavegameError as exc:
-                report.damaged.append(
-                    Damage("effect", f"{effect.run_id}/{effect.request_id}", run.run_id, str(exc))
-                )
+        _verify_run(store, run, config, report)
         if progress is not None:
             progress(done, len(runs))
     return report
+
+
+def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: VerifyReport) -> None:
+    def damaged(kind: str, ident: str, exc: SavegameError) -> None:
+        if isinstance(exc, EncryptionKeyError):
+            raise exc
+        report.damaged.append(Damage(kind, ident, run.run_id, str(exc)))
+
+    try:
+        envelope.verify_run(run, config)
+        headers = store.list_checkpoints(run.run_id)
+        envelope.check_head(run, store.latest_checkpoint(run.run_id))
+    except SavegameError as exc:
+        damaged("run", run.run_id, exc)
+        return
+    digests: set[str] = set()
+    for header in headers:
+        report.checkpoints += 1
+        try:
+            record = store.get_checkpoint(header.checkpoint_id)
+            envelope.open_record(record, config)
+            if header.base_id is not None:
+                store.get_chain(header.checkpoint_id)  # every base down to the keyframe
+        except SavegameError as exc:
+            damaged("checkpoint", header.checkpoint_id, exc)
+            continue
+        digests.update(header.blobs)
+    stored = store.get_blobs(sorted(digests)) if digests else {}
+    for digest in sorted(digests):
+        report.blobs += 1
+        if digest not in stored:
+            report.damaged.append(Damage("blob", digest, run.run_id, "missing"))
+            continue
+        try:
+            blobcodec.unseal(digest, stored[digest], config, full=True)
+        except SavegameError as exc:
+            damaged("blob", digest, exc)
+    try:
+        effects = store.list_effects(run.run_id, limit=ALL_EFFECTS)
+    except SavegameError as exc:
+        damaged("run", run.run_id, exc)
+        return
+    for effect in effects:
+        report.effects += 1
+        try:
+            open_effect(effect, config)
+        except SavegameError as exc:
+            damaged("effect", f"{effect.run_id}/{effect.request_id}", exc)

@@ -15,7 +15,7 @@ from savegame.codec.engine import Chain
 from savegame.codec.engine import load as load_chain
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
-from savegame.errors import ConfigurationError, CorruptRecordError, NotFoundError, RunStateError
+from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.ids import new_id
 from savegame.model import (
     Checkpoint,
@@ -202,7 +202,7 @@ def _prepare_resume(
                 raise NotFoundError("checkpoint", f"{from_checkpoint} in run {run_id}")
         else:
             record = store.latest_checkpoint(run_id)
-            _agrees(info, record)
+            envelope.check_head(info, record)
         cp, chain = _decode(store, record, wf, storage)
         if cp.next is None:
             raise RunStateError(run_id, cp.status.value, "resume")
@@ -210,21 +210,6 @@ def _prepare_resume(
         store.release_lease(run_id, lease.token)
         raise
     return wf, cp, record, chain, lease
-
-
-def _agrees(info: RunInfo, head: CheckpointRecord) -> None:
-    """The run row and its head checkpoint are written in one transaction, so they agree
-    on run and status; the head's header is checked when it loads, the row's copy here.
-
-    Raises:
-        CorruptRecordError: they disagree (an edited row, or damage).
-    """
-    if head.run_id != info.run_id or head.header.status is not info.status:
-        raise CorruptRecordError(
-            f"run {info.run_id}",
-            f"its row says {info.status.value}, but its head {head.checkpoint_id} belongs to "
-            f"run {head.run_id} and says {head.header.status.value}",
-        )
 
 
 async def _arun(

@@ -13,11 +13,13 @@ encoder sits next to the decoder that must agree with it byte for byte.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from savegame.errors import CorruptRecordError
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -81,7 +83,24 @@ def checkpoint_args(record: CheckpointRecord) -> list[bytes | str | int]:
     ]
 
 
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
+def _undecodable(ident: str, exc: Exception) -> CorruptRecordError:
+    # An edited value is a damaged record, named like any other (see sql_rows).
+    return CorruptRecordError(ident, f"its value does not decode: {type(exc).__name__}: {exc}")
+
+
 def header(data: bytes, size: bytes) -> CheckpointHeader:
+    try:
+        return _header(data, size)
+    except _DECODE_ERRORS as exc:
+        found = re.search(rb'"checkpoint_id":"([^"\\]*)"', bytes(data))
+        ident = found.group(1).decode(errors="replace") if found else "checkpoint header"
+        raise _undecodable(ident, exc) from exc
+
+
+def _header(data: bytes, size: bytes) -> CheckpointHeader:
     d = orjson.loads(data)
     return CheckpointHeader(
         thread_id=d["thread_id"],
@@ -137,6 +156,13 @@ def expires_at(micros: bytes | str) -> float:
 
 
 def run_info(row: Mapping[bytes, bytes]) -> RunInfo:
+    try:
+        return _run_info(row)
+    except _DECODE_ERRORS as exc:
+        raise _undecodable(f"run {row.get(b'run_id', b'?')!r}", exc) from exc
+
+
+def _run_info(row: Mapping[bytes, bytes]) -> RunInfo:
     def text(name: str) -> str | None:
         value = row.get(name.encode())
         return None if value is None else value.decode()
@@ -187,6 +213,13 @@ def entry(e: EffectRecord) -> bytes:
 
 
 def effect(run_id: str, request_id: str, data: bytes) -> EffectRecord:
+    try:
+        return _effect(run_id, request_id, data)
+    except _DECODE_ERRORS as exc:
+        raise _undecodable(f"{run_id}/{request_id}", exc) from exc
+
+
+def _effect(run_id: str, request_id: str, data: bytes) -> EffectRecord:
     cut = data.index(b"\0")
     (status, kind, name, step, node, call_index, n_args, n_result, error, metadata, created,
      completed, checksum) = orjson.loads(data[:cut])  # fmt: skip

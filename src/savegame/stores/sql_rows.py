@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from savegame.errors import NotFoundError
+from savegame.errors import CorruptRecordError, NotFoundError
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -64,7 +64,43 @@ def _usage(value: Any, json: Json) -> Usage:
     return _usage_text(value) if type(value) is str else Usage.from_dict(json(value))
 
 
+def _undecodable(ident: Any, exc: Exception) -> CorruptRecordError:
+    # A row edited outside savegame (a status no enum has, text in a number column) is a
+    # damaged record, named like any other, never a stray ValueError from deep inside.
+    return CorruptRecordError(str(ident), f"its row does not decode: {type(exc).__name__}: {exc}")
+
+
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
 def header(row: Sequence[Any], json: Json) -> CheckpointHeader:
+    try:
+        return _header(row, json)
+    except _DECODE_ERRORS as exc:
+        raise _undecodable(row[2], exc) from exc
+
+
+def _typed(
+    row: Sequence[Any], ints: Sequence[int], texts: Sequence[int], opt: Sequence[int]
+) -> None:
+    """Raise TypeError unless the columns at ``ints`` hold ints, at ``texts`` strings and at
+    ``opt`` strings or NULL: SQLite stores whatever an UPDATE gives, whatever the column's type."""
+    for i in ints:
+        if type(row[i]) is not int:
+            raise TypeError(f"column {i} holds {type(row[i]).__name__}, not an integer")
+    for i in texts:
+        if type(row[i]) is not str:
+            raise TypeError(f"column {i} holds {type(row[i]).__name__}, not text")
+    for i in opt:
+        if row[i] is not None and type(row[i]) is not str:
+            raise TypeError(f"column {i} holds {type(row[i]).__name__}, not text")
+
+
+_HEADER_INTS, _HEADER_TEXTS, _HEADER_OPT = (4, 10, 12, 13, 14), (0, 1, 2, 6), (3, 5, 7, 15)
+
+
+def _header(row: Sequence[Any], json: Json) -> CheckpointHeader:
+    _typed(row, _HEADER_INTS, _HEADER_TEXTS, _HEADER_OPT)
     return CheckpointHeader(
         thread_id=row[0],
         run_id=row[1],
@@ -87,10 +123,22 @@ def header(row: Sequence[Any], json: Json) -> CheckpointHeader:
 
 
 def record(row: Sequence[Any], json: Json) -> CheckpointRecord:
-    return CheckpointRecord(header=header(row, json), checksum=row[17], payload=bytes(row[18]))
+    head = header(row, json)
+    checksum, payload = row[17], row[18]
+    if type(checksum) is not str or not isinstance(payload, (bytes, memoryview)):
+        raise _undecodable(row[2], TypeError("its checksum or payload has the wrong type"))
+    return CheckpointRecord(header=head, checksum=checksum, payload=bytes(payload))
 
 
 def run_info(row: Sequence[Any], json: Json) -> RunInfo:
+    try:
+        return _run_info(row, json)
+    except _DECODE_ERRORS as exc:
+        raise _undecodable(f"run {row[0]}", exc) from exc
+
+
+def _run_info(row: Sequence[Any], json: Json) -> RunInfo:
+    _typed(row, (5, 7, 8, 12), (0, 1, 2, 4, 15), (3, 6, 9, 11))
     owner, token, expires_at = row[11], row[12], row[13]
     return RunInfo(
         run_id=row[0],
@@ -111,6 +159,18 @@ def run_info(row: Sequence[Any], json: Json) -> RunInfo:
 
 
 def effect(row: Sequence[Any], json: Json) -> EffectRecord:
+    try:
+        return _effect(row, json)
+    except _DECODE_ERRORS as exc:
+        raise _undecodable(f"{row[0]}/{row[1]}", exc) from exc
+
+
+def _effect(row: Sequence[Any], json: Json) -> EffectRecord:
+    _typed(row, (4, 6, 12), (0, 1, 2, 3, 5, 7, 14), (10,))
+    if not isinstance(row[8], (bytes, memoryview)) or not (
+        row[9] is None or isinstance(row[9], (bytes, memoryview))
+    ):
+        raise TypeError("its arguments or result are not bytes")
     return EffectRecord(
         run_id=row[0],
         request_id=row[1],
