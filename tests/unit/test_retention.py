@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from savegame import ConfigurationError, RunStatus, Store
+from savegame import (
+    CompensationError,
+    ConfigurationError,
+    RunStatus,
+    StepContext,
+    StepError,
+    Store,
+    Workflow,
+    compensate,
+    run,
+    tool,
+)
 from savegame.maintenance.retention import RetentionPolicy, plan, prune
 from savegame.model import CheckpointRecord, utcnow
 from savegame.testing.builders import blob_digest, make_record, make_run, next_record
@@ -129,3 +141,63 @@ def test_policy_is_checked() -> None:
 def test_plan_reads_headers_only(store: Store) -> None:
     build_run(store, 4)
     assert plan(store, RetentionPolicy()).checkpoints == []
+
+
+hotel_api_down: dict[str, bool] = {}
+
+
+@tool(effect="write", idempotent=True, compensate="free_room")
+def hold_room(hotel: str, *, request_id: str) -> dict[str, str]:
+    return {"room": f"{hotel}-301"}
+
+
+@tool(effect="write", idempotent=True)
+def free_room(hotel: str, *, result: dict[str, str], request_id: str) -> str:
+    if hotel_api_down.get("down"):
+        raise RuntimeError("hotel API down")
+    return "freed"
+
+
+def stay() -> Workflow:
+    wf = Workflow("stay")
+
+    @wf.step(entry=True)
+    def book(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ctx.call(hold_room, "H1")
+        raise RuntimeError("flight cancelled")
+
+    return wf
+
+
+def test_a_saga_that_still_owes_compensations_is_kept_whole(store: Store) -> None:
+    with pytest.raises(StepError):
+        run(stay(), run_id="owes", store=store)
+    hotel_api_down["down"] = True
+    try:
+        with pytest.raises(CompensationError, match="hotel API down"):
+            compensate("owes", store=store)
+    finally:
+        hotel_api_down.clear()
+    assert store.get_run("owes").status is RunStatus.COMPENSATION_FAILED
+    checkpoints, journal = store.list_checkpoints("owes"), store.list_effects("owes")
+    later = utcnow() + timedelta(days=30)
+    result = prune(
+        RetentionPolicy(finished_for=timedelta(days=7), keep_last=1), store=store, now=later
+    )
+    assert result.runs == [] and result.checkpoints == [] and result.exempt_runs == ["owes"]
+    assert store.list_checkpoints("owes") == checkpoints
+    assert store.list_effects("owes") == journal
+    # The cause fixed, the hold it made is released after all.
+    assert compensate("owes", store=store).status is RunStatus.COMPENSATED
+    # Forced, a run that still owes compensations goes like any finished run.
+    with pytest.raises(StepError):
+        run(stay(), run_id="forced", store=store)
+    hotel_api_down["down"] = True
+    try:
+        with pytest.raises(CompensationError):
+            compensate("forced", store=store)
+    finally:
+        hotel_api_down.clear()
+    forced = RetentionPolicy(finished_for=timedelta(days=7), include_waiting=True)
+    assert sorted(prune(forced, store=store, now=later).runs) == ["forced", "owes"]
+    assert store.list_runs() == []

@@ -78,14 +78,16 @@ def prune_command(
         typer.Option(
             "--finished-for",
             metavar="DURATION",
-            help=f"Delete whole runs that finished longer ago than this ({DURATION}).",
+            help="Delete whole runs that finished longer ago than this "
+            f"({DURATION}); a compensation_failed run stays unless --include-waiting.",
         ),
     ] = None,
     include_waiting: Annotated[
         bool,
         typer.Option(
             "--include-waiting",
-            help="Also prune runs waiting for a person (interrupted, needs_attention).",
+            help="Also prune runs waiting for a person (interrupted, needs_attention, "
+            "compensation_failed: a saga that still owes compensations).",
         ),
     ] = False,
     dry_run: Annotated[

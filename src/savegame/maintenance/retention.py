@@ -2,8 +2,9 @@
 
 Rules, in order:
 
-* a run waiting for a person (interrupted, needs_attention) is exempt unless
-  ``include_waiting`` is set;
+* a run waiting for a person (interrupted, needs_attention, and
+  compensation_failed: a saga that still owes compensations) is exempt, whole
+  and its checkpoints too, unless ``include_waiting`` is set;
 * a finished run whose last change is older than ``finished_for`` goes whole
   (runs, checkpoints, journal);
 * otherwise a run's head always stays; older checkpoints go when they are past
@@ -26,7 +27,9 @@ from savegame.inspect.history import opened
 from savegame.model import CheckpointHeader, RunInfo, RunStatus, utcnow
 from savegame.stores.base import Store
 
-WAITING = (RunStatus.INTERRUPTED, RunStatus.NEEDS_ATTENTION)
+#: Runs a person must act on. compensation_failed counts as finished, yet its journal is
+#: what ``compensate`` needs to release what the run still holds once the cause is fixed.
+WAITING = (RunStatus.INTERRUPTED, RunStatus.NEEDS_ATTENTION, RunStatus.COMPENSATION_FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +41,10 @@ class RetentionPolicy:
     ttl: timedelta | None = None
     """Delete checkpoints older than this (by created_at)."""
     finished_for: timedelta | None = None
-    """Delete finished runs (completed, cancelled, compensated...) idle for longer than this."""
+    """Delete finished runs (completed, cancelled, compensated) idle for longer than this."""
     include_waiting: bool = False
-    """Also prune runs waiting for a person (forced)."""
+    """Also prune runs waiting for a person: interrupted, needs_attention, compensation_failed
+    (forced: a compensation_failed run pruned can no longer be compensated)."""
 
     def __post_init__(self) -> None:
         if self.keep_last is not None and self.keep_last < 1:
@@ -59,7 +63,7 @@ class PrunePlan:
     kept_as_base: int = 0
     """Checkpoints the rules would drop but a kept checkpoint needs to load."""
     exempt_runs: list[str] = field(default_factory=list)
-    """Runs waiting for a person, left alone."""
+    """Runs waiting for a person (see ``WAITING``), left alone."""
     blobs: int = 0
     blob_bytes: int = 0
     """Filled after the blobs were collected (0 in a dry run)."""
