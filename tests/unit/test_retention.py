@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from savegame import (
     CompensationError,
     ConfigurationError,
+    NotFoundError,
     RunStatus,
     StepContext,
     StepError,
@@ -20,8 +22,8 @@ from savegame import (
     run,
     tool,
 )
-from savegame.maintenance.retention import RetentionPolicy, plan, prune
-from savegame.model import CheckpointRecord, utcnow
+from savegame.maintenance.retention import RetentionPolicy, deletion_order, plan, prune
+from savegame.model import CheckpointHeader, CheckpointRecord, utcnow
 from savegame.testing.builders import blob_digest, make_record, make_run, next_record
 
 LONG_AGO = utcnow() - timedelta(days=30)
@@ -201,3 +203,73 @@ def test_a_saga_that_still_owes_compensations_is_kept_whole(store: Store) -> Non
     forced = RetentionPolicy(finished_for=timedelta(days=7), include_waiting=True)
     assert sorted(prune(forced, store=store, now=later).runs) == ["forced", "owes"]
     assert store.list_runs() == []
+
+
+class ChainsCheckedAfterEachBatch:
+    """A real store that, after each ``delete_checkpoints`` call, tries every remaining chain."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+        self.broken: list[tuple[int, str]] = []
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def delete_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        deleted = self._inner.delete_checkpoints(checkpoint_ids)
+        self.calls += 1
+        for info in self._inner.list_runs():
+            for header in self._inner.list_checkpoints(info.run_id):
+                try:
+                    self._inner.get_chain(header.checkpoint_id)
+                except NotFoundError:
+                    self.broken.append((self.calls, header.checkpoint_id))
+        return deleted
+
+
+def test_a_prune_cut_between_any_two_batches_leaves_every_chain_whole(store: Store) -> None:
+    # A takeover by a host whose clock is behind: ids no longer sort by time.
+    fast = ["7ZA0", "7ZA1"]  # written first, by host A
+    slow = ["1AB2", "1AB3", "1AB4", "1AB5"]  # then by host B
+    info, _ = make_run()
+    first = make_record(info.thread_id, info.run_id, checkpoint_id=fast[0], created_at=LONG_AGO)
+    lease = store.create_run(info, first, owner="t", ttl=30)
+    records = [first]
+    for step, (cid, base) in enumerate(
+        [(fast[1], fast[0]), (slow[0], fast[1]), (slow[1], slow[0]), (slow[2], None)], start=1
+    ):
+        record = make_record(
+            info.thread_id, info.run_id, checkpoint_id=cid, parent_id=records[-1].checkpoint_id,
+            step=step, base_id=base, created_at=LONG_AGO if base else None,
+        )  # fmt: skip
+        store.put_checkpoint(record, lease_token=lease.token)
+        records.append(record)
+    head = next_record(records[-1], checkpoint_id=slow[3], base_id=slow[2])
+    store.put_checkpoint(head, lease_token=lease.token)
+    policy = RetentionPolicy(ttl=timedelta(days=1))
+    # The delta furthest from its keyframe goes first, the keyframe last.
+    assert plan(store, policy).checkpoints == [slow[1], slow[0], fast[1], fast[0]]
+    checked = ChainsCheckedAfterEachBatch(store)
+    result = prune(policy, store=cast(Store, checked), batch_size=1)
+    assert (checked.calls, checked.broken) == (4, [])
+    assert len(result.checkpoints) == 4 and ids(store, info.run_id) == [4, 5]
+
+
+def test_deletion_order_follows_bases_across_runs_and_survives_a_cycle() -> None:
+    _, first = make_run()
+
+    def header(cid: str, base: str | None) -> CheckpointHeader:
+        return replace(first.header, checkpoint_id=cid, base_id=base)
+
+    doomed = [
+        header("a", None),
+        header("b", "a"),
+        header("c", "kept"),  # its base stays: nothing of this prune below it
+        header("d", "b"),
+        header("fork", "d"),  # in another run: bases are followed, not runs
+        header("x", "y"),
+        header("y", "x"),  # damage: a cycle, no chain of it loads
+    ]
+    # Each record after every record that uses it as a base; ties by id, for a stable plan.
+    assert deletion_order(doomed) == ["fork", "d", "b", "x", "a", "c", "y"]
