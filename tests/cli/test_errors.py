@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from savegame import EffectSettledError
-from savegame.cli.errors import exit_code, one_line
+from savegame import ConfigurationError, EffectSettledError
+from savegame.cli.errors import CliError, exit_code, one_line
 
 
 def assert_one_error_line(out: Any, *fragments: str) -> None:
@@ -33,7 +33,7 @@ def test_bad_input_json(
 ) -> None:
     out = cli("run", ref, *args, "--store", store)
     assert_one_error_line(out, *fragments)
-    assert out.exit_code == 1
+    assert out.exit_code == 2  # a usage error, like the parser's own
     assert cli("runs", "--store", store, "--json").json() == []
 
 
@@ -87,6 +87,15 @@ def test_bad_store_url_and_status(cli: Any, store: str) -> None:
     assert_one_error_line(
         cli("runs", "--status", "sleeping", "--store", store), "unknown status 'sleeping'"
     )
+
+
+def test_mistakes_on_the_command_line_exit_2_whoever_finds_them(cli: Any, store: str) -> None:
+    """The parser, the CLI (UsageError) and the runtime (ConfigurationError) agree: exit 2."""
+    assert cli("runs", "--limit", "0", "--store", store).exit_code == 2
+    assert cli("runs", "--status", "sleeping", "--store", store).exit_code == 2
+    assert cli("runs", "--store", "ftp://x").exit_code == 2
+    assert exit_code(ConfigurationError("workflow has no entry step")) == 2
+    assert exit_code(CliError("run r1 is still running after 30s")) == 1  # not a usage error
 
 
 def test_debug_shows_the_traceback(cli: Any, store: str) -> None:
@@ -185,7 +194,7 @@ def test_bad_control_arguments(
     assert paused.exit_code == 0, paused.stderr
     out = cli(*args, "--store", store)
     assert_one_error_line(out, *fragments)
-    assert out.exit_code == 1
+    assert out.exit_code == 2
     # Nothing was decided: the approval still waits.
     assert [p["interrupt_id"] for p in cli("approvals", "--store", store, "--json").json()] == [
         "r1:1:0:approval"

@@ -220,7 +220,7 @@ def test_prune_dry_run_then_prune(
 def test_prune_refuses_bad_rules(cli: Any, store: str, args: list[str], fragment: str) -> None:
     out = cli("prune", *args, "--store", store)
     assert_one_error_line(out, fragment)
-    assert out.exit_code == 1
+    assert out.exit_code == 2
 
 
 def test_prune_keep_last_must_be_positive(cli: Any, store: str) -> None:

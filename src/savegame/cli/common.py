@@ -10,7 +10,7 @@ import orjson
 
 import savegame
 from savegame.cli import jsonview, render
-from savegame.cli.errors import CliError
+from savegame.cli.errors import UsageError
 from savegame.codec.values import from_data
 from savegame.model import CheckpointHeader, RunResult, RunStatus
 from savegame.runtime.loader import as_workflow, load
@@ -21,14 +21,14 @@ def parse_json(text: str, option: str) -> Any:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        raise CliError(f"{option} is not valid JSON: {exc}") from None
+        raise UsageError(f"{option} is not valid JSON: {exc}") from None
     return from_data(value)
 
 
 def parse_object(text: str, option: str, what: str) -> dict[str, Any]:
     value = parse_json(text, option)
     if not isinstance(value, dict):
-        raise CliError(f"{option} must be a JSON object of {what}, not {type(value).__name__}")
+        raise UsageError(f"{option} must be a JSON object of {what}, not {type(value).__name__}")
     return value
 
 
@@ -56,7 +56,7 @@ def parse_duration(text: str | None, option: str) -> timedelta | None:
     spec = text.strip().lower()
     parts = _PART.findall(spec)
     if not parts or "".join(n + u for n, u in parts) != spec:
-        raise CliError(
+        raise UsageError(
             f"{option} {text!r} is not a duration: a whole number and a unit "
             "(s, m, h, d, w), e.g. 30s, 15m, 12h, 7d, 2w or 1d12h"
         )

@@ -19,7 +19,7 @@ import typer
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import load_workflow, parse_input
-from savegame.cli.errors import CliError
+from savegame.cli.errors import UsageError
 from savegame.cli.options import InputOption, JsonOption, RunIdOption, StoreOption, ThreadOption
 from savegame.cli.storage_view import plural
 from savegame.model import RunResult, RunStatus
@@ -150,7 +150,7 @@ def worker_command(
     where, shared = probe.url, probe.capabilities.multi_process
     probe.close()
     if not shared:
-        raise CliError(f"{where} lives in one process: a worker needs a store others submit to")
+        raise UsageError(f"{where} lives in one process: a worker needs a store others submit to")
     # The URL, not an open Store: each slot opens its own connection.
     worker = savegame.Worker(
         store,

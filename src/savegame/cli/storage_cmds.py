@@ -15,7 +15,7 @@ import typer
 import savegame
 from savegame.cli import jsonview, render, storage_view
 from savegame.cli.common import parse_duration
-from savegame.cli.errors import CliError, DamageFound
+from savegame.cli.errors import DamageFound, UsageError
 from savegame.cli.options import JsonOption, LimitOption, StoreOption
 from savegame.codec.crypto import new_key
 from savegame.model import utcnow
@@ -98,7 +98,7 @@ def prune_command(
 ) -> None:
     """Delete old checkpoints and finished runs; what a kept checkpoint needs to load stays."""
     if keep_last is None and ttl is None and finished_for is None:
-        raise CliError(
+        raise UsageError(
             "say what to delete: --keep-last N, --ttl DURATION or --finished-for DURATION"
         )
     policy = savegame.RetentionPolicy(
@@ -160,7 +160,7 @@ def keygen_command(
     """
     name = kid if kid is not None else utcnow().strftime("%Y-%m-%d")
     if not _KID.fullmatch(name):
-        raise CliError(f"--id {name!r}: use letters, digits, '.', '_' or '-' (no ',' or ':')")
+        raise UsageError(f"--id {name!r}: use letters, digits, '.', '_' or '-' (no ',' or ':')")
     typer.echo(f"{name}:{new_key()}")
 
 
