@@ -140,6 +140,29 @@ def test_policy_is_checked() -> None:
         RetentionPolicy(keep_last=0)
 
 
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        ({"ttl": timedelta(days=1_000_000)}, "ttl must be at most 36500 days, not 1000000 days"),
+        ({"finished_for": timedelta.max}, "finished_for must be at most 36500 days"),
+        ({"ttl": timedelta(seconds=-1)}, "ttl must not be negative"),
+        ({"finished_for": 3600}, "finished_for must be a timedelta, not int"),
+    ],
+    ids=["ttl-too-long", "finished-for-max", "negative", "not-a-timedelta"],
+)
+def test_policy_refuses_ages_it_cannot_count_back(rules: dict[str, Any], message: str) -> None:
+    # Before, these were accepted and the prune raised OverflowError or TypeError.
+    with pytest.raises(ConfigurationError, match=message):
+        RetentionPolicy(**rules)
+
+
+def test_the_longest_age_still_prunes(store: Store) -> None:
+    records = build_run(store, 3, status=RunStatus.COMPLETED, old=True)
+    longest = RetentionPolicy.MAX_AGE
+    assert prune(RetentionPolicy(ttl=longest, finished_for=longest), store=store).runs == []
+    assert ids(store, records[0].run_id) == [0, 1, 2, 3]
+
+
 def test_plan_reads_headers_only(store: Store) -> None:
     build_run(store, 4)
     assert plan(store, RetentionPolicy()).checkpoints == []

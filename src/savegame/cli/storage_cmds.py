@@ -103,8 +103,10 @@ def prune_command(
         )
     policy = savegame.RetentionPolicy(
         keep_last=keep_last,
-        ttl=parse_duration(ttl, "--ttl"),
-        finished_for=parse_duration(finished_for, "--finished-for"),
+        ttl=parse_duration(ttl, "--ttl", at_most=savegame.RetentionPolicy.MAX_AGE),
+        finished_for=parse_duration(
+            finished_for, "--finished-for", at_most=savegame.RetentionPolicy.MAX_AGE
+        ),
         include_waiting=include_waiting,
     )
     plan = savegame.prune(policy, store=store, dry_run=dry_run)

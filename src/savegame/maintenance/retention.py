@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from savegame.codec.blobs import known
 from savegame.errors import ConfigurationError
@@ -41,6 +42,10 @@ WAITING = (RunStatus.INTERRUPTED, RunStatus.NEEDS_ATTENTION, RunStatus.COMPENSAT
 class RetentionPolicy:
     """What to keep. Unset rules keep everything they would govern."""
 
+    MAX_AGE: ClassVar[timedelta] = timedelta(days=36500)
+    """The longest ``ttl`` or ``finished_for``: long enough to mean "for ever", short enough
+    that ``now - age`` is still a date (a datetime stops at year 1)."""
+
     keep_last: int | None = None
     """Per run, keep at most this many newest checkpoints (the head always stays)."""
     ttl: timedelta | None = None
@@ -56,6 +61,20 @@ class RetentionPolicy:
             raise ConfigurationError(
                 f"keep_last must be at least 1 (the head stays), not {self.keep_last}"
             )
+        for name in ("ttl", "finished_for"):
+            age = getattr(self, name)
+            if age is None:
+                continue
+            if not isinstance(age, timedelta):
+                raise ConfigurationError(
+                    f"{name} must be a timedelta, not {type(age).__qualname__}"
+                )
+            if age < timedelta(0):
+                raise ConfigurationError(f"{name} must not be negative, not {age}")
+            if age > self.MAX_AGE:
+                raise ConfigurationError(
+                    f"{name} must be at most {self.MAX_AGE.days} days, not {age.days} days"
+                )
 
 
 @dataclass
