@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,3 +249,37 @@ def test_a_gate_decided_by_someone_else_first_is_a_run_state_exit() -> None:
         "journal entry r1:1:0:approval of run r1 is already done, not pending:"
         " it was settled by someone else first"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["run", "--run-id", "a\nb"], r"run_id 'a\nb' has whitespace (U+000A) at position 1"),
+        (["run", "--run-id", ""], "run_id must not be empty"),
+        (["run", "--thread", "x" * 300], "thread_id is 300 characters long; at most 200"),
+        (["submit", "--thread", "t\tab"], r"thread_id 't\tab' has whitespace (U+0009)"),
+        (["submit", "--run-id", "r\x1b[2J"], "has a control character (U+001B)"),
+    ],
+    ids=["run-newline", "run-empty", "run-too-long", "submit-tab", "submit-escape"],
+)
+def test_ids_given_on_the_command_line_are_checked(
+    cli: Any, ref: str, store: str, args: list[str], fragment: str
+) -> None:
+    command, *options = args
+    out = cli(command, ref, *options, "--store", store)
+    assert_one_error_line(out, fragment)
+    assert out.exit_code == 2
+    assert cli("runs", "--store", store, "--json").json() == []
+
+
+def test_a_run_id_with_a_newline_in_a_real_process(
+    tmp_path: Path, workflow_file: Path, proc: Any
+) -> None:
+    store = f"sqlite:///{tmp_path / 'ids.db'}"
+    out = proc("run", "counter_flow.py:wf", "--run-id", "a\nb", "--store", store, cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        "error: run_id 'a\\nb' has whitespace (U+000A) at position 1: "
+        "ids take no whitespace or control characters\n"
+    )
+    assert proc("runs", "--store", store, "--json", cwd=tmp_path).stdout.strip() == "[]"
