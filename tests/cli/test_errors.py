@@ -283,3 +283,57 @@ def test_a_run_id_with_a_newline_in_a_real_process(
         "ids take no whitespace or control characters\n"
     )
     assert proc("runs", "--store", store, "--json", cwd=tmp_path).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--input", '{"a": {"$sg:tuple": 5}}'], "TypeError: 'int' object is not iterable"),
+        (["--input", '{"a": {"$sg:dict": 5}}'], "AttributeError"),
+        (["--input", '{"a": {"$sg:datetime": "soon"}}'], "Invalid isoformat string"),
+        (["--input", '{"a": {"$sg:zoned": ["2024-01-01T00:00", "Mars/Olympus", 0]}}'], "Mars"),
+        (["--input", '{"a": {"$sg:what": 1}}'], "unknown tag $sg:what"),
+    ],
+    ids=["tuple", "dict", "datetime", "zone", "unknown-tag"],
+)
+def test_a_tagged_value_that_does_not_decode_is_a_usage_error(
+    cli: Any, ref: str, store: str, args: list[str], fragment: str
+) -> None:
+    out = cli("run", ref, *args, "--store", store)
+    assert_one_error_line(out, "--input holds a tagged value that does not decode", fragment)
+    assert out.exit_code == 2
+    out = cli("resume", "r1", "--value", '{"$sg:set": [[1]]}', "--store", store)
+    assert_one_error_line(out, "--value holds a tagged value", "unhashable type: 'list'")
+    assert out.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "--limit", "99999999999999999999"],
+        ["history", "r1", "--limit", "99999999999999999999"],
+        ["stats", "--limit", "99999999999999999999"],
+        ["worker", "--lease-ttl", "1e308", "--exit-when-idle", "0"],
+        ["worker", "--poll", "1e308", "--exit-when-idle", "0"],
+    ],
+    ids=["runs-limit", "history-limit", "stats-limit", "lease-ttl", "poll"],
+)
+def test_numbers_past_what_the_store_or_the_clock_can_take_are_refused(
+    cli: Any, store: str, args: list[str]
+) -> None:
+    # These were OverflowErrors: SQLite's integers, or a wait past the platform's time_t.
+    out = cli(*args, "--store", store)
+    assert out.exit_code == 2, out.stderr
+    assert "Overflow" not in out.stderr and "Traceback" not in out.stderr
+    said = " ".join(out.stderr.replace("│", " ").split())  # the parser's box wraps its lines
+    assert "Input should be less than or equal to" in said
+
+
+def test_a_worker_with_a_hundred_thousand_slots_is_refused(tmp_path: Path, proc: Any) -> None:
+    # One thread and store connection per slot: this hung the process.
+    store = f"sqlite:///{tmp_path / 'w.db'}"
+    args = ["worker", "--concurrency", "100000", "--exit-when-idle", "0", "--store", store]
+    out = proc(*args, cwd=tmp_path)
+    assert out.returncode == 2
+    said = " ".join(out.stderr.replace("│", " ").split())  # the parser's box wraps its lines
+    assert "'--concurrency'" in said and "less than or equal to 256" in said

@@ -12,6 +12,7 @@ from savegame.cli import control_cmds, fleet_cmds, jsonview, render, storage_cmd
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
 from savegame.cli.options import (
+    MAX_ROWS,
     DebugOption,
     InputOption,
     JsonOption,
@@ -143,7 +144,8 @@ def runs_command(
 def history_command(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
     limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Show at most this many checkpoints.")
+        int | None,
+        typer.Option("--limit", min=1, max=MAX_ROWS, help="Show at most this many checkpoints."),
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,

@@ -12,6 +12,7 @@ import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.errors import UsageError
 from savegame.codec.values import from_data
+from savegame.errors import SavegameError
 from savegame.model import CheckpointHeader, RunResult, RunStatus
 from savegame.runtime.loader import as_workflow, load
 
@@ -22,7 +23,14 @@ def parse_json(text: str, option: str) -> Any:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise UsageError(f"{option} is not valid JSON: {exc}") from None
-    return from_data(value)
+    try:
+        return from_data(value)
+    except Exception as exc:
+        # Whatever a malformed tag makes the reviver raise ({"$sg:tuple": 5} is a TypeError,
+        # a bad "$sg:datetime" a ValueError, a registered type's constructor anything), the
+        # mistake is in the option's text.
+        detail = str(exc) if isinstance(exc, SavegameError) else f"{type(exc).__name__}: {exc}"
+        raise UsageError(f"{option} holds a tagged value that does not decode: {detail}") from None
 
 
 def parse_object(text: str, option: str, what: str) -> dict[str, Any]:

@@ -102,7 +102,10 @@ def _summary(stats: WorkerStats) -> str:
 def worker_command(
     concurrency: Annotated[
         int,
-        typer.Option("--concurrency", "-c", metavar="N", min=1, help="Runs executed at once."),
+        # A thread and a store connection per slot: 100,000 hung the process.
+        typer.Option(
+            "--concurrency", "-c", metavar="N", min=1, max=256, help="Runs executed at once."
+        ),
     ] = 1,
     lease_ttl: Annotated[
         float,
@@ -110,13 +113,19 @@ def worker_command(
             "--lease-ttl",
             metavar="SECONDS",
             min=1,
+            # 1e308 overflowed the heartbeat's wait; a day is long for a dead worker's hold.
+            max=86400,
             help="How long a dead worker's runs stay blocked before another worker takes them.",
         ),
     ] = DEFAULT_TTL,
     poll: Annotated[
         float,
         typer.Option(
-            "--poll", metavar="SECONDS", min=0.01, help="Sleep this long when nothing is runnable."
+            "--poll",
+            metavar="SECONDS",
+            min=0.01,
+            max=3600,
+            help="Sleep this long when nothing is runnable.",
         ),
     ] = 0.5,
     workflows: Annotated[
