@@ -1,9 +1,13 @@
-"""Unique, time-sortable identifiers.
+"""Unique, time-sortable identifiers, and the check of ids a user gives.
 
 Ids are 26-character Crockford base32 strings, ULID-style: 48 bits of
 milliseconds then 80 random bits. Within one process ids are strictly
 increasing even inside one millisecond, so a run's checkpoint ids sort in the
 order they were taken.
+
+A run or thread id may also come from a user (``run(..., run_id=...)``,
+``savegame run --run-id``); :func:`check_given` refuses those that logs, URLs,
+one-line output and stores could not carry whole.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+import unicodedata
+
+from savegame.errors import ConfigurationError
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _lock = threading.Lock()
@@ -49,3 +56,43 @@ def id_time_ms(ident: str) -> int:
         value = value * 32 + _ALPHABET.index(ch)
     # 10 chars = 50 bits; the top 2 are padding (26 chars hold 130 bits for 128).
     return value
+
+
+MAX_GIVEN_LENGTH = 200
+"""The longest run or thread id a user may give (a generated one has 26 characters)."""
+
+_INVISIBLE = {
+    "Cc": "a control character",
+    "Cf": "an invisible format character",
+    "Cs": "a lone surrogate (not text)",
+}
+
+
+def check_given(**given: object) -> None:
+    """Refuse the ids a user gave, each named by its parameter (``run_id=...``); None passes.
+
+    Raises:
+        ConfigurationError: naming the parameter and what is wrong: not a string, empty,
+            longer than :data:`MAX_GIVEN_LENGTH`, or holding whitespace or a control,
+            format or surrogate character (a newline would split a log line or a
+            table row; a zero-width or right-to-left mark makes two ids look alike).
+    """
+    for name, value in given.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ConfigurationError(f"{name} must be a string, not {type(value).__qualname__}")
+        if not value:
+            raise ConfigurationError(f"{name} must not be empty (leave it out for a new id)")
+        if len(value) > MAX_GIVEN_LENGTH:
+            raise ConfigurationError(
+                f"{name} is {len(value)} characters long; at most {MAX_GIVEN_LENGTH}"
+            )
+        for index, char in enumerate(value):
+            kind = "whitespace" if char.isspace() else _INVISIBLE.get(unicodedata.category(char))
+            if kind is not None:
+                shown = value if len(value) <= 40 else value[:37] + "..."
+                raise ConfigurationError(
+                    f"{name} {shown!r} has {kind} (U+{ord(char):04X}) at position {index}: "
+                    "ids take no whitespace or control characters"
+                )

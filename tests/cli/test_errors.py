@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from savegame import EffectSettledError
-from savegame.cli.errors import exit_code, one_line
+from savegame import ConfigurationError, EffectSettledError
+from savegame.cli.errors import CliError, exit_code, one_line
 
 
 def assert_one_error_line(out: Any, *fragments: str) -> None:
@@ -33,7 +34,7 @@ def test_bad_input_json(
 ) -> None:
     out = cli("run", ref, *args, "--store", store)
     assert_one_error_line(out, *fragments)
-    assert out.exit_code == 1
+    assert out.exit_code == 2  # a usage error, like the parser's own
     assert cli("runs", "--store", store, "--json").json() == []
 
 
@@ -87,6 +88,15 @@ def test_bad_store_url_and_status(cli: Any, store: str) -> None:
     assert_one_error_line(
         cli("runs", "--status", "sleeping", "--store", store), "unknown status 'sleeping'"
     )
+
+
+def test_mistakes_on_the_command_line_exit_2_whoever_finds_them(cli: Any, store: str) -> None:
+    """The parser, the CLI (UsageError) and the runtime (ConfigurationError) agree: exit 2."""
+    assert cli("runs", "--limit", "0", "--store", store).exit_code == 2
+    assert cli("runs", "--status", "sleeping", "--store", store).exit_code == 2
+    assert cli("runs", "--store", "ftp://x").exit_code == 2
+    assert exit_code(ConfigurationError("workflow has no entry step")) == 2
+    assert exit_code(CliError("run r1 is still running after 30s")) == 1  # not a usage error
 
 
 def test_debug_shows_the_traceback(cli: Any, store: str) -> None:
@@ -185,7 +195,7 @@ def test_bad_control_arguments(
     assert paused.exit_code == 0, paused.stderr
     out = cli(*args, "--store", store)
     assert_one_error_line(out, *fragments)
-    assert out.exit_code == 1
+    assert out.exit_code == 2
     # Nothing was decided: the approval still waits.
     assert [p["interrupt_id"] for p in cli("approvals", "--store", store, "--json").json()] == [
         "r1:1:0:approval"
@@ -239,3 +249,91 @@ def test_a_gate_decided_by_someone_else_first_is_a_run_state_exit() -> None:
         "journal entry r1:1:0:approval of run r1 is already done, not pending:"
         " it was settled by someone else first"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["run", "--run-id", "a\nb"], r"run_id 'a\nb' has whitespace (U+000A) at position 1"),
+        (["run", "--run-id", ""], "run_id must not be empty"),
+        (["run", "--thread", "x" * 300], "thread_id is 300 characters long; at most 200"),
+        (["submit", "--thread", "t\tab"], r"thread_id 't\tab' has whitespace (U+0009)"),
+        (["submit", "--run-id", "r\x1b[2J"], "has a control character (U+001B)"),
+    ],
+    ids=["run-newline", "run-empty", "run-too-long", "submit-tab", "submit-escape"],
+)
+def test_ids_given_on_the_command_line_are_checked(
+    cli: Any, ref: str, store: str, args: list[str], fragment: str
+) -> None:
+    command, *options = args
+    out = cli(command, ref, *options, "--store", store)
+    assert_one_error_line(out, fragment)
+    assert out.exit_code == 2
+    assert cli("runs", "--store", store, "--json").json() == []
+
+
+def test_a_run_id_with_a_newline_in_a_real_process(
+    tmp_path: Path, workflow_file: Path, proc: Any
+) -> None:
+    store = f"sqlite:///{tmp_path / 'ids.db'}"
+    out = proc("run", "counter_flow.py:wf", "--run-id", "a\nb", "--store", store, cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        "error: run_id 'a\\nb' has whitespace (U+000A) at position 1: "
+        "ids take no whitespace or control characters\n"
+    )
+    assert proc("runs", "--store", store, "--json", cwd=tmp_path).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--input", '{"a": {"$sg:tuple": 5}}'], "TypeError: 'int' object is not iterable"),
+        (["--input", '{"a": {"$sg:dict": 5}}'], "AttributeError"),
+        (["--input", '{"a": {"$sg:datetime": "soon"}}'], "Invalid isoformat string"),
+        (["--input", '{"a": {"$sg:zoned": ["2024-01-01T00:00", "Mars/Olympus", 0]}}'], "Mars"),
+        (["--input", '{"a": {"$sg:what": 1}}'], "unknown tag $sg:what"),
+    ],
+    ids=["tuple", "dict", "datetime", "zone", "unknown-tag"],
+)
+def test_a_tagged_value_that_does_not_decode_is_a_usage_error(
+    cli: Any, ref: str, store: str, args: list[str], fragment: str
+) -> None:
+    out = cli("run", ref, *args, "--store", store)
+    assert_one_error_line(out, "--input holds a tagged value that does not decode", fragment)
+    assert out.exit_code == 2
+    out = cli("resume", "r1", "--value", '{"$sg:set": [[1]]}', "--store", store)
+    assert_one_error_line(out, "--value holds a tagged value", "unhashable type: 'list'")
+    assert out.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "--limit", "99999999999999999999"],
+        ["history", "r1", "--limit", "99999999999999999999"],
+        ["stats", "--limit", "99999999999999999999"],
+        ["worker", "--lease-ttl", "1e308", "--exit-when-idle", "0"],
+        ["worker", "--poll", "1e308", "--exit-when-idle", "0"],
+    ],
+    ids=["runs-limit", "history-limit", "stats-limit", "lease-ttl", "poll"],
+)
+def test_numbers_past_what_the_store_or_the_clock_can_take_are_refused(
+    cli: Any, store: str, args: list[str]
+) -> None:
+    # These were OverflowErrors: SQLite's integers, or a wait past the platform's time_t.
+    out = cli(*args, "--store", store)
+    assert out.exit_code == 2, out.stderr
+    assert "Overflow" not in out.stderr and "Traceback" not in out.stderr
+    said = " ".join(out.stderr.replace("│", " ").split())  # the parser's box wraps its lines
+    assert "Input should be less than or equal to" in said
+
+
+def test_a_worker_with_a_hundred_thousand_slots_is_refused(tmp_path: Path, proc: Any) -> None:
+    # One thread and store connection per slot: this hung the process.
+    store = f"sqlite:///{tmp_path / 'w.db'}"
+    args = ["worker", "--concurrency", "100000", "--exit-when-idle", "0", "--store", store]
+    out = proc(*args, cwd=tmp_path)
+    assert out.returncode == 2
+    said = " ".join(out.stderr.replace("│", " ").split())  # the parser's box wraps its lines
+    assert "'--concurrency'" in said and "less than or equal to 256" in said

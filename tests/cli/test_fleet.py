@@ -153,4 +153,4 @@ def test_sigterm_stops_a_worker_at_a_step_boundary_and_another_finishes(
 def test_a_worker_refuses_a_store_it_cannot_share(cli: Any, url: str, fragment: str) -> None:
     out = cli("worker", "--exit-when-idle", "0", "--store", url)
     assert_one_error_line(out, fragment)
-    assert out.exit_code == 1
+    assert out.exit_code == 2

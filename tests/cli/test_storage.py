@@ -14,7 +14,7 @@ import pytest
 
 import savegame
 from savegame.cli.common import parse_duration
-from savegame.cli.errors import CliError
+from savegame.cli.errors import UsageError
 
 from .test_errors import assert_one_error_line
 
@@ -220,7 +220,7 @@ def test_prune_dry_run_then_prune(
 def test_prune_refuses_bad_rules(cli: Any, store: str, args: list[str], fragment: str) -> None:
     out = cli("prune", *args, "--store", store)
     assert_one_error_line(out, fragment)
-    assert out.exit_code == 1
+    assert out.exit_code == 2
 
 
 def test_prune_keep_last_must_be_positive(cli: Any, store: str) -> None:
@@ -240,12 +240,44 @@ def test_prune_keep_last_must_be_positive(cli: Any, store: str) -> None:
     ],
 )
 def test_durations(text: str, expected: timedelta) -> None:
-    assert parse_duration(text, "--ttl") == expected
+    assert parse_duration(text, "--ttl", at_most=LIMIT) == expected
 
 
 def test_an_empty_duration_is_refused() -> None:
-    with pytest.raises(CliError, match="is not a duration"):
-        parse_duration("", "--ttl")
+    with pytest.raises(UsageError, match="is not a duration"):
+        parse_duration("", "--ttl", at_most=LIMIT)
+
+
+LIMIT = savegame.RetentionPolicy.MAX_AGE
+
+
+@pytest.mark.parametrize(
+    ("option", "text"),
+    [
+        ("--finished-for", "99999999999d"),  # was OverflowError: Python int too large
+        ("--ttl", "1000000d"),  # a timedelta, but now - ttl was: date value out of range
+        ("--ttl", "36500d1s"),
+        ("--ttl", "9" * 5000 + "s"),  # was ValueError: int() past 4,300 digits
+    ],
+    ids=["overflow", "before-year-1", "just-over", "5000-digits"],
+)
+def test_a_duration_past_the_limit_is_a_usage_error(
+    cli: Any, store: str, option: str, text: str
+) -> None:
+    out = cli("prune", option, text, "--store", store)
+    assert_one_error_line(out, option, "is too long: at most 36500d (100 years)")
+    assert out.exit_code == 2
+    assert len(out.stderr) < 200
+    assert parse_duration("0036500d", "--ttl", at_most=LIMIT) == LIMIT  # the limit itself is fine
+
+
+def test_a_duration_past_the_limit_in_a_real_process(tmp_path: Path, proc: Any) -> None:
+    store = f"sqlite:///{tmp_path / 'p.db'}"
+    out = proc("prune", "--finished-for", "99999999999d", "--store", store, cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        "error: --finished-for '99999999999d' is too long: at most 36500d (100 years)\n"
+    )
 
 
 def test_stats_json_fields(cli: Any, notes: str, store: str) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from savegame.ids import _ALPHABET, _encode, id_time_ms, new_id
+from savegame import ConfigurationError
+from savegame.ids import _ALPHABET, MAX_GIVEN_LENGTH, _encode, check_given, id_time_ms, new_id
 
 
 def digits(value: int, length: int) -> str:
@@ -30,3 +32,34 @@ def test_ids_sort_in_creation_order_and_carry_their_time() -> None:
     assert made == sorted(made) and len(set(made)) == len(made)
     assert all(len(i) == 26 and set(i) <= set(_ALPHABET) for i in made)
     assert before <= id_time_ms(made[0]) <= id_time_ms(made[-1]) <= after
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"run_id": "a\nb"}, r"run_id 'a\\nb' has whitespace \(U\+000A\) at position 1"),
+        ({"thread_id": "t 1"}, r"thread_id 't 1' has whitespace \(U\+0020\)"),
+        ({"run_id": "r\x00"}, r"has a control character \(U\+0000\)"),
+        ({"run_id": "r\x1b[31m"}, r"has a control character \(U\+001B\)"),
+        ({"run_id": "pay\u200bment"}, r"has an invisible format character \(U\+200B\)"),
+        ({"run_id": "x\u202egnp.exe"}, r"has an invisible format character \(U\+202E\)"),
+        ({"run_id": "bad\udcff"}, r"has a lone surrogate"),
+        ({"run_id": ""}, "run_id must not be empty"),
+        ({"thread_id": "t" * 201}, "thread_id is 201 characters long; at most 200"),
+        ({"run_id": 42}, "run_id must be a string, not int"),
+    ],
+    ids=[
+        "newline", "space", "nul", "escape", "zero-width", "right-to-left",
+        "surrogate", "empty", "too-long", "not-a-string",
+    ],
+)  # fmt: skip
+def test_check_given_refuses_ids_that_cannot_be_carried_whole(
+    kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        check_given(**kwargs)
+
+
+def test_check_given_accepts_ordinary_ids() -> None:
+    check_given(run_id="order-2024/07:refund#3", thread_id="ünïcode-fine-日本", other=None)
+    check_given(run_id="r" * MAX_GIVEN_LENGTH, thread_id=new_id())

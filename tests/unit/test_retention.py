@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any, cast
 
 import pytest
 
-from savegame import ConfigurationError, RunStatus, Store
-from savegame.maintenance.retention import RetentionPolicy, plan, prune
-from savegame.model import CheckpointRecord, utcnow
+from savegame import (
+    CompensationError,
+    ConfigurationError,
+    NotFoundError,
+    RunStatus,
+    StepContext,
+    StepError,
+    Store,
+    Workflow,
+    compensate,
+    run,
+    tool,
+)
+from savegame.maintenance.retention import RetentionPolicy, deletion_order, plan, prune
+from savegame.model import CheckpointHeader, CheckpointRecord, utcnow
 from savegame.testing.builders import blob_digest, make_record, make_run, next_record
 
 LONG_AGO = utcnow() - timedelta(days=30)
@@ -126,6 +140,159 @@ def test_policy_is_checked() -> None:
         RetentionPolicy(keep_last=0)
 
 
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        ({"ttl": timedelta(days=1_000_000)}, "ttl must be at most 36500 days, not 1000000 days"),
+        ({"finished_for": timedelta.max}, "finished_for must be at most 36500 days"),
+        ({"ttl": timedelta(seconds=-1)}, "ttl must not be negative"),
+        ({"finished_for": 3600}, "finished_for must be a timedelta, not int"),
+    ],
+    ids=["ttl-too-long", "finished-for-max", "negative", "not-a-timedelta"],
+)
+def test_policy_refuses_ages_it_cannot_count_back(rules: dict[str, Any], message: str) -> None:
+    # Before, these were accepted and the prune raised OverflowError or TypeError.
+    with pytest.raises(ConfigurationError, match=message):
+        RetentionPolicy(**rules)
+
+
+def test_the_longest_age_still_prunes(store: Store) -> None:
+    records = build_run(store, 3, status=RunStatus.COMPLETED, old=True)
+    longest = RetentionPolicy.MAX_AGE
+    assert prune(RetentionPolicy(ttl=longest, finished_for=longest), store=store).runs == []
+    assert ids(store, records[0].run_id) == [0, 1, 2, 3]
+
+
 def test_plan_reads_headers_only(store: Store) -> None:
     build_run(store, 4)
     assert plan(store, RetentionPolicy()).checkpoints == []
+
+
+hotel_api_down: dict[str, bool] = {}
+
+
+@tool(effect="write", idempotent=True, compensate="free_room")
+def hold_room(hotel: str, *, request_id: str) -> dict[str, str]:
+    return {"room": f"{hotel}-301"}
+
+
+@tool(effect="write", idempotent=True)
+def free_room(hotel: str, *, result: dict[str, str], request_id: str) -> str:
+    if hotel_api_down.get("down"):
+        raise RuntimeError("hotel API down")
+    return "freed"
+
+
+def stay() -> Workflow:
+    wf = Workflow("stay")
+
+    @wf.step(entry=True)
+    def book(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ctx.call(hold_room, "H1")
+        raise RuntimeError("flight cancelled")
+
+    return wf
+
+
+def test_a_saga_that_still_owes_compensations_is_kept_whole(store: Store) -> None:
+    with pytest.raises(StepError):
+        run(stay(), run_id="owes", store=store)
+    hotel_api_down["down"] = True
+    try:
+        with pytest.raises(CompensationError, match="hotel API down"):
+            compensate("owes", store=store)
+    finally:
+        hotel_api_down.clear()
+    assert store.get_run("owes").status is RunStatus.COMPENSATION_FAILED
+    checkpoints, journal = store.list_checkpoints("owes"), store.list_effects("owes")
+    later = utcnow() + timedelta(days=30)
+    result = prune(
+        RetentionPolicy(finished_for=timedelta(days=7), keep_last=1), store=store, now=later
+    )
+    assert result.runs == [] and result.checkpoints == [] and result.exempt_runs == ["owes"]
+    assert store.list_checkpoints("owes") == checkpoints
+    assert store.list_effects("owes") == journal
+    # The cause fixed, the hold it made is released after all.
+    assert compensate("owes", store=store).status is RunStatus.COMPENSATED
+    # Forced, a run that still owes compensations goes like any finished run.
+    with pytest.raises(StepError):
+        run(stay(), run_id="forced", store=store)
+    hotel_api_down["down"] = True
+    try:
+        with pytest.raises(CompensationError):
+            compensate("forced", store=store)
+    finally:
+        hotel_api_down.clear()
+    forced = RetentionPolicy(finished_for=timedelta(days=7), include_waiting=True)
+    assert sorted(prune(forced, store=store, now=later).runs) == ["forced", "owes"]
+    assert store.list_runs() == []
+
+
+class ChainsCheckedAfterEachBatch:
+    """A real store that, after each ``delete_checkpoints`` call, tries every remaining chain."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+        self.broken: list[tuple[int, str]] = []
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def delete_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        deleted = self._inner.delete_checkpoints(checkpoint_ids)
+        self.calls += 1
+        for info in self._inner.list_runs():
+            for header in self._inner.list_checkpoints(info.run_id):
+                try:
+                    self._inner.get_chain(header.checkpoint_id)
+                except NotFoundError:
+                    self.broken.append((self.calls, header.checkpoint_id))
+        return deleted
+
+
+def test_a_prune_cut_between_any_two_batches_leaves_every_chain_whole(store: Store) -> None:
+    # A takeover by a host whose clock is behind: ids no longer sort by time.
+    fast = ["7ZA0", "7ZA1"]  # written first, by host A
+    slow = ["1AB2", "1AB3", "1AB4", "1AB5"]  # then by host B
+    info, _ = make_run()
+    first = make_record(info.thread_id, info.run_id, checkpoint_id=fast[0], created_at=LONG_AGO)
+    lease = store.create_run(info, first, owner="t", ttl=30)
+    records = [first]
+    for step, (cid, base) in enumerate(
+        [(fast[1], fast[0]), (slow[0], fast[1]), (slow[1], slow[0]), (slow[2], None)], start=1
+    ):
+        record = make_record(
+            info.thread_id, info.run_id, checkpoint_id=cid, parent_id=records[-1].checkpoint_id,
+            step=step, base_id=base, created_at=LONG_AGO if base else None,
+        )  # fmt: skip
+        store.put_checkpoint(record, lease_token=lease.token)
+        records.append(record)
+    head = next_record(records[-1], checkpoint_id=slow[3], base_id=slow[2])
+    store.put_checkpoint(head, lease_token=lease.token)
+    policy = RetentionPolicy(ttl=timedelta(days=1))
+    # The delta furthest from its keyframe goes first, the keyframe last.
+    assert plan(store, policy).checkpoints == [slow[1], slow[0], fast[1], fast[0]]
+    checked = ChainsCheckedAfterEachBatch(store)
+    result = prune(policy, store=cast(Store, checked), batch_size=1)
+    assert (checked.calls, checked.broken) == (4, [])
+    assert len(result.checkpoints) == 4 and ids(store, info.run_id) == [4, 5]
+
+
+def test_deletion_order_follows_bases_across_runs_and_survives_a_cycle() -> None:
+    _, first = make_run()
+
+    def header(cid: str, base: str | None) -> CheckpointHeader:
+        return replace(first.header, checkpoint_id=cid, base_id=base)
+
+    doomed = [
+        header("a", None),
+        header("b", "a"),
+        header("c", "kept"),  # its base stays: nothing of this prune below it
+        header("d", "b"),
+        header("fork", "d"),  # in another run: bases are followed, not runs
+        header("x", "y"),
+        header("y", "x"),  # damage: a cycle, no chain of it loads
+    ]
+    # Each record after every record that uses it as a base; ties by id, for a stable plan.
+    assert deletion_order(doomed) == ["fork", "d", "b", "x", "a", "c", "y"]

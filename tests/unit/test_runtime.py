@@ -35,6 +35,7 @@ from savegame import (
     list_runs,
     resume,
     run,
+    submit,
 )
 from savegame.runtime.policy import Durability
 
@@ -624,3 +625,25 @@ def test_a_cancel_asked_by_a_checkpoint_observer_stops_the_next_step(
 
     result = run(wf, {}, store=store, observer=Observer(on_checkpoint=guard))
     assert result.status is RunStatus.CANCELLED and result.state == {"n": after}
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ({"run_id": "a\nb"}, r"run_id 'a\\nb' has whitespace \(U\+000A\)"),
+        ({"run_id": ""}, "run_id must not be empty"),
+        ({"thread_id": "t\x1b[2J"}, r"thread_id .* has a control character"),
+        ({"thread_id": "t" * 1000}, "thread_id is 1000 characters long; at most 200"),
+    ],
+    ids=["newline", "empty", "escape", "too-long"],
+)
+def test_ids_a_user_gives_are_checked_before_anything_is_stored(
+    store: Store, ids: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        run(counter(), {}, store=store, **ids)
+    with pytest.raises(ConfigurationError, match=message):
+        asyncio.run(arun(counter(), {}, store=store, **ids))
+    with pytest.raises(ConfigurationError, match=message):
+        submit(counter(), {}, store=store, **ids)
+    assert store.list_runs() == []

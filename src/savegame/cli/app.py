@@ -10,8 +10,9 @@ import typer
 import savegame
 from savegame.cli import control_cmds, fleet_cmds, jsonview, render, storage_cmds
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
-from savegame.cli.errors import CliError, Group
+from savegame.cli.errors import Group, UsageError
 from savegame.cli.options import (
+    MAX_ROWS,
     DebugOption,
     InputOption,
     JsonOption,
@@ -45,7 +46,7 @@ def _parse_status(text: str | None) -> RunStatus | None:
         return RunStatus(text)
     except ValueError:
         choices = ", ".join(s.value for s in RunStatus)
-        raise CliError(f"unknown status {text!r} (one of: {choices})") from None
+        raise UsageError(f"unknown status {text!r} (one of: {choices})") from None
 
 
 @app.command("run")
@@ -101,7 +102,7 @@ def resume_command(
     if value is not None:
         options = {"value": parse_json(value, "--value"), "interrupt_id": interrupt}
     elif interrupt is not None:
-        raise CliError("--interrupt names the interrupt that --value answers: give --value too")
+        raise UsageError("--interrupt names the interrupt that --value answers: give --value too")
     res = savegame.resume(
         run_id,
         store=store,
@@ -143,7 +144,8 @@ def runs_command(
 def history_command(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
     limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Show at most this many checkpoints.")
+        int | None,
+        typer.Option("--limit", min=1, max=MAX_ROWS, help="Show at most this many checkpoints."),
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,

@@ -10,8 +10,9 @@ import orjson
 
 import savegame
 from savegame.cli import jsonview, render
-from savegame.cli.errors import CliError
+from savegame.cli.errors import UsageError
 from savegame.codec.values import from_data
+from savegame.errors import SavegameError
 from savegame.model import CheckpointHeader, RunResult, RunStatus
 from savegame.runtime.loader import as_workflow, load
 
@@ -21,14 +22,21 @@ def parse_json(text: str, option: str) -> Any:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        raise CliError(f"{option} is not valid JSON: {exc}") from None
-    return from_data(value)
+        raise UsageError(f"{option} is not valid JSON: {exc}") from None
+    try:
+        return from_data(value)
+    except Exception as exc:
+        # Whatever a malformed tag makes the reviver raise ({"$sg:tuple": 5} is a TypeError,
+        # a bad "$sg:datetime" a ValueError, a registered type's constructor anything), the
+        # mistake is in the option's text.
+        detail = str(exc) if isinstance(exc, SavegameError) else f"{type(exc).__name__}: {exc}"
+        raise UsageError(f"{option} holds a tagged value that does not decode: {detail}") from None
 
 
 def parse_object(text: str, option: str, what: str) -> dict[str, Any]:
     value = parse_json(text, option)
     if not isinstance(value, dict):
-        raise CliError(f"{option} must be a JSON object of {what}, not {type(value).__name__}")
+        raise UsageError(f"{option} must be a JSON object of {what}, not {type(value).__name__}")
     return value
 
 
@@ -45,25 +53,40 @@ def load_workflow(ref: str) -> Any:
     return target
 
 
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_PART = re.compile(r"(\d+)([smhdw])")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_PART = re.compile(r"([0-9]+)([smhdw])")
 
 
-def parse_duration(text: str | None, option: str) -> timedelta | None:
-    """``30s``, ``15m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1d12h``."""
+def _quoted(text: str) -> str:
+    # A 5,000-digit argument is not echoed whole into the one error line.
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def parse_duration(text: str | None, option: str, *, at_most: timedelta) -> timedelta | None:
+    """``30s``, ``15m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1d12h``, up to ``at_most``."""
     if text is None:
         return None
     spec = text.strip().lower()
     parts = _PART.findall(spec)
     if not parts or "".join(n + u for n, u in parts) != spec:
-        raise CliError(
-            f"{option} {text!r} is not a duration: a whole number and a unit "
+        raise UsageError(
+            f"{option} {_quoted(text)} is not a duration: a whole number and a unit "
             "(s, m, h, d, w), e.g. 30s, 15m, 12h, 7d, 2w or 1d12h"
         )
-    total = timedelta()
+    # Summed in whole seconds and checked before a timedelta is made: a huge number is
+    # refused for its size, not by an OverflowError (or int()'s 4,300-digit limit).
+    limit = int(at_most.total_seconds())
+    total = 0
     for number, unit in parts:
-        total += timedelta(**{_UNITS[unit]: int(number)})
-    return total
+        digits = number.lstrip("0") or "0"
+        fits = len(digits) <= len(str(limit))
+        total += int(digits) * _SECONDS[unit] if fits else limit + 1
+    if total > limit:
+        days = at_most.days
+        raise UsageError(
+            f"{option} {_quoted(text)} is too long: at most {days}d ({days // 365} years)"
+        )
+    return timedelta(seconds=total)
 
 
 def progress(as_json: bool) -> savegame.Observer:

@@ -15,7 +15,7 @@ from rich.text import Text
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
-from savegame.cli.errors import CliError
+from savegame.cli.errors import CliError, UsageError
 from savegame.cli.options import JsonOption, StoreOption
 from savegame.model import RunStatus
 
@@ -67,9 +67,9 @@ def resolve_command(
 ) -> None:
     """Settle an in-doubt write call after checking the outside world; then `savegame resume` it."""
     if done is None:
-        raise CliError("say whether the call happened: --done or --not-done")
+        raise UsageError("say whether the call happened: --done or --not-done")
     if result is not None and not done:
-        raise CliError("--result goes with --done: a call that did not happen has no result")
+        raise UsageError("--result goes with --done: a call that did not happen has no result")
     value = None if result is None else parse_json(result, "--result")
     entry = savegame.resolve(run_id, effect, done=done, result=value, by=by, store=store)
     outcome = "done" if done else "not done"

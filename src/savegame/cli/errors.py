@@ -8,8 +8,13 @@ Exit codes, so scripts can tell what to do next:
 
 ====  =====================================================================
 0     done (a run that paused for a person also exits 0 and says so)
-1     any other error (bad JSON on the command line, a step raised, ...)
-2     usage error (unknown option, missing argument: the parser's own)
+1     any other error (a step raised, a workflow's module failed to import,
+      a cancel that timed out, ...)
+2     usage error, nothing was done: the parser's own (unknown option,
+      missing argument, a number out of range), a value it cannot check
+      (UsageError: bad JSON, a bad duration, options that do not go
+      together) or a ConfigurationError (fix the setup: an id with a
+      newline, a bad store URL, a workflow that is not one)
 3     NotFoundError: no such run, checkpoint or pending interrupt
 4     RunStateError: the run cannot do that now (resume a completed run,
       approve a run that waits for nothing); EffectSettledError: someone
@@ -39,6 +44,7 @@ from typer.core import TyperGroup
 from savegame.errors import (
     ApprovalRejected,
     CompensationError,
+    ConfigurationError,
     CorruptRecordError,
     EffectSettledError,
     InDoubtEffectError,
@@ -50,6 +56,7 @@ from savegame.errors import (
 
 #: Exit codes (the table in the module docstring).
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_RUN_STATE = 4
 EXIT_IN_DOUBT = 5
@@ -61,7 +68,12 @@ EXIT_INTERRUPTED = 130
 
 
 class CliError(Exception):
-    """A mistake on the command line that the parser cannot see (a bad JSON input)."""
+    """A failure the CLI reports itself, in one line (a cancel that timed out: exit 1)."""
+
+
+class UsageError(CliError):
+    """A mistake on the command line the parser cannot see (bad JSON, a duration past its
+    limit, options that do not go together): exit 2, as for the parser's own."""
 
 
 class DamageFound(CliError):
@@ -78,6 +90,8 @@ _CODES: tuple[tuple[type[BaseException], int], ...] = (
     (ApprovalRejected, EXIT_REJECTED),
     (CorruptRecordError, EXIT_DAMAGED),
     (DamageFound, EXIT_DAMAGED),
+    (UsageError, EXIT_USAGE),
+    (ConfigurationError, EXIT_USAGE),
     (KeyboardInterrupt, EXIT_INTERRUPTED),
 )
 

@@ -19,7 +19,7 @@ import typer
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import load_workflow, parse_input
-from savegame.cli.errors import CliError
+from savegame.cli.errors import UsageError
 from savegame.cli.options import InputOption, JsonOption, RunIdOption, StoreOption, ThreadOption
 from savegame.cli.storage_view import plural
 from savegame.model import RunResult, RunStatus
@@ -102,7 +102,10 @@ def _summary(stats: WorkerStats) -> str:
 def worker_command(
     concurrency: Annotated[
         int,
-        typer.Option("--concurrency", "-c", metavar="N", min=1, help="Runs executed at once."),
+        # A thread and a store connection per slot: 100,000 hung the process.
+        typer.Option(
+            "--concurrency", "-c", metavar="N", min=1, max=256, help="Runs executed at once."
+        ),
     ] = 1,
     lease_ttl: Annotated[
         float,
@@ -110,13 +113,19 @@ def worker_command(
             "--lease-ttl",
             metavar="SECONDS",
             min=1,
+            # 1e308 overflowed the heartbeat's wait; a day is long for a dead worker's hold.
+            max=86400,
             help="How long a dead worker's runs stay blocked before another worker takes them.",
         ),
     ] = DEFAULT_TTL,
     poll: Annotated[
         float,
         typer.Option(
-            "--poll", metavar="SECONDS", min=0.01, help="Sleep this long when nothing is runnable."
+            "--poll",
+            metavar="SECONDS",
+            min=0.01,
+            max=3600,
+            help="Sleep this long when nothing is runnable.",
         ),
     ] = 0.5,
     workflows: Annotated[
@@ -150,7 +159,7 @@ def worker_command(
     where, shared = probe.url, probe.capabilities.multi_process
     probe.close()
     if not shared:
-        raise CliError(f"{where} lives in one process: a worker needs a store others submit to")
+        raise UsageError(f"{where} lives in one process: a worker needs a store others submit to")
     # The URL, not an open Store: each slot opens its own connection.
     worker = savegame.Worker(
         store,

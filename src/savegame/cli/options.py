@@ -22,9 +22,12 @@ JsonOption = Annotated[
     typer.Option("--json", help="Print machine-readable JSON instead of tables."),
 ]
 
+#: The most rows a listing asks a store for: a bigger --limit overflowed SQLite's integers.
+MAX_ROWS = 1_000_000
+
 LimitOption = Annotated[
     int,
-    typer.Option("--limit", min=1, help="Show at most this many rows."),
+    typer.Option("--limit", min=1, max=MAX_ROWS, help="Show at most this many rows."),
 ]
 
 DebugOption = Annotated[

@@ -15,7 +15,7 @@ import typer
 import savegame
 from savegame.cli import jsonview, render, storage_view
 from savegame.cli.common import parse_duration
-from savegame.cli.errors import CliError, DamageFound
+from savegame.cli.errors import DamageFound, UsageError
 from savegame.cli.options import JsonOption, LimitOption, StoreOption
 from savegame.codec.crypto import new_key
 from savegame.model import utcnow
@@ -78,14 +78,16 @@ def prune_command(
         typer.Option(
             "--finished-for",
             metavar="DURATION",
-            help=f"Delete whole runs that finished longer ago than this ({DURATION}).",
+            help="Delete whole runs that finished longer ago than this "
+            f"({DURATION}); a compensation_failed run stays unless --include-waiting.",
         ),
     ] = None,
     include_waiting: Annotated[
         bool,
         typer.Option(
             "--include-waiting",
-            help="Also prune runs waiting for a person (interrupted, needs_attention).",
+            help="Also prune runs waiting for a person (interrupted, needs_attention, "
+            "compensation_failed: a saga that still owes compensations).",
         ),
     ] = False,
     dry_run: Annotated[
@@ -96,13 +98,15 @@ def prune_command(
 ) -> None:
     """Delete old checkpoints and finished runs; what a kept checkpoint needs to load stays."""
     if keep_last is None and ttl is None and finished_for is None:
-        raise CliError(
+        raise UsageError(
             "say what to delete: --keep-last N, --ttl DURATION or --finished-for DURATION"
         )
     policy = savegame.RetentionPolicy(
         keep_last=keep_last,
-        ttl=parse_duration(ttl, "--ttl"),
-        finished_for=parse_duration(finished_for, "--finished-for"),
+        ttl=parse_duration(ttl, "--ttl", at_most=savegame.RetentionPolicy.MAX_AGE),
+        finished_for=parse_duration(
+            finished_for, "--finished-for", at_most=savegame.RetentionPolicy.MAX_AGE
+        ),
         include_waiting=include_waiting,
     )
     plan = savegame.prune(policy, store=store, dry_run=dry_run)
@@ -158,7 +162,7 @@ def keygen_command(
     """
     name = kid if kid is not None else utcnow().strftime("%Y-%m-%d")
     if not _KID.fullmatch(name):
-        raise CliError(f"--id {name!r}: use letters, digits, '.', '_' or '-' (no ',' or ':')")
+        raise UsageError(f"--id {name!r}: use letters, digits, '.', '_' or '-' (no ',' or ':')")
     typer.echo(f"{name}:{new_key()}")
 
 

@@ -2,8 +2,9 @@
 
 Rules, in order:
 
-* a run waiting for a person (interrupted, needs_attention) is exempt unless
-  ``include_waiting`` is set;
+* a run waiting for a person (interrupted, needs_attention, and
+  compensation_failed: a saga that still owes compensations) is exempt, whole
+  and its checkpoints too, unless ``include_waiting`` is set;
 * a finished run whose last change is older than ``finished_for`` goes whole
   (runs, checkpoints, journal);
 * otherwise a run's head always stays; older checkpoints go when they are past
@@ -12,13 +13,19 @@ Rules, in order:
   down to the keyframe) stays, whatever the rules above said;
 * blobs no remaining checkpoint refers to go last.
 
+Checkpoints go in batches, each record after every doomed record that uses it
+as a delta base (:func:`deletion_order`), so a prune killed between two batches
+leaves no delta without its base: what remains loads and ``verify`` passes.
+
 Planning reads only headers, so a dry run is cheap and never decodes a state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from savegame.codec.blobs import known
 from savegame.errors import ConfigurationError
@@ -26,27 +33,48 @@ from savegame.inspect.history import opened
 from savegame.model import CheckpointHeader, RunInfo, RunStatus, utcnow
 from savegame.stores.base import Store
 
-WAITING = (RunStatus.INTERRUPTED, RunStatus.NEEDS_ATTENTION)
+#: Runs a person must act on. compensation_failed counts as finished, yet its journal is
+#: what ``compensate`` needs to release what the run still holds once the cause is fixed.
+WAITING = (RunStatus.INTERRUPTED, RunStatus.NEEDS_ATTENTION, RunStatus.COMPENSATION_FAILED)
 
 
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
     """What to keep. Unset rules keep everything they would govern."""
 
+    MAX_AGE: ClassVar[timedelta] = timedelta(days=36500)
+    """The longest ``ttl`` or ``finished_for``: long enough to mean "for ever", short enough
+    that ``now - age`` is still a date (a datetime stops at year 1)."""
+
     keep_last: int | None = None
     """Per run, keep at most this many newest checkpoints (the head always stays)."""
     ttl: timedelta | None = None
     """Delete checkpoints older than this (by created_at)."""
     finished_for: timedelta | None = None
-    """Delete finished runs (completed, cancelled, compensated...) idle for longer than this."""
+    """Delete finished runs (completed, cancelled, compensated) idle for longer than this."""
     include_waiting: bool = False
-    """Also prune runs waiting for a person (forced)."""
+    """Also prune runs waiting for a person: interrupted, needs_attention, compensation_failed
+    (forced: a compensation_failed run pruned can no longer be compensated)."""
 
     def __post_init__(self) -> None:
         if self.keep_last is not None and self.keep_last < 1:
             raise ConfigurationError(
                 f"keep_last must be at least 1 (the head stays), not {self.keep_last}"
             )
+        for name in ("ttl", "finished_for"):
+            age = getattr(self, name)
+            if age is None:
+                continue
+            if not isinstance(age, timedelta):
+                raise ConfigurationError(
+                    f"{name} must be a timedelta, not {type(age).__qualname__}"
+                )
+            if age < timedelta(0):
+                raise ConfigurationError(f"{name} must not be negative, not {age}")
+            if age > self.MAX_AGE:
+                raise ConfigurationError(
+                    f"{name} must be at most {self.MAX_AGE.days} days, not {age.days} days"
+                )
 
 
 @dataclass
@@ -55,11 +83,12 @@ class PrunePlan:
 
     runs: list[str] = field(default_factory=list)
     checkpoints: list[str] = field(default_factory=list)
+    """In deletion order: a delta before its base (:func:`deletion_order`)."""
     checkpoint_bytes: int = 0
     kept_as_base: int = 0
     """Checkpoints the rules would drop but a kept checkpoint needs to load."""
     exempt_runs: list[str] = field(default_factory=list)
-    """Runs waiting for a person, left alone."""
+    """Runs waiting for a person (see ``WAITING``), left alone."""
     blobs: int = 0
     blob_bytes: int = 0
     """Filled after the blobs were collected (0 in a dry run)."""
@@ -94,10 +123,38 @@ def _run_plan(
     return [by_id[cid] for cid in sorted(drop - needed)], saved
 
 
+def deletion_order(doomed: Sequence[CheckpointHeader]) -> list[str]:
+    """The ids of ``doomed``, each after every doomed record that uses it as a delta base.
+
+    Deleted in this order and cut anywhere (a killed prune), no record left names
+    a base that is gone. Only ``base_id`` links decide: ids need not sort by time,
+    as they come from the clock of whichever host wrote (a takeover may go back).
+    """
+    by_id = {h.checkpoint_id: h for h in doomed}
+    # depth: how many doomed records lie below this one on its way to a kept or
+    # missing base (or a keyframe); deeper records go first.
+    depth: dict[str, int] = {}
+    for header in doomed:
+        path: list[str] = []
+        on_path: set[str] = set()
+        cid: str | None = header.checkpoint_id
+        while cid is not None and cid in by_id and cid not in depth and cid not in on_path:
+            path.append(cid)
+            on_path.add(cid)
+            cid = by_id[cid].base_id
+        # A cycle of bases (damage: none of it loads) ends the walk like a keyframe.
+        below = depth.get(cid, -1) if cid is not None else -1
+        for ident in reversed(path):
+            below += 1
+            depth[ident] = below
+    return sorted(by_id, key=lambda ident: (-depth[ident], ident))
+
+
 def plan(store: Store, policy: RetentionPolicy, *, now: datetime | None = None) -> PrunePlan:
     """Work out what ``policy`` deletes, reading headers only."""
     now = now or utcnow()
     result = PrunePlan()
+    doomed_all: list[CheckpointHeader] = []
     for run in store.list_runs(limit=1_000_000):
         if run.status in WAITING and not policy.include_waiting:
             result.exempt_runs.append(run.run_id)
@@ -114,9 +171,10 @@ def plan(store: Store, policy: RetentionPolicy, *, now: datetime | None = None) 
             result.checkpoint_bytes += sum(h.size for h in headers)
             continue
         doomed, saved = _run_plan(run, headers, policy, now)
-        result.checkpoints.extend(h.checkpoint_id for h in doomed)
+        doomed_all.extend(doomed)
         result.checkpoint_bytes += sum(h.size for h in doomed)
         result.kept_as_base += saved
+    result.checkpoints = deletion_order(doomed_all)
     return result
 
 
@@ -126,6 +184,7 @@ def prune(
     store: Store | str | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
+    batch_size: int = 500,
 ) -> PrunePlan:
     """Apply ``policy``: delete what :func:`plan` finds, then unreferenced blobs.
 
@@ -133,13 +192,26 @@ def prune(
         policy: what to keep.
         store: a Store or URL (default ``$SAVEGAME_STORE`` / ``./savegame.db``).
         dry_run: only report what would go.
+        now: the time the rules count from (default: now).
+        batch_size: checkpoints deleted per store call; each call is short, and a
+            prune stopped between two leaves every remaining checkpoint loadable.
+
+    Raises:
+        ConfigurationError: ``batch_size`` is below 1.
     """
+    if batch_size < 1:
+        raise ConfigurationError(f"batch_size must be at least 1, not {batch_size}")
     with opened(store) as handle:
-        return _apply(handle, policy, dry_run=dry_run, now=now)
+        return _apply(handle, policy, dry_run=dry_run, now=now, batch_size=batch_size)
 
 
 def _apply(
-    store: Store, policy: RetentionPolicy, *, dry_run: bool, now: datetime | None
+    store: Store,
+    policy: RetentionPolicy,
+    *,
+    dry_run: bool,
+    now: datetime | None,
+    batch_size: int,
 ) -> PrunePlan:
     result = plan(store, policy, now=now)
     result.dry_run = dry_run
@@ -147,9 +219,11 @@ def _apply(
         return result
     if result.runs:
         store.delete_runs(result.runs)
-    # In batches, so one huge prune does not hold a write lock for long.
-    for start in range(0, len(result.checkpoints), 500):
-        store.delete_checkpoints(result.checkpoints[start : start + 500])
+    # In batches, so one huge prune does not hold a write lock for long; in deletion
+    # order, so a prune killed between two batches leaves no delta without its base.
+    doomed = result.checkpoints
+    for start in range(0, len(doomed), batch_size):
+        store.delete_checkpoints(doomed[start : start + batch_size])
     result.blobs, result.blob_bytes = store.delete_unreferenced_blobs()
     # This process's cache of blobs known to be stored is stale now.
     known.forget(store)

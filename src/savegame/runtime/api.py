@@ -16,7 +16,7 @@ from savegame.codec.engine import load as load_chain
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
-from savegame.ids import new_id
+from savegame.ids import check_given, new_id
 from savegame.model import (
     Checkpoint,
     CheckpointHeader,
@@ -112,6 +112,7 @@ def _start(
             f"run input must be a dict of state keys, not {type(input).__qualname__}"
         )
     envelope.refuse_reserved(metadata or {})
+    check_given(run_id=run_id, thread_id=thread_id)
     run_id = run_id or new_id()
     thread_id = thread_id or run_id
     entry = wf.entry_step()
