@@ -361,3 +361,21 @@ def test_no_plaintext_copy_of_an_encrypted_value_is_written(raw: Raw) -> None:
     assert any(MARKER in str(h.metadata.get("error", "")) for h in shown)
     errors = [e.error or "" for e in list_effects("gate", store=raw.url, storage=KEYS)]
     assert any(MARKER in text for text in errors)
+
+
+def test_a_flipped_byte_in_a_journal_result_is_not_replayed(raw: Raw) -> None:
+    """Plain store, accidental damage: a journal entry is checked where it is read, so
+    ``resume --from`` refuses it instead of handing the step a damaged result."""
+    wf = payout(fail_report=True)
+    with pytest.raises(StepError):
+        run(wf, run_id="r", store=raw.url, storage=PLAIN)
+    [(request_id, result)] = raw.execute(
+        "SELECT request_id, result FROM effects WHERE name = 'pay'"
+    )
+    flipped = bytearray(bytes(result))
+    flipped[len(flipped) // 2] ^= 0x01
+    raw.execute("UPDATE effects SET result = ? WHERE request_id = ?", (bytes(flipped), request_id))
+    first = history("r", store=raw.url, storage=PLAIN)[-1].checkpoint_id
+    with pytest.raises(CorruptRecordError, match=request_id):
+        resume("r", store=raw.url, workflow=wf, storage=PLAIN, from_checkpoint=first)
+    assert len(payments) == 1

@@ -340,7 +340,9 @@ def test_rekey_encrypts_a_store_then_reading_needs_the_keys(
     monkeypatch.setenv("SAVEGAME_KEYS", key)
     out = cli("rekey", "--store", store, "--json")
     assert out.exit_code == 0, out.stderr
-    assert out.json() == {"key_id": "k1", "runs": 2, "checkpoints": 4 + 2, "blobs": 0, "effects": 1}
+    assert out.json() == {
+        "key_id": "k1", "runs": 2, "checkpoints": 4 + 2, "blobs": 0, "effects": 1, "collected": 0,
+    }  # fmt: skip
     human = cli("rekey", "--run", "r", "--store", store)
     assert "re-encrypted 1 run: 4 checkpoints, 0 blobs, 0 journal entries under key 'k1'" in (
         human.stdout

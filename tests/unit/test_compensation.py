@@ -11,6 +11,7 @@ from savegame import (
     CompensationError,
     EffectKind,
     EffectStatus,
+    InDoubtEffectError,
     RunStateError,
     RunStatus,
     StepContext,
@@ -20,6 +21,7 @@ from savegame import (
     cancel,
     compensate,
     list_effects,
+    resolve,
     run,
     tool,
 )
@@ -152,3 +154,40 @@ def test_completed_run_with_nothing_to_undo(store: Store) -> None:
     log.clear()
     assert compensate("ok", store=store).status is RunStatus.COMPENSATED
     assert log == ["refund 300", "release LH2-12A", "release LH1-12A"]
+
+
+def test_a_compensation_that_raised_and_may_have_happened_is_in_doubt(store: Store) -> None:
+    """An undo is a write: a timeout after the refund went through must not refund twice."""
+    refunds: list[int] = []
+    timeout = {"on": True}
+
+    @tool(effect="write", compensate="refund_once")
+    def charge(amount: int) -> str:
+        return "ch_9"
+
+    @tool(effect="write", name="refund_once")
+    def refund_once(amount: int) -> str:
+        refunds.append(amount)
+        if timeout["on"]:
+            raise TimeoutError("gateway timeout")
+        return "re_9"
+
+    wf = Workflow("doubtful-undo")
+
+    @wf.step(entry=True)
+    def go(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ctx.call(charge, 40)
+        raise RuntimeError("sold out")
+
+    with pytest.raises(StepError):
+        run(wf, run_id="u", store=store)
+    with pytest.raises(InDoubtEffectError, match="raised TimeoutError: gateway timeout"):
+        compensate("u", store=store)
+    assert store.get_run("u").status is RunStatus.NEEDS_ATTENTION
+    timeout["on"] = False
+    with pytest.raises(InDoubtEffectError):  # run again: still in doubt, not refunded again
+        compensate("u", store=store)
+    assert refunds == [40]
+    resolve("u", "u:1:0:compensate", done=True, result="re_9", store=store)
+    assert compensate("u", store=store).status is RunStatus.COMPENSATED
+    assert refunds == [40]

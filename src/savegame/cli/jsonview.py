@@ -167,6 +167,7 @@ def rekeyed(report: RekeyReport) -> dict[str, Any]:
         "checkpoints": report.checkpoints,
         "blobs": report.blobs,
         "effects": report.effects,
+        "collected": report.collected,
     }
 
 

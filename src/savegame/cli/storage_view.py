@@ -145,3 +145,5 @@ def store_report(out: Console, report: StoreReport) -> None:
 def rekeyed(out: Console, report: RekeyReport) -> None:
     counts = _counts(report.runs, report.checkpoints, report.blobs, report.effects)
     out.print(f"re-encrypted {counts} under key {report.key_id!r}")
+    if report.collected:
+        out.print(f"deleted {report.collected} blobs stored under their old names")
