@@ -236,8 +236,10 @@ def seal_error(run_id: str, text: str | None, storage: StorageConfig | None) -> 
     An error repeats what failed (an in-doubt call's arguments, a step's exception,
     a rejection's reason), so with encryption configured it is never stored in the clear.
     """
+    if text is None:
+        return None  # every step's checkpoint: no configuration lookup for nothing
     ring = resolve(storage).keyring
-    if text is None or ring is None or _is_sealed(text):
+    if ring is None or _is_sealed(text):
         return text
     kid, sealed = ring.encrypt(text.encode(), f"run-error\0{run_id}".encode())
     return f"{_META}{kid}:{base64.b64encode(sealed).decode('ascii')}"
