@@ -202,7 +202,10 @@ class CheckpointWriteError(SavegameError):
         self.run_id = run_id
         self.step = step
         self.cause = cause
-        super().__init__(f"run {run_id}: checkpoint for step {step} could not be written: {cause}")
+        super().__init__(
+            f"run {run_id}: checkpoint for step {step} could not be written: "
+            + describe(cause, with_type=False)
+        )
 
 
 class StepError(SavegameError):
@@ -212,7 +215,7 @@ class StepError(SavegameError):
         self.run_id = run_id
         self.step = step
         self.cause = cause
-        super().__init__(f"run {run_id}: step {step!r} raised {type(cause).__name__}: {cause}")
+        super().__init__(f"run {run_id}: step {step!r} raised {describe(cause)}")
 
 
 class InDoubtEffectError(SavegameError):
@@ -235,7 +238,7 @@ class InDoubtEffectError(SavegameError):
         what = (
             "it started but no result was recorded"
             if cause is None
-            else f"it raised {type(cause).__name__}: {cause}, which does not prove it did not happen"
+            else f"it raised {describe(cause)}, which does not prove it did not happen"
         )
         super().__init__(
             f"run {run_id}: call {tool}({_args(arguments)}) with request id {request_id} is in doubt: "
@@ -278,7 +281,25 @@ class CompensationError(SavegameError):
         self.request_id = request_id
         self.tool = tool
         self.cause = cause
-        super().__init__(f"run {run_id}: compensation {tool} for {request_id} failed: {cause}")
+        super().__init__(
+            f"run {run_id}: compensation {tool} for {request_id} failed: "
+            + describe(cause, with_type=False)
+        )
+
+
+def describe(error: BaseException, *, with_type: bool = True) -> str:
+    """The text savegame stores for an exception: ``Type: message``, always storable.
+
+    A message may hold a lone surrogate (a tool echoing bad input) that no JSON
+    column or UTF-8 store takes, or come from a ``__str__`` that raises; either
+    would keep the checkpoint that records the failure from being written.
+    """
+    try:
+        message = str(error)
+    except Exception:
+        message = f"<{type(error).__name__} whose message cannot be shown>"
+    text = f"{type(error).__name__}: {message}" if with_type else message
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _args(arguments: Any) -> str:

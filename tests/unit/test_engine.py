@@ -541,6 +541,22 @@ def test_a_pack_changed_in_place_is_never_sent_under_its_old_name() -> None:
     assert items[1]["content"] == "changed in place"
 
 
+def test_a_pack_changed_in_place_to_something_unencodable_is_named_the_same_way() -> None:
+    """A lone surrogate set in place makes the rebuild fail in orjson, not on the digest."""
+    run = Run(MemoryStore(), PACKED, {"n": 0, "messages": []})
+    state = _grow(run, 30)
+    state["messages"][1]["content"] = "changed in place \ud800"
+    encoded = run.encoder.encode(
+        _header(run.run_id, 31, run.records[-1].checkpoint_id), state, None
+    )
+    with pytest.raises(SerializationError, match=r"state\.messages\[\d+:\d+\].*in place"):
+        run.encoder.to_upload(MemoryStore(), encoded)
+    # Packed again from the items as they are now, the surrogate is named where it sits.
+    with pytest.raises(SerializationError, match="lone surrogate") as info:
+        run.encoder.encode(_header(run.run_id, 31, run.records[-1].checkpoint_id), state, None)
+    assert info.value.path == "state.messages[1].content"
+
+
 def test_commits_reported_from_another_thread_do_not_race_the_next_keyframe() -> None:
     """With durability="async" the writer thread reports commits while the run's thread
     packs the next keyframe (whose list paths may come and go)."""

@@ -7,8 +7,9 @@ A delta is a patch tree (pure JSON, canonical like everything else)::
      "a": [[key, [item, ...]], ...] lists that only grew: the appended items
      "p": [[key, patch], ...]}     dicts changed in place: a patch of the same shape
 
-Keys are plain strings (a dict with any other key is replaced whole). Pairs are
-lists, never objects, so no user key can look like a codec tag.
+Keys are plain strings (a dict with any other key is replaced whole, and so is
+one nested deeper than ``values.LAYOUT_DEPTH``, which bounds how deep a patch
+nests). Pairs are lists, never objects, so no user key can look like a codec tag.
 
 Cost: only the top-level keys a step returned are compared, and inside them
 identity short-cuts equal subtrees (``old is new``), so an append to a long
@@ -37,6 +38,7 @@ from savegame.errors import SerializationError
 
 Patch = dict[str, list[Any]]
 _SAME = object()
+_TAG = "$sg:"
 _SCALARS = (str, int, bool)
 
 
@@ -54,7 +56,8 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str])
     """The patch turning ``old`` into ``new``, looking only at ``changed`` keys and removals.
 
     Raises:
-        SerializationError: a new value is not pure data (with its path under ``state``).
+        values.Unsaveable: a new value is not pure data (without a path: the engine
+            names it from the state's root).
     """
     patch: Patch = {}
     for key in sorted(set(changed)):
@@ -62,9 +65,7 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str])
             _put(
                 patch,
                 key,
-                _diff(old[key], new[key], _child("state", key))
-                if key in old
-                else _full(new[key], _child("state", key)),
+                _diff(old[key], new[key], 1) if key in old else _full(new[key], 1),
             )
     if len(old) != len(new) or any(key not in new for key in old):
         removed = sorted(key for key in old if key not in new)
@@ -73,12 +74,8 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str])
     return patch
 
 
-def _child(path: str, key: str) -> str:
-    return f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
-
-
-def _full(value: Any, path: str) -> tuple[str, Any]:
-    return ("s", values.to_data(value, path))
+def _full(value: Any, depth: int) -> tuple[str, Any]:
+    return ("s", values.encode_at(value, values.MAX_DEPTH - depth))
 
 
 def _put(patch: Patch, key: str, op: Any) -> None:
@@ -95,7 +92,8 @@ def _encodes_same(a: Any, b: Any) -> bool:
         return False  # the caller re-encodes the new value, which names the path
 
 
-def _diff(old: Any, new: Any, path: str) -> Any:
+def _diff(old: Any, new: Any, depth: int) -> Any:
+    """``depth``: the containers around ``new`` in the state's own tree."""
     if old is new:
         return _SAME
     kind = type(new)
@@ -103,32 +101,42 @@ def _diff(old: Any, new: Any, path: str) -> Any:
         if kind in _SCALARS and old == new:
             return _SAME
         if kind is list:
-            return _diff_list(old, new, path)
+            return _diff_list(old, new, depth)
         if kind is dict:
-            sub = _diff_dict(old, new, path)
+            sub = _diff_dict(old, new, depth)
             if sub is not None:
                 return ("p", sub) if sub else _SAME
-    return _full(new, path)
+    return _full(new, depth)
 
 
-def _diff_list(old: list[Any], new: list[Any], path: str) -> Any:
+def _diff_list(old: list[Any], new: list[Any], depth: int) -> Any:
     n = len(old)
     if len(new) < n:
-        return _full(new, path)
+        return _full(new, depth)
     # map() stops at the end of ``old``: no copy of the prefix on the usual path.
     if not all(map(is_, new, old)):
         head = new[:n]
         if head != old or not all(
             a is b or _encodes_same(a, b) for a, b in zip(head, old, strict=True)
         ):
-            return _full(new, path)
+            return _full(new, depth)
     if len(new) == n:
         return _SAME
-    return ("a", [values.to_data(item, f"{path}[{i}]") for i, item in enumerate(new[n:], n)])
+    room = values.MAX_DEPTH - depth - 1
+    return ("a", [values.encode_at(item, room) for item in new[n:]])
 
 
-def _diff_dict(old: dict[Any, Any], new: dict[Any, Any], path: str) -> Patch | None:
-    """None when the dict must be replaced whole (a non-string key)."""
+def _diff_dict(old: dict[Any, Any], new: dict[Any, Any], depth: int) -> Patch | None:
+    """None when the dict must be replaced whole: a non-string key, an escaped dict
+    (values nest one level deeper there), or deeper than ``values.LAYOUT_DEPTH``: each
+    patch level nests 3 where the state nests 1, so that bounds what a patch adds."""
+    if depth > values.LAYOUT_DEPTH:
+        return None
+    if len(new) == 1:
+        (only,) = new
+        if type(only) is not str or only.startswith(_TAG):
+            return None
+    depth += 1
     patch: Patch = {}
     for key, value in new.items():
         if type(key) is not str:
@@ -137,9 +145,9 @@ def _diff_dict(old: dict[Any, Any], new: dict[Any, Any], path: str) -> Patch | N
             before = old[key]
             if before is value:
                 continue
-            _put(patch, key, _diff(before, value, _child(path, key)))
+            _put(patch, key, _diff(before, value, depth))
         else:
-            _put(patch, key, _full(value, _child(path, key)))
+            _put(patch, key, _full(value, depth))
     if len(old) != len(new) or any(key not in new for key in old):
         removed = [key for key in old if key not in new]
         if any(type(key) is not str for key in removed):

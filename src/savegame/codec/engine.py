@@ -140,6 +140,22 @@ class Encoder:
             raise SerializationError(
                 "state", f"the state must be a dict, not {type(state).__qualname__}"
             )
+        try:
+            return self._encode(header, state, changed)
+        except (
+            values.Unsaveable,
+            orjson.JSONEncodeError,
+            UnicodeEncodeError,
+            RecursionError,
+        ) as exc:
+            # Not data, too deep (a cycle is too deep too), a lone surrogate (orjson and
+            # str.encode for blobs refuse it), or a stack gone: only now walk the state
+            # again to name the path and the cause (a cycle where it starts).
+            raise values.refusal(state, "state", 0, exc) from None
+
+    def _encode(
+        self, header: CheckpointHeader, state: dict[str, Any], changed: Collection[str] | None
+    ) -> Encoded:
         config = self.storage
         chain = self._chain
         if (
@@ -177,7 +193,7 @@ class Encoder:
         if self._packer is not None:
             tree = self._packer.tree(state, out)
         else:
-            tree = blobs.extract(values.to_data(state, "state"), config, out.found)
+            tree = blobs.extract(values.encode_at(state, values.MAX_DEPTH), config, out.found)
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
         record = envelope.seal(
             replace(

@@ -184,7 +184,8 @@ class Packer:
         and nested dicts packed.
 
         Raises:
-            SerializationError: naming the path of the first value that is not pure data.
+            values.Unsaveable: a value is not pure data (without its path:
+                ``Encoder.encode`` names it), or orjson's error for a lone surrogate.
         """
         with self._lock:
             stored, self._stored = self._stored, set()
@@ -193,7 +194,7 @@ class Packer:
         if not _plain_dict(state):
             self._lists.clear()
             self._dicts.clear()
-            return blobs.extract(values.to_data(state, "state"), self.storage, out.found)
+            return blobs.extract(values.encode_at(state, values.MAX_DEPTH), self.storage, out.found)
         seen: set[tuple[str, ...]] = set()
         tree = self._dict(state, "state", (), out, seen)
         for cache in (self._lists, self._dicts):
@@ -239,15 +240,20 @@ class Packer:
     def _value(
         self, value: Any, where: str, key: tuple[str, ...], out: Packed, seen: set[tuple[str, ...]]
     ) -> Any:
-        if type(value) is list:
-            seen.add(key)
-            return self._list(value, where, key, out)
-        if type(value) is dict and _plain_dict(value):
-            return self._dict(value, where, key, out, seen)
-        return blobs.extract(values.to_data(value, where), self.storage, out.found)
+        # ``len(key)``: the containers around ``value`` in the state's tree. Each pack
+        # nests its items 2 deeper, so packing stops at LAYOUT_DEPTH (values.MAX_DEPTH).
+        if len(key) <= values.LAYOUT_DEPTH:
+            if type(value) is list:
+                seen.add(key)
+                return self._list(value, where, key, out)
+            if type(value) is dict and _plain_dict(value):
+                return self._dict(value, where, key, out, seen)
+        return blobs.extract(
+            values.encode_at(value, values.MAX_DEPTH - len(key)), self.storage, out.found
+        )
 
     def _list(self, items: list[Any], path: str, key: tuple[str, ...], out: Packed) -> Any:
-        chunks, tail = self._chunked(None, items, path, self._lists.get(key, []), out)
+        chunks, tail = self._chunked(None, items, path, len(key) + 1, self._lists.get(key, []), out)
         self._lists[key] = chunks
         if not chunks:
             return [tree for _, tree in tail]
@@ -279,7 +285,7 @@ class Packer:
         seen.add(key)
         names = [name for name, _ in leaves]
         chunks, tail = self._chunked(
-            names, [value for _, value in leaves], path, self._dicts.get(key, []), out
+            names, [value for _, value in leaves], path, len(key) + 1, self._dicts.get(key, []), out
         )
         self._dicts[key] = chunks
         if not chunks:
@@ -303,11 +309,14 @@ class Packer:
         names: list[str] | None,
         items: list[Any],
         path: str,
+        depth: int,
         cached: list[_Chunk],
         out: Packed,
     ) -> tuple[list[_Chunk], list[tuple[str | None, Any]]]:
         """Chunks over ``items`` (a dict's values when ``names`` are its keys), reusing
-        ``cached`` ones that still match, and the tail (name, tree) after the last one."""
+        ``cached`` ones that still match, and the tail (name, tree) after the last one.
+        ``depth``: the containers around each item in the state's tree."""
+        room = values.MAX_DEPTH - depth
         # Cached chunks by their first entry: after an edit the cuts fall where they fell
         # before, and from there on the chunks are the same objects again.
         by_first: dict[Any, _Chunk] = {
@@ -331,9 +340,8 @@ class Packer:
                     index = reused.end
                     continue
             name = names[index] if names is not None else None
-            where = f"{path}[{index}]" if name is None else _child(path, name)
             found: dict[str, bytes] = {}
-            tree = blobs.extract(values.to_data(items[index], where), self.storage, found, limit)
+            tree = blobs.extract(values.encode_at(items[index], room), self.storage, found, limit)
             tail.append((name, tree))
             encoded.append(_encode(name, tree))
             loose.update(found)
@@ -419,13 +427,20 @@ class Packer:
         """
         found: dict[str, bytes] = {}
         encoded = []
-        for i, item in enumerate(chunk.items):
-            tree = blobs.extract(
-                values.to_data(item, chunk.where(i)), self.storage, found, self.storage.inline_max
-            )
-            encoded.append(_encode(None if chunk.names is None else chunk.names[i], tree))
-        plain = b"[" + b",".join(encoded) + b"]"
-        if blobs.digest(plain, self.storage) != chunk.digest:
+        plain = b""
+        try:
+            for i, item in enumerate(chunk.items):
+                tree = blobs.extract(
+                    values.to_data(item, chunk.where(i)),
+                    self.storage,
+                    found,
+                    self.storage.inline_max,
+                )
+                encoded.append(_encode(None if chunk.names is None else chunk.names[i], tree))
+            plain = b"[" + b",".join(encoded) + b"]"
+        except (orjson.JSONEncodeError, UnicodeEncodeError):
+            pass  # it encoded when it was packed: changed in place since, as below
+        if not plain or blobs.digest(plain, self.storage) != chunk.digest:
             for chunks in self._all_chunks():
                 chunks[:] = [c for c in chunks if c is not chunk]
             raise SerializationError(

@@ -9,6 +9,12 @@ it sits, at save time, so a bad value never reaches the store.
 
 A tag is a one-key object ``{"$sg:<tag>": value}``. A user dict whose only key
 starts with ``$sg:`` is itself escaped, so no user value can be confused with a tag.
+
+A value must also nest at most :data:`MAX_DEPTH` levels deep, hold no cycle and no
+lone surrogate (``"\\ud800"``, which UTF-8 cannot encode). That costs the happy path
+nothing: the encoder passes a depth counter where it used to build each value's path,
+a cycle runs into the depth limit, and orjson refuses a lone surrogate itself. Only
+then does :func:`refusal` walk the value again, iteratively, for the path and the cause.
 """
 
 from __future__ import annotations
@@ -31,6 +37,42 @@ from savegame.secrets import Secret
 _TAG = "$sg:"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
+#: How deep the encoded tree of a value may nest, counted in JSON containers as
+#: :func:`to_data` writes them: a list or dict is one level; a tuple, set or escaped
+#: dict two (the tag's object and what it holds); a dict with non-string keys or a
+#: registered object three. orjson writes at most 254 levels, and the storage engine
+#: wraps what to_data gives (measured, and pinned by tests/adversarial): a scalar tag
+#: or a blob reference adds up to 2 below the deepest container; a delta patch adds 2
+#: per patched dict level (its op list, the pair, the sub-patch in place of the dict)
+#: and a keyframe 2 per pack around a list or dict, which both stop at
+#: :data:`LAYOUT_DEPTH`: 2 * (16 + 1) + 2 = 36 at most. 200 + 36 = 236 leaves room.
+#: Python's stack is not the bound: a level is at most 2 frames here and in from_data
+#: (a comprehension is a frame before 3.12), 400 or so of the default 1,000.
+MAX_DEPTH = 200
+#: How deep into the state deltas patch dicts in place and keyframes pack lists and
+#: dicts; a value below is written whole. It bounds what those layouts add to the
+#: nesting (see :data:`MAX_DEPTH`); agent states put their long lists near the top.
+LAYOUT_DEPTH = 16
+
+
+class Unsaveable(SerializationError):
+    """What :func:`encode_at` raises: a reason without a path. Building a path for every
+    value cost the happy path an f-string per node; the entry points (:func:`to_data`,
+    :func:`dumps`, the storage engine) call :func:`refusal` instead, which walks the
+    value again to find the path. One that escapes still says why, with path ``?``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("?", reason)
+
+
+def _too_deep() -> str:
+    return (
+        f"nests deeper than {MAX_DEPTH} levels, the most savegame saves (a list or dict "
+        "counts one, a tuple or set two, a dict with non-string keys or a registered "
+        "object three)"
+    )
+
 
 def _describe(value: Any) -> str:
     kind = type(value)
@@ -41,8 +83,24 @@ def _describe(value: Any) -> str:
     )
 
 
-def to_data(value: Any, path: str = "state") -> Any:
-    """Turn ``value`` into a JSON-compatible tree, or raise SerializationError naming the path."""
+def to_data(value: Any, path: str = "state", depth: int = 0) -> Any:
+    """Turn ``value`` into a JSON-compatible tree, or raise SerializationError naming the path.
+
+    ``depth``: how many containers enclose the value in the tree it goes into.
+    """
+    try:
+        return encode_at(value, MAX_DEPTH - depth)
+    except (Unsaveable, orjson.JSONEncodeError, RecursionError) as exc:
+        raise refusal(value, path, depth, exc) from None
+
+
+def encode_at(value: Any, room: int) -> Any:
+    """:func:`to_data` without the path, for the storage engine, which catches what this
+    lets through (:class:`Unsaveable`, orjson's errors) once for the whole state.
+
+    ``room``: the levels ``value`` may take, :data:`MAX_DEPTH` less the containers
+    around it; counted down to a literal 0, as a global lookup per container showed.
+    """
     kind = type(value)
     # Exact type checks first: bool is an int and enums may subclass str/int.
     if value is None or kind is bool or kind is str:
@@ -56,13 +114,32 @@ def to_data(value: Any, path: str = "state") -> Any:
             return value
         return {_TAG + "float": repr(value)}
     if kind is list:
-        return [to_data(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        room -= 1
+        if room < 0:
+            raise Unsaveable(_too_deep())
+        return [encode_at(item, room) for item in value]
     if kind is dict:
-        return _dict_to_data(value, path)
+        if not all(type(key) is str for key in value):
+            return _map_to_data(value, room)
+        if len(value) == 1 and next(iter(value)).startswith(_TAG):
+            room -= 2
+            if room < 0:
+                raise Unsaveable(_too_deep())
+            return {_TAG + "dict": {key: encode_at(item, room) for key, item in value.items()}}
+        room -= 1
+        if room < 0:
+            raise Unsaveable(_too_deep())
+        return {key: encode_at(item, room) for key, item in value.items()}
     if kind is tuple:
-        return {_TAG + "tuple": [to_data(item, f"{path}[{i}]") for i, item in enumerate(value)]}
+        room -= 2
+        if room < 0:
+            raise Unsaveable(_too_deep())
+        return {_TAG + "tuple": [encode_at(item, room) for item in value]}
     if kind is set or kind is frozenset:
-        items = [to_data(item, f"{path}{{{i}}}") for i, item in enumerate(value)]
+        room -= 2
+        if room < 0:
+            raise Unsaveable(_too_deep())
+        items = [encode_at(item, room) for item in value]
         # Canonical order, so equal sets always encode to equal bytes.
         items.sort(key=lambda item: orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
         return {_TAG + ("set" if kind is set else "frozenset"): items}
@@ -87,13 +164,16 @@ def to_data(value: Any, path: str = "state") -> Any:
         return {_TAG + "secret": value.name}
     name = registry.name_of(kind)
     if name is not None:
+        room -= 3
+        if room < 0:
+            raise Unsaveable(_too_deep())
         if isinstance(value, enum.Enum):
-            body: Any = {"value": to_data(value.value, f"{path}.value")}
+            body: Any = {"value": encode_at(value.value, room)}
         else:
             fields = registry.fields_of(value)
-            body = {key: to_data(item, f"{path}.{key}") for key, item in fields.items()}
+            body = {key: encode_at(item, room) for key, item in fields.items()}
         return {_TAG + "obj": [name, body]}
-    raise SerializationError(path, _refusal(value))
+    raise Unsaveable(_refusal(value))
 
 
 def _refusal(value: Any) -> str:
@@ -112,19 +192,149 @@ def _refusal(value: Any) -> str:
     return f"{_describe(value)} is not serializable (state must be pure data)"
 
 
-def _dict_to_data(value: dict[Any, Any], path: str) -> Any:
-    if all(type(key) is str for key in value):
-        out = {
-            key: to_data(item, f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]")
-            for key, item in value.items()
-        }
-        if len(out) == 1 and next(iter(out)).startswith(_TAG):
-            return {_TAG + "dict": out}
-        return out
-    pairs = []
-    for key, item in value.items():
-        label = f"{path}[{key!r}]"
-        pairs.append([to_data(key, f"{label}<key>"), to_data(item, label)])
+def refusal(
+    value: Any, path: str = "state", depth: int = 0, cause: BaseException | None = None
+) -> SerializationError:
+    """Why ``value`` (``depth`` containers deep) cannot be saved, for a caller whose
+    encoding of it failed with ``cause``.
+
+    Walks the value again, iteratively (it may nest 10,000 levels or contain itself),
+    in :func:`to_data`'s order, and names the first of: a container that contains
+    itself, a container nested past :data:`MAX_DEPTH`, a lone surrogate in a string
+    or a dict key, a value that is not data. Only a failed encoding pays for the walk.
+    """
+    found = _cycle(value, path) or _too_deep_at(value, path, depth) or _bad_leaf(value, path)
+    if found is not None:
+        return found
+    if isinstance(cause, SerializationError):
+        return SerializationError(path, cause.reason)
+    return SerializationError(path, f"cannot be encoded: {type(cause).__name__}: {cause}")
+
+
+def _children(node: Any, path: str) -> tuple[int, list[tuple[Any, str]]] | None:
+    """A container's levels in to_data's tree and what it holds, with paths, in
+    to_data's order (dict keys too, so they are checked); None for anything else."""
+    kind = type(node)
+    if kind is list:
+        return 1, [(item, f"{path}[{i}]") for i, item in enumerate(node)]
+    if kind is tuple:
+        return 2, [(item, f"{path}[{i}]") for i, item in enumerate(node)]
+    if kind is set or kind is frozenset:
+        return 2, [(item, f"{path}{{{i}}}") for i, item in enumerate(node)]
+    if kind is dict:
+        plain = all(type(key) is str for key in node)
+        held: list[tuple[Any, str]] = []
+        for key, item in node.items():
+            label = f"{path}.{key}" if plain and key.isidentifier() else f"{path}[{key!r}]"
+            held += [(key, f"{label}<key>"), (item, label)]
+        return (2 if _escaped(node) else 1) if plain else 3, held
+    if registry.name_of(kind) is not None:
+        if isinstance(node, enum.Enum):
+            return 3, [(node.value, f"{path}.value")]
+        return 3, [(item, f"{path}.{key}") for key, item in registry.fields_of(node).items()]
+    return None
+
+
+def _cycle(value: Any, path: str) -> SerializationError | None:
+    # Depth-first with the containers on the current path (by id, with their paths);
+    # ``done`` ones cannot lead back to it. Both keep their objects: ids stay unique.
+    on_path: dict[int, tuple[str, Any]] = {}
+    done: dict[int, Any] = {}
+    stack: list[Any] = [(value, path)]
+    while stack:
+        top = stack.pop()
+        if type(top) is int:  # every container below this one is walked
+            done[top] = on_path.pop(top)[1]
+            continue
+        node, where = top
+        ident = id(node)
+        if ident in done:
+            continue
+        if ident in on_path:
+            return SerializationError(
+                on_path[ident][0],
+                f"contains itself (again at {where}): a cycle, which data cannot hold; "
+                "keep an id and look the value up instead",
+            )
+        shape = _children(node, where)
+        if shape is None:
+            continue
+        on_path[ident] = (where, node)
+        stack.append(ident)
+        stack.extend(reversed(shape[1]))
+    return None
+
+
+def _too_deep_at(value: Any, path: str, depth: int) -> SerializationError | None:
+    """The first container past MAX_DEPTH in to_data's order (the value holds no cycle)."""
+    heights: dict[int, int] = {}  # levels a container and everything in it take
+    kept: list[Any] = []  # the containers measured, so that their ids stay theirs
+    stack: list[tuple[Any, Any]] = [(value, None)]
+    while stack:
+        node, shape = stack.pop()
+        if shape is not None:  # its children are measured
+            below = (heights.get(id(child), 0) for child, _ in shape[1])
+            heights[id(node)] = shape[0] + max(below, default=0)
+            continue
+        if id(node) in heights:
+            continue
+        shape = _children(node, "")
+        if shape is not None:
+            kept.append(node)
+            stack.append((node, shape))
+            stack.extend((child, None) for child, _ in shape[1])
+    if depth + heights.get(id(value), 0) <= MAX_DEPTH:
+        return None
+    node, where = value, path
+    while True:
+        levels, held = _children(node, where) or (0, [])
+        depth += levels
+        if depth > MAX_DEPTH:
+            return SerializationError(where, _too_deep())
+        node, where = next(
+            (child, at) for child, at in held if depth + heights.get(id(child), 0) > MAX_DEPTH
+        )
+
+
+def _bad_leaf(value: Any, path: str) -> SerializationError | None:
+    """The first string with a lone surrogate or value that is not data (no cycle, not too deep)."""
+    seen: dict[int, Any] = {}
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        shape = _children(node, where)
+        if shape is not None:
+            if id(node) not in seen:
+                seen[id(node)] = node
+                stack.extend(reversed(shape[1]))
+            continue
+        if type(node) is str:
+            try:
+                node.encode()
+            except UnicodeEncodeError as exc:
+                return SerializationError(
+                    where,
+                    f"holds a lone surrogate ({node[exc.start]!r} at index {exc.start}), "
+                    "which UTF-8 cannot encode; decode the text with errors='replace', "
+                    "or keep it as bytes",
+                )
+            continue
+        try:
+            encode_at(node, MAX_DEPTH)
+        except Unsaveable as exc:
+            return SerializationError(where, exc.reason)
+    return None
+
+
+def _escaped(value: dict[str, Any]) -> bool:
+    return len(value) == 1 and next(iter(value)).startswith(_TAG)
+
+
+def _map_to_data(value: dict[Any, Any], room: int) -> Any:
+    room -= 3
+    if room < 0:
+        raise Unsaveable(_too_deep())
+    pairs = [[encode_at(key, room), encode_at(item, room)] for key, item in value.items()]
     pairs.sort(key=lambda pair: orjson.dumps(pair[0], option=orjson.OPT_SORT_KEYS))
     return {_TAG + "map": pairs}
 
@@ -188,8 +398,15 @@ def _untag(tag: str, body: Any) -> Any:
 
 
 def dumps(value: Any, path: str = "state") -> bytes:
-    """Canonical bytes of a pure-data value: sorted keys, tagged extensions."""
-    return orjson.dumps(to_data(value, path), option=orjson.OPT_SORT_KEYS)
+    """Canonical bytes of a pure-data value: sorted keys, tagged extensions.
+
+    Raises:
+        SerializationError: naming the path of the first value that cannot be saved.
+    """
+    try:
+        return orjson.dumps(encode_at(value, MAX_DEPTH), option=orjson.OPT_SORT_KEYS)
+    except (Unsaveable, orjson.JSONEncodeError, RecursionError) as exc:
+        raise refusal(value, path, 0, exc) from None
 
 
 def loads(data: bytes) -> Any:

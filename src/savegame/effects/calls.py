@@ -22,6 +22,7 @@ from savegame.errors import (
     InDoubtEffectError,
     NonDeterminismError,
     SerializationError,
+    describe,
 )
 from savegame.model import EffectKind, EffectRecord, EffectStatus
 from savegame.runtime.signals import Cancel, NeedsAttention, Pause
@@ -264,7 +265,7 @@ class Calls:
         entry, tool = prepared.entry, prepared.tool
         if entry is None or tool is None:
             return None  # a read: nothing was journaled, nothing to settle
-        text = f"{type(error).__name__}: {error}"
+        text = describe(error)
         if tool.idempotent or tool.proves_not_done(error):
             self.journal.settle(entry, EffectStatus.NOT_DONE, error=text)
             return None

@@ -20,7 +20,7 @@ from savegame.codec.journal import decode_value, encode_value
 from savegame.codec.storage import StorageConfig
 from savegame.effects.journal import Journal
 from savegame.effects.tools import Tool, tool_named
-from savegame.errors import CompensationError, InDoubtEffectError, RunStateError
+from savegame.errors import CompensationError, InDoubtEffectError, RunStateError, describe
 from savegame.model import (
     CheckpointRecord,
     EffectKind,
@@ -122,7 +122,7 @@ def run_compensation(
                 continue
             if not comp.idempotent and comp.reconcile is None:
                 error = InDoubtEffectError(run_id, comp.name, kwargs, comp_id)
-                write(RunStatus.NEEDS_ATTENTION, str(error), failed=comp_id)
+                write(RunStatus.NEEDS_ATTENTION, describe(error, with_type=False), failed=comp_id)
                 raise error
             entry = existing
         else:
@@ -138,7 +138,7 @@ def run_compensation(
         try:
             result = comp.invoke(kwargs, comp_id)
         except Exception as exc:
-            text = f"{type(exc).__name__}: {exc}"
+            text = describe(exc)
             found = _reconciled(comp, comp_id)
             if found is not None and found is not _UNKNOWN:
                 journal.settle(entry, EffectStatus.DONE, result=encode_value(found, "reconcile"))
@@ -149,11 +149,16 @@ def run_compensation(
                 # undoing twice (a second release, a second refund) is no undo.
                 journal.settle(entry, EffectStatus.PENDING, error=text, metadata={"raised": True})
                 error = InDoubtEffectError(run_id, comp.name, kwargs, comp_id, exc)
-                write(RunStatus.NEEDS_ATTENTION, str(error), failed=comp_id)
+                write(RunStatus.NEEDS_ATTENTION, describe(error, with_type=False), failed=comp_id)
                 raise error from exc
             journal.settle(entry, EffectStatus.NOT_DONE, error=text)
             failure = CompensationError(run_id, effect.request_id, comp.name, exc)
-            write(RunStatus.COMPENSATION_FAILED, str(failure), failed=comp_id, tool=comp.name)
+            write(
+                RunStatus.COMPENSATION_FAILED,
+                describe(failure, with_type=False),
+                failed=comp_id,
+                tool=comp.name,
+            )
             raise failure from exc
         journal.settle(entry, EffectStatus.DONE, result=encode_value(result, f"result.{comp.name}"))
         undone += 1

@@ -194,8 +194,9 @@ def _prepare_resume(
         raise ConfigurationError(
             f"run {run_id} belongs to workflow {info.workflow!r}, not {wf.name!r}"
         )
-    # A worker arrives holding the lease it claimed; everyone else takes it here.
-    lease = lease or leases.acquire(store, run_id, ttl=ttl)
+    # A worker arrives holding the lease it claimed (and keeps it on failure: it may
+    # hold the run back rather than release it); everyone else takes it here.
+    claimed, lease = lease is not None, lease or leases.acquire(store, run_id, ttl=ttl)
     try:
         if from_checkpoint is not None:
             record = store.get_checkpoint(from_checkpoint)
@@ -208,7 +209,8 @@ def _prepare_resume(
         if cp.next is None:
             raise RunStateError(run_id, cp.status.value, "resume")
     except BaseException:
-        store.release_lease(run_id, lease.token)
+        if not claimed:
+            store.release_lease(run_id, lease.token)
         raise
     return wf, cp, record, chain, lease
 

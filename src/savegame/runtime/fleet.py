@@ -9,7 +9,7 @@ from typing import Any
 from savegame import codec
 from savegame.codec.envelope import seal_error
 from savegame.codec.storage import StorageConfig
-from savegame.errors import ConflictError
+from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, describe
 from savegame.inspect.history import opened
 from savegame.model import Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import lease as leases
@@ -60,15 +60,24 @@ def resume_claimed(
     observer: Observer | None = None,
     storage: StorageConfig | None = None,
 ) -> RunResult:
-    """Drive a run whose lease a worker claimed, until it ends, pauses or ``should_stop``."""
+    """Drive a run whose lease a worker claimed, until it ends, pauses or ``should_stop``.
+
+    A run that cannot even start is marked failed (parked). One that cannot be parked
+    either (its head checkpoint is damaged, say) keeps ``lease`` held rather than
+    released, so no worker claims it again at once: see :func:`hold_back`.
+    """
     try:
         wf, start, record, chain, held = _prepare_resume(
             lease.run_id, store, None, None, lease_ttl, storage, lease=lease
         )
     except BaseException as exc:
-        if isinstance(exc, Exception) and not isinstance(exc, ConflictError):
-            _park(store, lease, exc, storage)
-        store.release_lease(lease.run_id, lease.token)
+        stuck = (
+            isinstance(exc, Exception)
+            and not isinstance(exc, ConflictError)
+            and not _park(store, lease, exc, storage)
+        )
+        if not stuck:
+            store.release_lease(lease.run_id, lease.token)
         raise
     ex = Execution(
         workflow=wf,
@@ -88,21 +97,44 @@ def resume_claimed(
     return _sync(execute(ex))
 
 
-def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig | None) -> None:
+def hold_back(store: Store, lease: Lease, seconds: float) -> bool:
+    """Keep every worker from claiming ``lease``'s run for ``seconds``: a run that failed
+    and is still runnable would otherwise be claimed again at once, in a tight loop.
+
+    The lease is held, not released: renewed for ``seconds`` when still ours, taken
+    again when it was released (the runner releases on every exit). Claimers skip a
+    leased run until it expires, so this works across slots, workers and hosts.
+
+    Returns:
+        False when another owner holds the run now (it is theirs to deal with).
+    """
+    try:
+        store.renew_lease(lease.run_id, lease.token, seconds)
+    except LeaseLostError:
+        try:
+            store.acquire_lease(lease.run_id, lease.owner, seconds)
+        except LeaseHeldError:
+            return False
+    return True
+
+
+def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig | None) -> bool:
     """Take a run this worker cannot even start (its workflow does not import, its
     checkpoint is damaged...) out of the queue: mark it failed with the reason, so
     the fleet moves on instead of claiming it again and again. ``savegame resume``
-    retries it once the cause is fixed.
+    retries it once the cause is fixed. False when that failed too.
     """
     try:
         record = codec.marker(
             store.latest_checkpoint(lease.run_id),
             RunStatus.FAILED,
-            {"error": f"{type(error).__name__}: {error}", "parked_by": "worker"},
+            {"error": describe(error), "parked_by": "worker"},
             storage,
             resumable=True,
         )
-        sealed = seal_error(lease.run_id, str(error), storage)
+        sealed = seal_error(lease.run_id, describe(error, with_type=False), storage)
         store.put_checkpoint(record, lease_token=lease.token, error=sealed)
-    except Exception as exc:  # parking is best effort: the lease still expires
+    except Exception as exc:  # parking is best effort: the lease is held, then expires
         log.warning("could not mark run %s failed: %s", lease.run_id, exc)
+        return False
+    return True

@@ -37,6 +37,7 @@ from savegame.errors import (
     SavegameError,
     SerializationError,
     StepError,
+    describe,
 )
 from savegame.ids import new_id
 from savegame.model import (
@@ -329,13 +330,15 @@ class _Loop:
         await self.ex.io(self.writer.flush)
         meta = dict(metadata or {})
         if error is not None:
-            meta["error"] = f"{type(error).__name__}: {error}"
+            meta["error"] = describe(error)
         header = self._header(status, next_step, meta)
         try:
             encoded = self.encoder.encode(header, self._saveable(self.state), self.dirty)
-        except SerializationError:
+        except Exception:
             # Steps since the last checkpoint left something unsaveable in the
             # state: fall back to the last committed state and its resume point.
+            # Any error, not only SerializationError: the stop checkpoint must be
+            # written, or the run stays running with no owner and is claimed again.
             last = self.commits.last_record.header
             header = replace(
                 header, step=last.step, node=last.node, usage=last.usage,
@@ -344,7 +347,9 @@ class _Loop:
             )  # fmt: skip
             encoded = Encoded(codec.rewrap(self.commits.last_record, header, self.ex.storage))
         record = encoded.record
-        await self._write(encoded, error=None if error is None else str(error))
+        await self._write(
+            encoded, error=None if error is None else describe(error, with_type=False)
+        )
         await self.ex.io(self.writer.flush)
         self.parent = record.checkpoint_id
         return record
@@ -459,9 +464,14 @@ class _Loop:
                     encoded: Encoded | None = self.encoder.encode(
                         header, self._saveable(new_state), self.dirty
                     )
-                except SerializationError as exc:
-                    # The step counts as not done: the stop checkpoint keeps the state before it.
-                    located = exc.located(run_id=self.run_id, step=name)
+                except Exception as exc:
+                    # The step counts as not done: the stop checkpoint keeps the state before
+                    # it. Any error (a field that will not read, say), so the run ends failed.
+                    located = (
+                        exc.located(run_id=self.run_id, step=name)
+                        if isinstance(exc, SerializationError)
+                        else exc
+                    )
                     await self._stop(RunStatus.FAILED, name, error=located)
                     raise located from None
             else:

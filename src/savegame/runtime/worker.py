@@ -10,6 +10,13 @@ at once: the stale one's next checkpoint write is rejected by the fencing token.
 
 SIGTERM (or SIGINT) stops a worker gracefully: each run in hand finishes its
 current step, is checkpointed, and its lease is released for another worker.
+
+A run still runnable after it failed in a slot (it could not start and could
+not be marked failed, or no stop checkpoint could be written) is held back:
+its lease is kept for ``backoff`` seconds, doubling with each such failure in
+a row in this worker, up to ``lease_ttl``. The lease is in the store, so no
+slot or worker claims it meanwhile; the counts are per worker, so with N
+workers a broken run is tried at most about N times per delay.
 """
 
 from __future__ import annotations
@@ -22,12 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from savegame.model import RunResult
+from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import lease as leases
-from savegame.runtime.fleet import resume_claimed
+from savegame.runtime.fleet import hold_back, resume_claimed
 from savegame.stores import Store, open_store
 
 log = logging.getLogger("savegame.worker")
+
+_RUNNABLE = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 @dataclass
@@ -40,6 +49,8 @@ class WorkerStats:
     errors: dict[str, str] = field(default_factory=dict)
     slot_errors: int = 0
     """Failed claims (store unreachable); the slots kept trying."""
+    held: dict[str, float] = field(default_factory=dict)
+    """run id -> seconds it was last held back, still runnable after failing here."""
 
 
 class Worker:
@@ -51,6 +62,9 @@ class Worker:
         lease_ttl: seconds a dead worker's runs stay blocked before another takes them.
         poll: seconds to sleep when nothing is runnable.
         workflows: only claim runs of these workflow names (default: any).
+        backoff: seconds no worker claims a run that is still runnable after failing
+            here; doubles with each failure of that run in a row, up to ``lease_ttl``
+            (0: claim it again at once).
     """
 
     def __init__(
@@ -62,6 +76,7 @@ class Worker:
         poll: float = 0.5,
         workflows: list[str] | None = None,
         on_result: Callable[[RunResult], None] | None = None,
+        backoff: float = 1.0,
     ) -> None:
         self._store = store
         self.concurrency = max(1, concurrency)
@@ -69,6 +84,9 @@ class Worker:
         self.poll = poll
         self.workflows = workflows
         self.on_result = on_result
+        self.backoff = backoff
+        self._failures: dict[str, int] = {}
+        """run id -> failures in a row that left the run runnable."""
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
         self._lock = threading.Lock()
@@ -130,14 +148,45 @@ class Worker:
                     log.warning("run %s stopped: %s", lease.run_id, exc)
                     with self._lock:
                         self.stats.errors[lease.run_id] = f"{type(exc).__name__}: {exc}"
+                    self._back_off(store, lease)
                     continue
                 with self._lock:
                     self.stats.finished[lease.run_id] = result.status.value
+                if result.status not in _RUNNABLE:
+                    with self._lock:
+                        self._failures.pop(lease.run_id, None)
+                elif not self.stop_event.is_set():  # a graceful stop leaves runs to others
+                    self._back_off(store, lease)
                 if self.on_result is not None:
                     self.on_result(result)
         finally:
             if store is not self._store:
                 store.close()
+
+    def _back_off(self, store: Store, lease: Lease) -> None:
+        """Hold back ``lease``'s run if it is still runnable after failing in this slot."""
+        run_id = lease.run_id
+        try:
+            status = store.get_run(run_id).status
+            with self._lock:
+                if status not in _RUNNABLE:
+                    self._failures.pop(run_id, None)
+                    return
+                failures = self._failures[run_id] = self._failures.get(run_id, 0) + 1
+            # The exponent is capped: a run broken for days must not overflow a float.
+            seconds = min(self.backoff * 2 ** min(failures - 1, 32), self.lease_ttl)
+            if not hold_back(store, lease, seconds):
+                return
+        except Exception as exc:  # the store is unreachable: the lease expires anyway
+            log.warning("could not hold back run %s: %s", run_id, exc)
+            return
+        with self._lock:
+            self.stats.held[run_id] = seconds
+        log.warning(
+            "run %s is still %s after failing here (%d time(s) in a row): "
+            "no worker claims it for %.1f s",
+            run_id, status.value, failures, seconds,
+        )  # fmt: skip
 
     def run(self, *, idle_exit: float | None = None) -> WorkerStats:
         """Work until stopped (or, with ``idle_exit``, until nothing was runnable for that long).
