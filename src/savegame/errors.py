@@ -91,21 +91,23 @@ class UnauthenticatedRecordError(CorruptRecordError):
     control fields yet (``next``, status, journal status). Refused, never used: without
     the key nobody can tell it from a forgery.
 
-    ``savegame rekey`` rewrites such records under the active key.
+    ``savegame rekey --adopt`` signs such records as they are, after a person
+    checked them: rekey vouches for what it signs.
     """
 
     def __init__(self, record_id: str, what: str = "not authenticated") -> None:
         super().__init__(
             record_id,
-            f"{what} while encryption is configured; refusing to load it "
-            "(rewrite old records with `savegame rekey`)",
+            f"{what} while encryption is configured; refusing to load it (if it was written "
+            "without keys or by an older savegame, check the store and rewrite it with "
+            "`savegame rekey --adopt`)",
         )
 
 
 class UnencryptedRecordError(UnauthenticatedRecordError):
     """Encryption is configured but the record is stored in plaintext: refused, never used.
 
-    Records written before encryption was turned on are rewritten with ``rekey``.
+    Records written before encryption was turned on are rewritten with ``rekey --adopt``.
     """
 
     def __init__(self, record_id: str) -> None:
@@ -120,7 +122,8 @@ class EncryptionKeyError(SavegameError):
         self.record_id = record_id
         super().__init__(
             f"record {record_id} is encrypted with key {key_id!r}, which is not in the keyring "
-            "(SAVEGAME_KEYS); add that key to read it"
+            "(SAVEGAME_KEYS); add that key to read it (if no key of that name was ever used, "
+            "the record was altered)"
         )
 
 

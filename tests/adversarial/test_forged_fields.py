@@ -262,19 +262,54 @@ def test_a_forged_workflow_reference_is_never_imported(
 
 
 def test_a_run_row_without_a_keyed_check_is_refused_under_keys(raw: Raw) -> None:
-    """Blanking the check does not pass either: rows from before it need `savegame rekey`."""
+    """Blanking the check does not pass either, and a key rotation does not sign it: rekey
+    vouches only for what is authenticated, unless a person adopts the rest."""
     wf = payout(gated=True)
     run(wf, run_id="r", store=raw.url, storage=KEYS)
     approve("r", store=raw.url, storage=KEYS)
     raw.execute("UPDATE runs SET checksum = '' WHERE run_id = 'r'")
-    with pytest.raises(UnauthenticatedRecordError, match="savegame rekey"):
+    with pytest.raises(UnauthenticatedRecordError, match="savegame rekey --adopt"):
         resume("r", store=raw.url, workflow=wf, storage=KEYS)
     assert payments == []
     from savegame import rekey
 
-    rekey(store=raw.url, storage=KEYS)
+    [skipped] = rekey(store=raw.url, storage=KEYS).skipped
+    assert skipped.run_id == "r" and "without a keyed check" in skipped.reason
+    with pytest.raises(UnauthenticatedRecordError):
+        resume("r", store=raw.url, workflow=wf, storage=KEYS)
+    assert rekey(store=raw.url, storage=KEYS, adopt=True).adopted == 1  # a person vouched
     assert resume("r", store=raw.url, workflow=wf, storage=KEYS).status is RunStatus.COMPLETED
     assert len(payments) == 1
+
+
+def test_a_key_rotation_does_not_sign_forged_records(raw: Raw, tmp_path: Path) -> None:
+    """A forged approval (an unkeyed check) and a forged workflow reference (a blanked
+    row check) are refused before the rotation, and still refused after it."""
+    flow, evil = tmp_path / "flow.py", tmp_path / "evil.py"
+    flow.write_text(FLOW)
+    evil.write_text(EVIL)
+    from savegame import rekey
+    from savegame.runtime.loader import load
+
+    run(load(f"{flow}:wf"), run_id="r", store=raw.url, storage=KEYS)
+    with open_store(raw.url) as store:
+        [entry] = [e for e in store.list_effects("r") if e.kind.value == "interrupt"]
+    forged = replace(entry, status=type(entry.status)("done"))
+    raw.execute(
+        "UPDATE effects SET status = 'done', checksum = ? WHERE request_id = ?",
+        (effect_checksum(forged, PLAIN), entry.request_id),
+    )
+    raw.execute(
+        "UPDATE runs SET workflow_ref = ?, checksum = '' WHERE run_id = 'r'", (f"{evil}:wf",)
+    )
+    k2 = StorageConfig(
+        keyring=Keyring({"k2": os.urandom(32), **KEYS.keyring.keys}, active="k2")  # type: ignore[union-attr]
+    )
+    report = rekey(store=raw.url, storage=k2)
+    assert [s.run_id for s in report.skipped] == ["r"]
+    with pytest.raises(UnauthenticatedRecordError):
+        resume("r", store=raw.url, storage=k2)
+    assert not (tmp_path / "PWNED").exists()
 
 
 # -- no plaintext copy of an encrypted value ------------------------------------------

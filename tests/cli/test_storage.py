@@ -338,10 +338,16 @@ def test_rekey_encrypts_a_store_then_reading_needs_the_keys(
 
     key = cli("keygen", "--id", "k1").stdout.strip()
     monkeypatch.setenv("SAVEGAME_KEYS", key)
-    out = cli("rekey", "--store", store, "--json")
+    # A plain store carries no authentication: rekey signs it only when told to adopt it.
+    refused = cli("rekey", "--store", store, "--json")
+    assert refused.exit_code == 9
+    assert {s["run_id"] for s in refused.json()["skipped"]} == {"r", "w"}
+    assert "savegame rekey --adopt" in refused.json()["skipped"][0]["reason"]
+    out = cli("rekey", "--adopt", "--store", store, "--json")
     assert out.exit_code == 0, out.stderr
     assert out.json() == {
         "key_id": "k1", "runs": 2, "checkpoints": 4 + 2, "blobs": 0, "effects": 1, "collected": 0,
+        "adopted": 2 + 4 + 2 + 1, "skipped": [],
     }  # fmt: skip
     human = cli("rekey", "--run", "r", "--store", store)
     assert "re-encrypted 1 run: 4 checkpoints, 0 blobs, 0 journal entries under key 'k1'" in (

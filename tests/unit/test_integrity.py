@@ -87,7 +87,7 @@ def test_rekey_encrypts_a_plain_store_and_rotates_keys(db: SqliteStore) -> None:
     encrypted = replace(PLAIN, keyring=first)
     with pytest.raises(UnencryptedRecordError):
         get_checkpoint(result.run_id, store=db, storage=encrypted)
-    report = rekey(db, storage=encrypted)
+    report = rekey(db, storage=encrypted, adopt=True)
     assert report.checkpoints == 9 and report.key_id == "k1"
     assert (
         codec.canonical(get_checkpoint(result.run_id, store=db, storage=encrypted).state)
@@ -186,8 +186,10 @@ def test_a_sound_blob_under_another_blobs_name_is_refused_by_a_load_too(db: Sqli
     assert "another blob" in damaged["blob", first] and "another blob" in damaged["blob", second]
     # rekey checks too: it refuses the blob rather than seal it as sound.
     encrypted = replace(COMPRESSED, keyring=Keyring.parse(f"k1:{new_key()}"))
-    with pytest.raises(CorruptRecordError, match="another blob"):
-        rekey(db, storage=encrypted)
+    report = rekey(db, storage=encrypted, adopt=True)
+    [skipped] = report.skipped
+    assert skipped.run_id == result.run_id and "another blob" in skipped.reason
+    assert db.get_blobs([first])[first] == stored[second]  # left as it was
 
 
 def test_a_blob_written_before_the_binding_is_checked_against_its_digest() -> None:
@@ -258,7 +260,7 @@ def test_rekey_renames_every_blob_to_a_digest_keyed_by_the_active_key(db: Sqlite
     # A plain store names a blob by the unkeyed digest of its content: guessable.
     assert all(hashlib.blake2b(p, digest_size=32).hexdigest() == n for n, p in plaintexts.items())
     k1 = replace(PLAIN, keyring=Keyring.parse(f"k1:{new_key()}"))
-    report = rekey(db, storage=k1)
+    report = rekey(db, storage=k1, adopt=True)
     names = _blob_names(db)
     assert names.isdisjoint(plain_names) and report.collected == len(plain_names)
     assert report.blobs == len(names)
@@ -300,7 +302,7 @@ def test_rekey_leaves_a_blob_another_run_still_names_under_its_old_name(
     assert shared
     accept = replace(PLAIN, keyring=Keyring.parse(f"k1:{new_key()}"), accept_plaintext=True)
     before_b = _states(db, b.run_id, PLAIN)
-    rekey(db, storage=accept, run_id=a.run_id)
+    rekey(db, storage=accept, run_id=a.run_id, adopt=True)
     assert shared <= _blob_names(db)
     assert _states(db, b.run_id, accept) == before_b
     assert verify(db, storage=accept).ok

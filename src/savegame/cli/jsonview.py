@@ -117,6 +117,7 @@ def verified(report: VerifyReport) -> dict[str, Any]:
             {"kind": d.kind, "id": d.ident, "run_id": d.run_id, "reason": d.reason}
             for d in report.damaged
         ],
+        "missing_keys": dict(report.missing_keys),
     }
 
 
@@ -168,6 +169,8 @@ def rekeyed(report: RekeyReport) -> dict[str, Any]:
         "blobs": report.blobs,
         "effects": report.effects,
         "collected": report.collected,
+        "adopted": report.adopted,
+        "skipped": [{"run_id": s.run_id, "reason": s.reason} for s in report.skipped],
     }
 
 

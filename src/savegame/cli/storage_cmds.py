@@ -18,6 +18,7 @@ from savegame.cli.common import parse_duration
 from savegame.cli.errors import DamageFound, UsageError
 from savegame.cli.options import JsonOption, LimitOption, StoreOption
 from savegame.codec.crypto import new_key
+from savegame.errors import EncryptionKeyError
 from savegame.model import utcnow
 
 RunOption = Annotated[
@@ -47,11 +48,15 @@ def verify_command(
         jsonview.emit(jsonview.verified(report))
     else:
         storage_view.verified(render.console(), report)
-    if not report.ok:
+    if report.damaged:
         raise DamageFound(
             f"{storage_view.plural(len(report.damaged), 'damaged record')} "
             f"in {storage_view.plural(len({d.run_id for d in report.damaged}), 'run')}"
         )
+    if report.missing_keys:
+        # Not damage: a setup problem, said in one line (exit 1), as a load would say it.
+        kid, record_id = next(iter(report.missing_keys.items()))
+        raise EncryptionKeyError(kid, record_id)
 
 
 DURATION = "a duration: 30s, 15m, 12h, 7d, 2w"
@@ -133,15 +138,35 @@ def stats_command(
 
 
 def rekey_command(
-    run: RunOption = None, store: StoreOption = None, as_json: JsonOption = False
+    run: RunOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+    adopt: Annotated[
+        bool,
+        typer.Option(
+            "--adopt",
+            help="Also sign records that carry no authentication (a plain store being "
+            "encrypted, or one written by an older savegame): rekey vouches for what it "
+            "signs, so check the store first (savegame verify) and keep other writers out.",
+        ),
+    ] = False,
 ) -> None:
-    """Re-encrypt every payload, blob and journal value under the active key."""
+    """Re-encrypt every payload, blob, journal entry and run row under the active key.
+
+    Blobs are renamed to digests keyed by it. A run that is damaged, being executed,
+    or (without --adopt) not authenticated is left as it was and listed; the exit
+    code is then 9.
+    """
     with storage_view.run_bar("re-keying", enabled=not as_json) as bar:
-        report = savegame.rekey(store=store, run_id=run, progress=bar)
+        report = savegame.rekey(store=store, run_id=run, progress=bar, adopt=adopt)
     if as_json:
         jsonview.emit(jsonview.rekeyed(report))
     else:
         storage_view.rekeyed(render.console(), report)
+    if report.skipped:
+        raise DamageFound(
+            f"{storage_view.plural(len(report.skipped), 'run')} left as they were (listed above)"
+        )
 
 
 _KID = re.compile(r"[A-Za-z0-9._-]+")

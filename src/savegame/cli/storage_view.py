@@ -65,6 +65,10 @@ def verified(out: Console, report: VerifyReport) -> None:
     if report.ok:
         out.print(Text.assemble(f"verified {counts}: ", ("no damage", "green")))
         return
+    for kid, record_id in report.missing_keys.items():
+        out.print(f"not checked: records under key {kid!r} (first: {record_id}); add that key")
+    if not report.damaged:
+        return
     found = plural(len(report.damaged), "damaged record")
     out.print(Text.assemble(f"verified {counts}: ", (found, "bold red")))
     table = new_table(found)
@@ -145,5 +149,14 @@ def store_report(out: Console, report: StoreReport) -> None:
 def rekeyed(out: Console, report: RekeyReport) -> None:
     counts = _counts(report.runs, report.checkpoints, report.blobs, report.effects)
     out.print(f"re-encrypted {counts} under key {report.key_id!r}")
+    if report.adopted:
+        out.print(f"signed {plural(report.adopted, 'record')} that carried no authentication")
     if report.collected:
-        out.print(f"deleted {report.collected} blobs stored under their old names")
+        out.print(f"deleted {plural(report.collected, 'blob')} stored under their old names")
+    if report.skipped:
+        table = new_table(f"{plural(len(report.skipped), 'run')} left as they were")
+        table.add_column("run", no_wrap=True)
+        table.add_column("why", overflow="fold")
+        for skipped in report.skipped:
+            table.add_row(skipped.run_id, skipped.reason)
+        out.print(table)

@@ -30,7 +30,7 @@ import base64
 import hashlib
 import weakref
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -293,7 +293,7 @@ class Renamer:
         self,
         plain: Callable[[str], bytes],
         storage: StorageConfig,
-        memo: dict[tuple[str, bool], Renamed],
+        memo: MutableMapping[tuple[str, bool], Renamed],
         out: dict[str, bytes],
     ) -> None:
         self.plain, self.storage, self.memo, self.out = plain, storage, memo, out

@@ -16,6 +16,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import hmac
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -101,6 +102,9 @@ class Keyring:
                 raise ConfigurationError(
                     f"key entry {kid!r} must look like kid:base64key (SAVEGAME_KEYS)"
                 )
+            if kid.strip() in keys:
+                # The later one would silently win, and the first (active) one not be it.
+                raise ConfigurationError(f"key id {kid.strip()!r} appears twice (SAVEGAME_KEYS)")
             try:
                 keys[kid.strip()] = base64.b64decode(encoded.strip(), validate=True)
             except (binascii.Error, ValueError):
@@ -168,3 +172,7 @@ class Keyring:
             ).digest()
             self._mac_keys[kid] = derived
         return hashlib.blake2b(data, digest_size=16, key=derived).hexdigest()
+
+    def check_mac(self, data: bytes, kid: str, tag: str, record_id: str) -> bool:
+        """Whether ``tag`` is :meth:`mac` of ``data`` under ``kid``, in constant time."""
+        return hmac.compare_digest(self.mac(data, kid, record_id), tag)

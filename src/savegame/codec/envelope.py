@@ -185,7 +185,7 @@ def verify_run(info: RunInfo, storage: StorageConfig | None) -> RunInfo:
         kid, _, tag = check[len(_RUN_KEYED) :].partition(":")
         if ring is None:
             raise EncryptionKeyError(kid, label)
-        if ring.mac(covered, kid, label) == tag:
+        if ring.check_mac(covered, kid, tag, label):
             return info
     elif strict:
         raise UnauthenticatedRecordError(label, "a run row without a keyed check")
@@ -395,15 +395,26 @@ def reveal_run_metadata(info: RunInfo, storage: StorageConfig | None = None) -> 
     A value under a key the keyring lacks stays sealed: one old run must not make
     a listing of all runs fail (damage still raises CorruptRecordError).
     """
+    config = resolve(storage)
+    ring = config.keyring
+    if ring is not None and not config.accept_plaintext:
+        info = _unsealed_error(info)
     if not _sealed_keys(info.metadata) and not _is_sealed(info.error):
         return info
-    ring = resolve(storage).keyring
     if ring is None:
         return info
     revealed = _reveal_values(
         info.run_id, info.metadata, ring, f"run {info.run_id}", missing_keys_ok=True
     )
     return replace(info, metadata=revealed, error=_reveal_error(info.run_id, info.error, ring))
+
+
+def _unsealed_error(info: RunInfo) -> RunInfo:
+    # Under a keyring every error text is written sealed: a plain one was put there by
+    # someone else, and must not read as savegame's ("paid; run savegame resolve --done").
+    if info.error is None or _is_sealed(info.error):
+        return info
+    return replace(info, error=f"(not written by savegame, not authenticated) {info.error}")
 
 
 # -- format-2 envelope ---------------------------------------------------------------

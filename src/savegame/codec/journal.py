@@ -179,7 +179,7 @@ def verify(effect: EffectRecord, storage: StorageConfig | None = None) -> Effect
         kid, _, tag = check[len(_KEYED2) :].partition(":")
         if ring is None:
             raise EncryptionKeyError(kid, _label(effect))
-        if ring.mac(covered, kid, _label(effect)) == tag:
+        if ring.check_mac(covered, kid, tag, _label(effect)):
             return effect
     elif strict:
         if not is_sealed(effect.arguments):

@@ -361,7 +361,7 @@ def _untag(tag: str, body: Any) -> Any:
     if tag == "frozenset":
         return frozenset(from_data(item) for item in body)
     if tag == "bytes":
-        return base64.b64decode(body)
+        return base64.b64decode(body, validate=True)
     if tag == "datetime":
         return dt.datetime.fromisoformat(body)
     if tag == "zoned":

@@ -20,6 +20,7 @@ from savegame.effects.tools import Tool
 from savegame.errors import (
     ApprovalRejected,
     InDoubtEffectError,
+    LeaseLostError,
     NonDeterminismError,
     SerializationError,
     describe,
@@ -194,7 +195,14 @@ class Calls:
             if tool.idempotent:
                 return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
             if tool.reconcile is not None:
-                found = tool.reconcile(request_id)
+                try:
+                    found = tool.reconcile(request_id)
+                except Exception as exc:
+                    # The tool's own check could not tell: still in doubt, never a fallback
+                    # the step might take (a second charge through another provider).
+                    raise NeedsAttention(
+                        InDoubtEffectError(self.run_id, tool.name, arguments, request_id, exc)
+                    ) from exc
                 if found is not None:
                     settled = self._reconciled(existing, tool, found)
                     return Prepared(
@@ -267,7 +275,7 @@ class Calls:
             return None  # a read: nothing was journaled, nothing to settle
         text = describe(error)
         if tool.idempotent or tool.proves_not_done(error):
-            self.journal.settle(entry, EffectStatus.NOT_DONE, error=text)
+            self._settle_write(prepared, entry, EffectStatus.NOT_DONE, error=text)
             return None
         if tool.reconcile is not None:
             try:
@@ -275,16 +283,41 @@ class Calls:
             except Exception:
                 found = _UNKNOWN
             if found is None:
-                self.journal.settle(entry, EffectStatus.NOT_DONE, error=text)
+                self._settle_write(prepared, entry, EffectStatus.NOT_DONE, error=text)
                 return None
             if found is not _UNKNOWN:
                 self._reconciled(entry, tool, found)
                 return Happened(found)
         # Still pending, with what it raised, for the person who settles it.
-        self.journal.settle(entry, EffectStatus.PENDING, error=text, metadata={"raised": True})
+        self._settle_write(
+            prepared, entry, EffectStatus.PENDING, error=text, metadata={"raised": True}
+        )
         raise NeedsAttention(
             InDoubtEffectError(self.run_id, tool.name, prepared.arguments, entry.request_id, error)
         )
+
+    def _settle_write(
+        self,
+        prepared: Prepared,
+        entry: EffectRecord,
+        status: EffectStatus,
+        **outcome: Any,
+    ) -> None:
+        """Record a write's outcome; if the store cannot, the write is in doubt.
+
+        The step must not see an ordinary exception here: it could take a fallback (a
+        second charge through another provider) while the first one may have happened.
+        """
+        try:
+            self.journal.settle(entry, status, **outcome)
+        except LeaseLostError:
+            raise  # the run is someone else's now; it finds the entry pending, in doubt
+        except Exception as exc:
+            raise NeedsAttention(
+                InDoubtEffectError(
+                    self.run_id, prepared.name, prepared.arguments, entry.request_id, exc
+                )
+            ) from exc
 
     def after(self, prepared: Prepared, result: Any = None) -> Any:
         entry = prepared.entry
@@ -292,10 +325,10 @@ class Calls:
             encoded = encode_value(result, f"result.{prepared.name}")
         except SerializationError:
             if entry is not None:
-                self.journal.settle(entry, EffectStatus.DONE, error=UNSAVEABLE)
+                self._settle_write(prepared, entry, EffectStatus.DONE, error=UNSAVEABLE)
             raise
         if entry is not None:
-            self.journal.settle(entry, EffectStatus.DONE, result=encoded)
+            self._settle_write(prepared, entry, EffectStatus.DONE, result=encoded)
         else:
             index = int(prepared.request_id.rsplit(":", 1)[1])
             done = self._entry(
@@ -356,12 +389,15 @@ class Calls:
                 self._entry(request_id, index, EffectKind.INTERRUPT, name, encoded, {})
             )
             raise Pause(request_id)
-        if existing.kind is not EffectKind.INTERRUPT:
+        if existing.kind is not EffectKind.INTERRUPT or not _same_call(existing, name, encoded):
+            # A value answers the question a person saw: asked another (a redeploy made
+            # the amount 1000000), it must not be taken as the answer to this one.
+            recorded = decode_value(existing.arguments)
             raise NonDeterminismError(
                 self.run_id,
                 request_id,
-                _show(existing.name, decode_value(existing.arguments)),
-                f"interrupt({name})",
+                f"{existing.kind.value} {existing.name!r} asking {recorded!r}",
+                f"interrupt {name!r} asking {payload!r}",
             )
         if existing.status is EffectStatus.DONE:
             return decode_value(existing.result)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from savegame import codec
+from savegame.codec import envelope
 from savegame.codec.engine import load_state
 from savegame.codec.envelope import seal_error
 from savegame.codec.journal import decode_value, encode_value
@@ -42,6 +43,14 @@ def plan(effects: list[EffectRecord]) -> list[EffectRecord]:
         if e.kind is EffectKind.WRITE and e.status is EffectStatus.DONE and e.metadata.get("compensate")
     ]  # fmt: skip
     return sorted(done, key=lambda e: (e.step, e.call_index, e.created_at), reverse=True)
+
+
+def in_doubt(effects: list[EffectRecord]) -> list[EffectRecord]:
+    """Writes that declared a compensation and started, but have no result."""
+    return [
+        e for e in effects
+        if e.kind is EffectKind.WRITE and e.status is EffectStatus.PENDING and e.metadata.get("compensate")
+    ]  # fmt: skip
 
 
 def _arguments(fn: Callable[..., Any], original: dict[str, Any], result: Any) -> dict[str, Any]:
@@ -87,6 +96,7 @@ def run_compensation(
     if info.status is RunStatus.COMPENSATED:
         raise RunStateError(run_id, info.status.value, "compensate")
     latest = store.latest_checkpoint(run_id)
+    envelope.check_head(info, latest)  # a marker signs what it sits on: the run's own head
 
     def write(status: RunStatus, error: str | None = None, **metadata: Any) -> CheckpointRecord:
         nonlocal latest
@@ -104,6 +114,16 @@ def run_compensation(
         store, run_id, lease.token, store.list_effects(run_id, limit=ALL_EFFECTS), storage=storage
     )
     undone = 0
+    doubtful = in_doubt(journal.entries())
+    if doubtful:
+        # A write that may have happened cannot be left out of the undo, nor undone when it
+        # did not: a person settles it first (savegame resolve), then compensates again.
+        first = doubtful[0]
+        error = InDoubtEffectError(
+            run_id, first.name, decode_value(first.arguments), first.request_id
+        )
+        write(RunStatus.NEEDS_ATTENTION, describe(error, with_type=False), failed=first.request_id)
+        raise error
     # From the journal, whose entries were verified when it loaded them: which writes get
     # undone, and by which tool, is read from entries nobody can change unnoticed.
     for effect in plan(journal.entries()):

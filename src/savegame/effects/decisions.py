@@ -8,6 +8,7 @@ run afterwards is an ordinary resume.
 from __future__ import annotations
 
 import getpass
+import logging
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,9 +16,12 @@ from typing import Any
 
 from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
 from savegame.codec.storage import StorageConfig
-from savegame.errors import ConfigurationError, NotFoundError, RunStateError
+from savegame.effects.tools import tool_named
+from savegame.errors import ConfigurationError, CorruptRecordError, NotFoundError, RunStateError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
 from savegame.stores.base import Store
+
+log = logging.getLogger("savegame")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,23 +52,27 @@ def default_actor() -> str:
 def pending(
     store: Store, run_id: str | None = None, *, storage: StorageConfig | None = None
 ) -> list[PendingInterrupt]:
-    """Approvals and interrupts waiting for a person, oldest first (of one run or all)."""
+    """Approvals and interrupts waiting for a person, oldest first (of one run or all).
+
+    An entry that fails its check is left out with a warning naming it (it can be
+    neither approved nor answered): one damaged run must not hide what the others wait for.
+    """
     entries = store.list_effects(
         run_id, kinds=[EffectKind.APPROVAL, EffectKind.INTERRUPT], statuses=[EffectStatus.PENDING]
     )
-    return [
-        PendingInterrupt(
-            e.run_id,
-            e.request_id,
-            e.kind,
-            e.name,
-            decode_value(opened(e, storage).arguments),
-            e.step,
-            e.node,
-            e.created_at,
+    waiting = []
+    for e in entries:
+        try:
+            payload = decode_value(opened(e, storage).arguments)
+        except CorruptRecordError as exc:
+            log.warning("left out of the pending list: %s", exc)
+            continue
+        waiting.append(
+            PendingInterrupt(
+                e.run_id, e.request_id, e.kind, e.name, payload, e.step, e.node, e.created_at
+            )
         )
-        for e in entries
-    ]
+    return waiting
 
 
 def _pick(
@@ -137,6 +145,8 @@ def approve(
             f"an approval edit must be an object of arguments, not {type(edit).__name__}"
         )
     entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL], storage)
+    if edit is not None:
+        _check_edit(entry.name, edit)
     return _settle(
         store,
         entry,
@@ -145,6 +155,19 @@ def approve(
         by=by,
         storage=storage,
     )
+
+
+def _check_edit(tool_name: str, edit: dict[str, Any]) -> None:
+    """Refuse an edit the tool cannot be called with, before it is recorded: a settled
+    decision cannot be taken back, so a typo in it would leave the run stuck.
+
+    Checked when the tool is registered in this process (its module was imported).
+    """
+    try:
+        gated = tool_named(tool_name)
+    except ConfigurationError:
+        return
+    gated.bind((), edit)
 
 
 def reject(

@@ -34,11 +34,18 @@ def rekey(
     run_id: str | None = None,
     storage: StorageConfig | None = None,
     progress: Progress | None = None,
+    adopt: bool = False,
 ) -> RekeyReport:
     """Re-encrypt every payload, blob, journal entry and run row under the keyring's active
-    key, and rename blobs to digests keyed by it (see :mod:`savegame.maintenance.reencrypt`)."""
+    key, and rename blobs to digests keyed by it (see :mod:`savegame.maintenance.reencrypt`).
+
+    ``adopt``: also sign records that carry no authentication (a plain store being
+    encrypted, records of an older savegame); rekey vouches for what it signs.
+    """
     with opened(store) as handle:
-        return reencrypt.rekey(handle, storage=storage, run_id=run_id, progress=progress)
+        return reencrypt.rekey(
+            handle, storage=storage, run_id=run_id, progress=progress, adopt=adopt
+        )
 
 
 @dataclass(frozen=True, slots=True)

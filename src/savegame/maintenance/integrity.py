@@ -41,10 +41,18 @@ class VerifyReport:
     blobs: int = 0
     effects: int = 0
     damaged: list[Damage] = field(default_factory=list)
+    missing_keys: dict[str, str] = field(default_factory=dict)
+    """Key ids the keyring lacks -> the first record that needs it: not checked, not damage
+    (add the key). A key id no key could have (empty, not text) is reported as damage."""
 
     @property
     def ok(self) -> bool:
-        return not self.damaged
+        return not self.damaged and not self.missing_keys
+
+
+def _plausible(key_id: str) -> bool:
+    """Whether a key id could name a key (``Keyring`` refuses the others)."""
+    return bool(key_id) and key_id.isprintable() and not any(c in key_id for c in ",: \t")
 
 
 def runs_of(store: Store, run_id: str | None) -> list[RunInfo]:
@@ -61,9 +69,8 @@ def verify(
 ) -> VerifyReport:
     """Check every record of the store (or of one run); report damage, change nothing.
 
-    Raises:
-        EncryptionKeyError: a record needs a key the keyring lacks: a setup problem
-            (add the key), not damage, so the scan stops and says which key.
+    A record that needs a key the keyring lacks is a setup problem, not damage: it is
+    listed in ``missing_keys`` and the scan goes on (a forged key id must not stop it).
     """
     config = resolve(storage)
     report = VerifyReport()
@@ -78,17 +85,21 @@ def verify(
 
 def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: VerifyReport) -> None:
     def damaged(kind: str, ident: str, exc: SavegameError) -> None:
-        if isinstance(exc, EncryptionKeyError):
-            raise exc
+        if isinstance(exc, EncryptionKeyError) and _plausible(exc.key_id):
+            report.missing_keys.setdefault(exc.key_id, exc.record_id)
+            return
         report.damaged.append(Damage(kind, ident, run.run_id, str(exc)))
 
     try:
         envelope.verify_run(run, config)
-        headers = store.list_checkpoints(run.run_id)
         envelope.check_head(run, store.latest_checkpoint(run.run_id))
     except SavegameError as exc:
+        damaged("run", run.run_id, exc)  # and go on: what else of the run is damaged?
+    try:
+        headers = store.list_checkpoints(run.run_id)
+    except SavegameError as exc:
         damaged("run", run.run_id, exc)
-        return
+        headers = []
     digests: set[str] = set()
     for header in headers:
         report.checkpoints += 1

@@ -1,10 +1,8 @@
 """Re-encrypting a store: ``savegame rekey``.
 
 Every record is sealed again under the keyring's active key: checkpoint
-payloads (plaintext and older formats too, which is how a store starts being
-encrypted, and how records written before format 4 get their headers
-authenticated), blobs, journal values and checks, run rows' metadata, error
-texts and checks.
+payloads, blobs, journal values and checks, run rows' metadata, error texts
+and checks.
 
 Blobs are renamed as well: each gets the digest its plaintext has under the
 active key. A plain store's blob names are unkeyed digests of their content,
@@ -13,14 +11,31 @@ name is derived from the plaintext alone, or from a retired key. Renaming a
 blob changes every record that refers to it (and a pack's content when its
 items refer to blobs, so its name too); the renamed blobs are stored before
 the records that name them, and the old ones, unreferenced once every record
-has moved, are collected at the end. A rekey killed midway leaves records
-under old names and new ones side by side, all loadable; run it again.
+has moved, are collected at the end.
+
+What rekey signs, it vouches for. So it reads strictly, like a load under the
+keyring: a record without the authentication the keys require (plaintext, a
+checkpoint of format 1-3, a journal entry with an unkeyed check, a run row
+without a keyed one) is refused, because anyone with write access to the
+database could have written it. ``adopt=True`` (``savegame rekey --adopt``)
+signs such records as they are: for a plain store being encrypted, or a store
+written by savegame before it authenticated them, after checking it (``savegame
+verify``) and while nobody else can write to the database.
+
+Each run is read whole and checked before any of it is written, under the
+run's lease, so a live owner is never rekeyed under: a damaged run, a run
+being executed, or unauthenticated records without ``adopt`` leave that run as
+it was, reported in ``RekeyReport.skipped``, and rekey goes on with the next.
+A rekey killed midway leaves records under old names and new ones side by
+side, all loadable; run it again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+import functools
+from collections import ChainMap
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import orjson
@@ -30,9 +45,18 @@ from savegame.codec import envelope
 from savegame.codec.journal import opened as open_effect
 from savegame.codec.journal import sealed as seal_effect
 from savegame.codec.storage import StorageConfig, resolve
-from savegame.errors import ConfigurationError, CorruptRecordError, NotFoundError
+from savegame.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    EncryptionKeyError,
+    LeaseHeldError,
+    NotFoundError,
+    SavegameError,
+    UnauthenticatedRecordError,
+)
 from savegame.maintenance.integrity import Progress, runs_of
-from savegame.model import CheckpointRecord, EffectRecord
+from savegame.model import CheckpointRecord, EffectRecord, RunInfo
+from savegame.runtime import lease as leases
 from savegame.stores.base import ALL_EFFECTS, Store
 
 BATCH = 200
@@ -43,9 +67,18 @@ T = TypeVar("T")
 _LEGACY_DIGESTS = ("called_with", "approved_as")
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A run rekey left as it was, and why."""
+
+    run_id: str
+    reason: str
+
+
 @dataclass
 class RekeyReport:
     runs: int = 0
+    """Runs rewritten."""
     checkpoints: int = 0
     blobs: int = 0
     """Blobs stored under their new names."""
@@ -53,6 +86,22 @@ class RekeyReport:
     key_id: str = ""
     collected: int = 0
     """Old blobs no record refers to any more, deleted at the end."""
+    adopted: int = 0
+    """Records signed that carried no authentication (only with ``adopt``)."""
+    skipped: list[Skipped] = field(default_factory=list)
+    """Runs left as they were: damaged, being executed, or unauthenticated without ``adopt``."""
+
+
+@dataclass
+class _Plan:
+    """One run, read whole and sealed again, not yet written."""
+
+    records: list[CheckpointRecord]
+    blobs: dict[str, bytes]
+    effects: list[EffectRecord]
+    run: RunInfo
+    adopted: int
+    memo: MutableMapping[tuple[str, bool], blobcodec.Renamed]
 
 
 def _batches(items: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -66,47 +115,29 @@ def rekey(
     storage: StorageConfig | None = None,
     run_id: str | None = None,
     progress: Progress | None = None,
+    adopt: bool = False,
 ) -> RekeyReport:
     """Seal every record of the store (or of one run) again under the active key.
 
     The keyring must still hold every key the store was written with (old keys
-    read, the active one writes). Plaintext records are read and encrypted.
-    Run it while no process writes to the runs it re-keys.
+    read, the active one writes). ``adopt``: also sign records that carry no
+    authentication (see the module docstring); without it they are refused.
 
     Raises:
         ConfigurationError: no keyring is configured.
-        CorruptRecordError: a record fails its check (that run's records stay as they were).
-        NotFoundError: a blob a record refers to is missing.
+        EncryptionKeyError: a record needs a key the keyring lacks (nothing of that
+            run was written; add the key and run rekey again).
     """
     config = resolve(storage)
     if config.keyring is None:
         raise ConfigurationError(
             "rekey needs a keyring (SAVEGAME_KEYS or storage=StorageConfig(keyring=...))"
         )
-    reader = replace(config, accept_plaintext=True)
     report = RekeyReport(key_id=config.keyring.active)
     memo: dict[tuple[str, bool], blobcodec.Renamed] = {}
     runs = runs_of(store, run_id)
     for done, run in enumerate(runs, start=1):
-        report.runs += 1
-        records = [
-            store.get_checkpoint(h.checkpoint_id) for h in store.list_checkpoints(run.run_id)
-        ]
-        fresh, new_blobs = _records(store, records, reader, config, memo)
-        # The renamed blobs first: a record must never name a blob that is not stored.
-        if new_blobs:
-            store.rewrite(blobs=new_blobs)
-            report.blobs += len(new_blobs)
-        for batch in _batches(fresh):
-            store.rewrite(records=batch)
-        report.checkpoints += len(fresh)
-        store.rewrite(runs=[envelope.reseal_run(run, reader, config)])
-        effects = [
-            _effect(e, reader, config) for e in store.list_effects(run.run_id, limit=ALL_EFFECTS)
-        ]
-        for effect_batch in _batches(effects):
-            store.rewrite(effects=effect_batch)
-        report.effects += len(effects)
+        _rekey_run(store, run, config, adopt, memo, report)
         if progress is not None:
             progress(done, len(runs))
     report.collected, _ = store.delete_unreferenced_blobs()
@@ -115,15 +146,74 @@ def rekey(
     return report
 
 
-def _records(
+def _rekey_run(
     store: Store,
-    records: list[CheckpointRecord],
-    reader: StorageConfig,
-    writer: StorageConfig,
+    run: RunInfo,
+    config: StorageConfig,
+    adopt: bool,
     memo: dict[tuple[str, bool], blobcodec.Renamed],
-) -> tuple[list[CheckpointRecord], dict[str, bytes]]:
-    """One run's records sealed again under ``writer``, their blobs renamed, and the blobs
-    to store for them (sealed, by new name)."""
+    report: RekeyReport,
+) -> None:
+    try:
+        lease = store.acquire_lease(run.run_id, leases.owner_id(), leases.DEFAULT_TTL)
+    except LeaseHeldError as exc:
+        report.skipped.append(Skipped(run.run_id, f"{exc}; rekey it again when it stops"))
+        return
+    try:
+        try:
+            plan = _plan(store, store.get_run(run.run_id), config, adopt, memo)
+        except EncryptionKeyError:
+            raise
+        except SavegameError as exc:
+            report.skipped.append(Skipped(run.run_id, str(exc)))
+            return
+        # The renamed blobs first: a record must never name a blob that is not stored.
+        if plan.blobs:
+            store.rewrite(blobs=plan.blobs)
+        for batch in _batches(plan.records):
+            store.rewrite(records=batch)
+        store.rewrite(runs=[plan.run])
+        for effect_batch in _batches(plan.effects):
+            store.rewrite(effects=effect_batch)
+    finally:
+        store.release_lease(run.run_id, lease.token)
+    # Its renames are only shared with later runs once its blobs are stored.
+    memo.update(plan.memo)
+    report.runs += 1
+    report.checkpoints += len(plan.records)
+    report.blobs += len(plan.blobs)
+    report.effects += len(plan.effects)
+    report.adopted += plan.adopted
+
+
+class _Reader:
+    """Reads strictly, and leniently only what ``adopt`` allows, counting what it adopted."""
+
+    def __init__(self, config: StorageConfig, adopt: bool) -> None:
+        self.strict, self.lenient = config, replace(config, accept_plaintext=True)
+        self.adopt, self.adopted = adopt, 0
+
+    def __call__(self, read: Callable[[StorageConfig], T]) -> T:
+        try:
+            return read(self.strict)
+        except UnauthenticatedRecordError:
+            if not self.adopt:
+                raise
+            self.adopted += 1
+            return read(self.lenient)
+
+
+def _plan(
+    store: Store,
+    run: RunInfo,
+    writer: StorageConfig,
+    adopt: bool,
+    shared: dict[tuple[str, bool], blobcodec.Renamed],
+) -> _Plan:
+    """One run's records, blobs, journal and row, read, checked and sealed again."""
+    read = _Reader(writer, adopt)
+    fresh_run = read(functools.partial(envelope.reseal_run, run, writer=writer))
+    records = [store.get_checkpoint(h.checkpoint_id) for h in store.list_checkpoints(run.run_id)]
     names = sorted({name for record in records for name in record.header.blobs})
     stored = store.get_blobs(names) if names else {}
     missing = set(names) - stored.keys()
@@ -132,29 +222,40 @@ def _records(
 
     def plain(name: str) -> bytes:
         # full: a blob under another's name must not get sealed as if it were sound.
-        return blobcodec.unseal(name, stored[name], reader, full=True)
+        return read(functools.partial(blobcodec.unseal, name, stored[name], full=True))
 
+    # This run's renames over the ones runs before it stored: merged only if it is written.
+    memo = ChainMap[tuple[str, bool], blobcodec.Renamed]({}, shared)
     out: dict[str, bytes] = {}
     renamer = blobcodec.Renamer(plain, writer, memo, out)
-    fresh = []
-    for record in records:
-        if record.header.format_version < 2:
-            # A format-1 payload is the state's canonical JSON: a keyframe body as it is.
-            is_delta, body = False, envelope.open_record(record, reader)[1]
-        else:
-            is_delta, body = envelope.open_record(record, reader)
-        header = envelope.reseal_metadata(record.header, reader, writer)
-        if header.blobs:
-            tree, old, new = renamer.rename(orjson.loads(body), record.checkpoint_id)
-            if old != set(header.blobs):
-                raise CorruptRecordError(
-                    record.checkpoint_id,
-                    "its body refers to other blobs than its header lists; rekey left it alone",
-                )
-            body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
-            header = replace(header, blobs=tuple(sorted(new)))
-        fresh.append(envelope.seal(header, body, delta=is_delta, storage=writer))
-    return fresh, out
+    fresh = [_record(record, read, renamer, writer) for record in records]
+    effects = [
+        read(functools.partial(_effect, e, writer=writer))
+        for e in store.list_effects(run.run_id, limit=ALL_EFFECTS)
+    ]
+    return _Plan(fresh, out, effects, fresh_run, read.adopted, memo.maps[0])
+
+
+def _record(
+    record: CheckpointRecord,
+    read: _Reader,
+    renamer: blobcodec.Renamer,
+    writer: StorageConfig,
+) -> CheckpointRecord:
+    is_delta, body = read(functools.partial(envelope.open_record, record))
+    if record.header.format_version < 2:
+        is_delta = False  # a format-1 payload is the state's canonical JSON: a keyframe body
+    header = read(functools.partial(envelope.reseal_metadata, record.header, writer=writer))
+    if header.blobs:
+        tree, old, new = renamer.rename(orjson.loads(body), record.checkpoint_id)
+        if old != set(header.blobs):
+            raise CorruptRecordError(
+                record.checkpoint_id,
+                "its body refers to other blobs than its header lists; rekey left its run alone",
+            )
+        body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
+        header = replace(header, blobs=tuple(sorted(new)))
+    return envelope.seal(header, body, delta=is_delta, storage=writer)
 
 
 def _effect(effect: EffectRecord, reader: StorageConfig, writer: StorageConfig) -> EffectRecord:

@@ -158,8 +158,10 @@ def cancel(
                     # last boundary): a finished run keeps its own ending.
                     raise RunStateError(run_id, info.status.value, "cancel")
                 if info.status is not RunStatus.CANCELLED:
+                    head = s.latest_checkpoint(run_id)
+                    envelope.check_head(info, head)
                     record = codec.marker(
-                        s.latest_checkpoint(run_id),
+                        head,
                         RunStatus.CANCELLED,
                         {"cancelled_by": decisions.default_actor()},
                         storage,
@@ -190,8 +192,14 @@ def approve(
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
-    """Record approval of a gated tool call (``edit`` replaces its arguments); then ``resume`` the run."""
+    """Record approval of a gated tool call (``edit`` replaces its arguments); then ``resume`` the run.
+
+    An edit is checked against the tool's signature first (the workflow's module is
+    imported from the run's reference to find the tool), so it cannot leave the run stuck.
+    """
     with opened(store) as s:
+        if edit is not None:
+            _import_tools(s.get_run(run_id), storage)
         return decisions.approve(
             s, run_id, interrupt_id=interrupt_id, edit=edit, by=by, storage=storage
         )

@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from savegame import codec
-from savegame.codec.envelope import seal_error
+from savegame.codec.envelope import check_head, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, describe
 from savegame.inspect.history import opened
-from savegame.model import Lease, RunInfo, RunResult, RunStatus
+from savegame.model import CheckpointRecord, Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import lease as leases
 from savegame.runtime.api import _prepare_resume, _start, _sync
 from savegame.runtime.loader import as_workflow, reference_of
@@ -118,6 +118,13 @@ def hold_back(store: Store, lease: Lease, seconds: float) -> bool:
     return True
 
 
+def _own_head(store: Store, run_id: str) -> CheckpointRecord:
+    """The run's head, if its row agrees it is (a marker signs what it sits on)."""
+    head = store.latest_checkpoint(run_id)
+    check_head(store.get_run(run_id), head)
+    return head
+
+
 def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig | None) -> bool:
     """Take a run this worker cannot even start (its workflow does not import, its
     checkpoint is damaged...) out of the queue: mark it failed with the reason, so
@@ -126,7 +133,7 @@ def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig |
     """
     try:
         record = codec.marker(
-            store.latest_checkpoint(lease.run_id),
+            _own_head(store, lease.run_id),
             RunStatus.FAILED,
             {"error": describe(error), "parked_by": "worker"},
             storage,
