@@ -1,23 +1,22 @@
 """What is specific to PostgreSQL: migrations under concurrency, row locks, the pool, URLs.
 
-Store behaviour shared by every backend is in the contract suite; these tests
-need a server (SAVEGAME_TEST_POSTGRES) and skip without one, unless
-SAVEGAME_REQUIRE_SERVICES=1 (CI), where a missing server fails them.
+Store behaviour shared by every backend is in the contract suite (test_contract.py);
+these tests need a server (SAVEGAME_TEST_POSTGRES) and skip without one, unless
+SAVEGAME_REQUIRE_SERVICES=1 (CI), where a missing server fails them (tests/services.py).
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from tests import services
 
 from savegame.errors import ConfigurationError, ConflictError, LeaseHeldError, LeaseLostError
 from savegame.model import Lease
@@ -30,34 +29,25 @@ from savegame.stores import postgres_schema, postgres_sql  # noqa: E402  (needs 
 from savegame.stores.postgres import PostgresStore, parse_url  # noqa: E402
 
 TTL = 30.0
-BASE_URL = os.environ.get("SAVEGAME_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+BASE_URL = services.POSTGRES_URL
 CONNINFO = parse_url(BASE_URL)[0]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _server() -> None:
-    try:
-        psycopg.connect(CONNINFO, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        reason = f"PostgreSQL at {BASE_URL} not reachable: {exc}"
-        if os.environ.get("SAVEGAME_REQUIRE_SERVICES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    services.postgres_conninfo()
 
 
 @pytest.fixture
 def schema() -> Iterator[str]:
     """A fresh schema name; the schema is dropped after the test."""
-    name = f"sgtest_{uuid.uuid4().hex}"
-    yield name
-    with psycopg.connect(CONNINFO, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with services.postgres_schema() as name:
+        yield name
 
 
 @pytest.fixture
 def url(schema: str) -> str:
-    sep = "&" if "?" in BASE_URL else "?"
-    return f"{BASE_URL}{sep}schema={schema}"
+    return services.postgres_url(schema)
 
 
 def _versions(schema: str) -> list[int]:

@@ -1,4 +1,4 @@
-"""What is specific to SQLite; behaviour shared by all stores is in tests/contract."""
+"""What is specific to SQLite; behaviour shared by all stores is in test_contract.py."""
 
 from __future__ import annotations
 
