@@ -25,8 +25,9 @@ from savegame.testing.builders import OTHER_OWNER, OWNER, make_run, next_record
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
-from savegame.stores import postgres_schema, postgres_sql  # noqa: E402  (needs the driver)
 from savegame.stores.postgres import PostgresStore, parse_url  # noqa: E402
+from savegame.stores.postgres import _schema as postgres_schema  # noqa: E402
+from savegame.stores.postgres import _statements as postgres_sql  # noqa: E402  (needs the driver)
 
 TTL = 30.0
 BASE_URL = services.POSTGRES_URL

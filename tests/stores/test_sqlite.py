@@ -17,10 +17,12 @@ import pytest
 
 from savegame.errors import ConfigurationError
 from savegame.model import CheckpointRecord, EffectKind, EffectStatus, RunInfo, RunStatus
-from savegame.stores import SqliteStore, open_store, sqlite_engine, sqlite_rows
+from savegame.stores import SqliteStore, open_store
 from savegame.stores._common import to_micros
+from savegame.stores.sqlite import _engine as sqlite_engine
+from savegame.stores.sqlite import _statements as sqlite_rows
 from savegame.stores.sqlite import parse_url
-from savegame.stores.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from savegame.stores.sqlite._schema import MIGRATIONS, SCHEMA_VERSION
 from savegame.testing.builders import OWNER, blob_digest, make_effect, make_run, next_record
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -1,14 +1,4 @@
-"""The default store: one SQLite file, safe for several processes on one machine.
-
-Durability and concurrency come from SQLite itself: WAL mode, ``synchronous=FULL``
-by default (a committed checkpoint survives a power loss; ``?synchronous=normal``
-trades the last commits on power loss for speed), and every write in a
-``BEGIN IMMEDIATE`` transaction so the fencing check and the write it guards
-happen under one write lock, across processes as well as threads.
-
-URLs: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, each with
-an optional ``?synchronous=normal``.
-"""
+"""The SQLite store; the package docstring (:mod:`savegame.stores.sqlite`) describes it."""
 
 from __future__ import annotations
 
@@ -39,10 +29,11 @@ from savegame.model import (
     RunStatus,
     utcnow,
 )
-from savegame.stores import _common, sqlite_schema
-from savegame.stores import sqlite_rows as conv
+from savegame.stores import _common
 from savegame.stores.base import Capabilities, ThreadInfo, Written
-from savegame.stores.sqlite_engine import SqliteEngine
+from savegame.stores.sqlite import _schema as sqlite_schema
+from savegame.stores.sqlite import _statements as conv
+from savegame.stores.sqlite._engine import SqliteEngine
 
 _CAPABILITIES = Capabilities(persistent=True, multi_process=True)
 _SYNCHRONOUS = ("full", "normal")
@@ -53,7 +44,7 @@ def parse_url(url: str) -> tuple[str, str]:
     """Split a ``sqlite://`` URL into (path, synchronous).
 
     Raises:
-        ConfigurationError: the URL is not of a form described in the module docstring.
+        ConfigurationError: the URL is not of a form described in :mod:`savegame.stores.sqlite`.
     """
     parts = urlsplit(url)
     usage = "expected sqlite:///relative/path.db or sqlite:////absolute/path.db"
@@ -77,7 +68,7 @@ class SqliteStore(SqliteEngine):
     """A store in one SQLite file.
 
     Transactions and the storage-engine methods (chains, blobs, pruning,
-    rewrite, sizes, stats) come from :class:`~savegame.stores.sqlite_engine.SqliteEngine`.
+    rewrite, sizes, stats) come from :class:`~savegame.stores.sqlite._engine.SqliteEngine`.
 
     One connection serves the whole process, guarded by a lock, because the
     runtime calls the store from its heartbeat and writer threads as well.

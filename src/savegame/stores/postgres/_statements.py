@@ -23,7 +23,7 @@ from savegame.model import (
     RunStatus,
 )
 from savegame.stores import _common
-from savegame.stores import sql_rows as rows
+from savegame.stores._sql import rows
 
 if TYPE_CHECKING:
     import psycopg

@@ -19,9 +19,9 @@ from typing import Any
 from savegame.errors import NotFoundError
 from savegame.model import CheckpointRecord, EffectRecord, RunInfo, RunStatus
 from savegame.stores import _common
-from savegame.stores import sqlite_rows as conv
+from savegame.stores._sql.rows import SqlReads
 from savegame.stores.base import RunSize, StoreStats
-from savegame.stores.sql_rows import SqlReads
+from savegame.stores.sqlite import _statements as conv
 
 # chain.cid is the id asked for at each depth; a NULL checkpoint row beside it
 # is a missing base. The depth bound stops a cycle (damaged data) from looping.

@@ -1,23 +1,4 @@
-"""A store in PostgreSQL: for several processes on several machines.
-
-Every write is one transaction on a pooled connection (psycopg 3 with
-``psycopg_pool``). Fencing locks the run row (``SELECT ... FOR UPDATE``) in the
-transaction that writes, so a takeover (which updates that row) and a stale
-writer's checkpoint cannot interleave; leases are compare-and-set on the run
-row, judged by the server's clock. Reads run as single autocommit statements.
-
-URLs: ``postgresql://user@host:5432/dbname`` (``postgres://`` too), with any
-libpq parameter in the query plus these options:
-
-* ``schema=NAME``: keep the tables in this schema (created if missing);
-  default: the connection's current schema (usually ``public``).
-* ``pool_min=N`` (default 1), ``pool_max=N`` (default 10): pool size.
-* ``pool_timeout=SECONDS`` (default 30): how long a call waits for a free
-  connection before ``psycopg_pool.PoolTimeout``.
-
-``Store.url`` never carries the password: supply it in the URL you open, or
-through ``PGPASSWORD`` / ``~/.pgpass`` so that reopening ``store.url`` works.
-"""
+"""The PostgreSQL store; the package docstring (:mod:`savegame.stores.postgres`) describes it."""
 
 from __future__ import annotations
 
@@ -47,10 +28,11 @@ from savegame.model import (
     RunStatus,
     utcnow,
 )
-from savegame.stores import _common, postgres_schema
-from savegame.stores import postgres_sql as q
+from savegame.stores import _common
 from savegame.stores.base import Capabilities, ThreadInfo, Written
-from savegame.stores.postgres_engine import PostgresEngine
+from savegame.stores.postgres import _schema as postgres_schema
+from savegame.stores.postgres import _statements as q
+from savegame.stores.postgres._engine import PostgresEngine
 
 _CAPABILITIES = Capabilities(persistent=True, multi_process=True)
 _SCHEMES = ("postgresql", "postgres")
@@ -163,7 +145,7 @@ class PostgresStore(PostgresEngine):
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
-        """Open the store a ``postgresql://`` URL names (see the module docstring)."""
+        """Open the store a ``postgresql://`` URL names (see :mod:`savegame.stores.postgres`)."""
         conninfo, options = parse_url(url)
         return cls(conninfo, **options)
 

@@ -21,7 +21,7 @@ from savegame.model import (
     RunInfo,
 )
 from savegame.stores import _common
-from savegame.stores import sql_rows as rows
+from savegame.stores._sql import rows
 
 # The column order is shared with the other SQL backend: see sql_rows.
 HEADER_COLS, RECORD_COLS = rows.HEADER_COLS, rows.RECORD_COLS

@@ -29,9 +29,9 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
-from savegame.stores import postgres_sql as q
+from savegame.stores._sql.rows import SqlReads
 from savegame.stores.base import RunSize, StoreStats
-from savegame.stores.sql_rows import SqlReads
+from savegame.stores.postgres import _statements as q
 
 if TYPE_CHECKING:
     import psycopg
