@@ -25,9 +25,12 @@ from savegame.testing.builders import OTHER_OWNER, OWNER, make_run, next_record
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
-from savegame.stores.postgres import PostgresStore, parse_url  # noqa: E402
-from savegame.stores.postgres import _schema as postgres_schema  # noqa: E402
-from savegame.stores.postgres import _statements as postgres_sql  # noqa: E402  (needs the driver)
+from savegame.stores.postgres import (  # noqa: E402
+    PostgresStore,
+    _schema,
+    parse_url,
+)
+from savegame.stores.postgres._statements import CLAIM  # noqa: E402
 
 TTL = 30.0
 BASE_URL = services.POSTGRES_URL
@@ -58,7 +61,7 @@ def _versions(schema: str) -> list[int]:
 
 
 def _all_versions() -> list[int]:
-    return list(range(1, postgres_schema.SCHEMA_VERSION + 1))
+    return list(range(1, _schema.SCHEMA_VERSION + 1))
 
 
 # -- migrations ---------------------------------------------------------------------
@@ -67,7 +70,7 @@ def test_migrations_are_applied_once_and_reopening_is_a_no_op(url: str, schema: 
     PostgresStore.from_url(url).close()
     assert _versions(schema) == _all_versions()
     with psycopg.connect(CONNINFO, autocommit=True) as conn:
-        assert postgres_schema.migrate(conn, schema) == postgres_schema.SCHEMA_VERSION
+        assert _schema.migrate(conn, schema) == _schema.SCHEMA_VERSION
 
 
 def test_threads_opening_a_fresh_schema_at_once_migrate_it_once(url: str, schema: str) -> None:
@@ -106,14 +109,14 @@ def test_migrate_runs_inside_the_callers_transaction(schema: str) -> None:
     ) as conn:  # not autocommit: the first statement opens a transaction
         conn.execute("SELECT 1")
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
-        assert postgres_schema.migrate(conn, schema) == 0
+        assert _schema.migrate(conn, schema) == 0
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         assert conn.execute(f'SELECT count(*) FROM "{schema}".runs').fetchone() == (0,)
         conn.rollback()  # the caller's rollback takes the migration with it
         missing = conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()
         assert missing == (None,)
         conn.execute("SELECT 1")
-        postgres_schema.migrate(conn, schema)
+        _schema.migrate(conn, schema)
         conn.commit()
     assert _versions(schema) == _all_versions()
 
@@ -234,7 +237,7 @@ def test_the_claim_query_uses_the_claimable_index(url: str) -> None:
         conn.execute(f'SET search_path TO "{store.schema}"')
         conn.execute("SET enable_seqscan = off")
         for workflows in (None, ["contract"]):
-            plan = conn.execute("EXPLAIN " + postgres_sql.CLAIM, {"workflows": workflows})
+            plan = conn.execute("EXPLAIN " + CLAIM, {"workflows": workflows})
             assert "runs_claimable" in " ".join(row[0] for row in plan.fetchall())
 
 

@@ -19,10 +19,10 @@ from savegame.errors import ConfigurationError
 from savegame.model import CheckpointRecord, EffectKind, EffectStatus, RunInfo, RunStatus
 from savegame.stores import SqliteStore, open_store
 from savegame.stores._common import to_micros
-from savegame.stores.sqlite import _engine as sqlite_engine
-from savegame.stores.sqlite import _statements as sqlite_rows
+from savegame.stores._sql.rows import EFFECT_COLS
 from savegame.stores.sqlite import parse_url
 from savegame.stores.sqlite._schema import MIGRATIONS, SCHEMA_VERSION
+from savegame.stores.sqlite._statements import CLAIM, SQL
 from savegame.testing.builders import OWNER, blob_digest, make_effect, make_run, next_record
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -180,7 +180,7 @@ def test_a_version_2_file_upgrades_in_place_to_the_storage_engine(tmp_path: Path
     # A file as savegame wrote it before deltas and blobs: migrations 1-2, a journal entry.
     conn = _old_file(path, 2, run, [first, second], 1)
     conn.execute(
-        f"INSERT INTO effects ({sqlite_rows.EFFECT_COLS}) VALUES ({', '.join('?' * 15)})",
+        f"INSERT INTO effects ({EFFECT_COLS}) VALUES ({', '.join('?' * 15)})",
         (
             effect.run_id, effect.request_id, effect.kind.value, effect.name, effect.step,
             effect.node, effect.call_index, effect.status.value, effect.arguments, effect.result,
@@ -231,7 +231,7 @@ def test_blob_references_live_and_die_with_their_checkpoint(tmp_path: Path) -> N
 
 def test_pruning_blobs_uses_the_digest_index(tmp_path: Path) -> None:
     """Pruning must not scan every reference per blob."""
-    sql = f"DELETE FROM blobs WHERE {sqlite_engine._UNREFERENCED}"
+    sql = f"DELETE FROM blobs WHERE {SQL.unreferenced_blob}"
     with SqliteStore(tmp_path / "s.db") as store:
         plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql))
     assert "checkpoint_blobs_by_digest" in plan
@@ -258,7 +258,7 @@ def test_checkpoint_inserts_maintain_only_the_indexes_queries_use(tmp_path: Path
 def test_the_claim_query_uses_the_claimable_index(tmp_path: Path, workflows: str | None) -> None:
     """A claim reads only queued and running runs, oldest first, however long the history."""
     with SqliteStore(tmp_path / "s.db") as store:
-        plan = store._conn.execute("EXPLAIN QUERY PLAN " + sqlite_rows.CLAIM, (0.0, workflows))
+        plan = store._conn.execute("EXPLAIN QUERY PLAN " + CLAIM, (0.0, workflows))
         details = " ".join(row[3] for row in plan)
     assert "USING INDEX runs_claimable" in details
     assert "TEMP B-TREE" not in details  # the index gives the order: no sort
@@ -431,7 +431,7 @@ def test_journal_listings_use_their_index(
     index: str,
 ) -> None:
     """A run's journal and the cross-run pending queries must not scan every entry ever made."""
-    sql, params = sqlite_rows.effects_query(run_id, kinds, statuses, 100)
+    sql, params = SQL.list_effects(run_id, kinds, statuses, 100)
     with SqliteStore(tmp_path / "s.db") as store:
         plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
     assert f"USING INDEX {index}" in plan

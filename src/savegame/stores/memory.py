@@ -17,7 +17,6 @@ from typing import Any
 from savegame.errors import (
     ConfigurationError,
     ConflictError,
-    LeaseHeldError,
     LeaseLostError,
     NotFoundError,
 )
@@ -279,9 +278,9 @@ class MemoryStore(MemoryStorage):
         with self._lock:
             run = self._run(run_id)
             now = time.time()
-            current = run.lease()
-            if current is not None and current.expires_at > now and takeover_token != current.token:
-                raise LeaseHeldError(run_id, current.owner, current.expires_at - now)
+            _common.check_lease_free(
+                run_id, run.lease_owner, run.lease_token, run.lease_expires_at, now, takeover_token
+            )
             run.lease_owner = owner
             run.lease_token += 1
             run.lease_expires_at = now + ttl

@@ -1,4 +1,10 @@
-"""The SQLite store; the package docstring (:mod:`savegame.stores.sqlite`) describes it."""
+"""The SQLite store: one file, safe for several processes on one machine.
+
+What it shares with PostgreSQL (the reads, the journal's settlement, chains,
+blobs, deletes, ``rewrite``, sizes) is :class:`~savegame.stores._sql.store.SqlStore`'s;
+what is here is how SQLite opens, runs a transaction, writes a checkpoint and
+judges a lease.
+"""
 
 from __future__ import annotations
 
@@ -6,34 +12,35 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from savegame.errors import (
-    ConfigurationError,
-    ConflictError,
-    LeaseHeldError,
-    LeaseLostError,
-    NotFoundError,
-)
+from savegame.errors import ConfigurationError, ConflictError, LeaseLostError, NotFoundError
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
-    EffectKind,
     EffectRecord,
-    EffectStatus,
     Lease,
     RunInfo,
-    RunStatus,
     utcnow,
 )
 from savegame.stores import _common
-from savegame.stores.base import Capabilities, ThreadInfo, Written
-from savegame.stores.sqlite import _schema as sqlite_schema
-from savegame.stores.sqlite import _statements as conv
-from savegame.stores.sqlite._engine import SqliteEngine
+from savegame.stores._sql import rows
+from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
+from savegame.stores.base import Capabilities, Written
+from savegame.stores.sqlite import _schema
+from savegame.stores.sqlite._statements import (
+    CANCEL_FLAG,
+    CLAIM,
+    COUNT_UNREFERENCED,
+    DELETE_UNREFERENCED,
+    MOVE_HEAD_KEEPING_STATUS,
+    SQL,
+    type_test,
+)
 
 _CAPABILITIES = Capabilities(persistent=True, multi_process=True)
 _SYNCHRONOUS = ("full", "normal")
@@ -64,14 +71,13 @@ def parse_url(url: str) -> tuple[str, str]:
     return path, synchronous
 
 
-class SqliteStore(SqliteEngine):
+class SqliteStore(SqlStore):
     """A store in one SQLite file.
-
-    Transactions and the storage-engine methods (chains, blobs, pruning,
-    rewrite, sizes, stats) come from :class:`~savegame.stores.sqlite._engine.SqliteEngine`.
 
     One connection serves the whole process, guarded by a lock, because the
     runtime calls the store from its heartbeat and writer threads as well.
+    The methods SQLite runs as PostgreSQL does come from
+    :class:`~savegame.stores._sql.store.SqlStore`.
 
     Args:
         path: the database file; missing parent directories are created.
@@ -80,6 +86,8 @@ class SqliteStore(SqliteEngine):
     Raises:
         ConfigurationError: a bad ``synchronous`` value, or a file written by a newer savegame.
     """
+
+    _sql = SQL
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "full") -> None:
         if synchronous not in _SYNCHRONOUS:
@@ -95,10 +103,10 @@ class SqliteStore(SqliteEngine):
         )
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            sqlite_schema.enable_wal(self._conn, _BUSY_TIMEOUT_S)
+            _schema.enable_wal(self._conn, _BUSY_TIMEOUT_S)
             self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            sqlite_schema.migrate(self._conn, self._path)
+            _schema.migrate(self._conn, self._path)
         except BaseException:
             self._conn.close()
             raise
@@ -122,7 +130,35 @@ class SqliteStore(SqliteEngine):
     def capabilities(self) -> Capabilities:
         return _CAPABILITIES
 
-    # -- runs -------------------------------------------------------------------
+    # -- the connection ---------------------------------------------------------------
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the file's write lock (``BEGIN IMMEDIATE``), so the
+        fencing check and the write it guards happen together, across processes too."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def _file_bytes(self) -> int:
+        file_bytes = 0
+        for suffix in ("", "-wal"):
+            # No WAL file exists after the last connection closed and checkpointed it.
+            with suppress(OSError):
+                file_bytes += os.path.getsize(self._path + suffix)
+        return file_bytes
+
+    # -- runs and checkpoints -----------------------------------------------------------
     def create_run(
         self,
         run: RunInfo,
@@ -134,61 +170,17 @@ class SqliteStore(SqliteEngine):
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
-        meta = _common.json_dumps(dict(run.metadata), "run.metadata").decode()
         new_blobs = _common.check_blobs(blobs)
-        header = first.header
-        with self._write() as conn:
-            if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone():
+        with self._tx() as conn:
+            if conn.execute(SQL.run_exists, (run.run_id,)).fetchone():
                 raise ConflictError(f"run {run.run_id} exists already")
             now = time.time()
             expires = None if owner is None else now + ttl
-            conn.execute(
-                f"INSERT INTO runs ({conv.RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.run_id, run.thread_id, run.workflow, run.workflow_ref, header.status.value,
-                    header.step, first.checkpoint_id, _common.to_micros(run.created_at),
-                    _common.to_micros(run.updated_at), run.error, meta, owner, 1, expires,
-                    int(run.cancel_requested), run.checksum,
-                ),
-            )  # fmt: skip
-            conv.insert_checkpoint(conn, first, new_blobs)
+            conn.execute(SQL.insert_run, run_values(run, first.header, owner, expires))
+            self._insert_checkpoint(conn, first, new_blobs)
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
 
-    def list_runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        status: RunStatus | None = None,
-        limit: int = 100,
-    ) -> list[RunInfo]:
-        where: list[str] = ["1"]
-        params: list[Any] = []
-        if thread_id is not None:
-            where.append("thread_id = ?")
-            params.append(thread_id)
-        if status is not None:
-            where.append("status = ?")
-            params.append(RunStatus(status).value)
-        sql = f"SELECT {conv.RUN_COLS} FROM runs WHERE {' AND '.join(where)}"
-        rows = self._read(sql + " ORDER BY created_at DESC, run_id DESC LIMIT ?", (*params, limit))
-        return [conv.run_info(row) for row in rows]
-
-    def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
-        # latest_run_id: the most recently created run of the thread (ties by id).
-        rows = self._read(
-            """
-            SELECT thread_id, count(*), max(updated_at),
-                   (SELECT r2.run_id FROM runs r2 WHERE r2.thread_id = r.thread_id
-                    ORDER BY r2.created_at DESC, r2.run_id DESC LIMIT 1)
-            FROM runs r GROUP BY thread_id
-            ORDER BY max(updated_at) DESC, thread_id DESC LIMIT ?
-            """,
-            (limit,),
-        )
-        return [ThreadInfo(tid, n, latest, updated / 1e6) for tid, n, updated, latest in rows]
-
-    # -- checkpoints --------------------------------------------------------------
     def put_checkpoint(
         self,
         record: CheckpointRecord,
@@ -202,14 +194,12 @@ class SqliteStore(SqliteEngine):
         journal = _common.check_effects(header.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
         now = _common.to_micros(utcnow())
-        with self._write() as conn:
-            # The usual step keeps the lease and the status: one UPDATE both fences and
-            # moves the head, and leaving status out of SET spares the two status indexes
-            # a rewrite (fewer pages to fsync). Anything else takes the long way. A later
-            # failure rolls the whole transaction back, so the order inside does not matter.
+        with self._tx() as conn:
+            # The usual step takes one UPDATE (see MOVE_HEAD_KEEPING_STATUS); anything
+            # else takes the long way. A later failure rolls the whole transaction back,
+            # so the order inside does not matter.
             moved = conn.execute(
-                "UPDATE runs SET head_checkpoint_id = ?1, step = ?2, error = ?3, updated_at = ?4"
-                " WHERE run_id = ?5 AND (?6 IS NULL OR lease_token = ?6) AND status = ?7",
+                MOVE_HEAD_KEEPING_STATUS,
                 (
                     header.checkpoint_id, header.step, error, now, header.run_id,
                     lease_token, header.status.value,
@@ -218,26 +208,45 @@ class SqliteStore(SqliteEngine):
             if not moved:
                 self._fence(conn, header.run_id, lease_token)
                 conn.execute(
-                    "UPDATE runs SET head_checkpoint_id = ?, status = ?, step = ?, error = ?,"
-                    " updated_at = ? WHERE run_id = ?",
+                    SQL.move_head,
                     (
-                        header.checkpoint_id,
-                        header.status.value,
-                        header.step,
-                        error,
-                        now,
+                        header.checkpoint_id, header.status.value, header.step, error, now,
                         header.run_id,
                     ),
-                )
-            conv.insert_checkpoint(conn, record, new_blobs)
+                )  # fmt: skip
+            self._insert_checkpoint(conn, record, new_blobs)
             # In the checkpoint's transaction: the entries land with it or not at all.
             for effect in journal:
-                conv.journal(conn, effect)
-            # A plain read (not UPDATE ... RETURNING, which needs SQLite 3.35).
-            (cancel,) = conn.execute(
-                "SELECT cancel_requested FROM runs WHERE run_id = ?", (header.run_id,)
-            ).fetchone()
+                self._journal(conn, effect)
+            (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
         return Written(bool(cancel))
+
+    def _insert_checkpoint(
+        self, conn: sqlite3.Connection, record: CheckpointRecord, blobs: Mapping[str, bytes]
+    ) -> None:
+        """Insert a record with the blobs it brings; call inside a write transaction.
+
+        The write lock keeps ``delete_unreferenced_blobs`` out until commit, so a
+        blob found stored here stays stored.
+
+        Raises:
+            ConflictError: the id is taken, or the record names a blob neither in
+                ``blobs`` nor stored (nothing is written).
+        """
+        h = record.header
+        if conn.execute(SQL.checkpoint_exists, (h.checkpoint_id,)).fetchone():
+            raise ConflictError(f"checkpoint {h.checkpoint_id} exists already")
+        wanted = _common.blobs_to_check(h, blobs)
+        if wanted:
+            missing = conn.execute(SQL.missing_blobs, (SQL.dialect.ids(wanted),)).fetchall()
+            if missing:
+                raise _common.missing_blob_error(h.checkpoint_id, [row[0] for row in missing])
+        if blobs:
+            conn.executemany(SQL.insert_blob, [(d, data, len(data)) for d, data in blobs.items()])
+        conn.execute(SQL.insert_checkpoint, checkpoint_values(SQL.dialect, record))
+        # Most records (deltas) name no blob: a statement spared on every step.
+        if h.blobs:
+            conn.execute(SQL.insert_refs, (h.checkpoint_id, SQL.dialect.ids(h.blobs)))
 
     def list_checkpoints(
         self,
@@ -253,37 +262,24 @@ class SqliteStore(SqliteEngine):
         (``True`` does not match ``1``; ``None`` matches a present JSON null),
         exactly as :class:`~savegame.stores.memory.MemoryStore` does.
         """
-        where: list[str] = ["c.run_id = ?"]
-        params: list[Any] = [run_id]
-        if before is not None:
-            where.append("c.checkpoint_id < ?")
-            params.append(before)
+        where: list[str] = []
+        params: list[Any] = []
         for key, value in _common.check_filter(metadata).items():
             where.append(
-                f"EXISTS (SELECT 1 FROM json_each(c.metadata) WHERE key = ? AND {conv.type_test(value)})"
+                f"EXISTS (SELECT 1 FROM json_each(c.metadata) WHERE key = ? AND {type_test(value)})"
             )
             params.append(key)
             if value is not None and not isinstance(value, bool):
                 params.append(value)
-        sql = f"SELECT {conv.HEADER_COLS} FROM checkpoints c WHERE {' AND '.join(where)} ORDER BY c.checkpoint_id DESC"
-        rows = self._read(sql + " LIMIT ?", (*params, -1 if limit is None else limit))
-        if not rows and not self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)):
+        # LIMIT -1: no limit.
+        found = self._read(
+            *SQL.history(run_id, before, where, params, -1 if limit is None else limit)
+        )
+        if not found and not self._read(SQL.run_exists, (run_id,)):
             raise NotFoundError("run", run_id)
-        return [conv.header(row) for row in rows]
+        return [rows.header(row, SQL.dialect.loads) for row in found]
 
-    @staticmethod
-    def _fence(conn: sqlite3.Connection, run_id: str, lease_token: int | None) -> None:
-        """Raise NotFoundError for an unknown run, LeaseLostError for a stale token
-        (None: unfenced)."""
-        row = conn.execute("SELECT lease_token FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise NotFoundError("run", run_id)
-        # Fencing: equality only. Expiry is for acquirers to judge; a writer
-        # whose lease lapsed but was not taken over still owns the run.
-        if lease_token is not None and row[0] != lease_token:
-            raise LeaseLostError(run_id, lease_token)
-
-    # -- leases ---------------------------------------------------------------------
+    # -- leases -------------------------------------------------------------------------
     def claim_run(
         self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
     ) -> Lease | None:
@@ -291,141 +287,76 @@ class SqliteStore(SqliteEngine):
         wanted = _common.check_workflows(workflows)
         # BEGIN IMMEDIATE: the pick and the take happen under one write lock,
         # so claimers in other threads and processes never take the same run.
-        with self._write() as conn:
+        with self._tx() as conn:
             now = time.time()
             names = None if wanted is None else _common.json_dumps(wanted, "workflows").decode()
-            row = conn.execute(conv.CLAIM, (now, names)).fetchone()
+            row = conn.execute(CLAIM, (now, names)).fetchone()
             if row is None:
                 return None
-            lease = Lease(row[0], owner, int(row[1]) + 1, now + ttl)
-            conn.execute(
-                "UPDATE runs SET lease_owner = ?, lease_token = ?, lease_expires_at = ? WHERE run_id = ?",
-                (owner, lease.token, lease.expires_at, lease.run_id),
-            )
-        return lease
+            return self._take(conn, row[0], owner, int(row[1]) + 1, now + ttl)
 
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
     ) -> Lease:
         ttl = _common.check_ttl(ttl)
-        with self._write() as conn:
+        with self._tx() as conn:
             holder, token, expires_at = self._lease_row(conn, run_id)
             now = time.time()
-            if (
-                holder is not None
-                and expires_at is not None
-                and expires_at > now
-                and takeover_token != token
-            ):
-                raise LeaseHeldError(run_id, holder, expires_at - now)
-            lease = Lease(run_id, owner, token + 1, now + ttl)
-            conn.execute(
-                "UPDATE runs SET lease_owner = ?, lease_token = ?, lease_expires_at = ? WHERE run_id = ?",
-                (owner, lease.token, lease.expires_at, run_id),
-            )
-        return lease
+            _common.check_lease_free(run_id, holder, token, expires_at, now, takeover_token)
+            return self._take(conn, run_id, owner, token + 1, now + ttl)
 
     def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
         ttl = _common.check_ttl(ttl)
-        with self._write() as conn:
+        with self._tx() as conn:
             holder, current, _ = self._lease_row(conn, run_id)
             if holder is None or current != token:
                 raise LeaseLostError(run_id, token)
             lease = Lease(run_id, holder, token, time.time() + ttl)
-            conn.execute(
-                "UPDATE runs SET lease_expires_at = ? WHERE run_id = ?", (lease.expires_at, run_id)
-            )
+            conn.execute(SQL.renew_lease, (lease.expires_at, run_id, token))
         return lease
-
-    def release_lease(self, run_id: str, token: int) -> None:
-        with self._write() as conn:
-            self._lease_row(conn, run_id)
-            # lease_token stays: the next acquisition must still get a larger one.
-            conn.execute(
-                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ? AND lease_token = ?",
-                (run_id, token),
-            )
 
     @staticmethod
     def _lease_row(conn: sqlite3.Connection, run_id: str) -> tuple[str | None, int, float | None]:
-        row = conn.execute(
-            "SELECT lease_owner, lease_token, lease_expires_at FROM runs WHERE run_id = ?",
-            (run_id,),
-        ).fetchone()
+        row = conn.execute(SQL.lease_row, (run_id,)).fetchone()
         if row is None:
             raise NotFoundError("run", run_id)
         return row[0], int(row[1]), row[2]
 
+    @staticmethod
+    def _take(
+        conn: sqlite3.Connection, run_id: str, owner: str, token: int, expires: float
+    ) -> Lease:
+        """Lease the run to ``owner`` with ``token`` until ``expires`` (this process's clock)."""
+        conn.execute(SQL.take_lease, (owner, token, expires, run_id))
+        return Lease(run_id, owner, token, expires)
+
     # -- journal --------------------------------------------------------------------------
     def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
         effect = _common.detached_effect(effect)
-        with self._write() as conn:
+        with self._tx() as conn:
             self._fence(conn, effect.run_id, lease_token)
-            return conv.journal(conn, effect)
+            return self._journal(conn, effect)
 
-    def record_result(
-        self,
-        run_id: str,
-        request_id: str,
-        *,
-        status: EffectStatus,
-        result: bytes | None = None,
-        error: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        checksum: str,
-        lease_token: int | None,
-        expect: EffectStatus | None = None,
-    ) -> EffectRecord:
-        with self._write() as conn:
-            self._fence(conn, run_id, lease_token)
-            current = conv.select_effect(conn, run_id, request_id)
-            if current is None:
-                raise NotFoundError("effect", f"{run_id}/{request_id}")
-            settled = _common.settled(
-                current,
-                status=status,
-                result=result,
-                error=error,
-                metadata=metadata,
-                checksum=checksum,
-                expect=expect,
-            )
-            conv.write_effect(conn, settled)
-        return settled
+    def _journal(self, conn: sqlite3.Connection, entry: EffectRecord) -> EffectRecord:
+        """Insert-if-absent (see :func:`_common.keeps`); return what the journal holds afterwards.
 
-    def get_effect(self, run_id: str, request_id: str) -> EffectRecord:
-        with self._lock:
-            found = conv.select_effect(self._conn, run_id, request_id)
-        if found is None:
-            raise NotFoundError("effect", f"{run_id}/{request_id}")
-        return found
-
-    def list_effects(
-        self,
-        run_id: str | None = None,
-        *,
-        kinds: Sequence[EffectKind] | None = None,
-        statuses: Sequence[EffectStatus] | None = None,
-        limit: int = 10_000,
-    ) -> list[EffectRecord]:
-        """Journal entries oldest first; see :meth:`savegame.stores.base.Store.list_effects`."""
-        sql, params = conv.effects_query(run_id, kinds, statuses, limit)
-        return [conv.effect(row) for row in self._read(sql, params)]
-
-    def request_cancel(self, run_id: str) -> None:
-        with self._write() as conn:
-            self._fence(conn, run_id, None)
-            conn.execute("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?", (run_id,))
+        ``entry`` must come from :func:`_common.detached_effect`. Call inside a write
+        transaction, so the read and the write it decides see the same row.
+        """
+        existing = self._select_effect(conn, entry.run_id, entry.request_id)
+        if _common.keeps(existing):
+            return existing
+        conn.execute(SQL.replace_effect, effect_values(entry))
+        return entry
 
     # -- housekeeping -------------------------------------------------------------------
-    def delete_thread(self, thread_id: str) -> int:
-        with self._write() as conn:
-            deleted = conn.execute(
-                "DELETE FROM checkpoints WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = ?)",
-                (thread_id,),
-            ).rowcount
-            conn.execute("DELETE FROM runs WHERE thread_id = ?", (thread_id,))
-        return int(deleted)
+    def delete_unreferenced_blobs(self) -> tuple[int, int]:
+        # Counted and deleted under one write lock, so the two agree
+        # (RETURNING would need SQLite 3.35, newer than some supported Pythons ship).
+        with self._tx() as conn:
+            count, freed = conn.execute(COUNT_UNREFERENCED).fetchone()
+            conn.execute(DELETE_UNREFERENCED)
+        return int(count), int(freed)
 
     def close(self) -> None:
         """Close the connection; later calls raise ``sqlite3.ProgrammingError``."""
