@@ -30,8 +30,8 @@ from savegame.errors import (
 )
 from savegame.model import Lease, RunStatus, utcnow
 from savegame.stores import open_store
-from savegame.stores import redis as redis_store
 from savegame.stores.redis import RedisDurabilityWarning, RedisStore, durability, parse_url
+from savegame.stores.redis import _store as redis_store
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
 
 TTL = 30.0

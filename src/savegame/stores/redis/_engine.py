@@ -26,8 +26,8 @@ from savegame.model import (
     RunStatus,
 )
 from savegame.stores import _common
-from savegame.stores import redis_rows as rows
 from savegame.stores.base import RunSize, StoreStats
+from savegame.stores.redis import _rows as rows
 
 BATCH = 500
 """Ids per script call or pipeline."""

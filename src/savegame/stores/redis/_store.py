@@ -1,22 +1,4 @@
-"""A store on a Redis server, shared by processes on any number of machines.
-
-URLs: ``redis://[user[:password]@]host[:port][/db]`` and ``rediss://`` (TLS),
-with an optional ``?prefix=name`` (default ``savegame``) so several stores, or
-tests, share one database without seeing each other. Other query options go to
-redis-py (``socket_timeout=5``).
-
-The key layout is drawn in :mod:`savegame.stores.redis_scripts`, which writes every key.
-Every write is one Lua script (:mod:`savegame.stores.redis_scripts`), so the
-fencing check and everything it guards happen in one atomic step. Lease expiry
-is judged by the Redis server's clock (``TIME`` inside the scripts), so clients
-with skewed clocks agree on it; ``Lease.expires_at`` is server epoch seconds.
-Record timestamps (``created_at``, ``updated_at``) are the client's, as elsewhere.
-
-Durability is the server's: a checkpoint survives a Redis restart only with
-``appendonly yes``, and a power loss only with ``appendfsync always``
-(``everysec`` may lose the last second). Opening a store reads those settings
-and warns with :class:`RedisDurabilityWarning` when they promise less.
-"""
+"""The Redis store; the package docstring (:mod:`savegame.stores.redis`) describes it."""
 
 from __future__ import annotations
 
@@ -45,10 +27,10 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
-from savegame.stores import redis_rows as rows
 from savegame.stores.base import Capabilities, ThreadInfo, Written
-from savegame.stores.redis_engine import BATCH, RedisEngine
-from savegame.stores.redis_scripts import SCRIPTS
+from savegame.stores.redis import _rows as rows
+from savegame.stores.redis._engine import BATCH, RedisEngine
+from savegame.stores.redis._scripts import SCRIPTS
 
 DEFAULT_PREFIX = "savegame"
 _PREFIX = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -127,7 +109,7 @@ class RedisStore(RedisEngine):
     """A store in a Redis database, under one key prefix.
 
     Script calls, the journal and the storage-engine methods (chains, blobs, pruning, rewrite,
-    sizes, stats) come from :class:`~savegame.stores.redis_engine.RedisEngine`.
+    sizes, stats) come from :class:`~savegame.stores.redis._engine.RedisEngine`.
 
     Args:
         client: a redis-py client made with ``decode_responses=False`` (the default).
