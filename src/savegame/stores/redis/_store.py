@@ -29,12 +29,14 @@ from savegame.model import (
 from savegame.stores import _common
 from savegame.stores.base import Capabilities, ThreadInfo, Written
 from savegame.stores.redis import _rows as rows
-from savegame.stores.redis._engine import BATCH, RedisEngine
+from savegame.stores.redis._client import BATCH
+from savegame.stores.redis._journal import RedisJournal
+from savegame.stores.redis._layout import check_layout
 from savegame.stores.redis._scripts import SCRIPTS
+from savegame.stores.redis._storage import RedisStorage
 
 DEFAULT_PREFIX = "savegame"
 _PREFIX = re.compile(r"[A-Za-z0-9_.\-]+")
-_LAYOUT = 1
 
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
@@ -105,11 +107,13 @@ def _check_missing(reply: list[Any], checkpoint_id: str) -> None:
         raise _common.missing_blob_error(checkpoint_id, [d.decode() for d in reply[1:]])
 
 
-class RedisStore(RedisEngine):
+class RedisStore(RedisJournal, RedisStorage):
     """A store in a Redis database, under one key prefix.
 
-    Script calls, the journal and the storage-engine methods (chains, blobs, pruning, rewrite,
-    sizes, stats) come from :class:`~savegame.stores.redis._engine.RedisEngine`.
+    Script and pipeline calls come from :class:`~savegame.stores.redis._client.RedisClient`,
+    the journal from :class:`~savegame.stores.redis._journal.RedisJournal`, the
+    storage-engine methods (chains, blobs, pruning, rewrite, sizes, stats) from
+    :class:`~savegame.stores.redis._storage.RedisStorage`.
 
     Args:
         client: a redis-py client made with ``decode_responses=False`` (the default).
@@ -146,7 +150,7 @@ class RedisStore(RedisEngine):
         self._owns_client = owns_client
         self._scripts = {name: client.register_script(src) for name, src in SCRIPTS.items()}
         try:
-            self._check_layout()
+            check_layout(client, self._p, prefix)
             persistent, problem = durability(client)
         except BaseException:
             self.close()
@@ -178,16 +182,6 @@ class RedisStore(RedisEngine):
     @property
     def capabilities(self) -> Capabilities:
         return self._capabilities
-
-    def _check_layout(self) -> None:
-        key = self._p + "layout"
-        self._client.set(key, _LAYOUT, nx=True)
-        found = int(cast(bytes, self._client.get(key) or _LAYOUT))
-        if found > _LAYOUT:
-            raise ConfigurationError(
-                f"the keys under Redis prefix {self._prefix!r} use layout {found}, written by a "
-                f"newer savegame; this one reads layout {_LAYOUT}"
-            )
 
     def _warn_once(self, problem: str) -> None:
         # Once per server and problem: reopening a store (every CLI command, a
