@@ -35,7 +35,7 @@ from savegame.model import RunStatus
 from savegame.stores import SqliteStore, open_store
 from savegame.stores.base import Store
 from savegame.stores.objects import ObjectStorageStore
-from savegame.stores.objects_bucket import MAGIC, MARKER_LEN
+from savegame.stores.objects._bucket import MAGIC, MARKER_LEN
 from savegame.testing.builders import OTHER_OWNER, OWNER, blob_digest, make_record, make_run
 from savegame.testing.contract import StoreContract
 
