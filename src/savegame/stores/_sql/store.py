@@ -100,7 +100,8 @@ def checkpoint_values(d: Dialect, record: CheckpointRecord) -> tuple[Any, ...]:
 
 
 def effect_values(e: EffectRecord) -> tuple[Any, ...]:
-    """``insert_effect``'s parameters, for an entry from :func:`_common.detached_effect`."""
+    """A whole journal entry as ``replace_effect`` (and PostgreSQL's upsert) take it, for an
+    entry from :func:`_common.detached_effect`."""
     return (
         e.run_id, e.request_id, EffectKind(e.kind).value, e.name, e.step, e.node, e.call_index,
         EffectStatus(e.status).value, e.arguments, e.result, e.error,
