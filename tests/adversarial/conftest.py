@@ -7,17 +7,15 @@ the store's own SQLite file or PostgreSQL schema, bypassing savegame.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import services
 
-POSTGRES = os.environ.get("SAVEGAME_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 TABLES = ("runs", "checkpoints", "effects", "blobs", "checkpoint_blobs")
 
 
@@ -67,31 +65,12 @@ class Raw:
         return bytes(out)
 
 
-def _unusable(reason: str) -> None:
-    if os.environ.get("SAVEGAME_REQUIRE_SERVICES") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=services.SQL_BACKENDS)
 def raw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Raw]:
     if request.param == "sqlite":
         path = tmp_path / "attacked.db"
         yield Raw(f"sqlite:///{path}", "sqlite", path=path)
         return
-    try:
-        import psycopg
-
-        from savegame.stores.postgres import parse_url
-    except ImportError as exc:
-        _unusable(f"psycopg not installed: {exc}")
-    conninfo = parse_url(POSTGRES)[0]
-    try:
-        psycopg.connect(conninfo, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        _unusable(f"PostgreSQL at {POSTGRES} not reachable: {exc}")
-    schema = f"sgattack_{uuid.uuid4().hex}"
-    sep = "&" if "?" in POSTGRES else "?"
-    yield Raw(f"{POSTGRES}{sep}schema={schema}", "postgres", conninfo=conninfo, schema=schema)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    conninfo = services.postgres_conninfo()
+    with services.postgres_schema("sgattack") as schema:
+        yield Raw(services.postgres_url(schema), "postgres", conninfo=conninfo, schema=schema)

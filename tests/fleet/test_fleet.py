@@ -16,13 +16,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import services
 
 from savegame import (
     EffectKind,
@@ -43,23 +43,10 @@ RUNS = 8
 RELAY_PORT = 55432 + os.getpid() % 1000
 
 
-def postgres_url() -> str:
-    return os.environ.get("SAVEGAME_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-
-
 @pytest.fixture
 def schema() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    name = f"fleet_{uuid.uuid4().hex[:10]}"
-    try:
-        psycopg.connect(postgres_url(), connect_timeout=3).close()
-    except Exception as exc:
-        if os.environ.get("SAVEGAME_REQUIRE_SERVICES") == "1":
-            raise
-        pytest.skip(f"PostgreSQL is not reachable at {postgres_url()}: {exc}")
-    yield name
-    with psycopg.connect(postgres_url(), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with services.postgres_schema("fleet") as name:
+        yield name
 
 
 @contextmanager
@@ -113,7 +100,7 @@ def test_workers_on_two_hosts_take_over_a_killed_worker(tmp_path: Path, schema: 
     wf = load(str(HERE / "fleet_workload.py") + ":wf")
     # The outside world's tables exist before any worker polls them.
     world_module().world().close()
-    local = f"{postgres_url()}?schema={schema}"
+    local = services.postgres_url(schema)
     run_ids = [submit(wf, {"order": f"o-{i}"}, store=local).run_id for i in range(RUNS)]
     assert {r.status for r in list_runs(store=local)} == {RunStatus.QUEUED}
     with worker_hosts() as hosts:

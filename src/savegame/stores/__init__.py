@@ -3,6 +3,22 @@
 ``open_store`` imports a backend module only when its scheme is asked for, so
 backends that need a driver (PostgreSQL, Redis) cost nothing until used and can
 live in optional extras (``savegame[postgres]``).
+
+Where things are::
+
+    base.py           the Store protocol, its invariants, capabilities, records
+    _common.py        the rules every backend shares (time, JSON, filters, journal)
+    memory.py         MemoryStore (its state in _memory_state.py, its
+                      storage-engine methods in _memory_storage.py)
+    _sql/             what SQLite and PostgreSQL share: rows.py (columns, row
+                      decoding), statements.py (the dialects, the shared SQL),
+                      store.py (SqlStore: the methods written once for both)
+    sqlite/           SqliteStore: _store.py, _schema.py (migrations), _statements.py
+    postgres/         PostgresStore: _store.py, _schema.py (migrations), _statements.py
+    redis/            RedisStore: _store.py, _journal.py, _storage.py, _client.py,
+                      _layout.py (keys, version), _scripts.py (Lua), _rows.py
+    objects/          ObjectStorageStore, a wrapper: _store.py, _delegated.py,
+                      _bucket.py (markers, S3), _url.py
 """
 
 from __future__ import annotations

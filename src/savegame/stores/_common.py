@@ -19,6 +19,7 @@ import orjson
 from savegame.errors import (
     CorruptRecordError,
     EffectSettledError,
+    LeaseHeldError,
     MissingBlobsError,
     SerializationError,
 )
@@ -130,6 +131,31 @@ def check_ttl(ttl: float) -> float:
     if not math.isfinite(ttl) or ttl < 0:
         raise ValueError(f"lease ttl must be a finite number of seconds >= 0, not {ttl!r}")
     return float(ttl)
+
+
+def check_lease_free(
+    run_id: str,
+    holder: str | None,
+    token: int,
+    expires_at: float | None,
+    now: float,
+    takeover_token: int | None,
+) -> None:
+    """``acquire_lease``'s rule: a run may be taken unless another holder's lease is live.
+
+    A lease with no holder or no expiry is free, and so is a live one whose token the
+    caller names (``takeover_token``: it proved that holder dead).
+
+    Raises:
+        LeaseHeldError: the lease is held and live, and not the one the caller names.
+    """
+    if (
+        holder is not None
+        and expires_at is not None
+        and expires_at > now
+        and takeover_token != token
+    ):
+        raise LeaseHeldError(run_id, holder, expires_at - now)
 
 
 def check_first(run_id: str, thread_id: str, first_run_id: str, first_thread_id: str) -> None:

@@ -11,13 +11,12 @@ import bisect
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from savegame.errors import (
     ConfigurationError,
     ConflictError,
-    LeaseHeldError,
     LeaseLostError,
     NotFoundError,
 )
@@ -33,8 +32,9 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
+from savegame.stores._memory_state import Run
+from savegame.stores._memory_storage import MemoryStorage
 from savegame.stores.base import Capabilities, StoreStats, ThreadInfo, Written
-from savegame.stores.memory_engine import MemoryEngine
 
 _CAPABILITIES = Capabilities(persistent=False, multi_process=False)
 
@@ -42,46 +42,20 @@ _named: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()
 
 
-@dataclass(slots=True)
-class _Run:
-    """Mutable twin of RunInfo; only ever touched under the store lock."""
-
-    info: RunInfo
-    checkpoint_ids: list[str]
-    """Sorted ascending; ids are time-sortable so this is creation order."""
-    lease_owner: str | None
-    lease_token: int
-    lease_expires_at: float | None
-    effects: dict[str, EffectRecord] = field(default_factory=dict)
-    """The run's journal by request id; records are detached copies, never the caller's."""
-
-    def lease(self) -> Lease | None:
-        if self.lease_owner is None or self.lease_expires_at is None:
-            return None
-        return Lease(self.info.run_id, self.lease_owner, self.lease_token, self.lease_expires_at)
-
-    def snapshot(self) -> RunInfo:
-        return replace(self.info, lease=self.lease(), metadata=dict(self.info.metadata))
-
-
-class MemoryStore(MemoryEngine):
+class MemoryStore(MemoryStorage):
     """A thread-safe store held in dictionaries; gone when the process ends.
 
-    The storage-engine methods (chains, blobs, pruning, rewrite, sizes) come
-    from :class:`~savegame.stores.memory_engine.MemoryEngine`.
+    The state and its lookups are :class:`~savegame.stores._memory_state.MemoryState`'s;
+    the storage-engine methods (chains, blobs, pruning, rewrite, sizes) are
+    :class:`~savegame.stores._memory_storage.MemoryStorage`'s.
 
     Args:
         name: the name of a shared store (``memory://NAME``); None for a private one.
     """
 
     def __init__(self, name: str | None = None) -> None:
+        super().__init__()
         self._name = name
-        # One lock for everything: each public method is one atomic step, which
-        # is what the contract asks of create_run and put_checkpoint.
-        self._lock = threading.RLock()
-        self._runs: dict[str, _Run] = {}
-        self._checkpoints: dict[str, CheckpointRecord] = {}
-        self._blobs: dict[str, bytes] = {}
 
     @classmethod
     def from_url(cls, url: str) -> MemoryStore:
@@ -145,7 +119,7 @@ class MemoryStore(MemoryEngine):
             self._check_blobs(first, new_blobs)
             now = time.time()
             expires = None if owner is None else now + ttl
-            self._runs[run.run_id] = _Run(info, [first.checkpoint_id], owner, 1, expires)
+            self._runs[run.run_id] = Run(info, [first.checkpoint_id], owner, 1, expires)
             self._checkpoints[first.checkpoint_id] = first
             self._store_blobs(new_blobs)
             # Unowned: a lease nobody holds, expired from the start.
@@ -214,7 +188,7 @@ class MemoryStore(MemoryEngine):
             # checkpoint, its blobs and its effects land together or not at all.
             self._store_blobs(new_blobs)
             for effect in journal:
-                _journal(run, effect)
+                run.journal(effect)
             self._checkpoints[record.checkpoint_id] = record
             bisect.insort(run.checkpoint_ids, record.checkpoint_id)
             header = record.header
@@ -304,9 +278,9 @@ class MemoryStore(MemoryEngine):
         with self._lock:
             run = self._run(run_id)
             now = time.time()
-            current = run.lease()
-            if current is not None and current.expires_at > now and takeover_token != current.token:
-                raise LeaseHeldError(run_id, current.owner, current.expires_at - now)
+            _common.check_lease_free(
+                run_id, run.lease_owner, run.lease_token, run.lease_expires_at, now, takeover_token
+            )
             run.lease_owner = owner
             run.lease_token += 1
             run.lease_expires_at = now + ttl
@@ -336,7 +310,7 @@ class MemoryStore(MemoryEngine):
             run = self._run(effect.run_id)
             if run.lease_token != lease_token:
                 raise LeaseLostError(effect.run_id, lease_token)
-            return _common.detached_effect(_journal(run, effect))
+            return _common.detached_effect(run.journal(effect))
 
     def record_result(
         self,
@@ -435,18 +409,3 @@ class MemoryStore(MemoryEngine):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _run(self, run_id: str) -> _Run:
-        run = self._runs.get(run_id)
-        if run is None:
-            raise NotFoundError("run", run_id)
-        return run
-
-
-def _journal(run: _Run, effect: EffectRecord) -> EffectRecord:
-    """Insert-if-absent under the store lock; return what the journal holds afterwards."""
-    existing = run.effects.get(effect.request_id)
-    if _common.keeps(existing):
-        return existing
-    run.effects[effect.request_id] = effect
-    return effect

@@ -1,4 +1,4 @@
-"""ObjectStorageStore against a real S3-compatible server (SeaweedFS, see tests/conftest.py).
+"""ObjectStorageStore against a real S3-compatible server (SeaweedFS, see tests/services.py).
 
 The whole store contract runs on SQLite metadata with every body above 16 bytes
 in the bucket, and once with nothing offloaded; the tests below pin what is
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.services import S3Server
 
 from savegame import (
     END,
@@ -34,11 +35,9 @@ from savegame.model import RunStatus
 from savegame.stores import SqliteStore, open_store
 from savegame.stores.base import Store
 from savegame.stores.objects import ObjectStorageStore
-from savegame.stores.objects_bucket import MAGIC, MARKER_LEN
+from savegame.stores.objects._bucket import MAGIC, MARKER_LEN
 from savegame.testing.builders import OTHER_OWNER, OWNER, blob_digest, make_record, make_run
 from savegame.testing.contract import StoreContract
-
-S3Server = Any  # tests/conftest.py:S3Server (conftest modules are not importable by name)
 
 TINY = 16
 BIG = os.urandom(300)

@@ -1,27 +1,9 @@
-"""A store in PostgreSQL: for several processes on several machines.
-
-Every write is one transaction on a pooled connection (psycopg 3 with
-``psycopg_pool``). Fencing locks the run row (``SELECT ... FOR UPDATE``) in the
-transaction that writes, so a takeover (which updates that row) and a stale
-writer's checkpoint cannot interleave; leases are compare-and-set on the run
-row, judged by the server's clock. Reads run as single autocommit statements.
-
-URLs: ``postgresql://user@host:5432/dbname`` (``postgres://`` too), with any
-libpq parameter in the query plus these options:
-
-* ``schema=NAME``: keep the tables in this schema (created if missing);
-  default: the connection's current schema (usually ``public``).
-* ``pool_min=N`` (default 1), ``pool_max=N`` (default 10): pool size.
-* ``pool_timeout=SECONDS`` (default 30): how long a call waits for a free
-  connection before ``psycopg_pool.PoolTimeout``.
-
-``Store.url`` never carries the password: supply it in the URL you open, or
-through ``PGPASSWORD`` / ``~/.pgpass`` so that reopening ``store.url`` works.
-"""
+"""The PostgreSQL store; the package docstring (:mod:`savegame.stores.postgres`) describes it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
@@ -31,13 +13,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
-from savegame.errors import (
-    ConfigurationError,
-    ConflictError,
-    LeaseHeldError,
-    LeaseLostError,
-    NotFoundError,
-)
+from savegame.errors import ConfigurationError, ConflictError, LeaseLostError, NotFoundError
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -47,10 +23,30 @@ from savegame.model import (
     RunStatus,
     utcnow,
 )
-from savegame.stores import _common, postgres_schema
-from savegame.stores import postgres_sql as q
-from savegame.stores.base import Capabilities, ThreadInfo, Written
-from savegame.stores.postgres_engine import PostgresEngine
+from savegame.stores import _common
+from savegame.stores._sql import rows
+from savegame.stores._sql.store import (
+    SqlStore,
+    checkpoint_values,
+    effect_values,
+    executemany,
+    run_values,
+)
+from savegame.stores.base import Capabilities, Written
+from savegame.stores.postgres import _schema
+from savegame.stores.postgres._statements import (
+    CLAIM,
+    DELETE_UNREFERENCED,
+    INSERT_CHECKPOINT,
+    INSERT_RUN,
+    MOVE_HEAD,
+    MOVE_HEAD_FENCED,
+    RENEW_LEASE,
+    SQL,
+    TAKE_LEASE,
+    UPSERT_EFFECT,
+    metadata_filter,
+)
 
 _CAPABILITIES = Capabilities(persistent=True, multi_process=True)
 _SCHEMES = ("postgresql", "postgres")
@@ -103,8 +99,14 @@ def public_url(conninfo: str, options: Mapping[str, Any]) -> str:
     return f"postgresql://{netloc}{path}" + (f"?{urlencode(query)}" if query else "")
 
 
-class PostgresStore(PostgresEngine):
+class PostgresStore(SqlStore):
     """A store in a PostgreSQL database, shared by any number of processes.
+
+    The methods PostgreSQL runs as SQLite does come from
+    :class:`~savegame.stores._sql.store.SqlStore`. Blob collection and checkpoint
+    writes meet on ``checkpoint_blobs``'s table lock: a writer adding references
+    holds ROW EXCLUSIVE (any INSERT does), and :meth:`delete_unreferenced_blobs`
+    takes SHARE, which waits for those writers and keeps new ones out until it commits.
 
     Args:
         conninfo: a libpq connection string or ``postgresql://`` URL (without our options).
@@ -118,6 +120,8 @@ class PostgresStore(PostgresEngine):
         ConfigurationError: the server cannot be reached or refuses the login, a bad
             option, or a schema written by a newer savegame.
     """
+
+    _sql = SQL
 
     def __init__(
         self,
@@ -135,7 +139,7 @@ class PostgresStore(PostgresEngine):
                 "pool_timeout > 0"
             )
         self._schema = schema
-        self._search_path = None if schema is None else postgres_schema.quote_ident(schema)
+        self._search_path = None if schema is None else _schema.quote_ident(schema)
         options = {"schema": schema, "pool_min": pool_min, "pool_max": pool_max}
         try:
             self._url = public_url(conninfo, {**options, "pool_timeout": pool_timeout})
@@ -146,7 +150,7 @@ class PostgresStore(PostgresEngine):
         # as a pool timeout on the first call.
         try:
             with psycopg.connect(conninfo, autocommit=True) as conn:
-                postgres_schema.migrate(conn, schema)
+                _schema.migrate(conn, schema)
         except psycopg.OperationalError as exc:
             raise ConfigurationError(f"cannot open the store {self._url}: {exc}") from exc
         self._pool: ConnectionPool[Conn] = ConnectionPool(
@@ -163,7 +167,7 @@ class PostgresStore(PostgresEngine):
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
-        """Open the store a ``postgresql://`` URL names (see the module docstring)."""
+        """Open the store a ``postgresql://`` URL names (see :mod:`savegame.stores.postgres`)."""
         conninfo, options = parse_url(url)
         return cls(conninfo, **options)
 
@@ -184,7 +188,18 @@ class PostgresStore(PostgresEngine):
         if self._search_path is not None:
             conn.execute(f"SET search_path TO {self._search_path}")
 
-    # -- runs -------------------------------------------------------------------
+    # -- the pool -----------------------------------------------------------------------
+    @contextmanager
+    def _tx(self) -> Iterator[Conn]:
+        """One transaction; it commits when the block ends and rolls back when it raises."""
+        with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._pool.connection() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    # -- runs and checkpoints -----------------------------------------------------------
     def create_run(
         self,
         run: RunInfo,
@@ -196,54 +211,17 @@ class PostgresStore(PostgresEngine):
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
-        meta = _common.json_dumps(dict(run.metadata), "run.metadata").decode()
-        header, params = first.header, q.checkpoint_params(first)
+        values = run_values(run, first.header, owner, None if owner is None else ttl)
+        params = checkpoint_values(SQL.dialect, first)
         new_blobs = _common.check_blobs(blobs)
         with self._tx() as conn:
-            # Unowned (owner None): NULL + ttl leaves no expiry, so the run is claimable at once.
-            row = conn.execute(
-                f"INSERT INTO runs ({q.RUN_COLS}) VALUES"
-                f" (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, 1, {q.NOW} + %s, %s, %s)"
-                f" ON CONFLICT (run_id) DO NOTHING RETURNING lease_expires_at, {q.NOW}",
-                (
-                    run.run_id, run.thread_id, run.workflow, run.workflow_ref,
-                    RunStatus(header.status).value, header.step, first.checkpoint_id,
-                    _common.to_micros(run.created_at), _common.to_micros(run.updated_at),
-                    run.error, meta, owner, None if owner is None else ttl,
-                    bool(run.cancel_requested), run.checksum,
-                ),
-            ).fetchone()  # fmt: skip
+            row = conn.execute(INSERT_RUN, values).fetchone()
             if row is None:
                 raise ConflictError(f"run {run.run_id} exists already")
-            q.insert_checkpoint(conn, first, params, new_blobs)
+            self._insert_checkpoint(conn, first, params, new_blobs)
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, row[1] if row[0] is None else row[0])
 
-    def list_runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        status: RunStatus | None = None,
-        limit: int = 100,
-    ) -> list[RunInfo]:
-        rows = self._read(
-            f"SELECT {q.RUN_COLS} FROM runs"
-            " WHERE (%(thread)s::text IS NULL OR thread_id = %(thread)s)"
-            " AND (%(status)s::text IS NULL OR status = %(status)s)"
-            " ORDER BY created_at DESC, run_id DESC LIMIT %(limit)s",
-            {
-                "thread": thread_id,
-                "status": None if status is None else RunStatus(status).value,
-                "limit": max(limit, 0),
-            },
-        )
-        return [q.run_info(row) for row in rows]
-
-    def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
-        rows = self._read(q.THREADS, (max(limit, 0),))
-        return [ThreadInfo(tid, n, latest, updated / 1e6) for tid, n, updated, latest in rows]
-
-    # -- checkpoints --------------------------------------------------------------
     def put_checkpoint(
         self,
         record: CheckpointRecord,
@@ -256,31 +234,55 @@ class PostgresStore(PostgresEngine):
         header = record.header
         journal = _common.check_effects(header.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
-        params = q.checkpoint_params(record)
+        params = checkpoint_values(SQL.dialect, record)
         move = (
-            "UPDATE runs SET head_checkpoint_id = %(id)s, status = %(status)s, step = %(step)s,"
-            " error = %(error)s, updated_at = %(now)s WHERE run_id = %(run)s"
-        )
-        returning = " RETURNING cancel_requested"
-        values = {
-            "id": header.checkpoint_id, "status": RunStatus(header.status).value,
-            "step": header.step, "error": error, "now": _common.to_micros(utcnow()),
-            "run": header.run_id, "token": lease_token,
-        }  # fmt: skip
+            header.checkpoint_id, RunStatus(header.status).value, header.step, error,
+            _common.to_micros(utcnow()), header.run_id,
+        )  # fmt: skip
         with self._tx() as conn:
-            # The fenced UPDATE takes the row lock the fence would and checks the token
-            # in the same round trip; only a miss asks why (and raises). A later failure
-            # rolls it all back, so the order inside the transaction does not matter.
-            fenced = " AND (%(token)s::bigint IS NULL OR lease_token = %(token)s)"
-            row = conn.execute(move + fenced + returning, values).fetchone()
+            # See MOVE_HEAD_FENCED. A later failure rolls it all back, so the order
+            # inside the transaction does not matter.
+            row = conn.execute(MOVE_HEAD_FENCED, (*move, lease_token, lease_token)).fetchone()
             if row is None:
                 self._fence(conn, header.run_id, lease_token)
-                row = conn.execute(move + returning, values).fetchone()
-            q.insert_checkpoint(conn, record, params, new_blobs)
+                row = conn.execute(MOVE_HEAD, move).fetchone()
+            self._insert_checkpoint(conn, record, params, new_blobs)
             if journal:
-                with conn.cursor() as cur:
-                    cur.executemany(q.UPSERT_EFFECT, [q.effect_params(e) for e in journal])
+                executemany(conn, UPSERT_EFFECT, [effect_values(e) for e in journal])
         return Written(bool(row and row[0]))
+
+    def _insert_checkpoint(
+        self,
+        conn: Conn,
+        record: CheckpointRecord,
+        params: tuple[Any, ...],
+        blobs: Mapping[str, bytes],
+    ) -> None:
+        """Insert a record with the blobs it brings; call inside the write transaction.
+
+        Raises:
+            ConflictError: the id is taken, or the record names a blob neither in
+                ``blobs`` nor stored (the transaction then writes nothing).
+        """
+        if conn.execute(INSERT_CHECKPOINT, params).rowcount == 0:
+            raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
+        if record.header.blobs:
+            # The reference rows go in before the check: inserting them takes
+            # checkpoint_blobs' ROW EXCLUSIVE lock, which waits for (and then
+            # excludes) a running delete_unreferenced_blobs, so a blob the check
+            # finds present (its statement snapshot is taken after the lock)
+            # cannot be collected under this checkpoint.
+            conn.execute(SQL.insert_refs, (record.checkpoint_id, list(record.header.blobs)))
+            wanted = _common.blobs_to_check(record.header, blobs)
+            if wanted:
+                missing = conn.execute(SQL.missing_blobs, (wanted,)).fetchall()
+                if missing:
+                    raise _common.missing_blob_error(record.checkpoint_id, [r[0] for r in missing])
+        if blobs:
+            # Sorted: two writers sharing digests wait on each other in one order, never in a cycle.
+            executemany(
+                conn, SQL.insert_blob, [(d, blobs[d], len(blobs[d])) for d in sorted(blobs)]
+            )
 
     def list_checkpoints(
         self,
@@ -297,30 +299,23 @@ class PostgresStore(PostgresEngine):
         exactly as :class:`~savegame.stores.memory.MemoryStore` does.
         """
         wanted = _common.check_filter(metadata)
-        found = q.metadata_filter(wanted)
+        found = metadata_filter(wanted)
         out: list[CheckpointHeader] = []
         while found is not None:
             # Pages until ``limit`` headers pass the exact rule (the SQL only narrows).
             want = None if limit is None else max(limit, 0) - len(out)
-            where, params = [found[0], "c.run_id = %s"], [*found[1], run_id]
-            if before is not None:
-                where.append("c.checkpoint_id < %s")
-                params.append(before)
-            rows = self._read(
-                f"SELECT {q.HEADER_COLS} FROM checkpoints c WHERE {' AND '.join(where)}"
-                " ORDER BY c.checkpoint_id DESC LIMIT %s",
-                (*params, want),
-            )
-            kept = [h for h in map(q.header, rows) if _common.matches(h.metadata, wanted)]
+            page = self._read(*SQL.history(run_id, before, [found[0]], found[1], want))  # NULL: all
+            headers = [rows.header(row, SQL.dialect.loads) for row in page]
+            kept = [h for h in headers if _common.matches(h.metadata, wanted)]
             out.extend(kept)
-            if want is None or len(rows) < want or len(kept) == len(rows):
+            if want is None or len(page) < want or len(kept) == len(page):
                 break
-            before = rows[-1][2]
-        if not out and not self._read("SELECT 1 FROM runs WHERE run_id = %s", (run_id,)):
+            before = page[-1][2]
+        if not out and not self._read(SQL.run_exists, (run_id,)):
             raise NotFoundError("run", run_id)
         return out
 
-    # -- leases ---------------------------------------------------------------------
+    # -- leases -------------------------------------------------------------------------
     def claim_run(
         self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
     ) -> Lease | None:
@@ -329,18 +324,10 @@ class PostgresStore(PostgresEngine):
         with self._tx() as conn:
             # SKIP LOCKED: a row another claimer (or acquirer) holds is passed
             # over, not waited for, so concurrent claimers take different runs.
-            row = conn.execute(q.CLAIM, {"workflows": wanted}).fetchone()
+            row = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
             if row is None:
                 return None
-            run_id, token = row
-            row = conn.execute(
-                f"UPDATE runs SET lease_owner = %s, lease_token = %s,"
-                f" lease_expires_at = {q.NOW} + %s WHERE run_id = %s RETURNING lease_expires_at",
-                (owner, token + 1, ttl, run_id),
-            ).fetchone()
-        if row is None:  # unreachable: this transaction held the row locked
-            raise NotFoundError("run", run_id)
-        return Lease(run_id, owner, token + 1, row[0])
+            return self._take(conn, row[0], owner, row[1] + 1, ttl)
 
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
@@ -350,54 +337,54 @@ class PostgresStore(PostgresEngine):
             # The row lock makes the check and the swap one step against other
             # acquirers; ``now`` read before a lock wait is earlier, never
             # later, so it can only judge a lease live a moment longer.
-            row = conn.execute(
-                f"SELECT lease_owner, lease_token, lease_expires_at, {q.NOW}"
-                " FROM runs WHERE run_id = %s FOR UPDATE",
-                (run_id,),
-            ).fetchone()
+            row = conn.execute(SQL.lease_row, (run_id,)).fetchone()
             if row is None:
                 raise NotFoundError("run", run_id)
             holder, token, expires_at, now = row
-            if (
-                holder is not None
-                and expires_at is not None
-                and expires_at > now
-                and takeover_token != token
-            ):
-                raise LeaseHeldError(run_id, holder, expires_at - now)
-            row = conn.execute(
-                f"UPDATE runs SET lease_owner = %s, lease_token = %s,"
-                f" lease_expires_at = {q.NOW} + %s WHERE run_id = %s RETURNING lease_expires_at",
-                (owner, token + 1, ttl, run_id),
-            ).fetchone()
-        if row is None:  # unreachable: this transaction held the row locked
-            raise NotFoundError("run", run_id)
-        return Lease(run_id, owner, token + 1, row[0])
+            _common.check_lease_free(run_id, holder, token, expires_at, now, takeover_token)
+            return self._take(conn, run_id, owner, token + 1, ttl)
 
     def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
         ttl = _common.check_ttl(ttl)
         with self._tx() as conn:
-            row = conn.execute(
-                f"UPDATE runs SET lease_expires_at = {q.NOW} + %s"
-                " WHERE run_id = %s AND lease_token = %s AND lease_owner IS NOT NULL"
-                " RETURNING lease_owner, lease_expires_at",
-                (ttl, run_id, token),
-            ).fetchone()
+            row = conn.execute(RENEW_LEASE, (ttl, run_id, token)).fetchone()
             if row is None:
                 self._fence(conn, run_id, None)
                 raise LeaseLostError(run_id, token)
         return Lease(run_id, row[0], token, row[1])
 
-    def release_lease(self, run_id: str, token: int) -> None:
+    @staticmethod
+    def _take(conn: Conn, run_id: str, owner: str, token: int, ttl: float) -> Lease:
+        """Lease the locked run to ``owner`` with ``token`` for ``ttl`` seconds of the server's clock."""
+        row = conn.execute(TAKE_LEASE, (owner, token, ttl, run_id)).fetchone()
+        if row is None:  # unreachable: the caller's transaction holds the row locked
+            raise NotFoundError("run", run_id)
+        return Lease(run_id, owner, token, row[0])
+
+    # -- journal --------------------------------------------------------------------------
+    def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
+        effect = _common.detached_effect(effect)
         with self._tx() as conn:
-            # lease_token stays: the next acquisition must still get a larger one.
-            done = conn.execute(
-                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL"
-                " WHERE run_id = %s AND lease_token = %s",
-                (run_id, token),
-            ).rowcount
-            if not done:
-                self._fence(conn, run_id, None)
+            self._fence(conn, effect.run_id, lease_token)
+            row = conn.execute(UPSERT_EFFECT, effect_values(effect)).fetchone()
+            if row is not None:
+                return rows.effect(row, SQL.dialect.loads)
+            # An entry that stays: return it as stored.
+            stored = self._select_effect(conn, effect.run_id, effect.request_id)
+        if stored is None:  # unreachable: the run row lock keeps the entry in place
+            raise NotFoundError("effect", f"{effect.run_id}/{effect.request_id}")
+        return stored
+
+    # -- housekeeping -------------------------------------------------------------------
+    def delete_unreferenced_blobs(self) -> tuple[int, int]:
+        with self._tx() as conn:
+            # SHARE waits for writers that are adding references (they hold ROW
+            # EXCLUSIVE) and keeps new ones out until we commit, so the anti-join
+            # sees every reference that will exist (see _insert_checkpoint).
+            conn.execute("LOCK TABLE checkpoint_blobs IN SHARE MODE")
+            row = conn.execute(DELETE_UNREFERENCED).fetchone()
+        count, freed = row or (0, 0)
+        return int(count), int(freed)
 
     def close(self) -> None:
         """Close the pool; later calls raise ``psycopg_pool.PoolClosed``."""

@@ -1,151 +1,27 @@
-"""The connection helpers and the storage-engine half of the Redis store.
+"""The storage-engine methods of the Redis store: chains, blobs, pruning, rewrite, sizes, stats.
 
-A base of :class:`savegame.stores.redis.RedisStore`, kept apart so each module
-stays readable, as :mod:`savegame.stores.sqlite_engine` is for SQLite: how
-scripts and pipelines are called, then the effect journal, then chains, blobs,
-pruning, rewrite, sizes and stats. Calls that name many ids go in batches of :data:`BATCH`, so no
-single script holds the server for long; each batch is atomic on its own.
+A base of :class:`savegame.stores.redis.RedisStore`, split from it by concept:
+the methods that serve the codec and retention (the protocol's "storage
+engine" section). Those that name many ids run a script per :data:`BATCH`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
 
 import orjson
-import redis
-from redis.commands.core import Script
 
-from savegame.errors import LeaseLostError, NotFoundError
-from savegame.model import (
-    CheckpointRecord,
-    EffectKind,
-    EffectRecord,
-    EffectStatus,
-    RunInfo,
-    RunStatus,
-)
+from savegame.errors import NotFoundError
+from savegame.model import CheckpointRecord, EffectRecord, RunInfo, RunStatus
 from savegame.stores import _common
-from savegame.stores import redis_rows as rows
 from savegame.stores.base import RunSize, StoreStats
+from savegame.stores.redis import _rows as rows
+from savegame.stores.redis._client import BATCH, RedisClient
 
-BATCH = 500
-"""Ids per script call or pipeline."""
 
+class RedisStorage(RedisClient):
+    """Chains, blobs, pruning, rewrite, sizes and stats over the store's keys."""
 
-class RedisEngine:
-    """Script and pipeline calls under the store's prefix; the journal and storage-engine methods."""
-
-    _client: redis.Redis
-    _p: str
-    """The key prefix, ``{name}:``."""
-    _scripts: dict[str, Script]
-
-    def _key(self, kind: str, ident: str) -> str:
-        return f"{self._p}{kind}:{ident}"
-
-    def _call(self, script: str, *args: bytes | str | int) -> Any:
-        """Run one of :data:`SCRIPTS` with the prefix as ``ARGV[1]``; its reply."""
-        return self._scripts[script](args=[self._p, *args])
-
-    @staticmethod
-    def _checked(reply: list[Any], run_id: str, token: int | None) -> list[Any]:
-        code = reply[0]
-        if code == b"notfound":
-            raise NotFoundError("run", run_id)
-        if code == b"lost":
-            raise LeaseLostError(run_id, -1 if token is None else token)
-        return reply
-
-    def _pipeline(self, ids: Sequence[str], command: str, kind: str, *args: Any) -> list[Any]:
-        """``command`` on the ``kind`` key of each id, pipelined in batches; the replies in order."""
-        out: list[Any] = []
-        for start in range(0, len(ids), BATCH):
-            pipe = self._client.pipeline(transaction=False)
-            for ident in ids[start : start + BATCH]:
-                getattr(pipe, command)(self._key(kind, ident), *args)
-            out.extend(pipe.execute())
-        return out
-
-    def _ids(self, key: str) -> list[str]:
-        return [m.decode() for m in cast(list[bytes], self._client.zrange(key, 0, -1))]
-
-    # -- journal --------------------------------------------------------------------------
-    def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
-        effect = _common.detached_effect(effect)
-        reply = self._call(
-            "record_intent", effect.run_id, str(lease_token), effect.request_id, rows.entry(effect)
-        )
-        stored = self._checked(reply, effect.run_id, lease_token)[1]
-        return rows.effect(effect.run_id, effect.request_id, stored)
-
-    def record_result(
-        self,
-        run_id: str,
-        request_id: str,
-        *,
-        status: EffectStatus,
-        result: bytes | None = None,
-        error: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        checksum: str,
-        lease_token: int | None,
-        expect: EffectStatus | None = None,
-    ) -> EffectRecord:
-        fenced = "" if lease_token is None else str(lease_token)
-        current = cast(bytes | None, self._client.hget(self._key("fx", run_id), request_id))
-        while True:
-            # Optimistic: settle what we read, and write it only if it is still what is stored.
-            settled, new = None, b""
-            if current is not None:
-                settled = _common.settled(
-                    rows.effect(run_id, request_id, current), status=status, result=result,
-                    error=error, metadata=metadata, checksum=checksum, expect=expect,
-                )  # fmt: skip
-                new = rows.entry(settled)
-            reply = self._call("record_result", run_id, fenced, request_id, current or b"", new)
-            code = self._checked(reply, run_id, lease_token)[0]
-            if code == b"nofx":
-                raise NotFoundError("effect", f"{run_id}/{request_id}")
-            if code == b"retry":
-                current = reply[1]
-                continue
-            assert settled is not None  # "ok" means the stored entry was the one we settled
-            return settled
-
-    def get_effect(self, run_id: str, request_id: str) -> EffectRecord:
-        data = cast(bytes | None, self._client.hget(self._key("fx", run_id), request_id))
-        if data is None:
-            raise NotFoundError("effect", f"{run_id}/{request_id}")
-        return rows.effect(run_id, request_id, data)
-
-    def list_effects(
-        self,
-        run_id: str | None = None,
-        *,
-        kinds: Sequence[EffectKind] | None = None,
-        statuses: Sequence[EffectStatus] | None = None,
-        limit: int = 10_000,
-    ) -> list[EffectRecord]:
-        """Journal entries oldest first; see :meth:`savegame.stores.base.Store.list_effects`."""
-        wanted_kinds = None if kinds is None else {EffectKind(k) for k in kinds}
-        wanted_statuses = None if statuses is None else {EffectStatus(s) for s in statuses}
-        run_ids = self._ids(self._p + "runs") if run_id is None else [run_id]
-        found = [
-            effect
-            for rid, journal in zip(run_ids, self._pipeline(run_ids, "hgetall", "fx"), strict=True)
-            for request_id, data in journal.items()
-            for effect in [rows.effect(rid, request_id.decode(), data)]
-            if (wanted_kinds is None or effect.kind in wanted_kinds)
-            and (wanted_statuses is None or effect.status in wanted_statuses)
-        ]
-        found.sort(key=_common.effect_order)
-        return found[: max(limit, 0)]
-
-    def request_cancel(self, run_id: str) -> None:
-        self._checked(self._call("request_cancel", run_id), run_id, None)
-
-    # -- storage engine -----------------------------------------------------------------
     def get_chain(self, checkpoint_id: str) -> list[CheckpointRecord]:
         reply = self._call("get_chain", checkpoint_id, _common.MAX_CHAIN)
         if reply[0] == b"missing" or len(reply) == 1:  # 1: an empty id names nothing
@@ -167,16 +43,6 @@ class RedisEngine:
             for d, n in zip(unique, self._pipeline(unique, "exists", "blob"), strict=True)
             if not n
         }
-
-    def _batched(self, script: str, ids: Iterable[str]) -> Iterator[Any]:
-        batch: list[str] = []
-        for ident in ids:
-            batch.append(ident)
-            if len(batch) == BATCH:
-                yield self._call(script, *batch)
-                batch = []
-        if batch:
-            yield self._call(script, *batch)
 
     def delete_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
         return sum(self._batched("delete_checkpoints", checkpoint_ids))

@@ -1,23 +1,22 @@
 """What is specific to PostgreSQL: migrations under concurrency, row locks, the pool, URLs.
 
-Store behaviour shared by every backend is in the contract suite; these tests
-need a server (SAVEGAME_TEST_POSTGRES) and skip without one, unless
-SAVEGAME_REQUIRE_SERVICES=1 (CI), where a missing server fails them.
+Store behaviour shared by every backend is in the contract suite (test_contract.py);
+these tests need a server (SAVEGAME_TEST_POSTGRES) and skip without one, unless
+SAVEGAME_REQUIRE_SERVICES=1 (CI), where a missing server fails them (tests/services.py).
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from tests import services
 
 from savegame.errors import ConfigurationError, ConflictError, LeaseHeldError, LeaseLostError
 from savegame.model import Lease
@@ -26,38 +25,33 @@ from savegame.testing.builders import OTHER_OWNER, OWNER, make_run, next_record
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
-from savegame.stores import postgres_schema, postgres_sql  # noqa: E402  (needs the driver)
-from savegame.stores.postgres import PostgresStore, parse_url  # noqa: E402
+from savegame.stores.postgres import (  # noqa: E402
+    PostgresStore,
+    _schema,
+    parse_url,
+)
+from savegame.stores.postgres._statements import CLAIM  # noqa: E402
 
 TTL = 30.0
-BASE_URL = os.environ.get("SAVEGAME_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+BASE_URL = services.POSTGRES_URL
 CONNINFO = parse_url(BASE_URL)[0]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _server() -> None:
-    try:
-        psycopg.connect(CONNINFO, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        reason = f"PostgreSQL at {BASE_URL} not reachable: {exc}"
-        if os.environ.get("SAVEGAME_REQUIRE_SERVICES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    services.postgres_conninfo()
 
 
 @pytest.fixture
 def schema() -> Iterator[str]:
     """A fresh schema name; the schema is dropped after the test."""
-    name = f"sgtest_{uuid.uuid4().hex}"
-    yield name
-    with psycopg.connect(CONNINFO, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with services.postgres_schema() as name:
+        yield name
 
 
 @pytest.fixture
 def url(schema: str) -> str:
-    sep = "&" if "?" in BASE_URL else "?"
-    return f"{BASE_URL}{sep}schema={schema}"
+    return services.postgres_url(schema)
 
 
 def _versions(schema: str) -> list[int]:
@@ -67,7 +61,7 @@ def _versions(schema: str) -> list[int]:
 
 
 def _all_versions() -> list[int]:
-    return list(range(1, postgres_schema.SCHEMA_VERSION + 1))
+    return list(range(1, _schema.SCHEMA_VERSION + 1))
 
 
 # -- migrations ---------------------------------------------------------------------
@@ -76,7 +70,7 @@ def test_migrations_are_applied_once_and_reopening_is_a_no_op(url: str, schema: 
     PostgresStore.from_url(url).close()
     assert _versions(schema) == _all_versions()
     with psycopg.connect(CONNINFO, autocommit=True) as conn:
-        assert postgres_schema.migrate(conn, schema) == postgres_schema.SCHEMA_VERSION
+        assert _schema.migrate(conn, schema) == _schema.SCHEMA_VERSION
 
 
 def test_threads_opening_a_fresh_schema_at_once_migrate_it_once(url: str, schema: str) -> None:
@@ -115,14 +109,14 @@ def test_migrate_runs_inside_the_callers_transaction(schema: str) -> None:
     ) as conn:  # not autocommit: the first statement opens a transaction
         conn.execute("SELECT 1")
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
-        assert postgres_schema.migrate(conn, schema) == 0
+        assert _schema.migrate(conn, schema) == 0
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         assert conn.execute(f'SELECT count(*) FROM "{schema}".runs').fetchone() == (0,)
         conn.rollback()  # the caller's rollback takes the migration with it
         missing = conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()
         assert missing == (None,)
         conn.execute("SELECT 1")
-        postgres_schema.migrate(conn, schema)
+        _schema.migrate(conn, schema)
         conn.commit()
     assert _versions(schema) == _all_versions()
 
@@ -243,7 +237,7 @@ def test_the_claim_query_uses_the_claimable_index(url: str) -> None:
         conn.execute(f'SET search_path TO "{store.schema}"')
         conn.execute("SET enable_seqscan = off")
         for workflows in (None, ["contract"]):
-            plan = conn.execute("EXPLAIN " + postgres_sql.CLAIM, {"workflows": workflows})
+            plan = conn.execute("EXPLAIN " + CLAIM, {"workflows": workflows})
             assert "runs_claimable" in " ".join(row[0] for row in plan.fetchall())
 
 

@@ -115,7 +115,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The set of header.blobs per checkpoint, removed with it (cascade), so
         # delete_unreferenced_blobs is one anti-join on the digest index. No
         # foreign key to blobs: a blob row may arrive in the same transaction
-        # after its reference (see postgres_sql.insert_checkpoint).
+        # after its reference (see PostgresStore._insert_checkpoint).
         """
         CREATE TABLE {s}.checkpoint_blobs (
             checkpoint_id text COLLATE "C" NOT NULL

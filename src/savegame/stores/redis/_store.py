@@ -1,22 +1,4 @@
-"""A store on a Redis server, shared by processes on any number of machines.
-
-URLs: ``redis://[user[:password]@]host[:port][/db]`` and ``rediss://`` (TLS),
-with an optional ``?prefix=name`` (default ``savegame``) so several stores, or
-tests, share one database without seeing each other. Other query options go to
-redis-py (``socket_timeout=5``).
-
-The key layout is drawn in :mod:`savegame.stores.redis_scripts`, which writes every key.
-Every write is one Lua script (:mod:`savegame.stores.redis_scripts`), so the
-fencing check and everything it guards happen in one atomic step. Lease expiry
-is judged by the Redis server's clock (``TIME`` inside the scripts), so clients
-with skewed clocks agree on it; ``Lease.expires_at`` is server epoch seconds.
-Record timestamps (``created_at``, ``updated_at``) are the client's, as elsewhere.
-
-Durability is the server's: a checkpoint survives a Redis restart only with
-``appendonly yes``, and a power loss only with ``appendfsync always``
-(``everysec`` may lose the last second). Opening a store reads those settings
-and warns with :class:`RedisDurabilityWarning` when they promise less.
-"""
+"""The Redis store; the package docstring (:mod:`savegame.stores.redis`) describes it."""
 
 from __future__ import annotations
 
@@ -45,14 +27,16 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
-from savegame.stores import redis_rows as rows
 from savegame.stores.base import Capabilities, ThreadInfo, Written
-from savegame.stores.redis_engine import BATCH, RedisEngine
-from savegame.stores.redis_scripts import SCRIPTS
+from savegame.stores.redis import _rows as rows
+from savegame.stores.redis._client import BATCH
+from savegame.stores.redis._journal import RedisJournal
+from savegame.stores.redis._layout import check_layout
+from savegame.stores.redis._scripts import SCRIPTS
+from savegame.stores.redis._storage import RedisStorage
 
 DEFAULT_PREFIX = "savegame"
 _PREFIX = re.compile(r"[A-Za-z0-9_.\-]+")
-_LAYOUT = 1
 
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
@@ -123,11 +107,13 @@ def _check_missing(reply: list[Any], checkpoint_id: str) -> None:
         raise _common.missing_blob_error(checkpoint_id, [d.decode() for d in reply[1:]])
 
 
-class RedisStore(RedisEngine):
+class RedisStore(RedisJournal, RedisStorage):
     """A store in a Redis database, under one key prefix.
 
-    Script calls, the journal and the storage-engine methods (chains, blobs, pruning, rewrite,
-    sizes, stats) come from :class:`~savegame.stores.redis_engine.RedisEngine`.
+    Script and pipeline calls come from :class:`~savegame.stores.redis._client.RedisClient`,
+    the journal from :class:`~savegame.stores.redis._journal.RedisJournal`, the
+    storage-engine methods (chains, blobs, pruning, rewrite, sizes, stats) from
+    :class:`~savegame.stores.redis._storage.RedisStorage`.
 
     Args:
         client: a redis-py client made with ``decode_responses=False`` (the default).
@@ -164,7 +150,7 @@ class RedisStore(RedisEngine):
         self._owns_client = owns_client
         self._scripts = {name: client.register_script(src) for name, src in SCRIPTS.items()}
         try:
-            self._check_layout()
+            check_layout(client, self._p, prefix)
             persistent, problem = durability(client)
         except BaseException:
             self.close()
@@ -196,16 +182,6 @@ class RedisStore(RedisEngine):
     @property
     def capabilities(self) -> Capabilities:
         return self._capabilities
-
-    def _check_layout(self) -> None:
-        key = self._p + "layout"
-        self._client.set(key, _LAYOUT, nx=True)
-        found = int(cast(bytes, self._client.get(key) or _LAYOUT))
-        if found > _LAYOUT:
-            raise ConfigurationError(
-                f"the keys under Redis prefix {self._prefix!r} use layout {found}, written by a "
-                f"newer savegame; this one reads layout {_LAYOUT}"
-            )
 
     def _warn_once(self, problem: str) -> None:
         # Once per server and problem: reopening a store (every CLI command, a

@@ -1,33 +1,4 @@
-"""Object storage for large bodies: metadata in SQLite or PostgreSQL, bodies in an S3 bucket.
-
-:class:`ObjectStorageStore` wraps any store. Checkpoint payloads and blobs
-larger than ``threshold`` bytes go to the bucket; the wrapped store keeps the
-rest of the record and, in the body's place, a small marker (see
-:mod:`savegame.stores.objects_bucket`). Everything else is delegated.
-
-Ordering rules, which keep metadata from ever pointing at a missing object:
-
-* A write uploads its bodies first and writes the metadata after every upload
-  succeeded. A crash or a failed metadata write in between leaves at most an
-  orphan object, which no record refers to; :meth:`ObjectStorageStore.collect_orphans`
-  removes it later.
-* A delete removes the metadata first, then the objects only it referred to.
-  Payload objects are owned by one checkpoint (the key holds its run and id), so
-  deleting checkpoints or runs deletes exactly their objects without scanning.
-  Blobs are shared by design: ``delete_unreferenced_blobs`` lists the blob
-  objects, lets the wrapped store delete its unreferenced rows, then deletes
-  the objects no remaining row points at, if they are older than ``grace``
-  seconds: an object that young may belong to a write whose metadata is not
-  committed yet.
-* Objects are immutable (the key ends in the body's hash), so ``rewrite``
-  uploads the new bodies under new keys and deletes the old ones only once
-  the metadata points at the new ones.
-
-URL: any sqlite or postgres URL with ``objects=s3://bucket/prefix`` and, optionally,
-``endpoint=http://host:port``, ``region=`` (default us-east-1) and ``threshold=`` (bytes),
-e.g. ``sqlite:///meta.db?objects=s3://bucket/sg&endpoint=http://127.0.0.1:8333``.
-Credentials come from the standard AWS environment variables and config files, never the URL.
-"""
+"""The object-storage wrapper; the package docstring (:mod:`savegame.stores.objects`) describes it."""
 
 from __future__ import annotations
 
@@ -40,17 +11,13 @@ from typing import Any
 
 from savegame.errors import ConfigurationError, NotFoundError
 from savegame.model import (
-    CheckpointHeader,
     CheckpointRecord,
-    EffectKind,
     EffectRecord,
-    EffectStatus,
     Lease,
     RunInfo,
-    RunStatus,
 )
-from savegame.stores.base import Capabilities, RunSize, Store, StoreStats, ThreadInfo, Written
-from savegame.stores.objects_bucket import (
+from savegame.stores.base import Capabilities, Store, Written
+from savegame.stores.objects._bucket import (
     MAGIC,
     MARKER_LEN,
     Bucket,
@@ -62,22 +29,25 @@ from savegame.stores.objects_bucket import (
     make_marker,
     read_marker,
 )
+from savegame.stores.objects._delegated import Delegated
+from savegame.stores.objects._url import (
+    DEFAULT_REGION,
+    DEFAULT_THRESHOLD,
+    parse_url,
+    without_userinfo,
+)
 
-DEFAULT_THRESHOLD = 64 * 1024
-DEFAULT_REGION = "us-east-1"
 DEFAULT_GRACE = 3600.0
-URL_PARAMS = ("objects", "endpoint", "region", "threshold")
-"""Query parameters the wrapper takes; the wrapped store's URL is the rest."""
 _ALL = 2**31 - 1
 _BATCH = 500
 
-__all__ = ["ObjectStorageStore", "has_objects_param", "open_with_objects"]
 
-
-class ObjectStorageStore:
+class ObjectStorageStore(Delegated):
     """A store whose large payloads and blobs live in an S3-compatible bucket.
 
-    Sizes from ``stats`` and ``run_sizes`` are the wrapped store's: a body in
+    The calls that never touch a body pass to the wrapped store unchanged
+    (:class:`~savegame.stores.objects._delegated.Delegated`). Sizes from
+    ``stats`` and ``run_sizes`` are the wrapped store's: a body in
     the bucket counts as its marker (47 bytes); :meth:`bucket_usage` reports
     the bucket's side. ``delete_unreferenced_blobs`` reports freed blobs at
     their full size.
@@ -124,8 +94,25 @@ class ObjectStorageStore:
 
     @classmethod
     def from_url(cls, url: str, open_inner: Callable[[str], Store]) -> ObjectStorageStore:
-        """Open ``url``'s wrapped store with ``open_inner`` (without our parameters) and wrap it."""
-        return open_with_objects(url, open_inner)
+        """Open ``url``'s wrapped store with ``open_inner`` (without our parameters) and wrap it.
+
+        Raises:
+            ConfigurationError: a malformed ``objects``/``endpoint``/``threshold``/``region`` value.
+        """
+        parsed = parse_url(url)
+        inner = open_inner(parsed.inner_url)
+        try:
+            return cls(
+                inner,
+                parsed.bucket,
+                prefix=parsed.prefix,
+                threshold=parsed.threshold,
+                endpoint=parsed.endpoint,
+                region=parsed.region,
+            )
+        except BaseException:
+            inner.close()
+            raise
 
     @property
     def inner(self) -> Store:
@@ -144,7 +131,7 @@ class ObjectStorageStore:
         target = f"s3://{self._bucket_name}" + (f"/{self._prefix}" if self._prefix else "")
         params: list[tuple[str, str]] = [("objects", target)]
         if self._endpoint:
-            params.append(("endpoint", _without_userinfo(self._endpoint)))
+            params.append(("endpoint", without_userinfo(self._endpoint)))
         if self._region != DEFAULT_REGION:
             params.append(("region", self._region))
         if self._threshold != DEFAULT_THRESHOLD:
@@ -408,97 +395,6 @@ class ObjectStorageStore:
             count, size = count + 1, size + obj.size
         return count, size
 
-    # -- delegated unchanged ----------------------------------------------------------
-    def get_run(self, run_id: str) -> RunInfo:
-        return self._inner.get_run(run_id)
-
-    def list_runs(
-        self, *, thread_id: str | None = None, status: RunStatus | None = None, limit: int = 100
-    ) -> list[RunInfo]:
-        return self._inner.list_runs(thread_id=thread_id, status=status, limit=limit)
-
-    def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
-        return self._inner.list_threads(limit=limit)
-
-    def list_checkpoints(
-        self,
-        run_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> list[CheckpointHeader]:
-        return self._inner.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
-
-    def claim_run(
-        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
-    ) -> Lease | None:
-        return self._inner.claim_run(owner, ttl, workflows=workflows)
-
-    def acquire_lease(
-        self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
-    ) -> Lease:
-        return self._inner.acquire_lease(run_id, owner, ttl, takeover_token=takeover_token)
-
-    def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
-        return self._inner.renew_lease(run_id, token, ttl)
-
-    def release_lease(self, run_id: str, token: int) -> None:
-        self._inner.release_lease(run_id, token)
-
-    def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
-        return self._inner.record_intent(effect, lease_token=lease_token)
-
-    def record_result(
-        self,
-        run_id: str,
-        request_id: str,
-        *,
-        status: EffectStatus,
-        result: bytes | None = None,
-        error: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        checksum: str,
-        lease_token: int | None,
-        expect: EffectStatus | None = None,
-    ) -> EffectRecord:
-        return self._inner.record_result(
-            run_id,
-            request_id,
-            status=status,
-            result=result,
-            error=error,
-            metadata=metadata,
-            checksum=checksum,
-            lease_token=lease_token,
-            expect=expect,
-        )
-
-    def get_effect(self, run_id: str, request_id: str) -> EffectRecord:
-        return self._inner.get_effect(run_id, request_id)
-
-    def list_effects(
-        self,
-        run_id: str | None = None,
-        *,
-        kinds: Sequence[EffectKind] | None = None,
-        statuses: Sequence[EffectStatus] | None = None,
-        limit: int = 10_000,
-    ) -> list[EffectRecord]:
-        return self._inner.list_effects(run_id, kinds=kinds, statuses=statuses, limit=limit)
-
-    def request_cancel(self, run_id: str) -> None:
-        self._inner.request_cancel(run_id)
-
-    def missing_blobs(self, digests: Sequence[str]) -> set[str]:
-        return self._inner.missing_blobs(digests)
-
-    def run_sizes(self, *, thread_id: str | None = None, limit: int = 1000) -> list[RunSize]:
-        return self._inner.run_sizes(thread_id=thread_id, limit=limit)
-
-    def stats(self) -> StoreStats:
-        return self._inner.stats()
-
     def close(self) -> None:
         try:
             self._inner.close()
@@ -508,58 +404,10 @@ class ObjectStorageStore:
                 self._bucket.client.close()  # type: ignore[attr-defined]
 
 
-# -- URLs ------------------------------------------------------------------------------
-def has_objects_param(url: str) -> bool:
-    return any(key == "objects" for key, _ in _query(url))
-
-
-def _query(url: str) -> list[tuple[str, str]]:
-    return urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query, keep_blank_values=True)
-
-
-def _without_userinfo(endpoint: str) -> str:
-    parts = urllib.parse.urlsplit(endpoint)
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=host))
-
-
 def open_with_objects(url: str, open_inner: Callable[[str], Store]) -> ObjectStorageStore:
     """Open the store ``url`` names without the object-storage parameters, wrapped.
 
     Raises:
         ConfigurationError: a malformed ``objects``/``endpoint``/``threshold``/``region`` value.
     """
-    ours = {k: v for k, v in _query(url) if k in URL_PARAMS}
-    target = urllib.parse.urlsplit(ours.get("objects", ""))
-    if target.scheme != "s3" or not target.hostname or target.username or target.password:
-        raise ConfigurationError(
-            f"bad objects= value in {url!r}: expected s3://bucket/prefix "
-            "(credentials come from the AWS environment variables or config, never the URL)"
-        )
-    endpoint = ours.get("endpoint") or None
-    if endpoint is not None:
-        parts = urllib.parse.urlsplit(endpoint)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
-            raise ConfigurationError(
-                f"bad endpoint= value in {url!r}: expected http(s)://host:port"
-            )
-    try:
-        threshold = int(ours.get("threshold", DEFAULT_THRESHOLD))
-    except ValueError:
-        raise ConfigurationError(f"bad threshold= value in {url!r}: expected bytes") from None
-    # Rebuilt by hand: urlunsplit would turn sqlite:///x into sqlite:/x (no netloc scheme).
-    rest = [(k, v) for k, v in _query(url) if k not in URL_PARAMS]
-    inner_url = url.partition("?")[0] + (f"?{urllib.parse.urlencode(rest)}" if rest else "")
-    inner = open_inner(inner_url)
-    try:
-        return ObjectStorageStore(
-            inner,
-            target.netloc,
-            prefix=target.path,
-            threshold=threshold,
-            endpoint=endpoint,
-            region=ours.get("region") or DEFAULT_REGION,
-        )
-    except BaseException:
-        inner.close()
-        raise
+    return ObjectStorageStore.from_url(url, open_inner)

@@ -1,33 +1,24 @@
-"""The storage-engine half of the memory store: chains, blobs, pruning, rewrite, sizes.
+"""The storage-engine methods of the memory store: chains, blobs, pruning, rewrite, sizes.
 
-A mixin of :class:`savegame.stores.memory.MemoryStore`, kept apart so each
-module stays readable; it works on the store's dictionaries under the store's
+A base of :class:`savegame.stores.memory.MemoryStore`, split from it by concept:
+these are the methods that serve the codec and retention (the protocol's
+"storage engine" section), over the state :class:`MemoryState` holds, under its
 one lock, so every method is one atomic step like the rest of the store.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from savegame.errors import NotFoundError
 from savegame.model import CheckpointRecord, EffectRecord, RunInfo
 from savegame.stores import _common
+from savegame.stores._memory_state import MemoryState
 from savegame.stores.base import RunSize
 
-if TYPE_CHECKING:
-    from savegame.stores.memory import _Run
 
-
-class MemoryEngine:
-    """Storage-engine methods over the state :class:`MemoryStore` owns."""
-
-    _lock: threading.RLock
-    _runs: dict[str, _Run]
-    _checkpoints: dict[str, CheckpointRecord]
-    _blobs: dict[str, bytes]
-    """Content-addressed bytes by digest; never changed after insert except by rewrite."""
+class MemoryStorage(MemoryState):
+    """Chains, blobs, pruning, rewrite and sizes over the memory store's dictionaries."""
 
     def get_chain(self, checkpoint_id: str) -> list[CheckpointRecord]:
         chain: list[CheckpointRecord] = []
@@ -51,16 +42,6 @@ class MemoryEngine:
         with self._lock:
             return {d for d in digests if d not in self._blobs}
 
-    def _check_blobs(self, record: CheckpointRecord, given: Mapping[str, bytes]) -> None:
-        """Raises ConflictError when the record names a blob neither given nor stored."""
-        missing = [d for d in _common.blobs_to_check(record.header, given) if d not in self._blobs]
-        if missing:
-            raise _common.missing_blob_error(record.checkpoint_id, missing)
-
-    def _store_blobs(self, blobs: Mapping[str, bytes]) -> None:
-        for digest, data in blobs.items():
-            self._blobs.setdefault(digest, data)  # insert-if-absent: content never changes
-
     def delete_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
         deleted = 0
         with self._lock:
@@ -80,13 +61,6 @@ class MemoryEngine:
             for run in doomed:
                 self._drop_run(run)
         return len(doomed)
-
-    def _drop_run(self, run: _Run) -> int:
-        """Remove a run with its checkpoints and journal; return how many checkpoints went."""
-        for cid in run.checkpoint_ids:
-            del self._checkpoints[cid]
-        del self._runs[run.info.run_id]
-        return len(run.checkpoint_ids)
 
     def delete_unreferenced_blobs(self) -> tuple[int, int]:
         with self._lock:
@@ -150,16 +124,3 @@ class MemoryEngine:
             ]
         sizes.sort(key=_common.size_order)
         return sizes[: max(limit, 0)]
-
-    def _checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
-        record = self._checkpoints.get(checkpoint_id)
-        if record is None:
-            raise NotFoundError("checkpoint", checkpoint_id)
-        return record
-
-    def _effect(self, effect: EffectRecord) -> EffectRecord:
-        run = self._runs.get(effect.run_id)
-        current = None if run is None else run.effects.get(effect.request_id)
-        if current is None:
-            raise NotFoundError("effect", f"{effect.run_id}/{effect.request_id}")
-        return current

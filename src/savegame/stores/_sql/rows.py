@@ -2,16 +2,17 @@
 
 Both schemas keep the same columns in the same order; they differ only in how
 JSON columns come back (SQLite: text to parse; psycopg: already parsed), which
-the caller passes as ``json``.
+the caller passes as ``json`` (its dialect's ``loads``). A row converter and the
+SELECT that feeds it must agree column for column, so the column lists live here.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-from savegame.errors import CorruptRecordError, NotFoundError
+from savegame.errors import CorruptRecordError
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -188,50 +189,3 @@ def _effect(row: Sequence[Any], json: Json) -> EffectRecord:
         completed_at=None if row[13] is None else _common.from_micros(row[13]),
         checksum=row[14],
     )
-
-
-class SqlReads:
-    """The reads that are one query in every SQL backend, but for the placeholder."""
-
-    _param: ClassVar[str]
-    """The driver's placeholder: ``?`` (sqlite3) or ``%s`` (psycopg)."""
-
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        raise NotImplementedError
-
-    def _json(self, value: Any) -> Any:
-        """A JSON column as the driver returns it, parsed."""
-        raise NotImplementedError
-
-    def get_run(self, run_id: str) -> RunInfo:
-        found = self._read(f"SELECT {RUN_COLS} FROM runs WHERE run_id = {self._param}", (run_id,))
-        if not found:
-            raise NotFoundError("run", run_id)
-        return run_info(found[0], self._json)
-
-    def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
-        found = self._read(
-            f"SELECT {RECORD_COLS} FROM checkpoints WHERE checkpoint_id = {self._param}",
-            (checkpoint_id,),
-        )
-        if not found:
-            raise NotFoundError("checkpoint", checkpoint_id)
-        return record(found[0], self._json)
-
-    def latest_checkpoint(self, run_id: str) -> CheckpointRecord:
-        found = self._read(
-            f"SELECT {RECORD_COLS} FROM checkpoints WHERE checkpoint_id ="
-            f" (SELECT head_checkpoint_id FROM runs WHERE run_id = {self._param})",
-            (run_id,),
-        )
-        if not found:
-            raise NotFoundError("run", run_id)
-        return record(found[0], self._json)
-
-    def thread_head(self, thread_id: str) -> CheckpointRecord | None:
-        found = self._read(
-            f"SELECT {RECORD_COLS} FROM checkpoints WHERE thread_id = {self._param}"
-            " ORDER BY checkpoint_id DESC LIMIT 1",
-            (thread_id,),
-        )
-        return record(found[0], self._json) if found else None

@@ -6,21 +6,7 @@ does not roll a script back when a command inside it fails, so every script
 checks everything first (run exists, token current, id free) and writes only
 after the last check.
 
-Key layout, ``P`` being the prefix ``{name}:``::
-
-    P:run:<run_id>       hash: the run row, its lease (owner, token, expiry) and head
-    P:cp:<checkpoint_id> hash: h (header JSON), p (payload), c (checksum), size, base,
-                         blobs (digests), run, thread
-    P:cps:<run_id>       zset, score 0: the run's checkpoint ids (lexicographic = creation order)
-    P:tcps:<thread_id>   zset, score 0: the thread's checkpoint ids (for thread_head)
-    P:fx:<run_id>        hash: request_id -> journal entry (see redis_rows)
-    P:runs               zset: run ids scored by created_at (microseconds)
-    P:status:<status>    zset: the same, per run status (claim_run merges queued and running)
-    P:truns:<thread_id>  zset: the same, per thread
-    P:threads            zset: thread ids scored by the latest updated_at of their runs
-    P:blob:<digest>      string: blob bytes
-    P:blobs              set: stored digests;   P:refs  hash: digest -> referring checkpoints
-    P:layout             this key layout's version
+The keys they write are drawn in :mod:`savegame.stores.redis._layout`.
 
 Conventions shared by every script:
 

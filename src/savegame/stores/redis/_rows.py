@@ -87,7 +87,7 @@ _DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
 
 
 def _undecodable(ident: str, exc: Exception) -> CorruptRecordError:
-    # An edited value is a damaged record, named like any other (see sql_rows).
+    # An edited value is a damaged record, named like any other (see savegame.stores._sql.rows).
     return CorruptRecordError(ident, f"its value does not decode: {type(exc).__name__}: {exc}")
 
 

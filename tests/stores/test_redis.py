@@ -1,14 +1,14 @@
 """What is specific to the Redis store: durability settings, races between
 clients, fencing across store instances, script atomicity and key prefixes.
 
-The shared behaviour is proven by the contract suite (tests/contract). These
+The shared behaviour is proven by the contract suite (test_contract.py). These
 tests need a Redis server: SAVEGAME_TEST_REDIS (default redis://127.0.0.1:6379/0);
-they skip without one, unless SAVEGAME_REQUIRE_SERVICES=1 (CI), where they fail.
+they skip without one, unless SAVEGAME_REQUIRE_SERVICES=1 (CI), where they fail
+(tests/services.py).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 import warnings
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import redis
+from tests import services
 
 from savegame.errors import (
     ConfigurationError,
@@ -29,12 +30,12 @@ from savegame.errors import (
 )
 from savegame.model import Lease, RunStatus, utcnow
 from savegame.stores import open_store
-from savegame.stores import redis as redis_store
 from savegame.stores.redis import RedisDurabilityWarning, RedisStore, durability, parse_url
+from savegame.stores.redis import _store as redis_store
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
 
 TTL = 30.0
-URL = os.environ.get("SAVEGAME_TEST_REDIS", "redis://127.0.0.1:6379/0")
+URL = services.REDIS_URL
 
 Opener = Callable[..., RedisStore]
 
@@ -42,14 +43,7 @@ Opener = Callable[..., RedisStore]
 @pytest.fixture
 def raw() -> Iterator[Any]:
     """A plain client on the test server, to look at keys behind the store's back."""
-    client = redis.Redis.from_url(URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        reason = f"Redis at {URL} not usable: {exc}"
-        if os.environ.get("SAVEGAME_REQUIRE_SERVICES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    client = services.redis_client()
     yield client
     client.close()
 
@@ -64,7 +58,7 @@ def open_scratch(raw: Any) -> Iterator[Opener]:
         with warnings.catch_warnings():
             if quiet:  # the server under test may run without AOF
                 warnings.simplefilter("ignore", RedisDurabilityWarning)
-            store = RedisStore.from_url(f"{URL}{'&' if '?' in URL else '?'}prefix={prefix}")
+            store = RedisStore.from_url(services.redis_url(prefix))
         opened.append(store)
         return store
 

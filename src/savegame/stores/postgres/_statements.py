@@ -1,0 +1,109 @@
+"""The SQL of the PostgreSQL store: the shared statements in PostgreSQL's dialect, and its own.
+
+JSON columns arrive already parsed (the store registers orjson as the
+connection's JSON loader); ``bytea`` arrives as ``bytes``. Lists of ids travel
+as one array parameter, so a call is one statement however many ids it names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from savegame.model import EffectStatus
+from savegame.stores import _common
+from savegame.stores._sql.rows import EFFECT_COLS
+from savegame.stores._sql.statements import PG_NOW, PostgresDialect, Statements
+
+SQL = Statements(PostgresDialect())
+
+#: Epoch seconds on the server's clock: every process judges lease expiry by one clock.
+NOW = PG_NOW
+
+# Unowned (owner None): NULL + ttl leaves no expiry, so the run is claimable at once.
+INSERT_RUN = f"{SQL.insert_run} ON CONFLICT (run_id) DO NOTHING RETURNING lease_expires_at, {NOW}"
+
+INSERT_CHECKPOINT = f"{SQL.insert_checkpoint} ON CONFLICT (checkpoint_id) DO NOTHING"
+
+# The fenced UPDATE takes the row lock the fence would and checks the token in the
+# same round trip; only a miss asks why (SQL.fence) and moves the head unfenced.
+MOVE_HEAD_FENCED = (
+    f"{SQL.move_head} AND (%s::bigint IS NULL OR lease_token = %s) RETURNING cancel_requested"
+)
+MOVE_HEAD = f"{SQL.move_head} RETURNING cancel_requested"
+
+# The oldest runnable run, locked: queued or running, with no owner or an expired
+# lease (expired exactly when acquire_lease would take it over, by the server's
+# clock), optionally of some workflows (NULL: any). The status test repeats the
+# partial index's predicate word for word so the planner can use runs_claimable;
+# FOR UPDATE re-checks a row changed since the snapshot, and SKIP LOCKED passes
+# over rows other claimers hold, so LIMIT 1 yields the next free one.
+CLAIM = f"""
+    SELECT run_id, lease_token FROM runs
+    WHERE status IN ({", ".join(f"'{s}'" for s in _common.CLAIMABLE)})
+      AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= {NOW})
+      AND (%(workflows)s::text[] IS NULL OR workflow = ANY(%(workflows)s::text[]))
+    ORDER BY created_at, run_id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+"""
+
+TAKE_LEASE = f"{SQL.take_lease} RETURNING lease_expires_at"
+RENEW_LEASE = f"{SQL.renew_lease} RETURNING lease_owner, lease_expires_at"
+
+# Insert-if-absent in one statement; the WHERE is _common.keeps in SQL: only a
+# NOT_DONE entry is replaced. RETURNING yields nothing when the old entry stays.
+UPSERT_EFFECT = (
+    f"{SQL.replace_effect} WHERE effects.status = '{EffectStatus.NOT_DONE.value}'"
+    f" RETURNING {EFFECT_COLS}"
+)
+
+# Counted as they go, in one statement (see delete_unreferenced_blobs for the lock).
+DELETE_UNREFERENCED = (
+    f"WITH gone AS (DELETE FROM blobs WHERE {SQL.unreferenced_blob} RETURNING size)"
+    " SELECT count(*), coalesce(sum(size), 0) FROM gone"
+)
+
+
+def metadata_filter(wanted: Mapping[str, _common.Scalar]) -> tuple[str, list[Any]] | None:
+    """A WHERE condition (on alias ``c``) that narrows a history to a metadata filter.
+
+    A prefilter, not the rule: the caller keeps only rows that pass
+    :func:`_common.matches`, so every backend agrees on JSON types (``True``
+    never matches ``1``, ``None`` matches a present null). A row whose JSON
+    holds ``\\u0000`` passes unchecked, because PostgreSQL's JSON operators
+    refuse to de-escape it; CASE fixes the evaluation order, so neither that
+    row nor a value of another JSON type ever reaches an operator or cast.
+
+    Returns:
+        The condition and its parameters ("true" for no filter), or None when
+        no row can match.
+    """
+    where: list[str] = []
+    params: list[Any] = []
+    for key, value in wanted.items():
+        kind = "json_typeof(c.metadata -> %s::text)"
+        if value is None:
+            where.append(f"{kind} = 'null'")
+            params.append(key)
+        elif isinstance(value, bool):
+            where.append(f"{kind} = 'boolean' AND (c.metadata ->> %s::text) = %s::text")
+            params.extend((key, key, "true" if value else "false"))
+        elif isinstance(value, (int, float)):
+            if isinstance(value, float) and not math.isfinite(value):
+                return None  # stored JSON holds no NaN or infinity
+            # numeric compares integers exactly; float8 reads the stored shortest repr exactly.
+            cast = "numeric" if isinstance(value, int) else "float8"
+            where.append(
+                f"CASE WHEN {kind} = 'number'"
+                f" THEN (c.metadata ->> %s::text)::{cast} = %s::{cast} ELSE false END"
+            )
+            params.extend((key, key, value))
+        else:
+            where.append(f"{kind} = 'string' AND (c.metadata ->> %s::text) = %s::text")
+            params.extend((key, key, value))
+    if not where:
+        return "true", []
+    guard = r"strpos(c.metadata::text, '\u0000') > 0"
+    return f"CASE WHEN {guard} THEN true ELSE ({' AND '.join(where)}) END", params

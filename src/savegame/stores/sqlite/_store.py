@@ -1,0 +1,373 @@
+"""The SQLite store: one file, safe for several processes on one machine.
+
+What it shares with PostgreSQL (the reads, the journal's settlement, chains,
+blobs, deletes, ``rewrite``, sizes) is :class:`~savegame.stores._sql.store.SqlStore`'s;
+what is here is how SQLite opens, runs a transaction, writes a checkpoint and
+judges a lease.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from savegame.errors import ConfigurationError, ConflictError, LeaseLostError, NotFoundError
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectRecord,
+    Lease,
+    RunInfo,
+    utcnow,
+)
+from savegame.stores import _common
+from savegame.stores._sql import rows
+from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
+from savegame.stores.base import Capabilities, Written
+from savegame.stores.sqlite import _schema
+from savegame.stores.sqlite._statements import (
+    CANCEL_FLAG,
+    CLAIM,
+    COUNT_UNREFERENCED,
+    DELETE_UNREFERENCED,
+    MOVE_HEAD_KEEPING_STATUS,
+    SQL,
+    type_test,
+)
+
+_CAPABILITIES = Capabilities(persistent=True, multi_process=True)
+_SYNCHRONOUS = ("full", "normal")
+_BUSY_TIMEOUT_S = 30.0
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """Split a ``sqlite://`` URL into (path, synchronous).
+
+    Raises:
+        ConfigurationError: the URL is not of a form described in :mod:`savegame.stores.sqlite`.
+    """
+    parts = urlsplit(url)
+    usage = "expected sqlite:///relative/path.db or sqlite:////absolute/path.db"
+    if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
+        raise ConfigurationError(f"bad SQLite store URL {url!r}: {usage}")
+    path = parts.path[1:]
+    if not path or path.endswith("/"):
+        raise ConfigurationError(f"bad SQLite store URL {url!r}: no file name; {usage}")
+    synchronous = "full"
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key != "synchronous" or value.lower() not in _SYNCHRONOUS:
+            raise ConfigurationError(
+                f"bad SQLite store URL {url!r}: unknown option {key}={value}; "
+                "the only option is synchronous=full|normal"
+            )
+        synchronous = value.lower()
+    return path, synchronous
+
+
+class SqliteStore(SqlStore):
+    """A store in one SQLite file.
+
+    One connection serves the whole process, guarded by a lock, because the
+    runtime calls the store from its heartbeat and writer threads as well.
+    The methods SQLite runs as PostgreSQL does come from
+    :class:`~savegame.stores._sql.store.SqlStore`.
+
+    Args:
+        path: the database file; missing parent directories are created.
+        synchronous: ``"full"`` (default, durable on power loss) or ``"normal"``.
+
+    Raises:
+        ConfigurationError: a bad ``synchronous`` value, or a file written by a newer savegame.
+    """
+
+    _sql = SQL
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "full") -> None:
+        if synchronous not in _SYNCHRONOUS:
+            raise ConfigurationError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
+        self._path = os.fspath(path)
+        self._synchronous = synchronous
+        self._lock = threading.Lock()
+        Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: the sqlite3 module must not open transactions
+        # behind our back; every write says BEGIN IMMEDIATE itself.
+        self._conn = sqlite3.connect(
+            self._path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+            _schema.enable_wal(self._conn, _BUSY_TIMEOUT_S)
+            self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            _schema.migrate(self._conn, self._path)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteStore:
+        """Open the store a ``sqlite://`` URL names (see :func:`parse_url`)."""
+        path, synchronous = parse_url(url)
+        return cls(path, synchronous=synchronous)
+
+    @property
+    def url(self) -> str:
+        query = "" if self._synchronous == "full" else f"?synchronous={self._synchronous}"
+        return f"sqlite:///{self._path}{query}"
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return _CAPABILITIES
+
+    # -- the connection ---------------------------------------------------------------
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the file's write lock (``BEGIN IMMEDIATE``), so the
+        fencing check and the write it guards happen together, across processes too."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def _file_bytes(self) -> int:
+        file_bytes = 0
+        for suffix in ("", "-wal"):
+            # No WAL file exists after the last connection closed and checkpointed it.
+            with suppress(OSError):
+                file_bytes += os.path.getsize(self._path + suffix)
+        return file_bytes
+
+    # -- runs and checkpoints -----------------------------------------------------------
+    def create_run(
+        self,
+        run: RunInfo,
+        first: CheckpointRecord,
+        *,
+        owner: str | None,
+        ttl: float,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> Lease:
+        _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
+        ttl = _common.check_ttl(ttl)
+        new_blobs = _common.check_blobs(blobs)
+        with self._tx() as conn:
+            if conn.execute(SQL.run_exists, (run.run_id,)).fetchone():
+                raise ConflictError(f"run {run.run_id} exists already")
+            now = time.time()
+            expires = None if owner is None else now + ttl
+            conn.execute(SQL.insert_run, run_values(run, first.header, owner, expires))
+            self._insert_checkpoint(conn, first, new_blobs)
+        # Unowned: a lease nobody holds, expired from the start.
+        return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
+
+    def put_checkpoint(
+        self,
+        record: CheckpointRecord,
+        *,
+        lease_token: int,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> Written:
+        header = record.header
+        journal = _common.check_effects(header.run_id, effects)
+        new_blobs = _common.check_blobs(blobs)
+        now = _common.to_micros(utcnow())
+        with self._tx() as conn:
+            # The usual step takes one UPDATE (see MOVE_HEAD_KEEPING_STATUS); anything
+            # else takes the long way. A later failure rolls the whole transaction back,
+            # so the order inside does not matter.
+            moved = conn.execute(
+                MOVE_HEAD_KEEPING_STATUS,
+                (
+                    header.checkpoint_id, header.step, error, now, header.run_id,
+                    lease_token, header.status.value,
+                ),
+            ).rowcount  # fmt: skip
+            if not moved:
+                self._fence(conn, header.run_id, lease_token)
+                conn.execute(
+                    SQL.move_head,
+                    (
+                        header.checkpoint_id, header.status.value, header.step, error, now,
+                        header.run_id,
+                    ),
+                )  # fmt: skip
+            self._insert_checkpoint(conn, record, new_blobs)
+            # In the checkpoint's transaction: the entries land with it or not at all.
+            for effect in journal:
+                self._journal(conn, effect)
+            (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
+        return Written(bool(cancel))
+
+    def _insert_checkpoint(
+        self, conn: sqlite3.Connection, record: CheckpointRecord, blobs: Mapping[str, bytes]
+    ) -> None:
+        """Insert a record with the blobs it brings; call inside a write transaction.
+
+        The write lock keeps ``delete_unreferenced_blobs`` out until commit, so a
+        blob found stored here stays stored.
+
+        Raises:
+            ConflictError: the id is taken, or the record names a blob neither in
+                ``blobs`` nor stored (nothing is written).
+        """
+        h = record.header
+        if conn.execute(SQL.checkpoint_exists, (h.checkpoint_id,)).fetchone():
+            raise ConflictError(f"checkpoint {h.checkpoint_id} exists already")
+        wanted = _common.blobs_to_check(h, blobs)
+        if wanted:
+            missing = conn.execute(SQL.missing_blobs, (SQL.dialect.ids(wanted),)).fetchall()
+            if missing:
+                raise _common.missing_blob_error(h.checkpoint_id, [row[0] for row in missing])
+        if blobs:
+            conn.executemany(SQL.insert_blob, [(d, data, len(data)) for d, data in blobs.items()])
+        conn.execute(SQL.insert_checkpoint, checkpoint_values(SQL.dialect, record))
+        # Most records (deltas) name no blob: a statement spared on every step.
+        if h.blobs:
+            conn.execute(SQL.insert_refs, (h.checkpoint_id, SQL.dialect.ids(h.blobs)))
+
+    def list_checkpoints(
+        self,
+        run_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointHeader]:
+        """A run's history, newest first, without payloads.
+
+        The metadata filter compares top-level keys with JSON types kept apart
+        (``True`` does not match ``1``; ``None`` matches a present JSON null),
+        exactly as :class:`~savegame.stores.memory.MemoryStore` does.
+        """
+        where: list[str] = []
+        params: list[Any] = []
+        for key, value in _common.check_filter(metadata).items():
+            where.append(
+                f"EXISTS (SELECT 1 FROM json_each(c.metadata) WHERE key = ? AND {type_test(value)})"
+            )
+            params.append(key)
+            if value is not None and not isinstance(value, bool):
+                params.append(value)
+        # LIMIT -1: no limit.
+        found = self._read(
+            *SQL.history(run_id, before, where, params, -1 if limit is None else limit)
+        )
+        if not found and not self._read(SQL.run_exists, (run_id,)):
+            raise NotFoundError("run", run_id)
+        return [rows.header(row, SQL.dialect.loads) for row in found]
+
+    # -- leases -------------------------------------------------------------------------
+    def claim_run(
+        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+    ) -> Lease | None:
+        ttl = _common.check_ttl(ttl)
+        wanted = _common.check_workflows(workflows)
+        # BEGIN IMMEDIATE: the pick and the take happen under one write lock,
+        # so claimers in other threads and processes never take the same run.
+        with self._tx() as conn:
+            now = time.time()
+            names = None if wanted is None else _common.json_dumps(wanted, "workflows").decode()
+            row = conn.execute(CLAIM, (now, names)).fetchone()
+            if row is None:
+                return None
+            return self._take(conn, row[0], owner, int(row[1]) + 1, now + ttl)
+
+    def acquire_lease(
+        self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
+    ) -> Lease:
+        ttl = _common.check_ttl(ttl)
+        with self._tx() as conn:
+            holder, token, expires_at = self._lease_row(conn, run_id)
+            now = time.time()
+            _common.check_lease_free(run_id, holder, token, expires_at, now, takeover_token)
+            return self._take(conn, run_id, owner, token + 1, now + ttl)
+
+    def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
+        ttl = _common.check_ttl(ttl)
+        with self._tx() as conn:
+            holder, current, _ = self._lease_row(conn, run_id)
+            if holder is None or current != token:
+                raise LeaseLostError(run_id, token)
+            lease = Lease(run_id, holder, token, time.time() + ttl)
+            conn.execute(SQL.renew_lease, (lease.expires_at, run_id, token))
+        return lease
+
+    @staticmethod
+    def _lease_row(conn: sqlite3.Connection, run_id: str) -> tuple[str | None, int, float | None]:
+        row = conn.execute(SQL.lease_row, (run_id,)).fetchone()
+        if row is None:
+            raise NotFoundError("run", run_id)
+        return row[0], int(row[1]), row[2]
+
+    @staticmethod
+    def _take(
+        conn: sqlite3.Connection, run_id: str, owner: str, token: int, expires: float
+    ) -> Lease:
+        """Lease the run to ``owner`` with ``token`` until ``expires`` (this process's clock)."""
+        conn.execute(SQL.take_lease, (owner, token, expires, run_id))
+        return Lease(run_id, owner, token, expires)
+
+    # -- journal --------------------------------------------------------------------------
+    def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
+        effect = _common.detached_effect(effect)
+        with self._tx() as conn:
+            self._fence(conn, effect.run_id, lease_token)
+            return self._journal(conn, effect)
+
+    def _journal(self, conn: sqlite3.Connection, entry: EffectRecord) -> EffectRecord:
+        """Insert-if-absent (see :func:`_common.keeps`); return what the journal holds afterwards.
+
+        ``entry`` must come from :func:`_common.detached_effect`. Call inside a write
+        transaction, so the read and the write it decides see the same row.
+        """
+        existing = self._select_effect(conn, entry.run_id, entry.request_id)
+        if _common.keeps(existing):
+            return existing
+        conn.execute(SQL.replace_effect, effect_values(entry))
+        return entry
+
+    # -- housekeeping -------------------------------------------------------------------
+    def delete_unreferenced_blobs(self) -> tuple[int, int]:
+        # Counted and deleted under one write lock, so the two agree
+        # (RETURNING would need SQLite 3.35, newer than some supported Pythons ship).
+        with self._tx() as conn:
+            count, freed = conn.execute(COUNT_UNREFERENCED).fetchone()
+            conn.execute(DELETE_UNREFERENCED)
+        return int(count), int(freed)
+
+    def close(self) -> None:
+        """Close the connection; later calls raise ``sqlite3.ProgrammingError``."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.url!r})"

@@ -1,0 +1,251 @@
+"""What is specific to SQLite; behaviour shared by all stores is in test_contract.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from savegame.errors import ConfigurationError
+from savegame.model import EffectKind, EffectStatus
+from savegame.stores import SqliteStore, open_store
+from savegame.stores.sqlite import parse_url
+from savegame.stores.sqlite._statements import CLAIM, SQL
+from savegame.testing.builders import OWNER, blob_digest, make_run, next_record
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _pragma(store: SqliteStore, name: str) -> object:
+    # synchronous is per connection, so it must be read on the store's own one.
+    return store._conn.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+def test_wal_and_full_synchronous_by_default(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "s.db") as store:
+        assert _pragma(store, "journal_mode") == "wal"
+        assert _pragma(store, "synchronous") == 2  # FULL
+        assert _pragma(store, "foreign_keys") == 1
+        assert _pragma(store, "busy_timeout") == 30_000
+
+
+def test_normal_synchronous_is_opt_in_through_the_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}?synchronous=normal"
+    store = open_store(url)
+    try:
+        assert isinstance(store, SqliteStore)
+        assert _pragma(store, "synchronous") == 1  # NORMAL
+        assert store.url == url
+    finally:
+        store.close()
+
+
+def test_blob_references_live_and_die_with_their_checkpoint(tmp_path: Path) -> None:
+    """The reference table is what pruning reads; no row may outlive its checkpoint."""
+    run, first = make_run()
+    a, b = blob_digest(b"a"), blob_digest(b"b")
+    with SqliteStore(tmp_path / "s.db") as store:
+        lease = store.create_run(run, first, owner=OWNER, ttl=30)
+        second = next_record(first, blobs=(b, a, b))
+        store.put_checkpoint(second, lease_token=lease.token, blobs={a: b"a", b: b"b"})
+        refs = "SELECT checkpoint_id, digest FROM checkpoint_blobs ORDER BY digest"
+        assert store._conn.execute(refs).fetchall() == sorted(
+            [(second.checkpoint_id, a), (second.checkpoint_id, b)], key=lambda r: r[1]
+        )
+        store.delete_checkpoints([second.checkpoint_id])
+        assert store._conn.execute(refs).fetchall() == []
+
+
+def test_pruning_blobs_uses_the_digest_index(tmp_path: Path) -> None:
+    """Pruning must not scan every reference per blob."""
+    sql = f"DELETE FROM blobs WHERE {SQL.unreferenced_blob}"
+    with SqliteStore(tmp_path / "s.db") as store:
+        plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql))
+    assert "checkpoint_blobs_by_digest" in plan
+
+
+@pytest.mark.parametrize("workflows", [None, '["contract"]'])
+def test_the_claim_query_uses_the_claimable_index(tmp_path: Path, workflows: str | None) -> None:
+    """A claim reads only queued and running runs, oldest first, however long the history."""
+    with SqliteStore(tmp_path / "s.db") as store:
+        plan = store._conn.execute("EXPLAIN QUERY PLAN " + CLAIM, (0.0, workflows))
+        details = " ".join(row[3] for row in plan)
+    assert "USING INDEX runs_claimable" in details
+    assert "TEMP B-TREE" not in details  # the index gives the order: no sort
+
+
+def test_get_chain_is_one_statement(tmp_path: Path) -> None:
+    run, first = make_run()
+    with SqliteStore(tmp_path / "s.db") as store:
+        lease = store.create_run(run, first, owner=OWNER, ttl=30)
+        chain = [first]
+        for _ in range(5):
+            record = next_record(chain[0], base_id=chain[0].checkpoint_id)
+            store.put_checkpoint(record, lease_token=lease.token)
+            chain.insert(0, record)
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        try:
+            assert store.get_chain(chain[0].checkpoint_id) == chain
+        finally:
+            store._conn.set_trace_callback(None)
+    assert len(statements) == 1
+
+
+def test_stats_report_the_file_and_wal_size(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "s.db") as store:
+        run, first = make_run()
+        store.create_run(run, first, owner=OWNER, ttl=30)
+        stats = store.stats()
+        on_disk = sum(
+            os.path.getsize(p) for p in tmp_path.iterdir() if p.name in ("s.db", "s.db-wal")
+        )
+        assert stats.file_bytes == on_disk > 0
+
+
+_RACER = textwrap.dedent(
+    """
+    import sys
+    from savegame.errors import LeaseHeldError
+    from savegame.stores import SqliteStore
+
+    store = SqliteStore(sys.argv[1])
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        lease = store.acquire_lease(sys.argv[2], sys.argv[3], 30.0)
+        print("won", lease.token, flush=True)
+    except LeaseHeldError:
+        print("held", flush=True)
+    finally:
+        store.close()
+    """
+)
+
+
+def test_processes_racing_for_one_lease_have_one_winner(tmp_path: Path) -> None:
+    path = tmp_path / "race.db"
+    run, first = make_run()
+    with SqliteStore(path) as store:
+        store.create_run(run, first, owner=OWNER, ttl=0.0)  # expired at once: anyone may take it
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(path), run.run_id, f"racer:{i}:1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(4)
+    ]
+    try:
+        # Start them together: each has its connection open before anyone acquires.
+        for racer in racers:
+            assert racer.stdout is not None
+            assert racer.stdout.readline().strip() == "ready"
+        outputs = [racer.communicate("go\n", timeout=60)[0].split() for racer in racers]
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+                racer.wait()
+    assert all(racer.returncode == 0 for racer in racers)
+    assert sorted(out[0] for out in outputs) == ["held", "held", "held", "won"]
+    assert [out[1] for out in outputs if out[0] == "won"] == ["2"]
+    with SqliteStore(path) as store:
+        lease = store.get_run(run.run_id).lease
+        assert lease is not None and lease.token == 2 and lease.owner.startswith("racer:")
+
+
+@pytest.mark.parametrize(
+    ("url", "path", "synchronous"),
+    [
+        ("sqlite:///savegame.db", "savegame.db", "full"),
+        ("sqlite:///data/runs.db", "data/runs.db", "full"),
+        ("sqlite:////var/lib/app/runs.db", "/var/lib/app/runs.db", "full"),
+        ("sqlite:///runs.db?synchronous=normal", "runs.db", "normal"),
+        ("sqlite:///runs.db?synchronous=FULL", "runs.db", "full"),
+    ],
+)
+def test_url_parsing(url: str, path: str, synchronous: str) -> None:
+    assert parse_url(url) == (path, synchronous)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://runs.db",  # a host, not a path
+        "sqlite:///",
+        "sqlite:///dir/",
+        "sqlite:///runs.db?synchronous=off",
+        "sqlite:///runs.db?journal=delete",
+    ],
+)
+def test_bad_urls_are_configuration_errors(url: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"sqlite:///relative/path\.db|synchronous=full"):
+        open_store(url)
+
+
+def test_relative_urls_resolve_against_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    open_store("sqlite:///nested/runs.db").close()
+    assert (tmp_path / "nested" / "runs.db").is_file()
+
+
+def test_default_store_is_savegame_db_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SAVEGAME_STORE", raising=False)
+    store = open_store()
+    store.close()
+    assert store.url == "sqlite:///savegame.db"
+    assert (tmp_path / "savegame.db").is_file()
+
+
+def test_the_environment_variable_names_the_default_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'from-env.db'}"
+    monkeypatch.setenv("SAVEGAME_STORE", url)
+    store = open_store(None)
+    store.close()
+    assert store.url == url
+    assert (tmp_path / "from-env.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("run_id", "kinds", "statuses", "index"),
+    [
+        ("r1", None, None, "effects_by_run"),
+        ("r1", [EffectKind.WRITE], None, "effects_by_run"),
+        (
+            None,
+            [EffectKind.APPROVAL, EffectKind.INTERRUPT],
+            [EffectStatus.PENDING],
+            "effects_by_kind_status",
+        ),
+    ],
+)
+def test_journal_listings_use_their_index(
+    tmp_path: Path,
+    run_id: str | None,
+    kinds: list[EffectKind] | None,
+    statuses: list[EffectStatus] | None,
+    index: str,
+) -> None:
+    """A run's journal and the cross-run pending queries must not scan every entry ever made."""
+    sql, params = SQL.list_effects(run_id, kinds, statuses, 100)
+    with SqliteStore(tmp_path / "s.db") as store:
+        plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    assert f"USING INDEX {index}" in plan
