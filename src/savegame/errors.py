@@ -178,11 +178,19 @@ class EffectSettledError(ConflictError):
     """A journal entry was not in the status the writer expected: someone settled it first
     (say, a reject racing an approve). Nothing was written."""
 
-    def __init__(self, run_id: str, request_id: str, status: str, expected: str) -> None:
+    def __init__(
+        self, run_id: str, request_id: str, status: str, expected: str, why: str | None = None
+    ) -> None:
         self.run_id = run_id
         self.request_id = request_id
         self.status = status
         self.expected = expected
+        if why is not None:
+            super().__init__(
+                f"journal entry {request_id} of run {run_id} {why}; nothing was written: "
+                "read it again"
+            )
+            return
         super().__init__(
             f"journal entry {request_id} of run {run_id} is already {status}, not {expected}:"
             " it was settled by someone else first"

@@ -279,3 +279,29 @@ def test_a_plain_error_text_under_keys_is_shown_as_unauthenticated(raw: Raw) -> 
     )
     shown = get_run("x", store=raw.url, storage=KEYS).error or ""
     assert shown.startswith("(not written by savegame, not authenticated)")
+
+
+def test_a_column_edited_to_text_that_is_not_utf8_is_a_damaged_record(tmp_path: Path) -> None:
+    """sqlite3 cannot even hand such a row over (``payload || 'x'`` makes TEXT of bytes):
+    every reader names a damaged record instead of failing with an OperationalError."""
+    import sqlite3
+
+    from savegame import CorruptRecordError, get_checkpoint
+
+    path = tmp_path / "t.db"
+    url = f"sqlite:///{path}"
+    run(_flow(), {"n": 1}, run_id="t", store=url)
+    conn = sqlite3.connect(path)
+    [(head,)] = conn.execute("SELECT head_checkpoint_id FROM runs WHERE run_id = 't'").fetchall()
+    for column in ("payload", "node"):
+        conn.execute(
+            f"UPDATE checkpoints SET {column} = CAST(x'ff00fe' AS TEXT) WHERE checkpoint_id = ?",
+            (head,),
+        )
+    conn.commit()
+    conn.close()
+    with pytest.raises(CorruptRecordError, match="not hold UTF-8"):
+        get_checkpoint("t", store=url)
+    with pytest.raises(CorruptRecordError, match="not hold UTF-8"):
+        resume("t", value="y", store=url, workflow=_flow())
+    assert not verify(store=url).ok

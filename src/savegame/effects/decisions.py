@@ -127,6 +127,7 @@ def _settle(
         entry.run_id, entry.request_id, status=status, result=done.result, error=done.error,
         metadata=meta, checksum=done.checksum, lease_token=None,
         expect=EffectStatus.PENDING,  # a decision settles a waiting entry, never overwrites one
+        expect_checksum=entry.checksum,  # ... and the entry as it was verified
     )  # fmt: skip
 
 

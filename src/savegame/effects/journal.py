@@ -78,9 +78,10 @@ class Journal:
         fenced: bool = True,
     ) -> EffectRecord:
         """Commit the outcome of a journaled call."""
+        current = self._stored.get(effect.request_id, effect)
         done = sealed(
             replace(
-                self._stored.get(effect.request_id, effect),
+                current,
                 status=status,
                 result=result,
                 error=error,
@@ -98,6 +99,7 @@ class Journal:
             metadata=metadata,
             checksum=done.checksum,
             lease_token=self._token if fenced else None,
+            expect_checksum=current.checksum or None,
         )
         return self._keep(stored)
 

@@ -228,6 +228,7 @@ def settled(
     metadata: Mapping[str, Any] | None,
     checksum: str,
     expect: EffectStatus | None = None,
+    expect_checksum: str | None = None,
 ) -> EffectRecord:
     """``current`` after ``record_result``: the outcome set, completed now, metadata merged.
 
@@ -236,12 +237,18 @@ def settled(
 
     Raises:
         SerializationError: ``metadata`` is not JSON data.
-        EffectSettledError: ``expect`` is given and ``current`` is in another status.
+        EffectSettledError: ``expect`` is given and ``current`` is in another status, or
+            ``expect_checksum`` is given and ``current`` carries another check.
     """
     if expect is not None and current.status is not expect:
         raise EffectSettledError(
             current.run_id, current.request_id, current.status.value, EffectStatus(expect).value
         )
+    if expect_checksum is not None and current.checksum != expect_checksum:
+        raise EffectSettledError(
+            current.run_id, current.request_id, current.status.value, "as read",
+            why="changed since it was read (re-encrypted by rekey, or settled)",
+        )  # fmt: skip
     return replace(
         current,
         status=EffectStatus(status),

@@ -282,6 +282,7 @@ class Store(Protocol):
         checksum: str,
         lease_token: int | None,
         expect: EffectStatus | None = None,
+        expect_checksum: str | None = None,
     ) -> EffectRecord:
         """Settle a journal entry: set status, result, error and completed_at; merge ``metadata``.
 
@@ -290,11 +291,15 @@ class Store(Protocol):
         is the entry's new integrity check, computed by the caller. ``expect``:
         write only if the entry is still in that status, checked and written
         atomically, so of two people deciding one gate at once exactly one wins.
+        ``expect_checksum``: write only if the entry's stored check is still this one,
+        the one the caller verified and built the new check on (a ``rekey`` that
+        re-sealed the entry meanwhile would otherwise leave a check over other bytes).
 
         Raises:
             LeaseLostError: fenced and the token is stale.
             NotFoundError: no such entry.
-            EffectSettledError: ``expect`` is given and the entry is in another status.
+            EffectSettledError: ``expect`` is given and the entry is in another status, or
+                ``expect_checksum`` is given and the entry changed since it was read.
         """
         ...
 

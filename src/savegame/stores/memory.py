@@ -324,6 +324,7 @@ class MemoryStore(MemoryStorage):
         checksum: str,
         lease_token: int | None,
         expect: EffectStatus | None = None,
+        expect_checksum: str | None = None,
     ) -> EffectRecord:
         with self._lock:
             run = self._run(run_id)
@@ -340,6 +341,7 @@ class MemoryStore(MemoryStorage):
                 metadata=metadata,
                 checksum=checksum,
                 expect=expect,
+                expect_checksum=expect_checksum,
             )
             run.effects[request_id] = settled
             return _common.detached_effect(settled)

@@ -8,6 +8,7 @@ what a stale writer leaves behind, and that every byte and microsecond survives.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 
@@ -214,6 +215,27 @@ class JournalContract(ContractBase):
         assert (info.value.run_id, info.value.request_id) == (run.run_id, "gate")
         assert (info.value.status, info.value.expected) == ("done", "pending")
         assert store.get_effect(run.run_id, "gate") == approved  # nothing written
+
+    def test_expect_checksum_writes_only_over_the_entry_as_read(self, store: Store) -> None:
+        """A settle built on an entry read before it was re-sealed (rekey) would store a
+        check over other bytes: it is refused, and nothing is written."""
+        run, _, lease = self.start(store)
+        read = store.record_intent(
+            make_effect(run.run_id, "gate", kind=EffectKind.APPROVAL), lease_token=lease.token
+        )
+        store.rewrite(effects=[replace(read, arguments=b"resealed", checksum="new-check")])
+        resealed = store.get_effect(run.run_id, "gate")
+        with pytest.raises(EffectSettledError, match="changed since it was read"):
+            store.record_result(
+                run.run_id, "gate", status=EffectStatus.DONE, result=b"yes", checksum="a",
+                lease_token=None, expect=EffectStatus.PENDING, expect_checksum=read.checksum,
+            )  # fmt: skip
+        assert store.get_effect(run.run_id, "gate") == resealed
+        done = store.record_result(
+            run.run_id, "gate", status=EffectStatus.DONE, result=b"yes", checksum="a",
+            lease_token=None, expect=EffectStatus.PENDING, expect_checksum="new-check",
+        )  # fmt: skip
+        assert done.status is EffectStatus.DONE and done.checksum == "a"
 
     def test_concurrent_settles_with_expect_have_exactly_one_winner(self, store: Store) -> None:
         """Several people decide one gate at the same moment: one decision stands, the

@@ -209,6 +209,7 @@ class SqlStore:
         checksum: str,
         lease_token: int | None,
         expect: EffectStatus | None = None,
+        expect_checksum: str | None = None,
     ) -> EffectRecord:
         with self._tx() as conn:
             # The fence serializes settlers (SQLite's write lock, PostgreSQL's run row
@@ -226,6 +227,7 @@ class SqlStore:
                 metadata=metadata,
                 checksum=checksum,
                 expect=expect,
+                expect_checksum=expect_checksum,
             )
             conn.execute(
                 self._sql.settle_effect,

@@ -79,6 +79,7 @@ class Delegated:
         checksum: str,
         lease_token: int | None,
         expect: EffectStatus | None = None,
+        expect_checksum: str | None = None,
     ) -> EffectRecord:
         return self._inner.record_result(
             run_id,
@@ -90,6 +91,7 @@ class Delegated:
             checksum=checksum,
             lease_token=lease_token,
             expect=expect,
+            expect_checksum=expect_checksum,
         )
 
     def get_effect(self, run_id: str, request_id: str) -> EffectRecord:

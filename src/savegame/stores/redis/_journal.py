@@ -40,6 +40,7 @@ class RedisJournal(RedisClient):
         checksum: str,
         lease_token: int | None,
         expect: EffectStatus | None = None,
+        expect_checksum: str | None = None,
     ) -> EffectRecord:
         fenced = "" if lease_token is None else str(lease_token)
         current = cast(bytes | None, self._client.hget(self._key("fx", run_id), request_id))
@@ -49,7 +50,7 @@ class RedisJournal(RedisClient):
             if current is not None:
                 settled = _common.settled(
                     rows.effect(run_id, request_id, current), status=status, result=result,
-                    error=error, metadata=metadata, checksum=checksum, expect=expect,
+                    error=error, metadata=metadata, checksum=checksum, expect=expect, expect_checksum=expect_checksum,
                 )  # fmt: skip
                 new = rows.entry(settled)
             reply = self._call("record_result", run_id, fenced, request_id, current or b"", new)

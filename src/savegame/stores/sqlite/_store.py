@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from savegame.errors import ConfigurationError, ConflictError, LeaseLostError, NotFoundError
+from savegame.errors import (
+    ConfigurationError,
+    ConflictError,
+    CorruptRecordError,
+    LeaseLostError,
+    NotFoundError,
+)
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -69,6 +75,17 @@ def parse_url(url: str) -> tuple[str, str]:
             )
         synchronous = value.lower()
     return path, synchronous
+
+
+def _undecodable(
+    exc: sqlite3.OperationalError, params: Sequence[Any] = ()
+) -> CorruptRecordError | None:
+    """A text column edited to bytes that are not UTF-8 (sqlite3 cannot even hand the row
+    over) is a damaged record, named by the ids the query asked for; None for other errors."""
+    if "Could not decode to UTF-8" not in str(exc):
+        return None
+    named = ", ".join(p for p in params if isinstance(p, str)) or "a row"
+    return CorruptRecordError(named, f"a text column does not hold UTF-8 text ({exc})")
 
 
 class SqliteStore(SqlStore):
@@ -141,6 +158,13 @@ class SqliteStore(SqlStore):
             try:
                 yield conn
                 conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                damaged = _undecodable(exc)
+                if damaged is None:
+                    raise
+                raise damaged from exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -148,7 +172,13 @@ class SqliteStore(SqlStore):
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                damaged = _undecodable(exc, params)
+                if damaged is None:
+                    raise
+                raise damaged from exc
 
     def _file_bytes(self) -> int:
         file_bytes = 0
