@@ -53,9 +53,9 @@ from savegame.model import (
 from savegame.runtime.context import StepContext
 from savegame.runtime.lease import Heartbeat
 from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.signals import Cancel, NeedsAttention, Pause
 from savegame.runtime.workflow import END, Workflow
 from savegame.runtime.writer import AsyncWriter, SyncWriter, Writer
+from savegame.signals import Cancel, NeedsAttention, Pause
 from savegame.stores.base import ALL_EFFECTS, Store
 
 T = TypeVar("T")
