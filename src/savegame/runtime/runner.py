@@ -12,20 +12,18 @@ and that step as ``next``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from savegame import codec, secrets
 from savegame.codec.blobs import known
-from savegame.codec.engine import Chain, Encoded, Encoder
+from savegame.codec.engine import Encoded, Encoder
 from savegame.codec.envelope import seal_error
-from savegame.codec.storage import StorageConfig
 from savegame.effects.calls import Calls
 from savegame.effects.compensation import run_compensation
 from savegame.effects.journal import Journal
@@ -41,7 +39,6 @@ from savegame.errors import (
 )
 from savegame.ids import new_id
 from savegame.model import (
-    Checkpoint,
     CheckpointHeader,
     CheckpointRecord,
     Lease,
@@ -51,59 +48,12 @@ from savegame.model import (
     utcnow,
 )
 from savegame.runtime.context import StepContext
+from savegame.runtime.execution import Execution
 from savegame.runtime.lease import Heartbeat
-from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.workflow import END, Workflow
+from savegame.runtime.workflow import END
 from savegame.runtime.writer import AsyncWriter, SyncWriter, Writer
 from savegame.signals import Cancel, NeedsAttention, Pause
 from savegame.stores.base import ALL_EFFECTS, Store
-
-T = TypeVar("T")
-Io = Callable[..., Awaitable[Any]]
-
-
-async def direct_io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return fn(*args, **kwargs)
-
-
-async def threaded_io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-@dataclass
-class Observer:
-    """Optional callbacks for timelines, progress bars and tests. They must not raise."""
-
-    on_step: Callable[[str, int, str], None] | None = None
-    """Called with (run_id, step index, step name) before a step runs."""
-    on_checkpoint: Callable[[CheckpointHeader, float], None] | None = None
-    """Called with the header and the write time in seconds once a checkpoint is committed."""
-
-
-@dataclass
-class Execution:
-    """Everything the loop needs to drive one run from one checkpoint."""
-
-    workflow: Workflow
-    store: Store
-    lease: Lease
-    start: Checkpoint
-    """Where to continue from, decoded and migrated."""
-    start_record: CheckpointRecord
-    """The stored record of ``start`` (its payload backs a stop checkpoint)."""
-    policy: CheckpointPolicy
-    durability: Durability
-    ttl: float
-    io: Io = direct_io
-    observer: Observer = field(default_factory=Observer)
-    storage: StorageConfig | None = None
-    """Storage engine settings (keyframes, blobs, compression, keys); None: from the environment."""
-    chain: Chain | None = None
-    """Where ``start_record`` sits in its chain, when ``start.state`` is exactly what it
-    holds (not migrated): the next checkpoint may then be a delta against it."""
-    should_stop: Callable[[], bool] | None = None
-    """Polled at every step boundary; True stops the run there (graceful worker shutdown):
-    the progress so far is checkpointed and the lease released, status still running."""
 
 
 def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
@@ -518,4 +468,4 @@ async def execute(ex: Execution) -> RunResult:
         raise
 
 
-__all__ = ["Execution", "Observer", "direct_io", "execute", "threaded_io"]
+__all__ = ["execute"]
