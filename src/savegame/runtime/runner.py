@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -50,6 +50,7 @@ from savegame.model import (
 from savegame.runtime.context import StepContext
 from savegame.runtime.execution import Execution
 from savegame.runtime.lease import Heartbeat
+from savegame.runtime.mutations import fingerprints, refuse_hidden_mutations
 from savegame.runtime.workflow import END
 from savegame.runtime.writer import AsyncWriter, SyncWriter, Writer
 from savegame.signals import Cancel, NeedsAttention, Pause
@@ -74,82 +75,6 @@ def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
             f"step {node!r} returned next step {target!r}; it must be a step name or END"
         )
     return update, target
-
-
-@dataclass(slots=True)
-class _Prints:
-    """The state as it was before a step, for the debug check below."""
-
-    top: dict[str, bytes]
-    """Each top-level value's encoding."""
-    kept: dict[int, tuple[Any, bytes, str]]
-    """Every list and dict below the top level, by id: the object, its encoding, its path."""
-
-
-def _below(value: Any, path: str) -> Iterator[tuple[str, Any]]:
-    """(path, container) for every list and dict strictly inside ``value``."""
-    stack = [(path, value)]
-    while stack:
-        where, node = stack.pop()
-        if type(node) is list:
-            children: Iterable[tuple[Any, Any]] = enumerate(node)
-        elif type(node) is dict:
-            children = node.items()
-        else:
-            continue
-        for label, child in children:
-            if type(child) is list or type(child) is dict:
-                inner = f"{where}[{label!r}]"
-                yield inner, child
-                stack.append((inner, child))
-
-
-def _fingerprints(state: Mapping[str, Any]) -> _Prints:
-    """What the check below compares; it encodes the state once per nesting level."""
-    prints = _Prints({}, {})
-    for key, value in state.items():
-        try:
-            prints.top[key] = codec.canonical(value)
-            for where, child in _below(value, f"state[{key!r}]"):
-                prints.kept[id(child)] = (child, codec.canonical(child), where)
-        except SerializationError:
-            continue  # reported with its path when the state is saved
-    return prints
-
-
-def _refuse_hidden_mutations(
-    node: str, before: _Prints, state: Mapping[str, Any], update: Mapping[str, Any]
-) -> None:
-    """Checkpoints store what a step returns; a key changed in place and not returned
-    would be missing from them (and from a resumed run). So would a list or dict kept
-    inside a returned value but changed in place: deltas and packs keep what they
-    stored for objects they have seen, matched by identity. Say so at the step."""
-    for key, encoded in before.top.items():
-        if key in update or key not in state:
-            continue
-        try:
-            now = codec.canonical(state[key])
-        except SerializationError:
-            continue
-        if now != encoded:
-            raise ConfigurationError(
-                f"step {node!r} changed state[{key!r}] in place without returning it; "
-                f"return {{{key!r}: <new value>}} so checkpoints keep the change"
-            )
-    for key, value in update.items():
-        for _, child in _below(value, f"state[{key!r}]"):
-            seen = before.kept.get(id(child))
-            if seen is None or seen[0] is not child:
-                continue  # a new object: stored as it is
-            try:
-                same = codec.canonical(child) == seen[1]
-            except SerializationError:
-                continue
-            if not same:
-                raise ConfigurationError(
-                    f"step {node!r} changed {seen[2]} in place; replace it "
-                    "(a new list or dict in a new parent) so checkpoints keep the change"
-                )
 
 
 class _Commits:
@@ -330,13 +255,13 @@ class _Loop:
         ctx = StepContext(self.run_id, self.thread_id, name, self.step + 1, self.parent, calls)
         if self.ex.observer.on_step is not None:
             self.ex.observer.on_step(self.run_id, self.step + 1, name)
-        before = _fingerprints(self.state) if self.ex.workflow.check_mutations else None
+        before = fingerprints(self.state) if self.ex.workflow.check_mutations else None
         out = spec.fn(self.state, ctx)
         if inspect.isawaitable(out):
             out = await out
         update, nxt = _check_result(out, name)
         if before is not None:
-            _refuse_hidden_mutations(name, before, self.state, update)
+            refuse_hidden_mutations(name, before, self.state, update)
         if nxt != END:
             self.ex.workflow.get_step(nxt)
         return update, nxt, ctx, spec.key
