@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from savegame import codec, secrets
@@ -129,13 +130,7 @@ def start_run(
     run_id = run_id or new_id()
     thread_id = thread_id or run_id
     entry = wf.entry_step()
-    state: dict[str, Any] = {}
-    parent: str | None = None
-    head = store.thread_head(thread_id)
-    if head is not None:
-        # A conversation continues: the thread's latest state, with this input on top.
-        state = dict(_decode(store, head, wf, storage)[0].state)
-        parent = head.checkpoint_id
+    state, parent = _thread_state(store, thread_id, wf, storage)
     state.update(input or {})
     now = utcnow()
     header = CheckpointHeader(
@@ -156,9 +151,35 @@ def start_run(
     record = codec.encode(
         header, secrets.redact(state, wf.secrets) if wf.secrets else state, storage
     )
+    info = _run_row(wf, record, ref, now, storage)
+    # A queued run is created unowned: the first worker to claim it leases it.
+    lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
+    start = Checkpoint(header=record.header, state=state)
+    return Ready(wf, start, record, Chain(0, 0, record.header.size), lease)
+
+
+def _thread_state(
+    store: Store, thread_id: str, wf: Workflow, storage: StorageConfig | None
+) -> tuple[dict[str, Any], str | None]:
+    """A new run's state before its input, and its parent checkpoint: empty on a new
+    thread; a conversation continues from the thread's latest state."""
+    head = store.thread_head(thread_id)
+    if head is None:
+        return {}, None
+    return dict(_decode(store, head, wf, storage)[0].state), head.checkpoint_id
+
+
+def _run_row(
+    wf: Workflow,
+    record: CheckpointRecord,
+    ref: str | None,
+    now: datetime,
+    storage: StorageConfig | None,
+) -> RunInfo:
+    """The row of a run whose first checkpoint is ``record``, with its checksum."""
     info = RunInfo(
-        run_id=run_id,
-        thread_id=thread_id,
+        run_id=record.run_id,
+        thread_id=record.header.thread_id,
         workflow=wf.name,
         workflow_ref=ref,
         status=record.header.status,
@@ -169,11 +190,7 @@ def start_run(
         # As sealed in the header: sensitive keys stay encrypted in the run row too.
         metadata=dict(record.header.metadata),
     )
-    info = replace(info, checksum=envelope.run_checksum(info, storage))
-    # A queued run is created unowned: the first worker to claim it leases it.
-    lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
-    start = Checkpoint(header=record.header, state=state)
-    return Ready(wf, start, record, Chain(0, 0, record.header.size), lease)
+    return replace(info, checksum=envelope.run_checksum(info, storage))
 
 
 def prepare_resume(
