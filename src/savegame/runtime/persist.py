@@ -57,7 +57,9 @@ class Saver:
 
     :func:`saver` picks this class or :class:`AsyncSaver` from the durability.
     The loop calls it from one task; with async durability the writer thread
-    runs the commit notice.
+    runs the commit notice. It holds nothing of the loop's, so the writer thread
+    never points back at the loop that owns it (a reference cycle that kept a
+    finished run's state alive until the collector's next full pass).
     """
 
     def __init__(self, ex: Execution, state: dict[str, Any]) -> None:
@@ -173,7 +175,7 @@ class Saver:
     def _commit(
         self, encoded: Encoded, error: str | None, effects: Sequence[EffectRecord]
     ) -> Written:
-        """Upload, write, notice: the whole save of one record, in the store's thread."""
+        """Upload, write, notice: the whole save of one record, in one io call."""
         blobs = self.encoder.to_upload(self.ex.store, encoded)
         started = time.perf_counter()
         try:
