@@ -27,7 +27,8 @@ each branch is named for what the caller does next::
 
 Errors carry structured fields (run, checkpoint, step, path) and build their
 message from them, so the message and the fields never disagree. Pauses and
-cancellation are not errors and do not live in this tree.
+cancellation are not errors and do not live in this tree: they are control-flow
+signals, in :mod:`savegame.signals`.
 """
 
 from __future__ import annotations

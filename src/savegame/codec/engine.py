@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -31,8 +31,29 @@ from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord
 
-if TYPE_CHECKING:
-    from savegame.stores.base import Store
+
+class BlobReader(Protocol):
+    """What the encoder asks of a store: which blobs it lacks. Every Store is one.
+
+    The codec sits below the stores: it names the few reads it needs here
+    rather than depend on the whole Store protocol.
+    """
+
+    def missing_blobs(self, digests: Sequence[str]) -> set[str]:
+        """The digests among ``digests`` that are not stored."""
+        ...
+
+
+class ChainReader(Protocol):
+    """What a load reads from a store: a record's chain and its blobs. Every Store is one."""
+
+    def get_chain(self, checkpoint_id: str) -> list[CheckpointRecord]:
+        """The record, then its base, the base's base ... down to a keyframe."""
+        ...
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of each digest that exists (missing ones are left out)."""
+        ...
 
 
 #: Blobs new to this process, up to this many bytes in all, go with the checkpoint
@@ -210,7 +231,7 @@ class Encoder:
         self._remember(record.checkpoint_id, state, None, Chain(0, 0, copy))
         return Encoded(record, out.found, out.sealed, out.deferred)
 
-    def to_upload(self, store: Store, encoded: Encoded) -> dict[str, bytes]:
+    def to_upload(self, store: BlobReader, encoded: Encoded) -> dict[str, bytes]:
         """The sealed bytes of the blobs the store may not have.
 
         Up to :data:`ASK_ABOVE` bytes of blobs this process does not know are sent
@@ -244,7 +265,7 @@ class Encoder:
             blobs.known.add(store, [n for n in names if n not in missing])
         return {n: sealed(n) for n in sorted(missing)}
 
-    def committed(self, store: Store, record: CheckpointRecord) -> None:
+    def committed(self, store: BlobReader, record: CheckpointRecord) -> None:
         """Call once ``record`` is durable: its blobs are then known to be stored."""
         blobs.known.add(store, record.header.blobs)
         if self._packer is not None and record.header.base_id is None:
@@ -257,7 +278,9 @@ class Loaded:
     chain: Chain
 
 
-def load(store: Store, record: CheckpointRecord, storage: StorageConfig | None = None) -> Loaded:
+def load(
+    store: ChainReader, record: CheckpointRecord, storage: StorageConfig | None = None
+) -> Loaded:
     """Decode ``record`` (fetching its chain when it is a delta) with the chain's position.
 
     Raises:
@@ -308,7 +331,7 @@ def load(store: Store, record: CheckpointRecord, storage: StorageConfig | None =
 
 
 def load_state(
-    store: Store, record: CheckpointRecord, storage: StorageConfig | None = None
+    store: ChainReader, record: CheckpointRecord, storage: StorageConfig | None = None
 ) -> Checkpoint:
     """:func:`load` without the chain position."""
     return load(store, record, storage).checkpoint

@@ -26,7 +26,7 @@ from savegame.errors import (
     describe,
 )
 from savegame.model import EffectKind, EffectRecord, EffectStatus
-from savegame.runtime.signals import Cancel, NeedsAttention, Pause
+from savegame.signals import Cancel, NeedsAttention, Pause
 
 UNSAVEABLE = "the tool's result is not pure data"
 _UNKNOWN: Any = object()

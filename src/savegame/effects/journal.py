@@ -112,7 +112,3 @@ class Journal:
     def take_buffered(self) -> list[EffectRecord]:
         taken, self._buffered = self._buffered, []
         return taken
-
-    def restore_buffered(self, entries: list[EffectRecord]) -> None:
-        """Put back entries whose checkpoint write failed, ahead of newer ones."""
-        self._buffered = entries + self._buffered

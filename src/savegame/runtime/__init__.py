@@ -2,8 +2,8 @@
 
 from savegame.runtime.api import aresume, arun, resume, run
 from savegame.runtime.context import StepContext
+from savegame.runtime.execution import Observer
 from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.runner import Observer
 from savegame.runtime.workflow import END, Workflow
 
 __all__ = [

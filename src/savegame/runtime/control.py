@@ -16,7 +16,7 @@ from savegame.effects import decisions
 from savegame.effects.compensation import run_compensation
 from savegame.errors import EffectSettledError, LeaseHeldError, RunStateError
 from savegame.inspect.history import opened
-from savegame.model import EffectKind, EffectStatus, RunInfo, RunResult, RunStatus
+from savegame.model import EffectKind, EffectStatus, Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import lease as leases
 from savegame.runtime.loader import load
 from savegame.stores.base import ALL_EFFECTS, Store
@@ -152,21 +152,7 @@ def cancel(
                 info = s.get_run(run_id)
                 continue
             try:
-                info = s.get_run(run_id)
-                if info.status.finished and info.status is not RunStatus.CANCELLED:
-                    # Its owner ended it (the request came during the last step, after the
-                    # last boundary): a finished run keeps its own ending.
-                    raise RunStateError(run_id, info.status.value, "cancel")
-                if info.status is not RunStatus.CANCELLED:
-                    head = s.latest_checkpoint(run_id)
-                    envelope.check_head(info, head)
-                    record = codec.marker(
-                        head,
-                        RunStatus.CANCELLED,
-                        {"cancelled_by": decisions.default_actor()},
-                        storage,
-                    )
-                    s.put_checkpoint(record, lease_token=lease.token)
+                _mark_cancelled(s, run_id, lease, storage)
             finally:
                 s.release_lease(run_id, lease.token)
             info = s.get_run(run_id)
@@ -181,6 +167,25 @@ def cancel(
         if compensate_effects:
             compensate(run_id, store=s, lease_ttl=lease_ttl, storage=storage)
         return s.get_run(run_id)
+
+
+def _mark_cancelled(s: Store, run_id: str, lease: Lease, storage: StorageConfig | None) -> None:
+    """Mark a run that nobody executes cancelled, holding its ``lease``."""
+    info = s.get_run(run_id)
+    if info.status.finished and info.status is not RunStatus.CANCELLED:
+        # Its owner ended it (the request came during the last step, after the
+        # last boundary): a finished run keeps its own ending.
+        raise RunStateError(run_id, info.status.value, "cancel")
+    if info.status is not RunStatus.CANCELLED:
+        head = s.latest_checkpoint(run_id)
+        envelope.check_head(info, head)
+        record = codec.marker(
+            head,
+            RunStatus.CANCELLED,
+            {"cancelled_by": decisions.default_actor()},
+            storage,
+        )
+        s.put_checkpoint(record, lease_token=lease.token)
 
 
 def approve(

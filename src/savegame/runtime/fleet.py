@@ -13,9 +13,11 @@ from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, descr
 from savegame.inspect.history import opened
 from savegame.model import CheckpointRecord, Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import lease as leases
-from savegame.runtime.api import _prepare_resume, _start, _sync
+from savegame.runtime.bridge import run_sync
+from savegame.runtime.execution import Observer
 from savegame.runtime.loader import as_workflow, reference_of
-from savegame.runtime.runner import Execution, Observer, direct_io, execute
+from savegame.runtime.runner import execute
+from savegame.runtime.setup import prepare_resume, start_run
 from savegame.stores.base import Store
 
 log = logging.getLogger("savegame.worker")
@@ -44,11 +46,11 @@ def submit(
     wf = as_workflow(workflow)
     ref = reference_of(workflow)
     with opened(store) as s:
-        start, _, _ = _start(
+        ready = start_run(
             wf, s, input, thread_id=thread_id, run_id=run_id, metadata=metadata,
             ttl=leases.DEFAULT_TTL, ref=ref, storage=storage, queued=True,
         )  # fmt: skip
-        return s.get_run(start.run_id)
+        return s.get_run(ready.start.run_id)
 
 
 def resume_claimed(
@@ -67,9 +69,7 @@ def resume_claimed(
     released, so no worker claims it again at once: see :func:`hold_back`.
     """
     try:
-        wf, start, record, chain, held = _prepare_resume(
-            lease.run_id, store, None, None, lease_ttl, storage, lease=lease
-        )
+        ready = prepare_resume(lease.run_id, store, None, None, lease_ttl, storage, lease=lease)
     except BaseException as exc:
         stuck = (
             isinstance(exc, Exception)
@@ -79,22 +79,10 @@ def resume_claimed(
         if not stuck:
             store.release_lease(lease.run_id, lease.token)
         raise
-    ex = Execution(
-        workflow=wf,
-        store=store,
-        lease=held,
-        start=start,
-        start_record=record,
-        policy=wf.policy,
-        durability=wf.durability,
-        ttl=lease_ttl,
-        io=direct_io,
-        observer=observer or Observer(),
-        storage=storage,
-        chain=chain,
-        should_stop=should_stop,
+    ex = ready.execution(
+        store, ttl=lease_ttl, storage=storage, observer=observer, should_stop=should_stop
     )
-    return _sync(execute(ex))
+    return run_sync(execute(ex))
 
 
 def hold_back(store: Store, lease: Lease, seconds: float) -> bool:

@@ -1,8 +1,10 @@
 """The step loop: run steps, apply the checkpoint policy, write checkpoints, stop safely.
 
 One loop serves both the sync and the async API. Store calls go through an
-``io`` adapter: called inline for ``run``/``resume``, in a worker thread for
-``arun``/``aresume`` so an event loop is never blocked on disk or network.
+``io`` adapter (:mod:`savegame.runtime.bridge`): called inline for
+``run``/``resume``, in a worker thread for ``arun``/``aresume`` so an event loop
+is never blocked on disk or network. At each boundary the policy picks, the loop
+asks the saver (:mod:`savegame.runtime.persist`) once to write the checkpoint.
 
 Every way a run stops in this process (done, failed, paused for a person,
 cancelled, stopped on an in-doubt effect) writes a checkpoint that says so and
@@ -12,20 +14,13 @@ and that step as ``next``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, NoReturn
 
-from savegame import codec, secrets
-from savegame.codec.blobs import known
-from savegame.codec.engine import Chain, Encoded, Encoder
-from savegame.codec.envelope import seal_error
-from savegame.codec.storage import StorageConfig
 from savegame.effects.calls import Calls
 from savegame.effects.compensation import run_compensation
 from savegame.effects.journal import Journal
@@ -33,7 +28,6 @@ from savegame.errors import (
     CheckpointWriteError,
     ConfigurationError,
     LeaseLostError,
-    MissingBlobsError,
     SavegameError,
     SerializationError,
     StepError,
@@ -41,69 +35,23 @@ from savegame.errors import (
 )
 from savegame.ids import new_id
 from savegame.model import (
-    Checkpoint,
     CheckpointHeader,
     CheckpointRecord,
+    EffectRecord,
     Lease,
     RunResult,
     RunStatus,
     Usage,
     utcnow,
 )
+from savegame.runtime import persist
 from savegame.runtime.context import StepContext
+from savegame.runtime.execution import Execution
 from savegame.runtime.lease import Heartbeat
-from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.signals import Cancel, NeedsAttention, Pause
-from savegame.runtime.workflow import END, Workflow
-from savegame.runtime.writer import AsyncWriter, SyncWriter, Writer
+from savegame.runtime.mutations import fingerprints, refuse_hidden_mutations
+from savegame.runtime.workflow import END
+from savegame.signals import Cancel, NeedsAttention, Pause
 from savegame.stores.base import ALL_EFFECTS, Store
-
-T = TypeVar("T")
-Io = Callable[..., Awaitable[Any]]
-
-
-async def direct_io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return fn(*args, **kwargs)
-
-
-async def threaded_io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-@dataclass
-class Observer:
-    """Optional callbacks for timelines, progress bars and tests. They must not raise."""
-
-    on_step: Callable[[str, int, str], None] | None = None
-    """Called with (run_id, step index, step name) before a step runs."""
-    on_checkpoint: Callable[[CheckpointHeader, float], None] | None = None
-    """Called with the header and the write time in seconds once a checkpoint is committed."""
-
-
-@dataclass
-class Execution:
-    """Everything the loop needs to drive one run from one checkpoint."""
-
-    workflow: Workflow
-    store: Store
-    lease: Lease
-    start: Checkpoint
-    """Where to continue from, decoded and migrated."""
-    start_record: CheckpointRecord
-    """The stored record of ``start`` (its payload backs a stop checkpoint)."""
-    policy: CheckpointPolicy
-    durability: Durability
-    ttl: float
-    io: Io = direct_io
-    observer: Observer = field(default_factory=Observer)
-    storage: StorageConfig | None = None
-    """Storage engine settings (keyframes, blobs, compression, keys); None: from the environment."""
-    chain: Chain | None = None
-    """Where ``start_record`` sits in its chain, when ``start.state`` is exactly what it
-    holds (not migrated): the next checkpoint may then be a delta against it."""
-    should_stop: Callable[[], bool] | None = None
-    """Polled at every step boundary; True stops the run there (graceful worker shutdown):
-    the progress so far is checkpointed and the lease released, status still running."""
 
 
 def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
@@ -126,104 +74,15 @@ def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
     return update, target
 
 
-@dataclass(slots=True)
-class _Prints:
-    """The state as it was before a step, for the debug check below."""
-
-    top: dict[str, bytes]
-    """Each top-level value's encoding."""
-    kept: dict[int, tuple[Any, bytes, str]]
-    """Every list and dict below the top level, by id: the object, its encoding, its path."""
-
-
-def _below(value: Any, path: str) -> Iterator[tuple[str, Any]]:
-    """(path, container) for every list and dict strictly inside ``value``."""
-    stack = [(path, value)]
-    while stack:
-        where, node = stack.pop()
-        if type(node) is list:
-            children: Iterable[tuple[Any, Any]] = enumerate(node)
-        elif type(node) is dict:
-            children = node.items()
-        else:
-            continue
-        for label, child in children:
-            if type(child) is list or type(child) is dict:
-                inner = f"{where}[{label!r}]"
-                yield inner, child
-                stack.append((inner, child))
-
-
-def _fingerprints(state: Mapping[str, Any]) -> _Prints:
-    """What the check below compares; it encodes the state once per nesting level."""
-    prints = _Prints({}, {})
-    for key, value in state.items():
-        try:
-            prints.top[key] = codec.canonical(value)
-            for where, child in _below(value, f"state[{key!r}]"):
-                prints.kept[id(child)] = (child, codec.canonical(child), where)
-        except SerializationError:
-            continue  # reported with its path when the state is saved
-    return prints
-
-
-def _refuse_hidden_mutations(
-    node: str, before: _Prints, state: Mapping[str, Any], update: Mapping[str, Any]
-) -> None:
-    """Checkpoints store what a step returns; a key changed in place and not returned
-    would be missing from them (and from a resumed run). So would a list or dict kept
-    inside a returned value but changed in place: deltas and packs keep what they
-    stored for objects they have seen, matched by identity. Say so at the step."""
-    for key, encoded in before.top.items():
-        if key in update or key not in state:
-            continue
-        try:
-            now = codec.canonical(state[key])
-        except SerializationError:
-            continue
-        if now != encoded:
-            raise ConfigurationError(
-                f"step {node!r} changed state[{key!r}] in place without returning it; "
-                f"return {{{key!r}: <new value>}} so checkpoints keep the change"
-            )
-    for key, value in update.items():
-        for _, child in _below(value, f"state[{key!r}]"):
-            seen = before.kept.get(id(child))
-            if seen is None or seen[0] is not child:
-                continue  # a new object: stored as it is
-            try:
-                same = codec.canonical(child) == seen[1]
-            except SerializationError:
-                continue
-            if not same:
-                raise ConfigurationError(
-                    f"step {node!r} changed {seen[2]} in place; replace it "
-                    "(a new list or dict in a new parent) so checkpoints keep the change"
-                )
-
-
-class _Commits:
-    """What follows a durable record: the loop's last record, the encoder's notice and
-    the observer. The writer calls it after each commit. It is apart from the loop so
-    that callback does not point back at the loop that owns the writer: that cycle
-    kept a finished run's state and packs alive until the collector's next full pass."""
-
-    __slots__ = ("encoder", "ex", "last_record")
-
-    def __init__(self, ex: Execution, encoder: Encoder) -> None:
-        self.ex, self.encoder, self.last_record = ex, encoder, ex.start_record
-
-    def __call__(self, record: CheckpointRecord, seconds: float) -> None:
-        self.last_record = record
-        self.encoder.committed(self.ex.store, record)
-        if self.ex.observer.on_checkpoint is not None:
-            self.ex.observer.on_checkpoint(record.header, seconds)
-
-    def announce(self, record: CheckpointRecord) -> None:
-        self(record, 0.0)
-
-
 class _Loop:
+    """One execution of one run: steps, their boundaries, and the stop that ends it.
+
+    Each boundary asks the saver once (:mod:`savegame.runtime.persist`), which gives
+    its own commit notice and holds nothing of the loop's: a callback from the writer
+    back into the loop that owns it was a reference cycle, and it kept a finished
+    run's state and packs alive until the collector's next full pass.
+    """
+
     def __init__(self, ex: Execution) -> None:
         self.ex = ex
         start = ex.start
@@ -236,19 +95,189 @@ class _Loop:
         self.usage = start.usage
         self.parent: str | None = start.checkpoint_id
         self.journal = Journal(ex.store, self.run_id, ex.lease.token, [], storage=ex.storage)
-        self.encoder = (
-            Encoder(ex.storage, base=ex.start_record, state=self.state, chain=ex.chain)
-            if ex.chain is not None
-            else Encoder(ex.storage)
-        )
+        self.saver = persist.saver(ex, self.state)
         # Top-level keys set by steps since the last encoded record: all a delta looks at.
         self.dirty: set[str] = set()
-        kind = AsyncWriter if ex.durability == "async" else SyncWriter
-        self.commits = _Commits(ex, self.encoder)
-        self.writer: Writer = kind(ex.store, ex.lease.token, self.commits)
+        # Steps and time since the last checkpoint, for the policy (the clock starts with the loop).
+        self.since_steps, self.since_time = 0, 0.0
         # The cancel flag as the last write read it, for the boundary right after it
         # only: it spares a read of the run per step (a round trip on a server store).
         self.cancel_seen: bool | None = None
+
+    async def run(self) -> RunResult:
+        with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:
+            try:
+                result = await self.loop(heartbeat)
+            finally:
+                self.saver.close()
+        await self.ex.io(_release, self.ex.store, self.ex.lease)
+        return result
+
+    async def loop(self, heartbeat: Heartbeat) -> RunResult:
+        """Run steps until the run ends, pauses, is stopped, or fails."""
+        ex = self.ex
+        self.journal = Journal(
+            ex.store,
+            self.run_id,
+            ex.lease.token,
+            await ex.io(ex.store.list_effects, self.run_id, limit=ALL_EFFECTS),
+            storage=ex.storage,
+        )
+        self.since_time = time.monotonic()
+        while self.target is not None:
+            name = self.target
+            if heartbeat.lost is not None:
+                raise heartbeat.lost
+            if ex.should_stop is not None and ex.should_stop():
+                return await self._shut_down(name)
+            try:
+                if await self._cancelled():
+                    raise Cancel()
+                update, nxt, ctx, key = await self._run_step(name)
+            except (Pause, Cancel, NeedsAttention) as signal:
+                return await self._on_signal(name, signal)
+            except LeaseLostError:
+                raise
+            except Exception as exc:
+                await self._fail(name, exc)
+            await self._advance(name, update, nxt, ctx, key)
+        return self._result(await self.saver.flush())
+
+    async def _run_step(self, name: str) -> tuple[Mapping[str, Any], str, StepContext, bool]:
+        spec = self.ex.workflow.get_step(name)
+        calls = Calls(
+            self.journal, run_id=self.run_id, step=self.step + 1, node=name,
+            cancelled=self._cancel_requested,
+        )  # fmt: skip
+        ctx = StepContext(self.run_id, self.thread_id, name, self.step + 1, self.parent, calls)
+        if self.ex.observer.on_step is not None:
+            self.ex.observer.on_step(self.run_id, self.step + 1, name)
+        before = fingerprints(self.state) if self.ex.workflow.check_mutations else None
+        out = spec.fn(self.state, ctx)
+        if inspect.isawaitable(out):
+            out = await out
+        update, nxt = _check_result(out, name)
+        if before is not None:
+            refuse_hidden_mutations(name, before, self.state, update)
+        if nxt != END:
+            self.ex.workflow.get_step(nxt)
+        return update, nxt, ctx, spec.key
+
+    async def _advance(
+        self, name: str, update: Mapping[str, Any], nxt: str, ctx: StepContext, key: bool
+    ) -> None:
+        """Take a step's update; at a boundary the policy picks, checkpoint it first."""
+        state = {**self.state, **update}
+        self.dirty.update(update)
+        target = None if nxt == END else nxt
+        usage = self.usage + ctx.usage
+        self.since_steps += 1
+        due = self.ex.policy.due(
+            steps_since=self.since_steps,
+            seconds_since=time.monotonic() - self.since_time,
+            node=name,
+        )
+        if target is None or due or ctx.forced or key:
+            status = RunStatus.COMPLETED if target is None else RunStatus.RUNNING
+            header = self._header(status, target, ctx.metadata, after=(self.step + 1, name, usage))
+            await self._boundary(name, header, state)
+        self.state, self.step, self.node, self.usage, self.target = (
+            state,
+            self.step + 1,
+            name,
+            usage,
+            target,
+        )
+
+    async def _boundary(self, name: str, header: CheckpointHeader, state: dict[str, Any]) -> None:
+        """Checkpoint the state after step ``name``; a state that will not save fails the run."""
+        effects = self.journal.take_buffered()
+        try:
+            saved = await self.saver.save(header, state, self.dirty, effects)
+        except (LeaseLostError, CheckpointWriteError):
+            raise
+        except Exception as exc:
+            # The step counts as not done: the stop checkpoint keeps the state before
+            # it. Any error (a field that will not read, say), so the run ends failed.
+            located = (
+                exc.located(run_id=self.run_id, step=name)
+                if isinstance(exc, SerializationError)
+                else exc
+            )
+            await self._stop(RunStatus.FAILED, name, error=located, effects=effects)
+            raise located from None
+        self.dirty = set()
+        self.parent = saved.record.checkpoint_id
+        self.cancel_seen = None if saved.written is None else saved.written.cancel_requested
+        self.since_steps, self.since_time = 0, time.monotonic()
+
+    async def _on_signal(self, name: str, signal: Pause | Cancel | NeedsAttention) -> RunResult:
+        """A step paused for a person, a cancel was asked, or an in-doubt effect needs a
+        person: write the checkpoint that says so, with ``name`` to run on resume."""
+        if isinstance(signal, Pause):
+            paused = await self._stop(
+                RunStatus.INTERRUPTED, name, metadata={"interrupt": signal.interrupt_id}
+            )
+            return self._result(paused, signal.interrupt_id)
+        if isinstance(signal, Cancel):
+            return self._result(await self._stop(RunStatus.CANCELLED, None))
+        await self._stop(RunStatus.NEEDS_ATTENTION, name, error=signal.error)
+        raise signal.error from None
+
+    async def _fail(self, name: str, exc: Exception) -> NoReturn:
+        """Step ``name`` raised: write the failure checkpoint (and compensate, with a
+        saga), then raise ``exc`` if it is ours, else a StepError around it."""
+        ex = self.ex
+        # With a saga, the failure checkpoint already says "compensating": a crash
+        # before compensation finishes leaves a run that `compensate` continues,
+        # never one that a resume would retry.
+        saga = ex.workflow.compensate_on_failure
+        await self._stop(RunStatus.COMPENSATING if saga else RunStatus.FAILED, name, error=exc)
+        if saga:
+            await ex.io(
+                run_compensation,
+                ex.store,
+                self.run_id,
+                ex.lease,
+                self.saver.announce,
+                storage=ex.storage,
+            )
+        if isinstance(exc, SavegameError):
+            raise exc
+        raise StepError(self.run_id, name, exc) from exc
+
+    async def _shut_down(self, name: str) -> RunResult:
+        """A worker shuts down: checkpoint the steps since the last checkpoint, if any,
+        still running with ``name`` next, so another worker continues from there."""
+        if self.since_steps:
+            return self._result(await self._stop(RunStatus.RUNNING, name))
+        return self._result(await self.saver.flush())
+
+    async def _stop(
+        self,
+        status: RunStatus,
+        next_step: str | None,
+        *,
+        error: BaseException | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        effects: Sequence[EffectRecord] = (),
+    ) -> CheckpointRecord:
+        """Write the checkpoint that ends this process's work on the run.
+
+        ``effects``: buffered journal entries already taken for a save that failed."""
+        meta = dict(metadata or {})
+        if error is not None:
+            meta["error"] = describe(error)
+        header = self._header(status, next_step, meta)
+        record = await self.saver.stop(
+            header,
+            self.state,
+            self.dirty,
+            [*effects, *self.journal.take_buffered()],
+            error=None if error is None else describe(error, with_type=False),
+        )
+        self.parent = record.checkpoint_id
+        return record
 
     def _cancel_requested(self) -> bool:
         return self.ex.store.get_run(self.run_id).cancel_requested
@@ -261,35 +290,6 @@ class _Loop:
             return seen
         cancelled: bool = await self.ex.io(self._cancel_requested)
         return cancelled
-
-    async def _write(self, encoded: Encoded, *, error: str | None = None) -> None:
-        record = encoded.record
-        error = seal_error(self.run_id, error, self.ex.storage)
-        effects = self.journal.take_buffered()
-        try:
-            blobs = await self.ex.io(self.encoder.to_upload, self.ex.store, encoded)
-            try:
-                written = await self.ex.io(
-                    self.writer.write, record, error=error, effects=effects, blobs=blobs
-                )
-            except MissingBlobsError:
-                # A prune elsewhere removed blobs this process believed stored: ask again, re-send.
-                known.forget(self.ex.store)
-                blobs = await self.ex.io(self.encoder.to_upload, self.ex.store, encoded)
-                written = await self.ex.io(
-                    self.writer.write, record, error=error, effects=effects, blobs=blobs
-                )
-            # Good for the boundary right after this write only, and only if no user code
-            # ran since the transaction read it: an on_checkpoint observer may ask to cancel
-            # (a budget guard, say), and that must stop the run before its next step.
-            if written is None or self.ex.observer.on_checkpoint is not None:
-                self.cancel_seen = None
-            else:
-                self.cancel_seen = written.cancel_requested
-        except (LeaseLostError, CheckpointWriteError):
-            raise  # an async writer's error names the step whose write failed
-        except Exception as exc:
-            raise CheckpointWriteError(self.run_id, record.header.step, exc) from exc
 
     def _header(
         self,
@@ -318,47 +318,6 @@ class _Loop:
             state_version=self.ex.workflow.state_version,
         )
 
-    async def _stop(
-        self,
-        status: RunStatus,
-        next_step: str | None,
-        *,
-        error: BaseException | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> CheckpointRecord:
-        """Write the checkpoint that ends this process's work on the run."""
-        await self.ex.io(self.writer.flush)
-        meta = dict(metadata or {})
-        if error is not None:
-            meta["error"] = describe(error)
-        header = self._header(status, next_step, meta)
-        try:
-            encoded = self.encoder.encode(header, self._saveable(self.state), self.dirty)
-        except Exception:
-            # Steps since the last checkpoint left something unsaveable in the
-            # state: fall back to the last committed state and its resume point.
-            # Any error, not only SerializationError: the stop checkpoint must be
-            # written, or the run stays running with no owner and is claimed again.
-            last = self.commits.last_record.header
-            header = replace(
-                header, step=last.step, node=last.node, usage=last.usage,
-                next=last.next if next_step is not None else None,
-                state_version=last.state_version,
-            )  # fmt: skip
-            encoded = Encoded(codec.rewrap(self.commits.last_record, header, self.ex.storage))
-        record = encoded.record
-        await self._write(
-            encoded, error=None if error is None else describe(error, with_type=False)
-        )
-        await self.ex.io(self.writer.flush)
-        self.parent = record.checkpoint_id
-        return record
-
-    def _saveable(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The state as saved: declared secret fields become references to their names."""
-        fields = self.ex.workflow.secrets
-        return secrets.redact(state, fields) if fields else state
-
     def _result(self, record: CheckpointRecord, interrupt_id: str | None = None) -> RunResult:
         return RunResult(
             run_id=self.run_id,
@@ -370,136 +329,6 @@ class _Loop:
             usage=self.usage,
             interrupt_id=interrupt_id,
         )
-
-    async def _run_step(self, name: str) -> tuple[Mapping[str, Any], str, StepContext, bool]:
-        spec = self.ex.workflow.get_step(name)
-        calls = Calls(
-            self.journal, run_id=self.run_id, step=self.step + 1, node=name,
-            cancelled=self._cancel_requested,
-        )  # fmt: skip
-        ctx = StepContext(self.run_id, self.thread_id, name, self.step + 1, self.parent, calls)
-        if self.ex.observer.on_step is not None:
-            self.ex.observer.on_step(self.run_id, self.step + 1, name)
-        before = _fingerprints(self.state) if self.ex.workflow.check_mutations else None
-        out = spec.fn(self.state, ctx)
-        if inspect.isawaitable(out):
-            out = await out
-        update, nxt = _check_result(out, name)
-        if before is not None:
-            _refuse_hidden_mutations(name, before, self.state, update)
-        if nxt != END:
-            self.ex.workflow.get_step(nxt)
-        return update, nxt, ctx, spec.key
-
-    async def loop(self, heartbeat: Heartbeat) -> RunResult:
-        ex = self.ex
-        self.journal = Journal(
-            ex.store,
-            self.run_id,
-            ex.lease.token,
-            await ex.io(ex.store.list_effects, self.run_id, limit=ALL_EFFECTS),
-            storage=ex.storage,
-        )
-        since_steps, since_time = 0, time.monotonic()
-        final: CheckpointRecord | None = None
-        while self.target is not None:
-            name = self.target
-            if heartbeat.lost is not None:
-                raise heartbeat.lost
-            if ex.should_stop is not None and ex.should_stop():
-                if since_steps:
-                    return self._result(await self._stop(RunStatus.RUNNING, name))
-                await ex.io(self.writer.flush)
-                return self._result(final or self.commits.last_record)
-            try:
-                if await self._cancelled():
-                    raise Cancel()
-                update, nxt, ctx, key = await self._run_step(name)
-            except Pause as pause:
-                paused = await self._stop(
-                    RunStatus.INTERRUPTED, name, metadata={"interrupt": pause.interrupt_id}
-                )
-                return self._result(paused, pause.interrupt_id)
-            except Cancel:
-                return self._result(await self._stop(RunStatus.CANCELLED, None))
-            except NeedsAttention as attention:
-                await self._stop(RunStatus.NEEDS_ATTENTION, name, error=attention.error)
-                raise attention.error from None
-            except LeaseLostError:
-                raise
-            except Exception as exc:
-                # With a saga, the failure checkpoint already says "compensating": a crash
-                # before compensation finishes leaves a run that `compensate` continues,
-                # never one that a resume would retry.
-                saga = ex.workflow.compensate_on_failure
-                await self._stop(
-                    RunStatus.COMPENSATING if saga else RunStatus.FAILED, name, error=exc
-                )
-                if saga:
-                    await ex.io(
-                        run_compensation,
-                        ex.store,
-                        self.run_id,
-                        ex.lease,
-                        self.commits.announce,
-                        storage=ex.storage,
-                    )
-                if isinstance(exc, SavegameError):
-                    raise
-                raise StepError(self.run_id, name, exc) from exc
-            new_state = {**self.state, **update}
-            self.dirty.update(update)
-            target = None if nxt == END else nxt
-            usage = self.usage + ctx.usage
-            since_steps += 1
-            due = ex.policy.due(
-                steps_since=since_steps, seconds_since=time.monotonic() - since_time, node=name
-            )
-            if target is None or due or ctx.forced or key:
-                status = RunStatus.COMPLETED if target is None else RunStatus.RUNNING
-                header = self._header(
-                    status, target, ctx.metadata, after=(self.step + 1, name, usage)
-                )
-                try:
-                    encoded: Encoded | None = self.encoder.encode(
-                        header, self._saveable(new_state), self.dirty
-                    )
-                except Exception as exc:
-                    # The step counts as not done: the stop checkpoint keeps the state before
-                    # it. Any error (a field that will not read, say), so the run ends failed.
-                    located = (
-                        exc.located(run_id=self.run_id, step=name)
-                        if isinstance(exc, SerializationError)
-                        else exc
-                    )
-                    await self._stop(RunStatus.FAILED, name, error=located)
-                    raise located from None
-            else:
-                encoded = None
-            self.state, self.step, self.node, self.usage, self.target = (
-                new_state,
-                self.step + 1,
-                name,
-                usage,
-                target,
-            )
-            if encoded is None:
-                continue
-            self.dirty = set()
-            await self._write(encoded)
-            final, self.parent = encoded.record, encoded.record.checkpoint_id
-            since_steps, since_time = 0, time.monotonic()
-        await ex.io(self.writer.flush)
-        return self._result(final or self.commits.last_record)
-
-    async def run(self) -> RunResult:
-        with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:
-            try:
-                result = await self.loop(heartbeat)
-            finally:
-                self.writer.close()
-        await self.ex.io(_release, self.ex.store, self.ex.lease)
-        return result
 
 
 def _release(store: Store, lease: Lease) -> None:
@@ -518,4 +347,4 @@ async def execute(ex: Execution) -> RunResult:
         raise
 
 
-__all__ = ["Execution", "Observer", "direct_io", "execute", "threaded_io"]
+__all__ = ["execute"]

@@ -2,6 +2,8 @@
 
 They derive from BaseException, like KeyboardInterrupt, so a step's
 ``except Exception`` cannot swallow a pause or a cancellation by accident.
+They sit beside :mod:`savegame.errors`, below both layers that use them:
+``effects`` raises them (a call that waits for approval), ``runtime`` catches them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,50 @@
+"""What one execution of a run is given: where it starts, how it saves, who listens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from savegame.codec.engine import Chain
+from savegame.codec.storage import StorageConfig
+from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord, Lease
+from savegame.runtime.bridge import Io, direct_io
+from savegame.runtime.policy import CheckpointPolicy, Durability
+from savegame.runtime.workflow import Workflow
+from savegame.stores.base import Store
+
+
+@dataclass
+class Observer:
+    """Optional callbacks for timelines, progress bars and tests. They must not raise."""
+
+    on_step: Callable[[str, int, str], None] | None = None
+    """Called with (run_id, step index, step name) before a step runs."""
+    on_checkpoint: Callable[[CheckpointHeader, float], None] | None = None
+    """Called with the header and the write time in seconds once a checkpoint is committed."""
+
+
+@dataclass
+class Execution:
+    """Everything the loop needs to drive one run from one checkpoint."""
+
+    workflow: Workflow
+    store: Store
+    lease: Lease
+    start: Checkpoint
+    """Where to continue from, decoded and migrated."""
+    start_record: CheckpointRecord
+    """The stored record of ``start`` (its payload backs a stop checkpoint)."""
+    policy: CheckpointPolicy
+    durability: Durability
+    ttl: float
+    io: Io = direct_io
+    observer: Observer = field(default_factory=Observer)
+    storage: StorageConfig | None = None
+    """Storage engine settings (keyframes, blobs, compression, keys); None: from the environment."""
+    chain: Chain | None = None
+    """Where ``start_record`` sits in its chain, when ``start.state`` is exactly what it
+    holds (not migrated): the next checkpoint may then be a delta against it."""
+    should_stop: Callable[[], bool] | None = None
+    """Polled at every step boundary; True stops the run there (graceful worker shutdown):
+    the progress so far is checkpointed and the lease released, status still running."""

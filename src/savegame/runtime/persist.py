@@ -1,0 +1,317 @@
+"""Saving a checkpoint: from a step's state to a durable record, and the notice back.
+
+The loop asks once per step boundary (:meth:`Saver.save`; :meth:`Saver.stop` for
+the checkpoint that ends this process's work on a run), and the whole path is here:
+
+1. encode the state as a keyframe or a delta (:class:`~savegame.codec.engine.Encoder`),
+   declared secret fields replaced by references to their names;
+2. seal the blobs the store may lack (:meth:`~savegame.codec.engine.Encoder.to_upload`);
+3. write the record with its journal entries and blobs in one transaction
+   (``Store.put_checkpoint``): at once with sync durability, so it is committed
+   before the next step runs; through a bounded queue to a writer thread with
+   async durability (:class:`AsyncSaver`);
+4. the commit notice: the encoder learns the record's blobs are stored, the
+   ``on_checkpoint`` observer hears of the record.
+
+An encoding error is raised as it is: nothing was written, and the loop decides
+what the step counts as. Whatever fails after it is a ``CheckpointWriteError``
+naming the step (or ``LeaseLostError``: someone else owns the run now).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from savegame import codec, secrets
+from savegame.codec.blobs import known
+from savegame.codec.engine import Encoded, Encoder
+from savegame.codec.envelope import seal_error
+from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
+from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord
+from savegame.runtime.execution import Execution
+from savegame.stores.base import Written
+
+_Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, bytes]]
+"""A record queued for the writer thread: its error text, journal entries and blobs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """What :meth:`Saver.save` wrote."""
+
+    record: CheckpointRecord
+    """The record: committed (sync durability) or queued (async)."""
+    written: Written | None
+    """What the store read of the run in the transaction that committed ``record``,
+    while still current: None when the record was only queued, or when an
+    ``on_checkpoint`` observer ran since the commit (it may have asked to cancel)."""
+
+
+class Saver:
+    """Saves the checkpoints of one execution; each is committed before ``save`` returns.
+
+    :func:`saver` picks this class or :class:`AsyncSaver` from the durability.
+    The loop calls it from one task; with async durability the writer thread
+    runs the commit notice. It holds nothing of the loop's, so the writer thread
+    never points back at the loop that owns it (a reference cycle that kept a
+    finished run's state alive until the collector's next full pass).
+    """
+
+    def __init__(self, ex: Execution, state: dict[str, Any]) -> None:
+        """``state``: what ``ex.start_record`` holds, the base of the next delta."""
+        self.ex = ex
+        self.encoder = (
+            Encoder(ex.storage, base=ex.start_record, state=state, chain=ex.chain)
+            if ex.chain is not None
+            else Encoder(ex.storage)
+        )
+        self.last = ex.start_record
+        """The last record known to be committed."""
+
+    async def save(
+        self,
+        header: CheckpointHeader,
+        state: dict[str, Any],
+        dirty: Collection[str],
+        effects: Sequence[EffectRecord],
+    ) -> Saved:
+        """Save ``state`` under ``header`` with the journal's buffered ``effects``.
+
+        ``dirty`` names the top-level keys set since the last record (all a delta
+        looks at).
+
+        Raises:
+            Exception: the encoding's own error (a SerializationError naming the
+                path, or whatever a value raised): nothing was written.
+            CheckpointWriteError: the record could not be written, or what follows
+                its commit failed (an observer); the step is named. With async
+                durability, an earlier record's.
+            LeaseLostError: another process owns the run now.
+        """
+        encoded = self._encode(header, state, dirty)
+        written = await self._write(encoded, None, effects)
+        # Good for the boundary right after this write only, and only if no user code
+        # ran since the transaction read it: an on_checkpoint observer may ask to cancel
+        # (a budget guard, say), and that must stop the run before its next step.
+        if self.ex.observer.on_checkpoint is not None:
+            written = None
+        return Saved(encoded.record, written)
+
+    async def stop(
+        self,
+        header: CheckpointHeader,
+        state: dict[str, Any],
+        dirty: Collection[str],
+        effects: Sequence[EffectRecord],
+        *,
+        error: str | None,
+    ) -> CheckpointRecord:
+        """Save the checkpoint that ends this process's work on the run, committed when
+        this returns; ``error``: the run row's error text (sealed here under a keyring).
+
+        A state that does not encode is not saved: the last committed one is, with its
+        resume point, under ``header``'s status.
+        """
+        await self.flush()  # ``last`` is then the last record written
+        try:
+            encoded = self._encode(header, state, dirty)
+        except Exception:
+            # Steps since the last checkpoint left something unsaveable in the
+            # state: fall back to the last committed state and its resume point.
+            # Any error, not only SerializationError: the stop checkpoint must be
+            # written, or the run stays running with no owner and is claimed again.
+            last = self.last.header
+            header = replace(
+                header, step=last.step, node=last.node, usage=last.usage,
+                next=last.next if header.next is not None else None,
+                state_version=last.state_version,
+            )  # fmt: skip
+            encoded = Encoded(codec.rewrap(self.last, header, self.ex.storage))
+        await self._write(encoded, seal_error(header.run_id, error, self.ex.storage), effects)
+        await self.flush()
+        return encoded.record
+
+    async def flush(self) -> CheckpointRecord:
+        """Wait until every record saved is committed; return the last one.
+
+        Raises:
+            CheckpointWriteError, LeaseLostError: an earlier write failed (async).
+        """
+        return self.last
+
+    def announce(self, record: CheckpointRecord) -> None:
+        """The commit notice for a record written by someone else (compensation)."""
+        self._committed(record, 0.0)
+
+    def close(self) -> None:
+        """Stop the writer thread, if any; the loop is done."""
+
+    def _encode(
+        self, header: CheckpointHeader, state: dict[str, Any], dirty: Collection[str]
+    ) -> Encoded:
+        # The state as saved: declared secret fields become references to their names.
+        fields = self.ex.workflow.secrets
+        return self.encoder.encode(
+            header, secrets.redact(state, fields) if fields else state, dirty
+        )
+
+    async def _write(
+        self, encoded: Encoded, error: str | None, effects: Sequence[EffectRecord]
+    ) -> Written | None:
+        record = encoded.record
+        try:
+            written: Written = await self.ex.io(self._commit, encoded, error, effects)
+        except (LeaseLostError, CheckpointWriteError):
+            raise
+        except Exception as exc:
+            raise CheckpointWriteError(record.run_id, record.header.step, exc) from exc
+        return written
+
+    def _commit(
+        self, encoded: Encoded, error: str | None, effects: Sequence[EffectRecord]
+    ) -> Written:
+        """Upload, write, notice: the whole save of one record, in one io call."""
+        blobs = self.encoder.to_upload(self.ex.store, encoded)
+        started = time.perf_counter()
+        try:
+            written = self._put(encoded.record, error, effects, blobs)
+        except MissingBlobsError:
+            # Asked again (``_put`` forgot what this process believed stored): re-send once.
+            blobs = self.encoder.to_upload(self.ex.store, encoded)
+            started = time.perf_counter()
+            written = self._put(encoded.record, error, effects, blobs)
+        self._committed(encoded.record, time.perf_counter() - started)
+        return written
+
+    def _put(
+        self,
+        record: CheckpointRecord,
+        error: str | None,
+        effects: Sequence[EffectRecord],
+        blobs: dict[str, bytes],
+    ) -> Written:
+        try:
+            return self.ex.store.put_checkpoint(
+                record,
+                lease_token=self.ex.lease.token,
+                error=error,
+                effects=effects,
+                blobs=blobs or None,
+            )
+        except MissingBlobsError:
+            # A prune elsewhere removed blobs this process believed stored: every
+            # later upload asks the store again instead of failing too.
+            known.forget(self.ex.store)
+            raise
+
+    def _committed(self, record: CheckpointRecord, seconds: float) -> None:
+        """The commit notice: ``record`` is durable."""
+        self.last = record
+        self.encoder.committed(self.ex.store, record)
+        if self.ex.observer.on_checkpoint is not None:
+            self.ex.observer.on_checkpoint(record.header, seconds)
+
+
+class AsyncSaver(Saver):
+    """Writes records in order from a daemon thread through a bounded queue.
+
+    A full queue blocks the run (back-pressure) rather than dropping records.
+    The first write error stops the writer; it is raised by the next ``save``,
+    ``stop`` or ``flush`` so the run stops at its next step boundary. Blobs are
+    sealed on the run's side (the encoder is the run's), so a write that finds
+    blobs missing is not retried: the run stops, resumable.
+    """
+
+    def __init__(self, ex: Execution, state: dict[str, Any], *, maxsize: int = 16) -> None:
+        super().__init__(ex, state)
+        self._queue: queue.Queue[_Queued | None] = queue.Queue(maxsize=maxsize)
+        self._error: BaseException | None = None
+        # The thread's target points back at this saver until the thread ends (close).
+        self._thread = threading.Thread(target=self._drain, name="savegame-writer", daemon=True)
+        self._thread.start()
+
+    async def flush(self) -> CheckpointRecord:
+        await self.ex.io(self._join)
+        return self.last
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)  # the stop marker
+            self._thread.join()
+
+    async def _write(
+        self, encoded: Encoded, error: str | None, effects: Sequence[EffectRecord]
+    ) -> None:
+        record = encoded.record
+        try:
+            blobs = await self.ex.io(self.encoder.to_upload, self.ex.store, encoded)
+            await self.ex.io(self._enqueue, (record, error, effects, blobs))
+        except (LeaseLostError, CheckpointWriteError):
+            raise  # an earlier write's error names the step whose write failed
+        except Exception as exc:
+            raise CheckpointWriteError(record.run_id, record.header.step, exc) from exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _enqueue(self, item: _Queued) -> None:
+        self._raise()
+        self._queue.put(item)
+
+    def _join(self) -> None:
+        self._queue.join()
+        self._raise()
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._error is not None:
+                    continue  # drain without writing: order matters more than progress
+                self._error = self._commit_queued(*item)
+            finally:
+                self._queue.task_done()
+
+    def _commit_queued(
+        self,
+        record: CheckpointRecord,
+        error: str | None,
+        effects: Sequence[EffectRecord],
+        blobs: dict[str, bytes],
+    ) -> BaseException | None:
+        """Write one queued record and give notice; the error that stops the writer, if any."""
+        started = time.perf_counter()
+        try:
+            self._put(record, error, effects, blobs)
+        except LeaseLostError as exc:
+            return exc  # not a write failure: someone else owns the run now
+        except BaseException as exc:
+            return _failed(record, exc)
+        try:
+            self._committed(record, time.perf_counter() - started)
+        except BaseException as exc:
+            # The record is durable; what failed is what follows it (an observer,
+            # say). Stop the run at its next boundary, as a sync save would,
+            # rather than let this thread die and flush() wait forever.
+            return _failed(record, exc)
+        return None
+
+
+def _failed(record: CheckpointRecord, exc: BaseException) -> CheckpointWriteError:
+    """Raised on the run's thread at its next boundary, named like a sync failure."""
+    failure = CheckpointWriteError(record.run_id, record.header.step, exc)
+    failure.__cause__ = exc
+    return failure
+
+
+def saver(ex: Execution, state: dict[str, Any]) -> Saver:
+    """The saver for ``ex``'s durability; ``state``: what ``ex.start_record`` holds."""
+    return AsyncSaver(ex, state) if ex.durability == "async" else Saver(ex, state)

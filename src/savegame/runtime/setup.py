@@ -1,0 +1,248 @@
+"""Setting a run up to execute: create a new run, or check and load one to resume.
+
+:func:`start_run` and :func:`prepare_resume` both end in a :class:`Ready` run (its
+workflow, the checkpoint it continues from, its lease); :meth:`Ready.execution`
+turns that into the :class:`Execution` the loop drives, the one place one is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from savegame import codec, secrets
+from savegame.codec import envelope
+from savegame.codec.engine import Chain
+from savegame.codec.engine import load as load_chain
+from savegame.codec.storage import StorageConfig
+from savegame.effects import decisions
+from savegame.errors import ConfigurationError, NotFoundError, RunStateError
+from savegame.ids import check_given, new_id
+from savegame.model import (
+    Checkpoint,
+    CheckpointHeader,
+    CheckpointRecord,
+    Lease,
+    RunInfo,
+    RunStatus,
+    utcnow,
+)
+from savegame.runtime import lease as leases
+from savegame.runtime.bridge import Io, direct_io
+from savegame.runtime.execution import Execution, Observer
+from savegame.runtime.loader import as_workflow, load
+from savegame.runtime.policy import CheckpointPolicy, Durability
+from savegame.runtime.workflow import Workflow
+from savegame.stores.base import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A run set up to execute: its workflow, where it continues from, and its lease."""
+
+    workflow: Workflow
+    start: Checkpoint
+    """Where to continue from, decoded and migrated."""
+    record: CheckpointRecord
+    """The stored record of ``start``."""
+    chain: Chain | None
+    """Where ``record`` sits in its chain; None when migration changed the state (the
+    next record must then be a keyframe: a delta needs its base's exact state)."""
+    lease: Lease
+    """The run's lease: held by this process, or by nobody for a queued run."""
+
+    def execution(
+        self,
+        store: Store,
+        *,
+        ttl: float,
+        storage: StorageConfig | None,
+        io: Io = direct_io,
+        observer: Observer | None = None,
+        policy: CheckpointPolicy | None = None,
+        durability: Durability | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> Execution:
+        """What the loop drives: the workflow's policy and durability unless overridden."""
+        return Execution(
+            workflow=self.workflow,
+            store=store,
+            lease=self.lease,
+            start=self.start,
+            start_record=self.record,
+            policy=policy or self.workflow.policy,
+            durability=durability or self.workflow.durability,
+            ttl=ttl,
+            io=io,
+            observer=observer or Observer(),
+            storage=storage,
+            chain=self.chain,
+            should_stop=should_stop,
+        )
+
+
+def _decode(
+    store: Store, record: CheckpointRecord, wf: Workflow, storage: StorageConfig | None
+) -> tuple[Checkpoint, Chain | None]:
+    """The checkpoint, migrated; and its chain position unless migration changed the state
+    (the next record must then be a keyframe: a delta needs its base's exact state)."""
+    loaded = load_chain(store, record, storage)
+    cp = loaded.checkpoint
+    if wf.secrets:
+        # Declared secret fields come back from the provider, never from the store.
+        cp = Checkpoint(header=cp.header, state=secrets.restore(cp.state, wf.secrets))
+    if cp.header.state_version == wf.state_version:
+        return cp, loaded.chain
+    state = codec.upgrade(
+        cp.state,
+        from_version=cp.header.state_version,
+        to_version=wf.state_version,
+        migrations=wf.migrations,
+        workflow=wf.name,
+        checkpoint_id=cp.checkpoint_id,
+    )
+    return Checkpoint(header=cp.header, state=state), None
+
+
+def start_run(
+    wf: Workflow,
+    store: Store,
+    input: Mapping[str, Any] | None,
+    *,
+    thread_id: str | None,
+    run_id: str | None,
+    metadata: Mapping[str, Any] | None,
+    ttl: float,
+    ref: str | None,
+    storage: StorageConfig | None = None,
+    queued: bool = False,
+) -> Ready:
+    """Create a run of ``wf`` with its input checkpoint, leased to this process (or,
+    ``queued``, to nobody: the first worker to claim it leases it)."""
+    if input is not None and not isinstance(input, Mapping):
+        raise ConfigurationError(
+            f"run input must be a dict of state keys, not {type(input).__qualname__}"
+        )
+    envelope.refuse_reserved(metadata or {})
+    check_given(run_id=run_id, thread_id=thread_id)
+    run_id = run_id or new_id()
+    thread_id = thread_id or run_id
+    entry = wf.entry_step()
+    state, parent = _thread_state(store, thread_id, wf, storage)
+    state.update(input or {})
+    now = utcnow()
+    header = CheckpointHeader(
+        thread_id=thread_id,
+        run_id=run_id,
+        checkpoint_id=new_id(),
+        parent_id=parent,
+        step=0,
+        node=None,
+        status=RunStatus.QUEUED if queued else RunStatus.RUNNING,
+        next=entry,
+        metadata=dict(metadata or {}),
+        created_at=now,
+        state_version=wf.state_version,
+    )
+    # A run starts with a self-contained keyframe (create_run carries no blobs), so
+    # a run never depends on another run's records.
+    record = codec.encode(
+        header, secrets.redact(state, wf.secrets) if wf.secrets else state, storage
+    )
+    info = _run_row(wf, record, ref, now, storage)
+    # A queued run is created unowned: the first worker to claim it leases it.
+    lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
+    start = Checkpoint(header=record.header, state=state)
+    return Ready(wf, start, record, Chain(0, 0, record.header.size), lease)
+
+
+def _thread_state(
+    store: Store, thread_id: str, wf: Workflow, storage: StorageConfig | None
+) -> tuple[dict[str, Any], str | None]:
+    """A new run's state before its input, and its parent checkpoint: empty on a new
+    thread; a conversation continues from the thread's latest state."""
+    head = store.thread_head(thread_id)
+    if head is None:
+        return {}, None
+    return dict(_decode(store, head, wf, storage)[0].state), head.checkpoint_id
+
+
+def _run_row(
+    wf: Workflow,
+    record: CheckpointRecord,
+    ref: str | None,
+    now: datetime,
+    storage: StorageConfig | None,
+) -> RunInfo:
+    """The row of a run whose first checkpoint is ``record``, with its checksum."""
+    info = RunInfo(
+        run_id=record.run_id,
+        thread_id=record.header.thread_id,
+        workflow=wf.name,
+        workflow_ref=ref,
+        status=record.header.status,
+        step=0,
+        head_checkpoint_id=record.checkpoint_id,
+        created_at=now,
+        updated_at=now,
+        # As sealed in the header: sensitive keys stay encrypted in the run row too.
+        metadata=dict(record.header.metadata),
+    )
+    return replace(info, checksum=envelope.run_checksum(info, storage))
+
+
+def prepare_resume(
+    run_id: str,
+    store: Store,
+    workflow: Any,
+    from_checkpoint: str | None,
+    ttl: float,
+    storage: StorageConfig | None = None,
+    lease: Lease | None = None,
+) -> Ready:
+    """Check that ``run_id`` can continue, take its lease (unless given one) and load
+    its checkpoint: the latest, or ``from_checkpoint``."""
+    # Checked before anything in it is used: its workflow reference is imported below.
+    info = envelope.verify_run(store.get_run(run_id), storage)
+    if info.status.finished or info.status is RunStatus.COMPENSATING:
+        hint = (
+            " (continue it with `savegame compensate`)"
+            if info.status is RunStatus.COMPENSATING
+            else ""
+        )
+        raise RunStateError(run_id, info.status.value + hint, "resume")
+    reason = decisions.waiting_reason(store, run_id, storage)
+    if reason is not None:
+        raise RunStateError(run_id, f"interrupted: {reason}", "resume")
+    if workflow is None:
+        if info.workflow_ref is None:
+            raise ConfigurationError(
+                f"run {run_id} has no stored workflow reference; pass the workflow to resume()"
+            )
+        workflow = load(info.workflow_ref)
+    wf = as_workflow(workflow, info.workflow_ref or "workflow")
+    if wf.name != info.workflow:
+        raise ConfigurationError(
+            f"run {run_id} belongs to workflow {info.workflow!r}, not {wf.name!r}"
+        )
+    # A worker arrives holding the lease it claimed (and keeps it on failure: it may
+    # hold the run back rather than release it); everyone else takes it here.
+    claimed, lease = lease is not None, lease or leases.acquire(store, run_id, ttl=ttl)
+    try:
+        if from_checkpoint is not None:
+            record = store.get_checkpoint(from_checkpoint)
+            if record.run_id != run_id:
+                raise NotFoundError("checkpoint", f"{from_checkpoint} in run {run_id}")
+        else:
+            record = store.latest_checkpoint(run_id)
+            envelope.check_head(info, record)
+        cp, chain = _decode(store, record, wf, storage)
+        if cp.next is None:
+            raise RunStateError(run_id, cp.status.value, "resume")
+    except BaseException:
+        if not claimed:
+            store.release_lease(run_id, lease.token)
+        raise
+    return Ready(wf, cp, record, chain, lease)
