@@ -166,3 +166,41 @@ def test_an_error_no_store_takes_as_it_is_fails_the_run_once(tmp_path: Path) -> 
         assert worker.stats.claimed == 1
     finally:
         store.close()
+
+
+EXITS = Workflow("adversarial-exits")
+
+
+@EXITS.step(entry=True)
+def exit_now(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+    raise SystemExit("a library called sys.exit")
+
+
+CANCELS = Workflow("adversarial-cancels")
+
+
+@CANCELS.step(entry=True)
+async def cancel_itself(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+    import asyncio
+
+    raise asyncio.CancelledError("an inner timeout, not the caller")
+
+
+def test_a_step_raising_systemexit_or_its_own_cancellation_fails_its_run_not_the_slot(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "q.db"
+    store = SqliteStore(path)
+    try:
+        exiting = submit(EXITS, store=store).run_id
+        cancelling = submit(CANCELS, store=store).run_id
+        fine = [submit(QUICK, store=store).run_id for _ in range(3)]
+        worker = Worker(f"sqlite:///{path}", poll=0.01, lease_ttl=5, concurrency=2)
+        work_for(2.5, worker)
+        assert store.get_run(exiting).status is RunStatus.FAILED
+        assert store.get_run(cancelling).status is RunStatus.FAILED
+        assert "sys.exit" in (get_checkpoint(exiting, store=store).metadata["error"] or "")
+        assert {store.get_run(r).status for r in fine} == {RunStatus.COMPLETED}
+        assert worker.stats.claimed == 5  # each once: the slots lived on
+    finally:
+        store.close()

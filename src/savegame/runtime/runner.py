@@ -14,6 +14,7 @@ and that step as ``next``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import time
@@ -72,6 +73,17 @@ def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
             f"step {node!r} returned next step {target!r}; it must be a step name or END"
         )
     return update, target
+
+
+def _cancelled_from_outside(exc: BaseException) -> bool:
+    """Whether ``exc`` is this task being cancelled (``arun`` cancelled by its caller),
+    not a CancelledError a step raised on its own. Without ``Task.cancelling`` (Python
+    3.10) every CancelledError counts as the caller's."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return task is None or cancelling is None or cancelling() > 0
 
 
 class _Loop:
@@ -140,6 +152,14 @@ class _Loop:
                 raise
             except Exception as exc:
                 await self._fail(name, exc)
+            except BaseException as exc:
+                # SystemExit from a library, a CancelledError the step raised itself: the
+                # step failed all the same, and a run must not be left running with no
+                # owner for a worker to claim again. Recorded, then raised as it came.
+                if isinstance(exc, KeyboardInterrupt) or _cancelled_from_outside(exc):
+                    raise
+                await self._stop(RunStatus.FAILED, name, error=exc)
+                raise
             await self._advance(name, update, nxt, ctx, key)
         return self._result(await self.saver.flush())
 

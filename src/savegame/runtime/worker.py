@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
+from savegame.errors import describe
 from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import lease as leases
 from savegame.runtime.fleet import hold_back, resume_claimed
@@ -143,11 +144,15 @@ class Worker:
                         lease_ttl=self.lease_ttl,
                         should_stop=self.stop_event.is_set,
                     )
-                except Exception as exc:
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:
                     # A run's failure is the run's (recorded in the store); the worker goes on.
-                    log.warning("run %s stopped: %s", lease.run_id, exc)
+                    # BaseException too: a step's SystemExit or CancelledError must not end
+                    # the slot, which would leave the other runs queued behind it.
+                    log.warning("run %s stopped: %s", lease.run_id, describe(exc))
                     with self._lock:
-                        self.stats.errors[lease.run_id] = f"{type(exc).__name__}: {exc}"
+                        self.stats.errors[lease.run_id] = describe(exc)
                     self._back_off(store, lease)
                     continue
                 with self._lock:
