@@ -100,6 +100,9 @@ def encode_at(value: Any, room: int) -> Any:
 
     ``room``: the levels ``value`` may take, :data:`MAX_DEPTH` less the containers
     around it; counted down to a literal 0, as a global lookup per container showed.
+    JSON's own types and the containers are handled here, the tagged scalars and
+    registered objects in :func:`_encode_tagged`: one call more for each of those
+    (measured: 5% of encoding a state made only of them; none for strings and dicts).
     """
     kind = type(value)
     # Exact type checks first: bool is an int and enums may subclass str/int.
@@ -143,6 +146,12 @@ def encode_at(value: Any, room: int) -> Any:
         # Canonical order, so equal sets always encode to equal bytes.
         items.sort(key=lambda item: orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
         return {_TAG + ("set" if kind is set else "frozenset"): items}
+    return _encode_tagged(value, kind, room)
+
+
+def _encode_tagged(value: Any, kind: type, room: int) -> Any:
+    """:func:`encode_at` for a scalar of a type JSON lacks, or a registered object
+    (``kind``: its exact type)."""
     if kind is bytes:
         return {_TAG + "bytes": base64.b64encode(value).decode("ascii")}
     if kind is dt.datetime:
