@@ -346,4 +346,4 @@ class EffectRecord:
     created_at: datetime = field(default_factory=utcnow)
     completed_at: datetime | None = None
     checksum: str = ""
-    """Integrity check over identity, arguments and result (see savegame.codec.journal)."""
+    """Integrity check over identity, arguments and result (see savegame.codec._entries)."""

@@ -26,9 +26,17 @@ from hypothesis import strategies as st
 from savegame import MemoryStore, SqliteStore, codec, rekey
 from savegame import verify as verify_store
 from savegame.codec import blobs as blob_codec
-from savegame.codec import engine, envelope, packs
+from savegame.codec import (
+    decode_value,
+    encode_value,
+    engine,
+    envelope,
+    open_entry,
+    packs,
+    seal_entry,
+    verify_entry,
+)
 from savegame.codec.crypto import Keyring
-from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
 from savegame.codec.storage import StorageConfig
 from savegame.errors import (
     CorruptRecordError,
@@ -121,8 +129,8 @@ def test_format_1_golden_records_decode_and_verify() -> None:
             e["call_index"], EffectStatus(e["status"]), base64.b64decode(e["arguments_b64"]),
             base64.b64decode(e["result_b64"]), metadata=e["metadata"], checksum=e["checksum"],
         )  # fmt: skip
-        verify(effect)
-        assert decode_value(opened(effect).arguments) == {"q": "a"}
+        verify_entry(effect)
+        assert decode_value(open_entry(effect).arguments) == {"q": "a"}
 
 
 def test_format_1_golden_sqlite_file_loads_through_the_public_api(tmp_path: Path) -> None:
@@ -752,15 +760,15 @@ def test_journal_values_are_encrypted_at_rest() -> None:
         "r1", "r1:1:0", EffectKind.WRITE, "pay", 1, "s", 0, EffectStatus.DONE,
         encode_value({"card": "4111"}, "args"), encode_value("ok", "result"),
     )  # fmt: skip
-    stored = verify(sealed(effect, SECRET), SECRET)
+    stored = verify_entry(seal_entry(effect, SECRET), SECRET)
     assert b"4111" not in stored.arguments
-    assert decode_value(opened(stored, SECRET).arguments) == {"card": "4111"}
-    assert sealed(stored, SECRET).arguments == stored.arguments  # not encrypted twice
+    assert decode_value(open_entry(stored, SECRET).arguments) == {"card": "4111"}
+    assert seal_entry(stored, SECRET).arguments == stored.arguments  # not encrypted twice
     swapped = replace(stored, request_id="r1:1:1")
     with pytest.raises(CorruptRecordError):
-        opened(swapped, SECRET)
+        open_entry(swapped, SECRET)
     with pytest.raises(UnencryptedRecordError):
-        opened(sealed(effect, PLAIN), SECRET)
+        open_entry(seal_entry(effect, PLAIN), SECRET)
 
 
 def test_keyring_from_environment_spec() -> None:

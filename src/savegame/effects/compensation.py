@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from savegame import codec
-from savegame.codec import envelope
+from savegame.codec import decode_value, encode_value, envelope
 from savegame.codec.engine import load_state
 from savegame.codec.envelope import seal_error
-from savegame.codec.journal import decode_value, encode_value
 from savegame.codec.storage import StorageConfig
 from savegame.effects.journal import Journal
 from savegame.effects.tools import Tool, tool_named

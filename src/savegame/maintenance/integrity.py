@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from savegame.codec import blobs as blobcodec
-from savegame.codec import envelope
-from savegame.codec.journal import opened as open_effect
+from savegame.codec import envelope, open_entry
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import EncryptionKeyError, SavegameError
 from savegame.model import RunInfo
@@ -130,6 +129,6 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
     for effect in effects:
         report.effects += 1
         try:
-            open_effect(effect, config)
+            open_entry(effect, config)
         except SavegameError as exc:
             damaged("effect", f"{effect.run_id}/{effect.request_id}", exc)

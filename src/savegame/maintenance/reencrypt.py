@@ -41,9 +41,7 @@ from typing import TypeVar
 import orjson
 
 from savegame.codec import blobs as blobcodec
-from savegame.codec import envelope
-from savegame.codec.journal import opened as open_effect
-from savegame.codec.journal import sealed as seal_effect
+from savegame.codec import envelope, open_entry, seal_entry
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
     ConfigurationError,
@@ -259,6 +257,6 @@ def _record(
 
 
 def _effect(effect: EffectRecord, reader: StorageConfig, writer: StorageConfig) -> EffectRecord:
-    plain = open_effect(effect, reader)
+    plain = open_entry(effect, reader)
     metadata = {k: v for k, v in plain.metadata.items() if k not in _LEGACY_DIGESTS}
-    return seal_effect(replace(plain, metadata=metadata), writer)
+    return seal_entry(replace(plain, metadata=metadata), writer)

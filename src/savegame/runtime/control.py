@@ -8,9 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from savegame import codec
-from savegame.codec import envelope
-from savegame.codec.journal import decode_value
-from savegame.codec.journal import opened as opened_effect
+from savegame.codec import decode_value, envelope, open_entry
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.effects.compensation import run_compensation
@@ -47,7 +45,7 @@ def list_effects(
     """A run's journal, oldest first, verified, decrypted and decoded."""
     with opened(store) as s:
         s.get_run(run_id)
-        entries = [opened_effect(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
+        entries = [open_entry(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
         return [
             Effect(
                 e.run_id,
