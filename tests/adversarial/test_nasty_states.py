@@ -27,7 +27,7 @@ from savegame import (
     run,
     tool,
 )
-from savegame.codec import envelope, values
+from savegame.codec import open_record, values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.ids import new_id
 from savegame.stores import SqliteStore
@@ -252,7 +252,7 @@ def test_a_state_at_the_depth_limit_fits_the_deepest_layout(tmp_path: Path, layo
     store = SqliteStore(tmp_path / "limit.db")
     try:
         record = store.get_checkpoint(result.checkpoint_id)
-        is_delta, body = envelope.open_record(record, resolve(storage))
+        is_delta, body = open_record(record, resolve(storage))
     finally:
         store.close()
     assert is_delta is (layout == "delta")

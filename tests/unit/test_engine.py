@@ -25,17 +25,17 @@ from hypothesis import strategies as st
 
 from savegame import MemoryStore, SqliteStore, codec, rekey
 from savegame import verify as verify_store
-from savegame.codec import blobs as blob_codec
 from savegame.codec import (
+    _envelope,
     decode_value,
     encode_value,
     engine,
-    envelope,
     open_entry,
     packs,
     seal_entry,
     verify_entry,
 )
+from savegame.codec import blobs as blob_codec
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
 from savegame.errors import (
@@ -274,7 +274,7 @@ def _grow(run: Run, steps: int, key: str = "messages") -> dict[str, Any]:
 
 
 def _packs_of(run: Run, record: CheckpointRecord) -> list[str]:
-    body = envelope.open_record(record, run.storage)[1]
+    body = codec.open_record(record, run.storage)[1]
     messages = json.loads(body)["messages"]
     return list(messages["$sg:pack"][0]) if isinstance(messages, dict) else []
 
@@ -371,7 +371,7 @@ def test_a_load_holds_one_packs_plaintext_at_a_time_and_leaves_no_garbage() -> N
     assert len(names) >= 150
     stored = store.get_blobs(names)
     plaintext = sum(len(blob_codec.unseal(n, stored[n], PACKED)) for n in names)
-    body = envelope.open_record(keyframe, PACKED)[1]
+    body = codec.open_record(keyframe, PACKED)[1]
 
     def fetch(wanted: Sequence[str]) -> dict[str, bytes]:
         return {name: stored[name] for name in wanted}
@@ -385,7 +385,7 @@ def test_a_load_holds_one_packs_plaintext_at_a_time_and_leaves_no_garbage() -> N
         # The decoding alone, so what the store allocates to answer is not counted.
         tracemalloc.start()
         try:
-            tree, _ = envelope.parse(body, keyframe, fetch, PACKED)
+            tree, _ = _envelope.parse(body, keyframe, fetch, PACKED)
             gc.collect()  # whatever a cycle would keep does not count as kept
             kept, peak = tracemalloc.get_traced_memory()
         finally:
@@ -409,7 +409,7 @@ def test_a_value_in_many_places_is_unsealed_at_most_twice(monkeypatch: pytest.Mo
     state: dict[str, Any] = {f"doc{i}": long for i in range(20)}
     state.update(n=1, messages=messages, again=list(messages))
     record = run.write(state, None)
-    body = json.loads(envelope.open_record(record, PACKED)[1])
+    body = json.loads(codec.open_record(record, PACKED)[1])
     packs = body["messages"]["$sg:pack"][0]
     assert len(packs) >= 4 and body["again"]["$sg:pack"][0] == packs  # shared by the two
     calls: collections.Counter[str] = collections.Counter()
@@ -436,7 +436,7 @@ def test_tagged_values_inside_packs_are_revived() -> None:
         state = {"messages": [*state["messages"], item]}
         run.write(state, {"messages"})
     run.write(state, None)  # a keyframe
-    raw = envelope.open_record(run.records[-1], PACKED)[1]
+    raw = codec.open_record(run.records[-1], PACKED)[1]
     assert raw.count(b'"$sg:') == raw.count(b'"$sg:pack"') == 1
     loaded = run.load()
     assert loaded["messages"][0]["at"] == (0, b"\x00")
@@ -450,7 +450,7 @@ def test_a_stop_marker_on_a_packed_keyframe_is_format_4_and_loads() -> None:
     run.write(state, None)  # a keyframe
     latest = run.records[-1]
     assert latest.header.format_version == 4
-    stop = envelope.marker(latest, RunStatus.CANCELLED, {}, PACKED)
+    stop = codec.marker(latest, RunStatus.CANCELLED, {}, PACKED)
     # An older reader refuses it by its version instead of failing on the pack tag.
     assert stop.header.format_version == 4
     store.put_checkpoint(stop, lease_token=run.token, blobs=None)
@@ -493,13 +493,13 @@ def test_a_growing_dict_below_the_state_is_packed_too() -> None:
         states.append(state)
     run.write(state, None)
     states.append(state)
-    body = json.loads(envelope.open_record(run.records[-1], PACKED)[1])
+    body = json.loads(codec.open_record(run.records[-1], PACKED)[1])
     assert set(body) == {"n", "results"}
     packed = body["results"]["$sg:dpack"]
     assert len(packed[0]) >= 3 and "$sg:pack" in packed[1]["history"]
     assert all(r.header.blobs == () for r in run.records if r.header.base_id is not None)
     keyframes = [_last_keyframe_before(run, i) for i in (30, len(run.records) - 1)]
-    older, newer = (json.loads(envelope.open_record(k, PACKED)[1]) for k in keyframes)
+    older, newer = (json.loads(codec.open_record(k, PACKED)[1]) for k in keyframes)
     shared = set(older["results"]["$sg:dpack"][0]) & set(newer["results"]["$sg:dpack"][0])
     assert len(shared) >= len(older["results"]["$sg:dpack"][0]) - 2
     for i, expected in enumerate(states):
@@ -605,7 +605,7 @@ def test_lists_in_nested_dicts_are_packed_and_lists_in_lists_are_not() -> None:
         }
         run.write(state, {"chat", "grid"})
     run.write(state, None)
-    raw = envelope.open_record(run.records[-1], PACKED)[1]
+    raw = codec.open_record(run.records[-1], PACKED)[1]
     body = json.loads(raw)
     assert "$sg:pack" in body["chat"]["messages"] and "$sg:pack" in body["grid"]
     assert raw.count(b'"$sg:pack"') == 2  # the inner lists go whole into the grid's packs

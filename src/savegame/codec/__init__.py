@@ -1,4 +1,9 @@
-"""Pure-data encoding, integrity checks and state migrations."""
+"""Pure-data encoding, integrity checks and state migrations.
+
+What other packages and users need is exported here; the modules behind it are
+private, except :mod:`savegame.codec.crypto` (``Keyring``, ``new_key``) and
+:mod:`savegame.codec.storage` (``StorageConfig``), the settings a user builds.
+"""
 
 from savegame.codec._entries import (
     decode_value,
@@ -8,7 +13,23 @@ from savegame.codec._entries import (
     seal_entry,
     verify_entry,
 )
-from savegame.codec.envelope import decode, encode, marker, rewrap
+from savegame.codec._envelope import (
+    check_head,
+    decode,
+    encode,
+    marker,
+    open_record,
+    refuse_reserved,
+    reseal_metadata,
+    reseal_run,
+    reveal_metadata,
+    reveal_run_metadata,
+    rewrap,
+    run_checksum,
+    seal_error,
+    seal_record,
+    verify_run,
+)
 from savegame.codec.migrate import Migration, upgrade
 from savegame.codec.registry import register
 from savegame.codec.values import canonical, dumps, loads
@@ -16,6 +37,7 @@ from savegame.codec.values import canonical, dumps, loads
 __all__ = [
     "Migration",
     "canonical",
+    "check_head",
     "decode",
     "decode_value",
     "dumps",
@@ -25,9 +47,19 @@ __all__ = [
     "loads",
     "marker",
     "open_entry",
+    "open_record",
+    "refuse_reserved",
     "register",
+    "reseal_metadata",
+    "reseal_run",
+    "reveal_metadata",
+    "reveal_run_metadata",
     "rewrap",
+    "run_checksum",
     "seal_entry",
+    "seal_error",
+    "seal_record",
     "upgrade",
     "verify_entry",
+    "verify_run",
 ]

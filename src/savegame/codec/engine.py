@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from savegame.codec import blobs, delta, envelope, packs, values
+from savegame.codec import _envelope, blobs, delta, packs, values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord
@@ -191,7 +191,7 @@ class Encoder:
                 blobs.extract(patch, config, found, config.inline_max),
                 option=orjson.OPT_SORT_KEYS,
             )
-            record = envelope.seal(
+            record = _envelope.seal_record(
                 replace(header, base_id=self._base_id, blobs=tuple(sorted(found))),
                 body,
                 delta=True,
@@ -216,7 +216,7 @@ class Encoder:
         else:
             tree = blobs.extract(values.encode_at(state, values.MAX_DEPTH), config, out.found)
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
-        record = envelope.seal(
+        record = _envelope.seal_record(
             replace(
                 header,
                 base_id=None,
@@ -309,12 +309,12 @@ def load(
     head = records[0]
     state: dict[str, Any] | None = None
     for rec in reversed(records):
-        is_delta, body = envelope.open_record(rec, config)
-        tree, revive = envelope.parse(body, rec, fetch, config)
+        is_delta, body = _envelope.open_record(rec, config)
+        tree, revive = _envelope.parse(body, rec, fetch, config)
         if state is None:
             if is_delta:
                 raise CorruptRecordError(rec.checkpoint_id, "chain starts with a delta")
-            state = envelope.state_of(tree, revive, rec.checkpoint_id)
+            state = _envelope.state_of(tree, revive, rec.checkpoint_id)
             continue
         if not is_delta or type(tree) is not dict:
             raise CorruptRecordError(rec.checkpoint_id, "expected a delta in the chain")
@@ -325,7 +325,7 @@ def load(
         except (ValueError, TypeError, KeyError) as exc:
             raise CorruptRecordError(rec.checkpoint_id, f"delta does not apply: {exc}") from exc
     assert state is not None
-    header = envelope.reveal_metadata(head.header, config)
+    header = _envelope.reveal_metadata(head.header, config)
     sizes = {name: len(data) for name, data in prefetched.items()}
     return Loaded(Checkpoint(header=header, state=state), Chain.of(records, sizes))
 

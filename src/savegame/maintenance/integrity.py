@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from savegame.codec import blobs as blobcodec
-from savegame.codec import envelope, open_entry
+from savegame.codec import check_head, open_entry, open_record, verify_run
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import EncryptionKeyError, SavegameError
 from savegame.model import RunInfo
@@ -90,8 +90,8 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
         report.damaged.append(Damage(kind, ident, run.run_id, str(exc)))
 
     try:
-        envelope.verify_run(run, config)
-        envelope.check_head(run, store.latest_checkpoint(run.run_id))
+        verify_run(run, config)
+        check_head(run, store.latest_checkpoint(run.run_id))
     except SavegameError as exc:
         damaged("run", run.run_id, exc)  # and go on: what else of the run is damaged?
     try:
@@ -104,7 +104,7 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
         report.checkpoints += 1
         try:
             record = store.get_checkpoint(header.checkpoint_id)
-            envelope.open_record(record, config)
+            open_record(record, config)
             if header.base_id is not None:
                 store.get_chain(header.checkpoint_id)  # every base down to the keyframe
         except SavegameError as exc:

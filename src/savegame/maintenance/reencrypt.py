@@ -41,7 +41,14 @@ from typing import TypeVar
 import orjson
 
 from savegame.codec import blobs as blobcodec
-from savegame.codec import envelope, open_entry, seal_entry
+from savegame.codec import (
+    open_entry,
+    open_record,
+    reseal_metadata,
+    reseal_run,
+    seal_entry,
+    seal_record,
+)
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
     ConfigurationError,
@@ -210,7 +217,7 @@ def _plan(
 ) -> _Plan:
     """One run's records, blobs, journal and row, read, checked and sealed again."""
     read = _Reader(writer, adopt)
-    fresh_run = read(functools.partial(envelope.reseal_run, run, writer=writer))
+    fresh_run = read(functools.partial(reseal_run, run, writer=writer))
     records = [store.get_checkpoint(h.checkpoint_id) for h in store.list_checkpoints(run.run_id)]
     names = sorted({name for record in records for name in record.header.blobs})
     stored = store.get_blobs(names) if names else {}
@@ -240,10 +247,10 @@ def _record(
     renamer: blobcodec.Renamer,
     writer: StorageConfig,
 ) -> CheckpointRecord:
-    is_delta, body = read(functools.partial(envelope.open_record, record))
+    is_delta, body = read(functools.partial(open_record, record))
     if record.header.format_version < 2:
         is_delta = False  # a format-1 payload is the state's canonical JSON: a keyframe body
-    header = read(functools.partial(envelope.reseal_metadata, record.header, writer=writer))
+    header = read(functools.partial(reseal_metadata, record.header, writer=writer))
     if header.blobs:
         tree, old, new = renamer.rename(orjson.loads(body), record.checkpoint_id)
         if old != set(header.blobs):
@@ -253,7 +260,7 @@ def _record(
             )
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
         header = replace(header, blobs=tuple(sorted(new)))
-    return envelope.seal(header, body, delta=is_delta, storage=writer)
+    return seal_record(header, body, delta=is_delta, storage=writer)
 
 
 def _effect(effect: EffectRecord, reader: StorageConfig, writer: StorageConfig) -> EffectRecord:

@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from savegame import codec, secrets
+from savegame.codec import seal_error
 from savegame.codec.blobs import known
 from savegame.codec.engine import Encoded, Encoder
-from savegame.codec.envelope import seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord
 from savegame.runtime.execution import Execution

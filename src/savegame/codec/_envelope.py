@@ -418,7 +418,7 @@ def _unsealed_error(info: RunInfo) -> RunInfo:
 
 
 # -- format-2 envelope ---------------------------------------------------------------
-def seal(
+def seal_record(
     header: CheckpointHeader,
     body: bytes,
     *,
@@ -573,7 +573,7 @@ def encode(
             "state", f"the state must be a dict, not {type(state).__qualname__}"
         )
     body = values.dumps(state, "state")
-    return seal(header, body, delta=False, storage=resolve(storage))
+    return seal_record(header, body, delta=False, storage=resolve(storage))
 
 
 def decode(
@@ -616,7 +616,7 @@ def rewrap(
         )
     is_delta, body = open_record(record, config)
     header = replace(header, base_id=record.header.base_id, blobs=record.header.blobs)
-    return seal(header, body, delta=is_delta, storage=config)
+    return seal_record(header, body, delta=is_delta, storage=config)
 
 
 def marker(
