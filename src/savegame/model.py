@@ -255,7 +255,7 @@ class RunInfo:
     checksum: str = ""
     """Integrity check over what never changes after ``create_run``: ids, workflow name and
     reference (which ``resume`` imports), creation time, metadata; keyed under a keyring
-    (see savegame.codec._envelope.run_checksum). Empty on rows written before it existed."""
+    (see savegame.codec._runs.run_checksum). Empty on rows written before it existed."""
 
     def with_status(self, status: RunStatus) -> RunInfo:
         return replace(self, status=status)

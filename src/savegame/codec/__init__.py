@@ -13,21 +13,15 @@ from savegame.codec._entries import (
     seal_entry,
     verify_entry,
 )
-from savegame.codec._envelope import (
+from savegame.codec._envelope import open_record, seal_record
+from savegame.codec._metadata import refuse_reserved, reseal_metadata, reveal_metadata
+from savegame.codec._records import decode, encode, marker, rewrap
+from savegame.codec._runs import (
     check_head,
-    decode,
-    encode,
-    marker,
-    open_record,
-    refuse_reserved,
-    reseal_metadata,
     reseal_run,
-    reveal_metadata,
     reveal_run_metadata,
-    rewrap,
     run_checksum,
     seal_error,
-    seal_record,
     verify_run,
 )
 from savegame.codec.migrate import Migration, upgrade

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from savegame.codec import _envelope, blobs, delta, packs, values
+from savegame.codec import _envelope, _metadata, blobs, delta, packs, values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord
@@ -325,7 +325,7 @@ def load(
         except (ValueError, TypeError, KeyError) as exc:
             raise CorruptRecordError(rec.checkpoint_id, f"delta does not apply: {exc}") from exc
     assert state is not None
-    header = _envelope.reveal_metadata(head.header, config)
+    header = _metadata.reveal_metadata(head.header, config)
     sizes = {name: len(data) for name, data in prefetched.items()}
     return Loaded(Checkpoint(header=header, state=state), Chain.of(records, sizes))
 
