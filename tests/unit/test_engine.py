@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from savegame import MemoryStore, SqliteStore, codec, rekey
 from savegame import verify as verify_store
 from savegame.codec import (
+    _blobs,
     _envelope,
     decode_value,
     encode_value,
@@ -35,7 +36,6 @@ from savegame.codec import (
     seal_entry,
     verify_entry,
 )
-from savegame.codec import blobs as blob_codec
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
 from savegame.errors import (
@@ -341,7 +341,7 @@ def test_a_pack_another_store_lacks_is_built_again() -> None:
     assert set(sent) == set(encoded.record.header.blobs)
     items = []
     for name in _packs_of(run, encoded.record):
-        items += json.loads(blob_codec.unseal(name, sent[name], PACKED, full=True))
+        items += json.loads(_blobs.unseal_blob(name, sent[name], PACKED, full=True))
     packed_count = len(items)
     assert items == state["messages"][:packed_count] and packed_count >= 20
 
@@ -370,7 +370,7 @@ def test_a_load_holds_one_packs_plaintext_at_a_time_and_leaves_no_garbage() -> N
     names = _packs_of(run, keyframe)
     assert len(names) >= 150
     stored = store.get_blobs(names)
-    plaintext = sum(len(blob_codec.unseal(n, stored[n], PACKED)) for n in names)
+    plaintext = sum(len(_blobs.unseal_blob(n, stored[n], PACKED)) for n in names)
     body = codec.open_record(keyframe, PACKED)[1]
 
     def fetch(wanted: Sequence[str]) -> dict[str, bytes]:
@@ -413,13 +413,13 @@ def test_a_value_in_many_places_is_unsealed_at_most_twice(monkeypatch: pytest.Mo
     packs = body["messages"]["$sg:pack"][0]
     assert len(packs) >= 4 and body["again"]["$sg:pack"][0] == packs  # shared by the two
     calls: collections.Counter[str] = collections.Counter()
-    real = blob_codec.unseal
+    real = _blobs.unseal_blob
 
     def counting(name: str, *args: Any, **kwargs: Any) -> bytes:
         calls[name] += 1
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr(blob_codec, "unseal", counting)
+    monkeypatch.setattr(_blobs, "unseal_blob", counting)
     loaded = engine.load_state(store, record, PACKED).state
     assert loaded == state
     assert set(calls) == set(record.header.blobs) and max(calls.values()) <= 2
@@ -545,7 +545,7 @@ def test_a_pack_changed_in_place_is_never_sent_under_its_old_name() -> None:
     sent = run.encoder.to_upload(elsewhere, again)
     items = []
     for name in _packs_of(run, again.record):
-        items += json.loads(blob_codec.unseal(name, sent[name], PACKED, full=True))
+        items += json.loads(_blobs.unseal_blob(name, sent[name], PACKED, full=True))
     assert items[1]["content"] == "changed in place"
 
 
@@ -636,7 +636,7 @@ def test_small_new_blobs_are_sent_without_asking_and_large_ones_only_when_missin
     assert store.asked == 1  # the large one made it ask once, for both
     # Another process (nothing known) writes the same values: the small blob is sent
     # again without asking and the store keeps its one copy; the large one is not sent.
-    blob_codec.known.forget(store)
+    _blobs.known_blobs.forget(store)
     two = Run(store, storage, {"x": 2})
     header = _header(two.run_id, 1, two.records[-1].checkpoint_id)
     encoded = two.encoder.encode(header, {"x": 2, "msg": small}, {"msg"})
@@ -657,21 +657,21 @@ def run_load(run: Run) -> dict[str, Any]:
 def test_blobs_written_before_frame_checksums_are_still_checked_by_digest() -> None:
     """A compressed blob from before flag 4 has no frame checksum: its digest is what guards it."""
     text = ("lorem ipsum dolor " * 300).encode()
-    name = blob_codec.digest(text, PLAIN)
+    name = _blobs.blob_digest(text, PLAIN)
     legacy = b"SGB\x01" + bytes([1, 0]) + zstandard.ZstdCompressor(level=3).compress(text)
-    assert blob_codec.unseal(name, legacy, PLAIN) == text
+    assert _blobs.unseal_blob(name, legacy, PLAIN) == text
     other = ("sit amet consectetur " * 300).encode()
     swapped = b"SGB\x01" + bytes([1, 0]) + zstandard.ZstdCompressor(level=3).compress(other)
     with pytest.raises(CorruptRecordError, match="does not match its digest"):
-        blob_codec.unseal(name, swapped, PLAIN)
+        _blobs.unseal_blob(name, swapped, PLAIN)
     # The flag alone is not trusted: a frame without a checksum is checked by digest.
     forged = b"SGB\x01" + bytes([1 | 4, 0]) + zstandard.ZstdCompressor(level=3).compress(other)
     with pytest.raises(CorruptRecordError, match="does not match its digest"):
-        blob_codec.unseal(name, forged, PLAIN)
+        _blobs.unseal_blob(name, forged, PLAIN)
     # New blobs carry the checksum flag and still round-trip.
-    sealed_now = blob_codec.seal(name, text, PLAIN)
+    sealed_now = _blobs.seal_blob(name, text, PLAIN)
     assert sealed_now[4] == 1 | 4 | 8  # zstd, frame checksum, bound to its name
-    assert blob_codec.unseal(name, sealed_now, PLAIN, full=True) == text
+    assert _blobs.unseal_blob(name, sealed_now, PLAIN, full=True) == text
 
 
 # -- encryption ---------------------------------------------------------------------

@@ -5,6 +5,7 @@ private, except :mod:`savegame.codec.crypto` (``Keyring``, ``new_key``) and
 :mod:`savegame.codec.storage` (``StorageConfig``), the settings a user builds.
 """
 
+from savegame.codec._blobs import known_blobs, unseal_blob
 from savegame.codec._entries import (
     decode_value,
     encode_value,
@@ -16,6 +17,7 @@ from savegame.codec._entries import (
 from savegame.codec._envelope import open_record, seal_record
 from savegame.codec._metadata import refuse_reserved, reseal_metadata, reveal_metadata
 from savegame.codec._records import decode, encode, marker, rewrap
+from savegame.codec._refs import Renamed, Renamer
 from savegame.codec._runs import (
     check_head,
     reseal_run,
@@ -30,6 +32,8 @@ from savegame.codec.values import canonical, dumps, loads
 
 __all__ = [
     "Migration",
+    "Renamed",
+    "Renamer",
     "canonical",
     "check_head",
     "decode",
@@ -38,6 +42,7 @@ __all__ = [
     "encode",
     "encode_value",
     "entry_checksum",
+    "known_blobs",
     "loads",
     "marker",
     "open_entry",
@@ -53,6 +58,7 @@ __all__ = [
     "seal_entry",
     "seal_error",
     "seal_record",
+    "unseal_blob",
     "upgrade",
     "verify_entry",
     "verify_run",

@@ -12,7 +12,7 @@ Format 2: the payload is an envelope::
 
 The JSON inside is a keyframe (the state's ``to_data`` tree) or a delta
 (:mod:`savegame.codec.delta`), with large values replaced by blob references
-(:mod:`savegame.codec.blobs`). The stored record's version (3 and 4 share
+(:mod:`savegame.codec._refs`). The stored record's version (3 and 4 share
 the envelope's version byte 2) decides what its integrity covers, its identity:
 from format 4 every header field but the size (``next``, status, step, node,
 usage, metadata, times, parent, base, state version, blob digests); formats 2
@@ -46,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import blobs, compress, values
+from savegame.codec import _blobs, _refs, compress, values
 from savegame.codec._metadata import seal_metadata
 from savegame.codec.crypto import key_id
 from savegame.codec.storage import StorageConfig
@@ -226,7 +226,7 @@ def parse(
         tree = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise CorruptRecordError(record.checkpoint_id, f"payload does not decode: {exc}") from exc
-    revive = blobs.needs_revival(body)
+    revive = _refs.needs_revival(body)
     names = record.header.blobs
     if not names:
         return tree, revive
@@ -241,9 +241,9 @@ def parse(
         # freed before the next is decompressed: a fresh process then faults in one
         # pack's worth of new pages for them, not all of them (4 MB at 2,000 messages).
         sealed = stored.get(name)
-        return None if sealed is None else blobs.unseal(name, sealed, storage)
+        return None if sealed is None else _blobs.unseal_blob(name, sealed, storage)
 
-    tree, in_packs = blobs.resolve(tree, plain, record.checkpoint_id)
+    tree, in_packs = _refs.resolve(tree, plain, record.checkpoint_id)
     return tree, revive or in_packs
 
 

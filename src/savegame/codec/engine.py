@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from savegame.codec import _envelope, _metadata, blobs, delta, packs, values
+from savegame.codec import _blobs, _envelope, _metadata, _refs, delta, packs, values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord
@@ -188,7 +188,7 @@ class Encoder:
             patch = delta.diff(self._shadow, state, changed)
             found: dict[str, bytes] = {}
             body = orjson.dumps(
-                blobs.extract(patch, config, found, config.inline_max),
+                _refs.extract(patch, config, found, config.inline_max),
                 option=orjson.OPT_SORT_KEYS,
             )
             record = _envelope.seal_record(
@@ -214,7 +214,7 @@ class Encoder:
         if self._packer is not None:
             tree = self._packer.tree(state, out)
         else:
-            tree = blobs.extract(values.encode_at(state, values.MAX_DEPTH), config, out.found)
+            tree = _refs.extract(values.encode_at(state, values.MAX_DEPTH), config, out.found)
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
         record = _envelope.seal_record(
             replace(
@@ -240,7 +240,7 @@ class Encoder:
         referred = [*encoded.blobs, *encoded.sealed, *encoded.deferred]
         if not referred:
             return {}
-        names = sorted(set(referred) - blobs.known.present(store, referred))
+        names = sorted(set(referred) - _blobs.known_blobs.present(store, referred))
         if not names:
             return {}
 
@@ -257,17 +257,17 @@ class Encoder:
             plain = encoded.blobs.get(name)
             if plain is None:
                 plain = encoded.deferred[name].build()
-            return blobs.seal(name, plain, self.storage)
+            return _blobs.seal_blob(name, plain, self.storage)
 
         missing: Collection[str] = names
         if sum(map(size, names)) > ASK_ABOVE:
             missing = store.missing_blobs(names)
-            blobs.known.add(store, [n for n in names if n not in missing])
+            _blobs.known_blobs.add(store, [n for n in names if n not in missing])
         return {n: sealed(n) for n in sorted(missing)}
 
     def committed(self, store: BlobReader, record: CheckpointRecord) -> None:
         """Call once ``record`` is durable: its blobs are then known to be stored."""
-        blobs.known.add(store, record.header.blobs)
+        _blobs.known_blobs.add(store, record.header.blobs)
         if self._packer is not None and record.header.base_id is None:
             self._packer.committed(record.header.blobs)
 

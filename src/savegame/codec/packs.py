@@ -46,12 +46,12 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import blobs, values
+from savegame.codec import _blobs, _refs, values
 from savegame.codec.storage import StorageConfig
 from savegame.errors import SerializationError
 
-TAG = blobs.PACK
-DICT_TAG = blobs.DICT_PACK
+TAG = _refs.PACK
+DICT_TAG = _refs.DICT_PACK
 _ESCAPE = "$sg:"
 
 
@@ -194,7 +194,7 @@ class Packer:
         if not _plain_dict(state):
             self._lists.clear()
             self._dicts.clear()
-            return blobs.extract(values.encode_at(state, values.MAX_DEPTH), self.storage, out.found)
+            return _refs.extract(values.encode_at(state, values.MAX_DEPTH), self.storage, out.found)
         seen: set[tuple[str, ...]] = set()
         tree = self._dict(state, "state", (), out, seen)
         for cache in (self._lists, self._dicts):
@@ -248,7 +248,7 @@ class Packer:
                 return self._list(value, where, key, out)
             if type(value) is dict and _plain_dict(value):
                 return self._dict(value, where, key, out, seen)
-        return blobs.extract(
+        return _refs.extract(
             values.encode_at(value, values.MAX_DEPTH - len(key)), self.storage, out.found
         )
 
@@ -341,7 +341,7 @@ class Packer:
                     continue
             name = names[index] if names is not None else None
             found: dict[str, bytes] = {}
-            tree = blobs.extract(values.encode_at(items[index], room), self.storage, found, limit)
+            tree = _refs.extract(values.encode_at(items[index], room), self.storage, found, limit)
             tail.append((name, tree))
             encoded.append(_encode(name, tree))
             loose.update(found)
@@ -385,8 +385,8 @@ class Packer:
         loose: dict[str, bytes],
     ) -> _Chunk:
         plain = b"[" + b",".join(encoded) + b"]"
-        digest = blobs.digest(plain, self.storage)
-        sealed = blobs.seal(digest, plain, self.storage)
+        digest = _blobs.blob_digest(plain, self.storage)
+        sealed = _blobs.seal_blob(digest, plain, self.storage)
         return _Chunk(
             start=start,
             names=names,
@@ -430,7 +430,7 @@ class Packer:
         plain = b""
         try:
             for i, item in enumerate(chunk.items):
-                tree = blobs.extract(
+                tree = _refs.extract(
                     values.to_data(item, chunk.where(i)),
                     self.storage,
                     found,
@@ -440,7 +440,7 @@ class Packer:
             plain = b"[" + b",".join(encoded) + b"]"
         except (orjson.JSONEncodeError, UnicodeEncodeError):
             pass  # it encoded when it was packed: changed in place since, as below
-        if not plain or blobs.digest(plain, self.storage) != chunk.digest:
+        if not plain or _blobs.blob_digest(plain, self.storage) != chunk.digest:
             for chunks in self._all_chunks():
                 chunks[:] = [c for c in chunks if c is not chunk]
             raise SerializationError(

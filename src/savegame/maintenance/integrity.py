@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from savegame.codec import blobs as blobcodec
-from savegame.codec import check_head, open_entry, open_record, verify_run
+from savegame.codec import check_head, open_entry, open_record, unseal_blob, verify_run
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import EncryptionKeyError, SavegameError
 from savegame.model import RunInfo
@@ -118,7 +117,7 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
             report.damaged.append(Damage("blob", digest, run.run_id, "missing"))
             continue
         try:
-            blobcodec.unseal(digest, stored[digest], config, full=True)
+            unseal_blob(digest, stored[digest], config, full=True)
         except SavegameError as exc:
             damaged("blob", digest, exc)
     try:

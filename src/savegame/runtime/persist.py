@@ -28,8 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from savegame import codec, secrets
-from savegame.codec import seal_error
-from savegame.codec.blobs import known
+from savegame.codec import known_blobs, seal_error
 from savegame.codec.engine import Encoded, Encoder
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord
@@ -206,7 +205,7 @@ class Saver:
         except MissingBlobsError:
             # A prune elsewhere removed blobs this process believed stored: every
             # later upload asks the store again instead of failing too.
-            known.forget(self.ex.store)
+            known_blobs.forget(self.ex.store)
             raise
 
     def _committed(self, record: CheckpointRecord, seconds: float) -> None:
