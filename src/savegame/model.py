@@ -18,7 +18,7 @@ from typing import Any
 #: 1: the payload is the canonical JSON of the full state.
 #: 2: the payload is an envelope (savegame.codec._envelope): keyframe or delta
 #:    against ``base_id``, optionally compressed and encrypted, large values in blobs.
-#: 3: as 2, and a keyframe may hold packed lists (savegame.codec.packs). Only records
+#: 3: as 2, and a keyframe may hold packed lists (savegame.codec._packs). Only records
 #:    that do are stamped 3, so a reader of version 2 still reads the others.
 #: 4: as 3, and the checksum (or the AES-GCM associated data) covers every header
 #:    field (``next``, status, step, node, usage, metadata, times, parent), so an

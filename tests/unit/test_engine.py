@@ -27,12 +27,12 @@ from savegame import MemoryStore, SqliteStore, codec, rekey
 from savegame import verify as verify_store
 from savegame.codec import (
     _blobs,
+    _engine,
     _envelope,
+    _packs,
     decode_value,
     encode_value,
-    engine,
     open_entry,
-    packs,
     seal_entry,
     verify_entry,
 )
@@ -82,8 +82,8 @@ class Run:
                        first.checkpoint_id, now, now)  # fmt: skip
         self.token = store.create_run(info, first, owner="test:1:1", ttl=60).token
         self.records = [first]
-        self.encoder = engine.Encoder(
-            storage, base=first, state=state, chain=engine.Chain(0, 0, first.header.size)
+        self.encoder = codec.Encoder(
+            storage, base=first, state=state, chain=codec.Chain(0, 0, first.header.size)
         )
 
     def write(self, state: dict[str, Any], changed: Any) -> Any:
@@ -96,7 +96,7 @@ class Run:
         return encoded.record
 
     def load(self, index: int = -1) -> dict[str, Any]:
-        return engine.load_state(self.store, self.records[index], self.storage).state
+        return codec.load_state(self.store, self.records[index], self.storage).state
 
 
 # -- format 1 stays readable ----------------------------------------------------------
@@ -114,7 +114,7 @@ def test_format_1_golden_records_decode_and_verify() -> None:
         )  # fmt: skip
         payload = base64.b64decode(raw["payload_b64"])
         record = CheckpointRecord(header, payload, raw["checksum"])
-        cp = engine.load_state(store, record, StorageConfig())
+        cp = codec.load_state(store, record, StorageConfig())
         assert cp.header.format_version == 1
     assert codec.canonical(cp.state) == final
     with pytest.raises(CorruptRecordError, match="checksum"):
@@ -355,7 +355,7 @@ def test_a_damaged_pack_is_refused_by_name() -> None:
     data = store.get_blobs([victim])[victim]
     store.rewrite(blobs={victim: data[:-3] + bytes([data[-3] ^ 1]) + data[-2:]})
     with pytest.raises(CorruptRecordError, match=f"blob {victim}"):
-        engine.load_state(store, keyframe, PACKED)
+        codec.load_state(store, keyframe, PACKED)
 
 
 def test_a_load_holds_one_packs_plaintext_at_a_time_and_leaves_no_garbage() -> None:
@@ -376,11 +376,11 @@ def test_a_load_holds_one_packs_plaintext_at_a_time_and_leaves_no_garbage() -> N
     def fetch(wanted: Sequence[str]) -> dict[str, bytes]:
         return {name: stored[name] for name in wanted}
 
-    engine.load_state(store, keyframe, PACKED)  # first-call allocations are not the subject
+    codec.load_state(store, keyframe, PACKED)  # first-call allocations are not the subject
     gc.collect()
     gc.disable()
     try:
-        loaded = engine.load_state(store, keyframe, PACKED)
+        loaded = codec.load_state(store, keyframe, PACKED)
         garbage = gc.collect()
         # The decoding alone, so what the store allocates to answer is not counted.
         tracemalloc.start()
@@ -420,7 +420,7 @@ def test_a_value_in_many_places_is_unsealed_at_most_twice(monkeypatch: pytest.Mo
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(_blobs, "unseal_blob", counting)
-    loaded = engine.load_state(store, record, PACKED).state
+    loaded = codec.load_state(store, record, PACKED).state
     assert loaded == state
     assert set(calls) == set(record.header.blobs) and max(calls.values()) <= 2
     assert len({id(loaded[f"doc{i}"]) for i in range(20)}) == 1  # decoded once, shared
@@ -454,7 +454,7 @@ def test_a_stop_marker_on_a_packed_keyframe_is_format_4_and_loads() -> None:
     # An older reader refuses it by its version instead of failing on the pack tag.
     assert stop.header.format_version == 4
     store.put_checkpoint(stop, lease_token=run.token, blobs=None)
-    assert engine.load_state(store, stop, PACKED).state == state
+    assert codec.load_state(store, stop, PACKED).state == state
 
 
 @pytest.mark.parametrize(
@@ -472,8 +472,8 @@ def test_a_packed_keyframe_cannot_pass_for_an_older_format(storage: StorageConfi
     for older in (2, 3):
         forged = replace(keyframe, header=replace(keyframe.header, format_version=older))
         with pytest.raises(CorruptRecordError, match=keyframe.checkpoint_id):
-            engine.load_state(store, forged, storage)
-    assert engine.load_state(store, keyframe, storage).state == state
+            codec.load_state(store, forged, storage)
+    assert codec.load_state(store, keyframe, storage).state == state
 
 
 def test_a_growing_dict_below_the_state_is_packed_too() -> None:
@@ -568,7 +568,7 @@ def test_a_pack_changed_in_place_to_something_unencodable_is_named_the_same_way(
 def test_commits_reported_from_another_thread_do_not_race_the_next_keyframe() -> None:
     """With durability="async" the writer thread reports commits while the run's thread
     packs the next keyframe (whose list paths may come and go)."""
-    packer = packs.Packer(replace(PACKED, pack_bytes=64))
+    packer = _packs.Packer(replace(PACKED, pack_bytes=64))
     items = [{"m": "x" * 40, "i": i} for i in range(20)]
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -587,7 +587,7 @@ def test_commits_reported_from_another_thread_do_not_race_the_next_keyframe() ->
     thread.start()
     try:
         for i in range(2000):
-            packer.tree({f"k{j}": items for j in range(i % 7)}, packs.Packed())
+            packer.tree({f"k{j}": items for j in range(i % 7)}, _packs.Packed())
     finally:
         stop.set()
         thread.join()
@@ -628,7 +628,7 @@ def test_small_new_blobs_are_sent_without_asking_and_large_ones_only_when_missin
     store = AskCounting()
     small = "a small message, " * 40  # a blob under PLAIN, far under ASK_ABOVE
     large = "".join(f"line {i} of a long shared document\n" for i in range(3000))
-    assert len(small.encode()) < engine.ASK_ABOVE < len(large.encode())
+    assert len(small.encode()) < _engine.ASK_ABOVE < len(large.encode())
     # Keyframes only: a delta keeps values up to INLINE_MAX inline, without blobs.
     storage = replace(PLAIN, keyframe_every=1)
     one = Run(store, storage, {"x": 1})
@@ -689,12 +689,12 @@ def test_encrypted_records_hide_the_state_and_need_their_key() -> None:
     assert b"4111" not in record.payload and b"4111" not in run.records[0].payload
     other = replace(SECRET, keyring=Keyring({"b": KEY_B}, active="b"))
     with pytest.raises(EncryptionKeyError, match="'a'"):
-        engine.load_state(store, record, other)
+        codec.load_state(store, record, other)
     wrong = replace(SECRET, keyring=Keyring({"a": KEY_B}, active="a"))
     with pytest.raises(CorruptRecordError, match="key 'a'"):
-        engine.load_state(store, record, wrong)
+        codec.load_state(store, record, wrong)
     with pytest.raises(EncryptionKeyError, match="'a'"):
-        engine.load_state(store, record, PLAIN)  # no keyring at all: a setup error naming the key
+        codec.load_state(store, record, PLAIN)  # no keyring at all: a setup error naming the key
 
 
 def test_tampered_ciphertext_and_moved_payloads_are_refused() -> None:
@@ -713,10 +713,10 @@ def test_plaintext_records_are_refused_when_encryption_is_configured() -> None:
     run = Run(MemoryStore(), PLAIN, {"a": 1})
     run.write({"a": 2}, {"a"})
     with pytest.raises(UnencryptedRecordError, match=run.records[-1].checkpoint_id):
-        engine.load_state(run.store, run.records[-1], SECRET)
+        codec.load_state(run.store, run.records[-1], SECRET)
     assert run.load() == {"a": 2}
     migrating = replace(SECRET, accept_plaintext=True)
-    assert engine.load_state(run.store, run.records[-1], migrating).state == {"a": 2}
+    assert codec.load_state(run.store, run.records[-1], migrating).state == {"a": 2}
 
 
 def test_rotation_old_key_reads_new_key_writes() -> None:
@@ -724,13 +724,13 @@ def test_rotation_old_key_reads_new_key_writes() -> None:
     old = Run(store, SECRET, {"a": 1})
     old.write({"a": 2}, {"a"})
     rotated = replace(SECRET, keyring=Keyring({"b": KEY_B, "a": KEY_A}, active="b"))
-    assert engine.load_state(store, old.records[-1], rotated).state == {"a": 2}
+    assert codec.load_state(store, old.records[-1], rotated).state == {"a": 2}
     new = Run(store, rotated, {"a": 3})
     record = new.write({"a": 4}, {"a"})
     assert record.payload[5:6] == b"b"
-    assert engine.load_state(store, record, rotated).state == {"a": 4}
+    assert codec.load_state(store, record, rotated).state == {"a": 4}
     with pytest.raises(EncryptionKeyError):
-        engine.load_state(store, record, SECRET)
+        codec.load_state(store, record, SECRET)
 
 
 def test_rewrap_of_a_delta_keeps_its_base_and_reseals() -> None:
@@ -743,7 +743,7 @@ def test_rewrap_of_a_delta_keeps_its_base_and_reseals() -> None:
     wrapped = codec.rewrap(record, header, SECRET)
     assert wrapped.header.base_id == run.records[0].checkpoint_id
     run.store.put_checkpoint(wrapped, lease_token=run.token)
-    assert engine.load_state(run.store, wrapped, SECRET).state == {"log": list(range(101))}
+    assert codec.load_state(run.store, wrapped, SECRET).state == {"log": list(range(101))}
 
 
 def test_sensitive_metadata_is_sealed_and_revealed() -> None:
@@ -792,7 +792,7 @@ def test_format_2_and_3_golden_file_loads_every_checkpoint(tmp_path: Path) -> No
         for checkpoint_id, digest in golden["states"].items():
             record = store.get_checkpoint(checkpoint_id)
             versions.add(record.header.format_version)
-            state = engine.load_state(store, record, storage).state
+            state = codec.load_state(store, record, storage).state
             assert hashlib.sha256(codec.canonical(state)).hexdigest() == digest, checkpoint_id
         assert versions == {2, 3}
         assert verify_store(store=store, storage=storage).ok
@@ -814,7 +814,7 @@ def test_format_3_encrypted_records_are_refused_until_rekey_authenticates_them(
     try:
         sealed = store.latest_checkpoint("golden-sealed")
         with pytest.raises(UnauthenticatedRecordError, match="savegame rekey"):
-            engine.load_state(store, sealed, strict)
+            codec.load_state(store, sealed, strict)
         assert not verify_store(store=store, storage=strict).ok
         assert rekey(store=store, storage=strict).skipped  # strict: it vouches for nothing
         report = rekey(store=store, storage=strict, adopt=True)
@@ -822,7 +822,7 @@ def test_format_3_encrypted_records_are_refused_until_rekey_authenticates_them(
         for checkpoint_id, digest in golden["states"].items():
             record = store.get_checkpoint(checkpoint_id)
             assert record.header.format_version == 4
-            state = engine.load_state(store, record, strict).state
+            state = codec.load_state(store, record, strict).state
             assert hashlib.sha256(codec.canonical(state)).hexdigest() == digest, checkpoint_id
         assert verify_store(store=store, storage=strict).ok
     finally:

@@ -1,7 +1,7 @@
 """A blob's name and stored bytes; which blobs a store is known to hold.
 
 A blob is a large value (:mod:`savegame.codec._refs`) or a pack
-(:mod:`savegame.codec.packs`), stored once under its name however often it recurs.
+(:mod:`savegame.codec._packs`), stored once under its name however often it recurs.
 
 Digest: BLAKE2b-256 (hex) of the plaintext; with encryption on it is keyed with
 a key derived from the active encryption key (``Keyring.digest_key``), so the
@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from savegame.codec import compress
+from savegame.codec import _compress
 from savegame.codec.crypto import key_id
 from savegame.codec.storage import StorageConfig
 from savegame.errors import CorruptRecordError, EncryptionKeyError, UnencryptedRecordError
@@ -49,7 +49,7 @@ def seal_blob(name: str, data: bytes, storage: StorageConfig) -> bytes:
     if storage.compress_threshold and len(data) >= storage.compress_threshold:
         # Encrypted blobs are authenticated by AES-GCM; only plain ones need the checksum.
         checked = storage.keyring is None
-        packed = compress.compress(data, checksum=checked)
+        packed = _compress.compress(data, checksum=checked)
         if len(packed) < len(data):
             flags, body = flags | _ZSTD | (_FRAME_CHECKED if checked else 0), packed
     kid = b""
@@ -90,7 +90,7 @@ def unseal_blob(name: str, stored: bytes, storage: StorageConfig, *, full: bool 
             raise CorruptRecordError(label, "its bytes are damaged, or another blob's")
     if flags & _ZSTD:
         try:
-            body = compress.decompress(body)
+            body = _compress.decompress(body)
         except Exception as exc:
             raise CorruptRecordError(label, f"does not decompress: {exc}") from exc
     if flags & _AEAD or (flags & _BOUND and not full):

@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import values
+from savegame.codec import _values
 from savegame.codec.crypto import key_id, unbase64
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
@@ -224,7 +224,7 @@ def open_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> Ef
 
 
 def encode_value(value: Any, path: str) -> bytes:
-    return values.dumps(value, path)
+    return _values.dumps(value, path)
 
 
 def decode_value(data: bytes | None) -> Any:
@@ -235,4 +235,4 @@ def decode_value(data: bytes | None) -> Any:
         raise CorruptRecordError(
             "journal value", "is encrypted; open the entry with its keyring first"
         )
-    return values.loads(data)
+    return _values.loads(data)

@@ -11,7 +11,7 @@ Format 2: the payload is an envelope::
            2 zstd (body compressed)      4 AES-256-GCM (body = nonce + ciphertext + tag)
 
 The JSON inside is a keyframe (the state's ``to_data`` tree) or a delta
-(:mod:`savegame.codec.delta`), with large values replaced by blob references
+(:mod:`savegame.codec._delta`), with large values replaced by blob references
 (:mod:`savegame.codec._refs`). The stored record's version (3 and 4 share
 the envelope's version byte 2) decides what its integrity covers, its identity:
 from format 4 every header field but the size (``next``, status, step, node,
@@ -46,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import _blobs, _refs, compress, values
+from savegame.codec import _blobs, _compress, _refs, _values
 from savegame.codec._metadata import seal_metadata
 from savegame.codec.crypto import key_id
 from savegame.codec.storage import StorageConfig
@@ -141,7 +141,7 @@ def seal_record(
     header = seal_metadata(header, storage)
     flags = DELTA if delta else 0
     if storage.compress_threshold and len(body) >= storage.compress_threshold:
-        small = compress.compress(body)
+        small = _compress.compress(body)
         if len(small) < len(body):
             flags, body = flags | ZSTD, small
     ring = storage.keyring
@@ -211,7 +211,7 @@ def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool,
             raise CorruptRecordError(ident, "checksum mismatch")
     if flags & ZSTD:
         try:
-            body = compress.decompress(body)
+            body = _compress.decompress(body)
         except Exception as exc:
             raise CorruptRecordError(ident, f"payload does not decompress: {exc}") from exc
     return bool(flags & DELTA), body
@@ -248,9 +248,9 @@ def parse(
 
 
 def state_of(tree: Any, revive: bool, ident: str) -> dict[str, Any]:
-    """The state from a resolved tree; ``revive``: it holds tags for ``values.from_data``."""
+    """The state from a resolved tree; ``revive``: it holds tags for ``_values.from_data``."""
     try:
-        state = values.from_data(tree) if revive else tree
+        state = _values.from_data(tree) if revive else tree
     except SerializationError:
         raise
     except (ValueError, TypeError, KeyError) as exc:

@@ -3,7 +3,7 @@
 :func:`encode` writes a state as one self-contained keyframe and :func:`decode`
 reads one back; :func:`rewrap` puts a stored record's state under a new header and
 :func:`marker` makes the checkpoint that only changes a run's status. The runtime
-writes deltas and blobs through the storage engine (:mod:`savegame.codec.engine`).
+writes deltas and blobs through the storage engine (:mod:`savegame.codec._engine`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from savegame.codec import values
+from savegame.codec import _values
 from savegame.codec._envelope import (
     Fetch,
     format1_checksum,
@@ -33,7 +33,7 @@ def encode(
 ) -> CheckpointRecord:
     """Encode ``state`` as a self-contained keyframe (large values inline, no blobs).
 
-    The runtime uses :class:`savegame.codec.engine.Encoder`, which writes deltas and
+    The runtime uses :class:`savegame.codec._engine.Encoder`, which writes deltas and
     blobs. ``header.base_id`` and ``header.blobs`` are kept as given: store tests use
     them as labels; a record labelled with a base does not decode (its envelope says
     keyframe), so real keyframes leave them empty.
@@ -45,14 +45,14 @@ def encode(
         raise SerializationError(
             "state", f"the state must be a dict, not {type(state).__qualname__}"
         )
-    body = values.dumps(state, "state")
+    body = _values.dumps(state, "state")
     return seal_record(header, body, delta=False, storage=resolve(storage))
 
 
 def decode(
     record: CheckpointRecord, storage: StorageConfig | None = None, *, fetch: Fetch | None = None
 ) -> Checkpoint:
-    """Verify and decode a keyframe record (``engine.load`` reads deltas through their chain).
+    """Verify and decode a keyframe record (``load_chain`` reads a delta through its chain).
 
     Raises:
         CorruptRecordError: the record fails its check, does not decode, or is a delta.

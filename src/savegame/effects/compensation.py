@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from savegame import codec
-from savegame.codec import decode_value, encode_value, seal_error
-from savegame.codec.engine import load_state
+from savegame.codec import decode_value, encode_value, load_state, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.effects.journal import Journal
 from savegame.effects.tools import Tool, tool_named

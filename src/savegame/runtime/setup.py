@@ -13,8 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from savegame import codec, secrets
-from savegame.codec.engine import Chain
-from savegame.codec.engine import load as load_chain
+from savegame.codec import Chain, load_chain
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
