@@ -32,7 +32,7 @@ import orjson
 import zstandard
 from workload import machine, markdown, median_ms, message
 
-from savegame.codec.compress import LEVEL
+from savegame.codec._compress import LEVEL
 
 PACKS = (16, 256)
 REPEAT = 15

@@ -1,7 +1,7 @@
 """The same messages kept as a list or as a dict: what the shape of a state costs.
 
 A keyframe packs long lists and dicts that hold many entries
-(``savegame.codec.packs``). This runs the appending loop of ``storage_engine.py``
+(``savegame.codec._packs``). This runs the appending loop of ``storage_engine.py``
 both ways, the messages in a list and in a dict ``{call_id: message}``, on the
 default SQLite store and reports stored bytes, time per step and the latest
 state's load in a fresh process.

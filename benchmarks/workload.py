@@ -88,7 +88,7 @@ def message(index: int) -> dict[str, str]:
 def zstd_ratio(count: int = 50) -> float:
     """How much zstd (savegame's level) shrinks one message body, median over ``count``:
     printed with the results so readers can judge how compressible the workload is."""
-    from savegame.codec.compress import compress
+    from savegame.codec._compress import compress
 
     return statistics.median(
         MESSAGE_BYTES / len(compress(message_text(i).encode())) for i in range(count)

@@ -16,9 +16,9 @@ from typing import Any
 #: Version of the stored checkpoint layout. Bump it with a migration path when the
 #: record layout or the payload encoding changes; old versions must keep loading.
 #: 1: the payload is the canonical JSON of the full state.
-#: 2: the payload is an envelope (savegame.codec.envelope): keyframe or delta
+#: 2: the payload is an envelope (savegame.codec._envelope): keyframe or delta
 #:    against ``base_id``, optionally compressed and encrypted, large values in blobs.
-#: 3: as 2, and a keyframe may hold packed lists (savegame.codec.packs). Only records
+#: 3: as 2, and a keyframe may hold packed lists (savegame.codec._packs). Only records
 #:    that do are stamped 3, so a reader of version 2 still reads the others.
 #: 4: as 3, and the checksum (or the AES-GCM associated data) covers every header
 #:    field (``next``, status, step, node, usage, metadata, times, parent), so an
@@ -156,7 +156,7 @@ class CheckpointRecord:
     payload: bytes
     """Encoded state, opaque to stores."""
     checksum: str
-    """Integrity check over the payload (see savegame.codec.envelope)."""
+    """Integrity check over the payload (see savegame.codec._envelope)."""
 
     @property
     def checkpoint_id(self) -> str:
@@ -255,7 +255,7 @@ class RunInfo:
     checksum: str = ""
     """Integrity check over what never changes after ``create_run``: ids, workflow name and
     reference (which ``resume`` imports), creation time, metadata; keyed under a keyring
-    (see savegame.codec.envelope.run_checksum). Empty on rows written before it existed."""
+    (see savegame.codec._runs.run_checksum). Empty on rows written before it existed."""
 
     def with_status(self, status: RunStatus) -> RunInfo:
         return replace(self, status=status)
@@ -346,4 +346,4 @@ class EffectRecord:
     created_at: datetime = field(default_factory=utcnow)
     completed_at: datetime | None = None
     checksum: str = ""
-    """Integrity check over identity, arguments and result (see savegame.codec.journal)."""
+    """Integrity check over identity, arguments and result (see savegame.codec._entries)."""

@@ -5,7 +5,7 @@ enough to be packed, and dicts that look like the codec's own tags.
 
 A drawn :class:`Case` knows where it planted each value that cannot be saved (none for
 a state that must round-trip), from the documented counting rule of
-``savegame.codec.values.MAX_DEPTH`` (a list or dict is one level; a tuple, set or
+``savegame.codec._values.MAX_DEPTH`` (a list or dict is one level; a tuple, set or
 escaped dict two; a dict with non-string keys or a registered object three), not from
 the codec's own code.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from savegame import codec
-from savegame.codec.values import MAX_DEPTH
+from savegame.codec._values import MAX_DEPTH
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from savegame import (
     tool,
     verify,
 )
+from savegame.codec import entry_checksum
 from savegame.codec.crypto import Keyring
-from savegame.codec.journal import effect_checksum
 from savegame.errors import InDoubtEffectError, UnauthenticatedRecordError
 from savegame.model import RunStatus
 from savegame.stores import open_store
@@ -166,7 +166,7 @@ def test_an_attacker_who_recomputes_an_unkeyed_check_is_still_refused(raw: Raw) 
     with open_store(raw.url) as store:
         [entry] = [e for e in store.list_effects("r") if e.kind.value == "approval"]
     forged = replace(entry, status=type(entry.status)("done"))
-    check = effect_checksum(forged, PLAIN)  # what anyone can compute from the code
+    check = entry_checksum(forged, PLAIN)  # what anyone can compute from the code
     raw.execute(
         "UPDATE effects SET status = 'done', checksum = ? WHERE request_id = ?",
         (check, entry.request_id),
@@ -297,7 +297,7 @@ def test_a_key_rotation_does_not_sign_forged_records(raw: Raw, tmp_path: Path) -
     forged = replace(entry, status=type(entry.status)("done"))
     raw.execute(
         "UPDATE effects SET status = 'done', checksum = ? WHERE request_id = ?",
-        (effect_checksum(forged, PLAIN), entry.request_id),
+        (entry_checksum(forged, PLAIN), entry.request_id),
     )
     raw.execute(
         "UPDATE runs SET workflow_ref = ?, checksum = '' WHERE run_id = 'r'", (f"{evil}:wf",)

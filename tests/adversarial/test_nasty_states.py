@@ -27,7 +27,7 @@ from savegame import (
     run,
     tool,
 )
-from savegame.codec import envelope, values
+from savegame.codec import _values, open_record
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.ids import new_id
 from savegame.stores import SqliteStore
@@ -215,7 +215,7 @@ def _lists(levels: int, leaf: Any) -> Any:
 def _packed_dicts(bottom: Any) -> Any:
     """Dicts at key depth 1..LAYOUT_DEPTH, each with entries enough for a pack of them
     and ``down``, large enough to be walked into rather than packed whole."""
-    for _ in range(values.LAYOUT_DEPTH):
+    for _ in range(_values.LAYOUT_DEPTH):
         bottom = {**{f"pad{i}": str(i) * 500 for i in range(10)}, "down": bottom}
     return bottom
 
@@ -223,17 +223,17 @@ def _packed_dicts(bottom: Any) -> Any:
 def _patched_dicts(leaf: Any) -> Any:
     """Dicts at key depth 1..LAYOUT_DEPTH (each patched in place by a delta), then ``x``."""
     bottom: Any = {"x": leaf}
-    for _ in range(values.LAYOUT_DEPTH - 1):
+    for _ in range(_values.LAYOUT_DEPTH - 1):
         bottom = {"d": bottom}
     return bottom
 
 
 @pytest.mark.parametrize("layout", ["keyframe with packs", "delta"])
 def test_a_state_at_the_depth_limit_fits_the_deepest_layout(tmp_path: Path, layout: str) -> None:
-    """What values.MAX_DEPTH's comment claims the engine adds, on the deepest records it writes:
+    """What _values.MAX_DEPTH's comment claims the engine adds, on the deepest records it writes:
     2 per pack around a dict (at key depths 1..16), or 2 per patched dict level plus the
     pair the value sits in (17), and 2 for the blob reference of a long leaf."""
-    limit, layers = values.MAX_DEPTH, values.LAYOUT_DEPTH
+    limit, layers = _values.MAX_DEPTH, _values.LAYOUT_DEPTH
     big = "y" * 20_000  # a blob reference at the bottom, and ``down`` big enough to walk
     url = f"sqlite:///{tmp_path / 'limit.db'}"
     storage = StorageConfig(pack_bytes=1024)  # every level closes a pack of its pads
@@ -252,7 +252,7 @@ def test_a_state_at_the_depth_limit_fits_the_deepest_layout(tmp_path: Path, layo
     store = SqliteStore(tmp_path / "limit.db")
     try:
         record = store.get_checkpoint(result.checkpoint_id)
-        is_delta, body = envelope.open_record(record, resolve(storage))
+        is_delta, body = open_record(record, resolve(storage))
     finally:
         store.close()
     assert is_delta is (layout == "delta")

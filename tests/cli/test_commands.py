@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from savegame.codec.values import from_data
+from savegame.codec import from_data
 
 RUN_FIELDS = {
     "run_id",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from savegame.codec.values import from_data
+from savegame.codec import from_data
 
 EFFECT_FIELDS = {
     "request_id",

@@ -25,10 +25,18 @@ from hypothesis import strategies as st
 
 from savegame import MemoryStore, SqliteStore, codec, rekey
 from savegame import verify as verify_store
-from savegame.codec import blobs as blob_codec
-from savegame.codec import engine, envelope, packs
+from savegame.codec import (
+    _blobs,
+    _engine,
+    _envelope,
+    _packs,
+    decode_value,
+    encode_value,
+    open_entry,
+    seal_entry,
+    verify_entry,
+)
 from savegame.codec.crypto import Keyring
-from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
 from savegame.codec.storage import StorageConfig
 from savegame.errors import (
     CorruptRecordError,
@@ -74,8 +82,8 @@ class Run:
                        first.checkpoint_id, now, now)  # fmt: skip
         self.token = store.create_run(info, first, owner="test:1:1", ttl=60).token
         self.records = [first]
-        self.encoder = engine.Encoder(
-            storage, base=first, state=state, chain=engine.Chain(0, 0, first.header.size)
+        self.encoder = codec.Encoder(
+            storage, base=first, state=state, chain=codec.Chain(0, 0, first.header.size)
         )
 
     def write(self, state: dict[str, Any], changed: Any) -> Any:
@@ -88,7 +96,7 @@ class Run:
         return encoded.record
 
     def load(self, index: int = -1) -> dict[str, Any]:
-        return engine.load_state(self.store, self.records[index], self.storage).state
+        return codec.load_state(self.store, self.records[index], self.storage).state
 
 
 # -- format 1 stays readable ----------------------------------------------------------
@@ -106,7 +114,7 @@ def test_format_1_golden_records_decode_and_verify() -> None:
         )  # fmt: skip
         payload = base64.b64decode(raw["payload_b64"])
         record = CheckpointRecord(header, payload, raw["checksum"])
-        cp = engine.load_state(store, record, StorageConfig())
+        cp = codec.load_state(store, record, StorageConfig())
         assert cp.header.format_version == 1
     assert codec.canonical(cp.state) == final
     with pytest.raises(CorruptRecordError, match="checksum"):
@@ -121,8 +129,8 @@ def test_format_1_golden_records_decode_and_verify() -> None:
             e["call_index"], EffectStatus(e["status"]), base64.b64decode(e["arguments_b64"]),
             base64.b64decode(e["result_b64"]), metadata=e["metadata"], checksum=e["checksum"],
         )  # fmt: skip
-        verify(effect)
-        assert decode_value(opened(effect).arguments) == {"q": "a"}
+        verify_entry(effect)
+        assert decode_value(open_entry(effect).arguments) == {"q": "a"}
 
 
 def test_format_1_golden_sqlite_file_loads_through_the_public_api(tmp_path: Path) -> None:
@@ -266,7 +274,7 @@ def _grow(run: Run, steps: int, key: str = "messages") -> dict[str, Any]:
 
 
 def _packs_of(run: Run, record: CheckpointRecord) -> list[str]:
-    body = envelope.open_record(record, run.storage)[1]
+    body = codec.open_record(record, run.storage)[1]
     messages = json.loads(body)["messages"]
     return list(messages["$sg:pack"][0]) if isinstance(messages, dict) else []
 
@@ -333,7 +341,7 @@ def test_a_pack_another_store_lacks_is_built_again() -> None:
     assert set(sent) == set(encoded.record.header.blobs)
     items = []
     for name in _packs_of(run, encoded.record):
-        items += json.loads(blob_codec.unseal(name, sent[name], PACKED, full=True))
+        items += json.loads(_blobs.unseal_blob(name, sent[name], PACKED, full=True))
     packed_count = len(items)
     assert items == state["messages"][:packed_count] and packed_count >= 20
 
@@ -347,7 +355,7 @@ def test_a_damaged_pack_is_refused_by_name() -> None:
     data = store.get_blobs([victim])[victim]
     store.rewrite(blobs={victim: data[:-3] + bytes([data[-3] ^ 1]) + data[-2:]})
     with pytest.raises(CorruptRecordError, match=f"blob {victim}"):
-        engine.load_state(store, keyframe, PACKED)
+        codec.load_state(store, keyframe, PACKED)
 
 
 def test_a_load_holds_one_packs_plaintext_at_a_time_and_leaves_no_garbage() -> None:
@@ -362,22 +370,22 @@ def test_a_load_holds_one_packs_plaintext_at_a_time_and_leaves_no_garbage() -> N
     names = _packs_of(run, keyframe)
     assert len(names) >= 150
     stored = store.get_blobs(names)
-    plaintext = sum(len(blob_codec.unseal(n, stored[n], PACKED)) for n in names)
-    body = envelope.open_record(keyframe, PACKED)[1]
+    plaintext = sum(len(_blobs.unseal_blob(n, stored[n], PACKED)) for n in names)
+    body = codec.open_record(keyframe, PACKED)[1]
 
     def fetch(wanted: Sequence[str]) -> dict[str, bytes]:
         return {name: stored[name] for name in wanted}
 
-    engine.load_state(store, keyframe, PACKED)  # first-call allocations are not the subject
+    codec.load_state(store, keyframe, PACKED)  # first-call allocations are not the subject
     gc.collect()
     gc.disable()
     try:
-        loaded = engine.load_state(store, keyframe, PACKED)
+        loaded = codec.load_state(store, keyframe, PACKED)
         garbage = gc.collect()
         # The decoding alone, so what the store allocates to answer is not counted.
         tracemalloc.start()
         try:
-            tree, _ = envelope.parse(body, keyframe, fetch, PACKED)
+            tree, _ = _envelope.parse(body, keyframe, fetch, PACKED)
             gc.collect()  # whatever a cycle would keep does not count as kept
             kept, peak = tracemalloc.get_traced_memory()
         finally:
@@ -401,18 +409,18 @@ def test_a_value_in_many_places_is_unsealed_at_most_twice(monkeypatch: pytest.Mo
     state: dict[str, Any] = {f"doc{i}": long for i in range(20)}
     state.update(n=1, messages=messages, again=list(messages))
     record = run.write(state, None)
-    body = json.loads(envelope.open_record(record, PACKED)[1])
+    body = json.loads(codec.open_record(record, PACKED)[1])
     packs = body["messages"]["$sg:pack"][0]
     assert len(packs) >= 4 and body["again"]["$sg:pack"][0] == packs  # shared by the two
     calls: collections.Counter[str] = collections.Counter()
-    real = blob_codec.unseal
+    real = _blobs.unseal_blob
 
     def counting(name: str, *args: Any, **kwargs: Any) -> bytes:
         calls[name] += 1
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr(blob_codec, "unseal", counting)
-    loaded = engine.load_state(store, record, PACKED).state
+    monkeypatch.setattr(_blobs, "unseal_blob", counting)
+    loaded = codec.load_state(store, record, PACKED).state
     assert loaded == state
     assert set(calls) == set(record.header.blobs) and max(calls.values()) <= 2
     assert len({id(loaded[f"doc{i}"]) for i in range(20)}) == 1  # decoded once, shared
@@ -428,7 +436,7 @@ def test_tagged_values_inside_packs_are_revived() -> None:
         state = {"messages": [*state["messages"], item]}
         run.write(state, {"messages"})
     run.write(state, None)  # a keyframe
-    raw = envelope.open_record(run.records[-1], PACKED)[1]
+    raw = codec.open_record(run.records[-1], PACKED)[1]
     assert raw.count(b'"$sg:') == raw.count(b'"$sg:pack"') == 1
     loaded = run.load()
     assert loaded["messages"][0]["at"] == (0, b"\x00")
@@ -442,11 +450,11 @@ def test_a_stop_marker_on_a_packed_keyframe_is_format_4_and_loads() -> None:
     run.write(state, None)  # a keyframe
     latest = run.records[-1]
     assert latest.header.format_version == 4
-    stop = envelope.marker(latest, RunStatus.CANCELLED, {}, PACKED)
+    stop = codec.marker(latest, RunStatus.CANCELLED, {}, PACKED)
     # An older reader refuses it by its version instead of failing on the pack tag.
     assert stop.header.format_version == 4
     store.put_checkpoint(stop, lease_token=run.token, blobs=None)
-    assert engine.load_state(store, stop, PACKED).state == state
+    assert codec.load_state(store, stop, PACKED).state == state
 
 
 @pytest.mark.parametrize(
@@ -464,8 +472,8 @@ def test_a_packed_keyframe_cannot_pass_for_an_older_format(storage: StorageConfi
     for older in (2, 3):
         forged = replace(keyframe, header=replace(keyframe.header, format_version=older))
         with pytest.raises(CorruptRecordError, match=keyframe.checkpoint_id):
-            engine.load_state(store, forged, storage)
-    assert engine.load_state(store, keyframe, storage).state == state
+            codec.load_state(store, forged, storage)
+    assert codec.load_state(store, keyframe, storage).state == state
 
 
 def test_a_growing_dict_below_the_state_is_packed_too() -> None:
@@ -485,13 +493,13 @@ def test_a_growing_dict_below_the_state_is_packed_too() -> None:
         states.append(state)
     run.write(state, None)
     states.append(state)
-    body = json.loads(envelope.open_record(run.records[-1], PACKED)[1])
+    body = json.loads(codec.open_record(run.records[-1], PACKED)[1])
     assert set(body) == {"n", "results"}
     packed = body["results"]["$sg:dpack"]
     assert len(packed[0]) >= 3 and "$sg:pack" in packed[1]["history"]
     assert all(r.header.blobs == () for r in run.records if r.header.base_id is not None)
     keyframes = [_last_keyframe_before(run, i) for i in (30, len(run.records) - 1)]
-    older, newer = (json.loads(envelope.open_record(k, PACKED)[1]) for k in keyframes)
+    older, newer = (json.loads(codec.open_record(k, PACKED)[1]) for k in keyframes)
     shared = set(older["results"]["$sg:dpack"][0]) & set(newer["results"]["$sg:dpack"][0])
     assert len(shared) >= len(older["results"]["$sg:dpack"][0]) - 2
     for i, expected in enumerate(states):
@@ -537,7 +545,7 @@ def test_a_pack_changed_in_place_is_never_sent_under_its_old_name() -> None:
     sent = run.encoder.to_upload(elsewhere, again)
     items = []
     for name in _packs_of(run, again.record):
-        items += json.loads(blob_codec.unseal(name, sent[name], PACKED, full=True))
+        items += json.loads(_blobs.unseal_blob(name, sent[name], PACKED, full=True))
     assert items[1]["content"] == "changed in place"
 
 
@@ -560,7 +568,7 @@ def test_a_pack_changed_in_place_to_something_unencodable_is_named_the_same_way(
 def test_commits_reported_from_another_thread_do_not_race_the_next_keyframe() -> None:
     """With durability="async" the writer thread reports commits while the run's thread
     packs the next keyframe (whose list paths may come and go)."""
-    packer = packs.Packer(replace(PACKED, pack_bytes=64))
+    packer = _packs.Packer(replace(PACKED, pack_bytes=64))
     items = [{"m": "x" * 40, "i": i} for i in range(20)]
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -579,7 +587,7 @@ def test_commits_reported_from_another_thread_do_not_race_the_next_keyframe() ->
     thread.start()
     try:
         for i in range(2000):
-            packer.tree({f"k{j}": items for j in range(i % 7)}, packs.Packed())
+            packer.tree({f"k{j}": items for j in range(i % 7)}, _packs.Packed())
     finally:
         stop.set()
         thread.join()
@@ -597,7 +605,7 @@ def test_lists_in_nested_dicts_are_packed_and_lists_in_lists_are_not() -> None:
         }
         run.write(state, {"chat", "grid"})
     run.write(state, None)
-    raw = envelope.open_record(run.records[-1], PACKED)[1]
+    raw = codec.open_record(run.records[-1], PACKED)[1]
     body = json.loads(raw)
     assert "$sg:pack" in body["chat"]["messages"] and "$sg:pack" in body["grid"]
     assert raw.count(b'"$sg:pack"') == 2  # the inner lists go whole into the grid's packs
@@ -620,7 +628,7 @@ def test_small_new_blobs_are_sent_without_asking_and_large_ones_only_when_missin
     store = AskCounting()
     small = "a small message, " * 40  # a blob under PLAIN, far under ASK_ABOVE
     large = "".join(f"line {i} of a long shared document\n" for i in range(3000))
-    assert len(small.encode()) < engine.ASK_ABOVE < len(large.encode())
+    assert len(small.encode()) < _engine.ASK_ABOVE < len(large.encode())
     # Keyframes only: a delta keeps values up to INLINE_MAX inline, without blobs.
     storage = replace(PLAIN, keyframe_every=1)
     one = Run(store, storage, {"x": 1})
@@ -628,7 +636,7 @@ def test_small_new_blobs_are_sent_without_asking_and_large_ones_only_when_missin
     assert store.asked == 1  # the large one made it ask once, for both
     # Another process (nothing known) writes the same values: the small blob is sent
     # again without asking and the store keeps its one copy; the large one is not sent.
-    blob_codec.known.forget(store)
+    _blobs.known_blobs.forget(store)
     two = Run(store, storage, {"x": 2})
     header = _header(two.run_id, 1, two.records[-1].checkpoint_id)
     encoded = two.encoder.encode(header, {"x": 2, "msg": small}, {"msg"})
@@ -649,21 +657,21 @@ def run_load(run: Run) -> dict[str, Any]:
 def test_blobs_written_before_frame_checksums_are_still_checked_by_digest() -> None:
     """A compressed blob from before flag 4 has no frame checksum: its digest is what guards it."""
     text = ("lorem ipsum dolor " * 300).encode()
-    name = blob_codec.digest(text, PLAIN)
+    name = _blobs.blob_digest(text, PLAIN)
     legacy = b"SGB\x01" + bytes([1, 0]) + zstandard.ZstdCompressor(level=3).compress(text)
-    assert blob_codec.unseal(name, legacy, PLAIN) == text
+    assert _blobs.unseal_blob(name, legacy, PLAIN) == text
     other = ("sit amet consectetur " * 300).encode()
     swapped = b"SGB\x01" + bytes([1, 0]) + zstandard.ZstdCompressor(level=3).compress(other)
     with pytest.raises(CorruptRecordError, match="does not match its digest"):
-        blob_codec.unseal(name, swapped, PLAIN)
+        _blobs.unseal_blob(name, swapped, PLAIN)
     # The flag alone is not trusted: a frame without a checksum is checked by digest.
     forged = b"SGB\x01" + bytes([1 | 4, 0]) + zstandard.ZstdCompressor(level=3).compress(other)
     with pytest.raises(CorruptRecordError, match="does not match its digest"):
-        blob_codec.unseal(name, forged, PLAIN)
+        _blobs.unseal_blob(name, forged, PLAIN)
     # New blobs carry the checksum flag and still round-trip.
-    sealed_now = blob_codec.seal(name, text, PLAIN)
+    sealed_now = _blobs.seal_blob(name, text, PLAIN)
     assert sealed_now[4] == 1 | 4 | 8  # zstd, frame checksum, bound to its name
-    assert blob_codec.unseal(name, sealed_now, PLAIN, full=True) == text
+    assert _blobs.unseal_blob(name, sealed_now, PLAIN, full=True) == text
 
 
 # -- encryption ---------------------------------------------------------------------
@@ -681,12 +689,12 @@ def test_encrypted_records_hide_the_state_and_need_their_key() -> None:
     assert b"4111" not in record.payload and b"4111" not in run.records[0].payload
     other = replace(SECRET, keyring=Keyring({"b": KEY_B}, active="b"))
     with pytest.raises(EncryptionKeyError, match="'a'"):
-        engine.load_state(store, record, other)
+        codec.load_state(store, record, other)
     wrong = replace(SECRET, keyring=Keyring({"a": KEY_B}, active="a"))
     with pytest.raises(CorruptRecordError, match="key 'a'"):
-        engine.load_state(store, record, wrong)
+        codec.load_state(store, record, wrong)
     with pytest.raises(EncryptionKeyError, match="'a'"):
-        engine.load_state(store, record, PLAIN)  # no keyring at all: a setup error naming the key
+        codec.load_state(store, record, PLAIN)  # no keyring at all: a setup error naming the key
 
 
 def test_tampered_ciphertext_and_moved_payloads_are_refused() -> None:
@@ -705,10 +713,10 @@ def test_plaintext_records_are_refused_when_encryption_is_configured() -> None:
     run = Run(MemoryStore(), PLAIN, {"a": 1})
     run.write({"a": 2}, {"a"})
     with pytest.raises(UnencryptedRecordError, match=run.records[-1].checkpoint_id):
-        engine.load_state(run.store, run.records[-1], SECRET)
+        codec.load_state(run.store, run.records[-1], SECRET)
     assert run.load() == {"a": 2}
     migrating = replace(SECRET, accept_plaintext=True)
-    assert engine.load_state(run.store, run.records[-1], migrating).state == {"a": 2}
+    assert codec.load_state(run.store, run.records[-1], migrating).state == {"a": 2}
 
 
 def test_rotation_old_key_reads_new_key_writes() -> None:
@@ -716,13 +724,13 @@ def test_rotation_old_key_reads_new_key_writes() -> None:
     old = Run(store, SECRET, {"a": 1})
     old.write({"a": 2}, {"a"})
     rotated = replace(SECRET, keyring=Keyring({"b": KEY_B, "a": KEY_A}, active="b"))
-    assert engine.load_state(store, old.records[-1], rotated).state == {"a": 2}
+    assert codec.load_state(store, old.records[-1], rotated).state == {"a": 2}
     new = Run(store, rotated, {"a": 3})
     record = new.write({"a": 4}, {"a"})
     assert record.payload[5:6] == b"b"
-    assert engine.load_state(store, record, rotated).state == {"a": 4}
+    assert codec.load_state(store, record, rotated).state == {"a": 4}
     with pytest.raises(EncryptionKeyError):
-        engine.load_state(store, record, SECRET)
+        codec.load_state(store, record, SECRET)
 
 
 def test_rewrap_of_a_delta_keeps_its_base_and_reseals() -> None:
@@ -735,7 +743,7 @@ def test_rewrap_of_a_delta_keeps_its_base_and_reseals() -> None:
     wrapped = codec.rewrap(record, header, SECRET)
     assert wrapped.header.base_id == run.records[0].checkpoint_id
     run.store.put_checkpoint(wrapped, lease_token=run.token)
-    assert engine.load_state(run.store, wrapped, SECRET).state == {"log": list(range(101))}
+    assert codec.load_state(run.store, wrapped, SECRET).state == {"log": list(range(101))}
 
 
 def test_sensitive_metadata_is_sealed_and_revealed() -> None:
@@ -752,15 +760,15 @@ def test_journal_values_are_encrypted_at_rest() -> None:
         "r1", "r1:1:0", EffectKind.WRITE, "pay", 1, "s", 0, EffectStatus.DONE,
         encode_value({"card": "4111"}, "args"), encode_value("ok", "result"),
     )  # fmt: skip
-    stored = verify(sealed(effect, SECRET), SECRET)
+    stored = verify_entry(seal_entry(effect, SECRET), SECRET)
     assert b"4111" not in stored.arguments
-    assert decode_value(opened(stored, SECRET).arguments) == {"card": "4111"}
-    assert sealed(stored, SECRET).arguments == stored.arguments  # not encrypted twice
+    assert decode_value(open_entry(stored, SECRET).arguments) == {"card": "4111"}
+    assert seal_entry(stored, SECRET).arguments == stored.arguments  # not encrypted twice
     swapped = replace(stored, request_id="r1:1:1")
     with pytest.raises(CorruptRecordError):
-        opened(swapped, SECRET)
+        open_entry(swapped, SECRET)
     with pytest.raises(UnencryptedRecordError):
-        opened(sealed(effect, PLAIN), SECRET)
+        open_entry(seal_entry(effect, PLAIN), SECRET)
 
 
 def test_keyring_from_environment_spec() -> None:
@@ -784,7 +792,7 @@ def test_format_2_and_3_golden_file_loads_every_checkpoint(tmp_path: Path) -> No
         for checkpoint_id, digest in golden["states"].items():
             record = store.get_checkpoint(checkpoint_id)
             versions.add(record.header.format_version)
-            state = engine.load_state(store, record, storage).state
+            state = codec.load_state(store, record, storage).state
             assert hashlib.sha256(codec.canonical(state)).hexdigest() == digest, checkpoint_id
         assert versions == {2, 3}
         assert verify_store(store=store, storage=storage).ok
@@ -806,7 +814,7 @@ def test_format_3_encrypted_records_are_refused_until_rekey_authenticates_them(
     try:
         sealed = store.latest_checkpoint("golden-sealed")
         with pytest.raises(UnauthenticatedRecordError, match="savegame rekey"):
-            engine.load_state(store, sealed, strict)
+            codec.load_state(store, sealed, strict)
         assert not verify_store(store=store, storage=strict).ok
         assert rekey(store=store, storage=strict).skipped  # strict: it vouches for nothing
         report = rekey(store=store, storage=strict, adopt=True)
@@ -814,7 +822,7 @@ def test_format_3_encrypted_records_are_refused_until_rekey_authenticates_them(
         for checkpoint_id, digest in golden["states"].items():
             record = store.get_checkpoint(checkpoint_id)
             assert record.header.format_version == 4
-            state = engine.load_state(store, record, strict).state
+            state = codec.load_state(store, record, strict).state
             assert hashlib.sha256(codec.canonical(state)).hexdigest() == digest, checkpoint_id
         assert verify_store(store=store, storage=strict).ok
     finally:

@@ -198,7 +198,7 @@ def test_a_blob_written_before_the_binding_is_checked_against_its_digest() -> No
 
     import zstandard
 
-    from savegame.codec import blobs as blobcodec
+    from savegame.codec import _blobs
 
     def legacy(data: bytes) -> bytes:  # flags: zstd | frame checksum, no binding
         frame = zstandard.ZstdCompressor(write_checksum=True).compress(data)
@@ -206,10 +206,10 @@ def test_a_blob_written_before_the_binding_is_checked_against_its_digest() -> No
 
     a, b = b"first document " * 50, b"second document " * 50
     name_a, name_b = (hashlib.blake2b(x, digest_size=32).hexdigest() for x in (a, b))
-    assert blobcodec.unseal(name_a, legacy(a), PLAIN) == a
+    assert _blobs.unseal_blob(name_a, legacy(a), PLAIN) == a
     with pytest.raises(CorruptRecordError, match="does not match its digest"):
-        blobcodec.unseal(name_a, legacy(b), PLAIN)
-    assert blobcodec.unseal(name_b, blobcodec.seal(name_b, b, COMPRESSED), PLAIN) == b
+        _blobs.unseal_blob(name_a, legacy(b), PLAIN)
+    assert _blobs.unseal_blob(name_b, _blobs.seal_blob(name_b, b, COMPRESSED), PLAIN) == b
 
 
 # -- rekey renames blobs ---------------------------------------------------------------
@@ -250,13 +250,13 @@ def _states(db: SqliteStore, run_id: str, storage: StorageConfig) -> dict[str, b
 def test_rekey_renames_every_blob_to_a_digest_keyed_by_the_active_key(db: SqliteStore) -> None:
     import hashlib
 
-    from savegame.codec import blobs as blobcodec
+    from savegame.codec import _blobs
 
     result = run(documents(), store=db, storage=PLAIN)
     before = _states(db, result.run_id, PLAIN)
     plain_names = _blob_names(db)
     stored = db.get_blobs(sorted(plain_names))
-    plaintexts = {n: blobcodec.unseal(n, stored[n], PLAIN, full=True) for n in plain_names}
+    plaintexts = {n: _blobs.unseal_blob(n, stored[n], PLAIN, full=True) for n in plain_names}
     # A plain store names a blob by the unkeyed digest of its content: guessable.
     assert all(hashlib.blake2b(p, digest_size=32).hexdigest() == n for n, p in plaintexts.items())
     k1 = replace(PLAIN, keyring=Keyring.parse(f"k1:{new_key()}"))
@@ -269,7 +269,7 @@ def test_rekey_renames_every_blob_to_a_digest_keyed_by_the_active_key(db: Sqlite
     sealed = db.get_blobs(sorted(names))
     for name in names:
         # Each name is its (possibly rewritten) plaintext's digest under k1's blob key.
-        assert blobcodec.digest(blobcodec.unseal(name, sealed[name], k1), k1) == name
+        assert _blobs.blob_digest(_blobs.unseal_blob(name, sealed[name], k1), k1) == name
     assert _states(db, result.run_id, k1) == before
     assert verify(db, storage=k1).ok
     # Rotation renames again; then k1 can go entirely.

@@ -11,7 +11,7 @@ import orjson
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.errors import UsageError
-from savegame.codec.values import from_data
+from savegame.codec import from_data
 from savegame.errors import SavegameError
 from savegame.model import CheckpointHeader, RunResult, RunStatus
 from savegame.runtime.loader import as_workflow, load

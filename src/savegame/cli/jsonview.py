@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import typer
 
-from savegame.codec.values import to_data
+from savegame.codec import to_data
 from savegame.effects.decisions import PendingInterrupt
 from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage

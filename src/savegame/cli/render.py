@@ -15,7 +15,7 @@ from rich.json import JSON
 from rich.table import Table
 from rich.text import Text
 
-from savegame.codec.values import to_data
+from savegame.codec import to_data
 from savegame.effects.decisions import PendingInterrupt
 from savegame.model import (
     Checkpoint,

@@ -1,19 +1,92 @@
-"""Pure-data encoding, integrity checks and state migrations."""
+"""Pure-data encoding, integrity checks and state migrations.
 
-from savegame.codec.envelope import decode, encode, marker, rewrap
-from savegame.codec.migrate import Migration, upgrade
-from savegame.codec.registry import register
-from savegame.codec.values import canonical, dumps, loads
+Users need :func:`register`, :class:`Migration`, :func:`canonical`, :func:`dumps` and
+:func:`loads`, :func:`to_data` and :func:`from_data`, and for a record built by hand
+:func:`encode` and :func:`decode`. The rest is what savegame's runtime, effects,
+inspect and maintenance packages ask of the codec. The modules behind it, one job each:
+
+    _values     pure data <-> JSON trees with tags (_registry: registered types)
+    _delta      a patch between two states
+    _packs      long lists and dicts of a keyframe as packs
+    _refs       blob references in a tree: extract, resolve, rename (rekey)
+    _blobs      a blob's name and stored bytes; the blobs known to be stored
+    _compress   zstd
+    _envelope   a checkpoint record's envelope, formats 1-4: seal, open, parse
+    _metadata   sensitive metadata sealed and revealed
+    _runs       run rows: their check, their head, their error text
+    _entries    journal entries: seal, open, verify
+    _records    whole records one at a time: encode, decode, rewrap, marker
+    _engine     the storage engine: Encoder (keyframes and deltas), load_chain
+    _migrate    state-schema migrations
+
+They are private. Two modules stay public, because users build what they hold:
+:mod:`savegame.codec.crypto` (``Keyring``, ``new_key``) and
+:mod:`savegame.codec.storage` (``StorageConfig``).
+"""
+
+from savegame.codec._blobs import known_blobs, unseal_blob
+from savegame.codec._engine import Chain, Encoded, Encoder, load_chain, load_state
+from savegame.codec._entries import (
+    decode_value,
+    encode_value,
+    entry_checksum,
+    open_entry,
+    seal_entry,
+    verify_entry,
+)
+from savegame.codec._envelope import open_record, seal_record
+from savegame.codec._metadata import refuse_reserved, reseal_metadata, reveal_metadata
+from savegame.codec._migrate import Migration, upgrade
+from savegame.codec._records import decode, encode, marker, rewrap
+from savegame.codec._refs import Renamed, Renamer
+from savegame.codec._registry import register
+from savegame.codec._runs import (
+    check_head,
+    reseal_run,
+    reveal_run_metadata,
+    run_checksum,
+    seal_error,
+    verify_run,
+)
+from savegame.codec._values import canonical, dumps, from_data, loads, to_data
 
 __all__ = [
+    "Chain",
+    "Encoded",
+    "Encoder",
     "Migration",
+    "Renamed",
+    "Renamer",
     "canonical",
+    "check_head",
     "decode",
+    "decode_value",
     "dumps",
     "encode",
+    "encode_value",
+    "entry_checksum",
+    "from_data",
+    "known_blobs",
+    "load_chain",
+    "load_state",
     "loads",
     "marker",
+    "open_entry",
+    "open_record",
+    "refuse_reserved",
     "register",
+    "reseal_metadata",
+    "reseal_run",
+    "reveal_metadata",
+    "reveal_run_metadata",
     "rewrap",
+    "run_checksum",
+    "seal_entry",
+    "seal_error",
+    "seal_record",
+    "to_data",
+    "unseal_blob",
     "upgrade",
+    "verify_entry",
+    "verify_run",
 ]

@@ -45,7 +45,7 @@ class StorageConfig:
     """Payloads and blobs of at least this many bytes are zstd-compressed; 0 turns compression off."""
     pack_bytes: int = 32 * 1024
     """A keyframe stores a list's items in packs of about this many encoded bytes, each a blob
-    written once (:mod:`savegame.codec.packs`); 0 turns packs off."""
+    written once (:mod:`savegame.codec._packs`); 0 turns packs off."""
     keyring: Keyring | None = None
     """Encrypt payloads, blobs and journal values; a plaintext record is then refused."""
     sensitive_metadata: frozenset[str] = frozenset()

@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from savegame.codec.journal import decode_value, encode_value
-from savegame.codec.values import canonical
+from savegame.codec import canonical, decode_value, encode_value
 from savegame.effects.journal import Journal
 from savegame.effects.tools import Tool
 from savegame.errors import (

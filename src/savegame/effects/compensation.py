@@ -14,10 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from savegame import codec
-from savegame.codec import envelope
-from savegame.codec.engine import load_state
-from savegame.codec.envelope import seal_error
-from savegame.codec.journal import decode_value, encode_value
+from savegame.codec import decode_value, encode_value, load_state, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.effects.journal import Journal
 from savegame.effects.tools import Tool, tool_named
@@ -96,7 +93,7 @@ def run_compensation(
     if info.status is RunStatus.COMPENSATED:
         raise RunStateError(run_id, info.status.value, "compensate")
     latest = store.latest_checkpoint(run_id)
-    envelope.check_head(info, latest)  # a marker signs what it sits on: the run's own head
+    codec.check_head(info, latest)  # a marker signs what it sits on: the run's own head
 
     def write(status: RunStatus, error: str | None = None, **metadata: Any) -> CheckpointRecord:
         nonlocal latest

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from savegame.codec.journal import decode_value, encode_value, opened, sealed, verify
+from savegame.codec import decode_value, encode_value, open_entry, seal_entry, verify_entry
 from savegame.codec.storage import StorageConfig
 from savegame.effects.tools import tool_named
 from savegame.errors import ConfigurationError, CorruptRecordError, NotFoundError, RunStateError
@@ -63,7 +63,7 @@ def pending(
     waiting = []
     for e in entries:
         try:
-            payload = decode_value(opened(e, storage).arguments)
+            payload = decode_value(open_entry(e, storage).arguments)
         except CorruptRecordError as exc:
             log.warning("left out of the pending list: %s", exc)
             continue
@@ -110,14 +110,14 @@ def _settle(
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     # Checked before it is signed again: a settle must not launder an edited entry.
-    verify(entry, storage)
+    verify_entry(entry, storage)
     meta = {"by": by or default_actor(), "at": utcnow().isoformat(), **(extra or {})}
     encoded = (
         None
         if result is None and status is not EffectStatus.DONE
         else encode_value(result, "decision")
     )
-    done = sealed(
+    done = seal_entry(
         replace(
             entry, status=status, result=encoded, error=error, metadata={**entry.metadata, **meta}
         ),
@@ -209,7 +209,7 @@ def close(
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Close a pending approval or interrupt without a decision (its run was cancelled)."""
-    entry = verify(store.get_effect(run_id, interrupt_id), storage)
+    entry = verify_entry(store.get_effect(run_id, interrupt_id), storage)
     return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by, storage=storage)
 
 
@@ -224,7 +224,7 @@ def resolve(
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Settle an in-doubt write: it happened (with ``result``) or it did not (call again on resume)."""
-    entry = verify(store.get_effect(run_id, request_id), storage)
+    entry = verify_entry(store.get_effect(run_id, request_id), storage)
     if (
         entry.kind not in (EffectKind.WRITE, EffectKind.COMPENSATION)
         or entry.status is not EffectStatus.PENDING

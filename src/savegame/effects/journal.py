@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from savegame.codec.journal import opened, sealed
+from savegame.codec import open_entry, seal_entry
 from savegame.codec.storage import StorageConfig
 from savegame.model import EffectRecord, EffectStatus, utcnow
 from savegame.stores.base import Store
@@ -38,12 +38,12 @@ class Journal:
         self._token = lease_token
         self.storage = storage
         self._stored = {entry.request_id: entry for entry in entries}
-        self._by_id = {entry.request_id: opened(entry, storage) for entry in entries}
+        self._by_id = {entry.request_id: open_entry(entry, storage) for entry in entries}
         self._buffered: list[EffectRecord] = []
 
     def _keep(self, stored: EffectRecord) -> EffectRecord:
         self._stored[stored.request_id] = stored
-        view = opened(stored, self.storage)
+        view = open_entry(stored, self.storage)
         self._by_id[stored.request_id] = view
         return view
 
@@ -64,7 +64,9 @@ class Journal:
         """
         for read in self.take_buffered():
             self._keep(self._store.record_intent(read, lease_token=self._token))
-        stored = self._store.record_intent(sealed(effect, self.storage), lease_token=self._token)
+        stored = self._store.record_intent(
+            seal_entry(effect, self.storage), lease_token=self._token
+        )
         return self._keep(stored)
 
     def settle(
@@ -79,7 +81,7 @@ class Journal:
     ) -> EffectRecord:
         """Commit the outcome of a journaled call."""
         current = self._stored.get(effect.request_id, effect)
-        done = sealed(
+        done = seal_entry(
             replace(
                 current,
                 status=status,
@@ -105,7 +107,7 @@ class Journal:
 
     def buffer(self, effect: EffectRecord) -> None:
         """Keep a read's result for the next checkpoint's transaction."""
-        entry = sealed(replace(effect, completed_at=utcnow()), self.storage)
+        entry = seal_entry(replace(effect, completed_at=utcnow()), self.storage)
         self._keep(entry)
         self._buffered.append(entry)
 

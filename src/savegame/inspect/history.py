@@ -6,8 +6,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from savegame.codec.engine import load_state
-from savegame.codec.envelope import reveal_metadata, reveal_run_metadata
+from savegame.codec import load_state, reveal_metadata, reveal_run_metadata
 from savegame.codec.storage import StorageConfig
 from savegame.errors import NotFoundError
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus

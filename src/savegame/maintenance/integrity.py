@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from savegame.codec import blobs as blobcodec
-from savegame.codec import envelope
-from savegame.codec.journal import opened as open_effect
+from savegame.codec import check_head, open_entry, open_record, unseal_blob, verify_run
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import EncryptionKeyError, SavegameError
 from savegame.model import RunInfo
@@ -91,8 +89,8 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
         report.damaged.append(Damage(kind, ident, run.run_id, str(exc)))
 
     try:
-        envelope.verify_run(run, config)
-        envelope.check_head(run, store.latest_checkpoint(run.run_id))
+        verify_run(run, config)
+        check_head(run, store.latest_checkpoint(run.run_id))
     except SavegameError as exc:
         damaged("run", run.run_id, exc)  # and go on: what else of the run is damaged?
     try:
@@ -105,7 +103,7 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
         report.checkpoints += 1
         try:
             record = store.get_checkpoint(header.checkpoint_id)
-            envelope.open_record(record, config)
+            open_record(record, config)
             if header.base_id is not None:
                 store.get_chain(header.checkpoint_id)  # every base down to the keyframe
         except SavegameError as exc:
@@ -119,7 +117,7 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
             report.damaged.append(Damage("blob", digest, run.run_id, "missing"))
             continue
         try:
-            blobcodec.unseal(digest, stored[digest], config, full=True)
+            unseal_blob(digest, stored[digest], config, full=True)
         except SavegameError as exc:
             damaged("blob", digest, exc)
     try:
@@ -130,6 +128,6 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
     for effect in effects:
         report.effects += 1
         try:
-            open_effect(effect, config)
+            open_entry(effect, config)
         except SavegameError as exc:
             damaged("effect", f"{effect.run_id}/{effect.request_id}", exc)

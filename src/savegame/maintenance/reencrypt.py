@@ -40,10 +40,18 @@ from typing import TypeVar
 
 import orjson
 
-from savegame.codec import blobs as blobcodec
-from savegame.codec import envelope
-from savegame.codec.journal import opened as open_effect
-from savegame.codec.journal import sealed as seal_effect
+from savegame.codec import (
+    Renamed,
+    Renamer,
+    known_blobs,
+    open_entry,
+    open_record,
+    reseal_metadata,
+    reseal_run,
+    seal_entry,
+    seal_record,
+    unseal_blob,
+)
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
     ConfigurationError,
@@ -101,7 +109,7 @@ class _Plan:
     effects: list[EffectRecord]
     run: RunInfo
     adopted: int
-    memo: MutableMapping[tuple[str, bool], blobcodec.Renamed]
+    memo: MutableMapping[tuple[str, bool], Renamed]
 
 
 def _batches(items: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -134,7 +142,7 @@ def rekey(
             "rekey needs a keyring (SAVEGAME_KEYS or storage=StorageConfig(keyring=...))"
         )
     report = RekeyReport(key_id=config.keyring.active)
-    memo: dict[tuple[str, bool], blobcodec.Renamed] = {}
+    memo: dict[tuple[str, bool], Renamed] = {}
     runs = runs_of(store, run_id)
     for done, run in enumerate(runs, start=1):
         _rekey_run(store, run, config, adopt, memo, report)
@@ -142,7 +150,7 @@ def rekey(
             progress(done, len(runs))
     report.collected, _ = store.delete_unreferenced_blobs()
     # This process's cache of blobs known to be stored names some that are gone now.
-    blobcodec.known.forget(store)
+    known_blobs.forget(store)
     return report
 
 
@@ -151,7 +159,7 @@ def _rekey_run(
     run: RunInfo,
     config: StorageConfig,
     adopt: bool,
-    memo: dict[tuple[str, bool], blobcodec.Renamed],
+    memo: dict[tuple[str, bool], Renamed],
     report: RekeyReport,
 ) -> None:
     try:
@@ -208,11 +216,11 @@ def _plan(
     run: RunInfo,
     writer: StorageConfig,
     adopt: bool,
-    shared: dict[tuple[str, bool], blobcodec.Renamed],
+    shared: dict[tuple[str, bool], Renamed],
 ) -> _Plan:
     """One run's records, blobs, journal and row, read, checked and sealed again."""
     read = _Reader(writer, adopt)
-    fresh_run = read(functools.partial(envelope.reseal_run, run, writer=writer))
+    fresh_run = read(functools.partial(reseal_run, run, writer=writer))
     records = [store.get_checkpoint(h.checkpoint_id) for h in store.list_checkpoints(run.run_id)]
     names = sorted({name for record in records for name in record.header.blobs})
     stored = store.get_blobs(names) if names else {}
@@ -222,12 +230,12 @@ def _plan(
 
     def plain(name: str) -> bytes:
         # full: a blob under another's name must not get sealed as if it were sound.
-        return read(functools.partial(blobcodec.unseal, name, stored[name], full=True))
+        return read(functools.partial(unseal_blob, name, stored[name], full=True))
 
     # This run's renames over the ones runs before it stored: merged only if it is written.
-    memo = ChainMap[tuple[str, bool], blobcodec.Renamed]({}, shared)
+    memo = ChainMap[tuple[str, bool], Renamed]({}, shared)
     out: dict[str, bytes] = {}
-    renamer = blobcodec.Renamer(plain, writer, memo, out)
+    renamer = Renamer(plain, writer, memo, out)
     fresh = [_record(record, read, renamer, writer) for record in records]
     effects = [
         read(functools.partial(_effect, e, writer=writer))
@@ -239,13 +247,13 @@ def _plan(
 def _record(
     record: CheckpointRecord,
     read: _Reader,
-    renamer: blobcodec.Renamer,
+    renamer: Renamer,
     writer: StorageConfig,
 ) -> CheckpointRecord:
-    is_delta, body = read(functools.partial(envelope.open_record, record))
+    is_delta, body = read(functools.partial(open_record, record))
     if record.header.format_version < 2:
         is_delta = False  # a format-1 payload is the state's canonical JSON: a keyframe body
-    header = read(functools.partial(envelope.reseal_metadata, record.header, writer=writer))
+    header = read(functools.partial(reseal_metadata, record.header, writer=writer))
     if header.blobs:
         tree, old, new = renamer.rename(orjson.loads(body), record.checkpoint_id)
         if old != set(header.blobs):
@@ -255,10 +263,10 @@ def _record(
             )
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
         header = replace(header, blobs=tuple(sorted(new)))
-    return envelope.seal(header, body, delta=is_delta, storage=writer)
+    return seal_record(header, body, delta=is_delta, storage=writer)
 
 
 def _effect(effect: EffectRecord, reader: StorageConfig, writer: StorageConfig) -> EffectRecord:
-    plain = open_effect(effect, reader)
+    plain = open_entry(effect, reader)
     metadata = {k: v for k, v in plain.metadata.items() if k not in _LEGACY_DIGESTS}
-    return seal_effect(replace(plain, metadata=metadata), writer)
+    return seal_entry(replace(plain, metadata=metadata), writer)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar
 
-from savegame.codec.blobs import known
+from savegame.codec import known_blobs
 from savegame.errors import ConfigurationError
 from savegame.inspect.history import opened
 from savegame.model import CheckpointHeader, RunInfo, RunStatus, utcnow
@@ -226,5 +226,5 @@ def _apply(
         store.delete_checkpoints(doomed[start : start + batch_size])
     result.blobs, result.blob_bytes = store.delete_unreferenced_blobs()
     # This process's cache of blobs known to be stored is stale now.
-    known.forget(store)
+    known_blobs.forget(store)
     return result

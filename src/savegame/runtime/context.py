@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from savegame.codec import envelope
+from savegame.codec import refuse_reserved
 from savegame.effects.calls import Calls
 from savegame.effects.tools import as_tool
 from savegame.errors import ConfigurationError
@@ -142,7 +142,7 @@ class StepContext:
 
     def tag(self, **metadata: Any) -> None:
         """Attach metadata (JSON scalars) to the checkpoint taken after this step."""
-        envelope.refuse_reserved(metadata, f"step {self.node!r} metadata")
+        refuse_reserved(metadata, f"step {self.node!r} metadata")
         self._metadata.update(metadata)
 
     @property

@@ -8,9 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from savegame import codec
-from savegame.codec import envelope
-from savegame.codec.journal import decode_value
-from savegame.codec.journal import opened as opened_effect
+from savegame.codec import decode_value, open_entry
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.effects.compensation import run_compensation
@@ -47,7 +45,7 @@ def list_effects(
     """A run's journal, oldest first, verified, decrypted and decoded."""
     with opened(store) as s:
         s.get_run(run_id)
-        entries = [opened_effect(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
+        entries = [open_entry(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
         return [
             Effect(
                 e.run_id,
@@ -82,7 +80,7 @@ def pending_interrupts(
 def _import_tools(info: RunInfo, storage: StorageConfig | None) -> None:
     # Compensating tools register themselves when their module is imported; the row is
     # checked first, so an edited reference is never imported.
-    envelope.verify_run(info, storage)
+    codec.verify_run(info, storage)
     if info.workflow_ref is not None:
         load(info.workflow_ref)
 
@@ -178,7 +176,7 @@ def _mark_cancelled(s: Store, run_id: str, lease: Lease, storage: StorageConfig 
         raise RunStateError(run_id, info.status.value, "cancel")
     if info.status is not RunStatus.CANCELLED:
         head = s.latest_checkpoint(run_id)
-        envelope.check_head(info, head)
+        codec.check_head(info, head)
         record = codec.marker(
             head,
             RunStatus.CANCELLED,

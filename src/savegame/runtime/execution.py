@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from savegame.codec.engine import Chain
+from savegame.codec import Chain
 from savegame.codec.storage import StorageConfig
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord, Lease
 from savegame.runtime.bridge import Io, direct_io

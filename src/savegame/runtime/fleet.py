@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from savegame import codec
-from savegame.codec.envelope import check_head, seal_error
+from savegame.codec import check_head, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, describe
 from savegame.inspect.history import opened

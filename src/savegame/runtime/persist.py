@@ -3,9 +3,9 @@
 The loop asks once per step boundary (:meth:`Saver.save`; :meth:`Saver.stop` for
 the checkpoint that ends this process's work on a run), and the whole path is here:
 
-1. encode the state as a keyframe or a delta (:class:`~savegame.codec.engine.Encoder`),
+1. encode the state as a keyframe or a delta (:class:`~savegame.codec.Encoder`),
    declared secret fields replaced by references to their names;
-2. seal the blobs the store may lack (:meth:`~savegame.codec.engine.Encoder.to_upload`);
+2. seal the blobs the store may lack (:meth:`~savegame.codec.Encoder.to_upload`);
 3. write the record with its journal entries and blobs in one transaction
    (``Store.put_checkpoint``): at once with sync durability, so it is committed
    before the next step runs; through a bounded queue to a writer thread with
@@ -28,9 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from savegame import codec, secrets
-from savegame.codec.blobs import known
-from savegame.codec.engine import Encoded, Encoder
-from savegame.codec.envelope import seal_error
+from savegame.codec import Encoded, Encoder, known_blobs, seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord
 from savegame.runtime.execution import Execution
@@ -206,7 +204,7 @@ class Saver:
         except MissingBlobsError:
             # A prune elsewhere removed blobs this process believed stored: every
             # later upload asks the store again instead of failing too.
-            known.forget(self.ex.store)
+            known_blobs.forget(self.ex.store)
             raise
 
     def _committed(self, record: CheckpointRecord, seconds: float) -> None:

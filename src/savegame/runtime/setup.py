@@ -13,9 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from savegame import codec, secrets
-from savegame.codec import envelope
-from savegame.codec.engine import Chain
-from savegame.codec.engine import load as load_chain
+from savegame.codec import Chain, load_chain
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
@@ -125,7 +123,7 @@ def start_run(
         raise ConfigurationError(
             f"run input must be a dict of state keys, not {type(input).__qualname__}"
         )
-    envelope.refuse_reserved(metadata or {})
+    codec.refuse_reserved(metadata or {})
     check_given(run_id=run_id, thread_id=thread_id)
     run_id = run_id or new_id()
     thread_id = thread_id or run_id
@@ -190,7 +188,7 @@ def _run_row(
         # As sealed in the header: sensitive keys stay encrypted in the run row too.
         metadata=dict(record.header.metadata),
     )
-    return replace(info, checksum=envelope.run_checksum(info, storage))
+    return replace(info, checksum=codec.run_checksum(info, storage))
 
 
 def prepare_resume(
@@ -205,7 +203,7 @@ def prepare_resume(
     """Check that ``run_id`` can continue, take its lease (unless given one) and load
     its checkpoint: the latest, or ``from_checkpoint``."""
     # Checked before anything in it is used: its workflow reference is imported below.
-    info = envelope.verify_run(store.get_run(run_id), storage)
+    info = codec.verify_run(store.get_run(run_id), storage)
     if info.status.finished or info.status is RunStatus.COMPENSATING:
         hint = (
             " (continue it with `savegame compensate`)"
@@ -237,7 +235,7 @@ def prepare_resume(
                 raise NotFoundError("checkpoint", f"{from_checkpoint} in run {run_id}")
         else:
             record = store.latest_checkpoint(run_id)
-            envelope.check_head(info, record)
+            codec.check_head(info, record)
         cp, chain = _decode(store, record, wf, storage)
         if cp.next is None:
             raise RunStateError(run_id, cp.status.value, "resume")

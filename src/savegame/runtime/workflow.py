@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from savegame.codec.migrate import Migration
+from savegame.codec import Migration
 from savegame.errors import ConfigurationError
 from savegame.runtime.policy import CheckpointPolicy, Durability
 

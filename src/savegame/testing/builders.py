@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from savegame.codec.envelope import encode
+from savegame.codec import encode
 from savegame.ids import new_id
 from savegame.model import (
     CheckpointHeader,

@@ -29,7 +29,7 @@ from functools import partial
 
 import pytest
 
-from savegame.codec.envelope import decode
+from savegame.codec import decode
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
 from savegame.model import CheckpointRecord, Lease, RunStatus, Usage, utcnow

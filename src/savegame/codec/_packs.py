@@ -46,12 +46,12 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import blobs, values
+from savegame.codec import _blobs, _refs, _values
 from savegame.codec.storage import StorageConfig
 from savegame.errors import SerializationError
 
-TAG = blobs.PACK
-DICT_TAG = blobs.DICT_PACK
+TAG = _refs.PACK
+DICT_TAG = _refs.DICT_PACK
 _ESCAPE = "$sg:"
 
 
@@ -116,7 +116,7 @@ def enabled(storage: StorageConfig) -> bool:
 
 
 def _plain_dict(node: dict[Any, Any]) -> bool:
-    """A dict that ``values.to_data`` keeps as a JSON object of the same keys."""
+    """A dict that ``_values.to_data`` keeps as a JSON object of the same keys."""
     if not all(type(key) is str for key in node):
         return False
     return not (len(node) == 1 and next(iter(node)).startswith(_ESCAPE))
@@ -180,11 +180,11 @@ class Packer:
         self._stored: set[str] = set()
 
     def tree(self, state: dict[str, Any], out: Packed) -> Any:
-        """The keyframe tree of ``state``: ``values.to_data`` and blob extraction, lists
+        """The keyframe tree of ``state``: ``_values.to_data`` and blob extraction, lists
         and nested dicts packed.
 
         Raises:
-            values.Unsaveable: a value is not pure data (without its path:
+            _values.Unsaveable: a value is not pure data (without its path:
                 ``Encoder.encode`` names it), or orjson's error for a lone surrogate.
         """
         with self._lock:
@@ -194,7 +194,9 @@ class Packer:
         if not _plain_dict(state):
             self._lists.clear()
             self._dicts.clear()
-            return blobs.extract(values.encode_at(state, values.MAX_DEPTH), self.storage, out.found)
+            return _refs.extract(
+                _values.encode_at(state, _values.MAX_DEPTH), self.storage, out.found
+            )
         seen: set[tuple[str, ...]] = set()
         tree = self._dict(state, "state", (), out, seen)
         for cache in (self._lists, self._dicts):
@@ -241,15 +243,15 @@ class Packer:
         self, value: Any, where: str, key: tuple[str, ...], out: Packed, seen: set[tuple[str, ...]]
     ) -> Any:
         # ``len(key)``: the containers around ``value`` in the state's tree. Each pack
-        # nests its items 2 deeper, so packing stops at LAYOUT_DEPTH (values.MAX_DEPTH).
-        if len(key) <= values.LAYOUT_DEPTH:
+        # nests its items 2 deeper, so packing stops at LAYOUT_DEPTH (_values.MAX_DEPTH).
+        if len(key) <= _values.LAYOUT_DEPTH:
             if type(value) is list:
                 seen.add(key)
                 return self._list(value, where, key, out)
             if type(value) is dict and _plain_dict(value):
                 return self._dict(value, where, key, out, seen)
-        return blobs.extract(
-            values.encode_at(value, values.MAX_DEPTH - len(key)), self.storage, out.found
+        return _refs.extract(
+            _values.encode_at(value, _values.MAX_DEPTH - len(key)), self.storage, out.found
         )
 
     def _list(self, items: list[Any], path: str, key: tuple[str, ...], out: Packed) -> Any:
@@ -316,7 +318,7 @@ class Packer:
         """Chunks over ``items`` (a dict's values when ``names`` are its keys), reusing
         ``cached`` ones that still match, and the tail (name, tree) after the last one.
         ``depth``: the containers around each item in the state's tree."""
-        room = values.MAX_DEPTH - depth
+        room = _values.MAX_DEPTH - depth
         # Cached chunks by their first entry: after an edit the cuts fall where they fell
         # before, and from there on the chunks are the same objects again.
         by_first: dict[Any, _Chunk] = {
@@ -341,7 +343,7 @@ class Packer:
                     continue
             name = names[index] if names is not None else None
             found: dict[str, bytes] = {}
-            tree = blobs.extract(values.encode_at(items[index], room), self.storage, found, limit)
+            tree = _refs.extract(_values.encode_at(items[index], room), self.storage, found, limit)
             tail.append((name, tree))
             encoded.append(_encode(name, tree))
             loose.update(found)
@@ -385,8 +387,8 @@ class Packer:
         loose: dict[str, bytes],
     ) -> _Chunk:
         plain = b"[" + b",".join(encoded) + b"]"
-        digest = blobs.digest(plain, self.storage)
-        sealed = blobs.seal(digest, plain, self.storage)
+        digest = _blobs.blob_digest(plain, self.storage)
+        sealed = _blobs.seal_blob(digest, plain, self.storage)
         return _Chunk(
             start=start,
             names=names,
@@ -430,8 +432,8 @@ class Packer:
         plain = b""
         try:
             for i, item in enumerate(chunk.items):
-                tree = blobs.extract(
-                    values.to_data(item, chunk.where(i)),
+                tree = _refs.extract(
+                    _values.to_data(item, chunk.where(i)),
                     self.storage,
                     found,
                     self.storage.inline_max,
@@ -440,7 +442,7 @@ class Packer:
             plain = b"[" + b",".join(encoded) + b"]"
         except (orjson.JSONEncodeError, UnicodeEncodeError):
             pass  # it encoded when it was packed: changed in place since, as below
-        if not plain or blobs.digest(plain, self.storage) != chunk.digest:
+        if not plain or _blobs.blob_digest(plain, self.storage) != chunk.digest:
             for chunks in self._all_chunks():
                 chunks[:] = [c for c in chunks if c is not chunk]
             raise SerializationError(

@@ -5,9 +5,9 @@ as of the last record it encoded (top-level containers shallow-copied), and for
 each new checkpoint either
 
 * writes a **delta** against that record (``base_id`` = its id) from the keys
-  the steps changed since (:mod:`savegame.codec.delta`); or
+  the steps changed since (:mod:`savegame.codec._delta`); or
 * writes a **keyframe** (the whole state, long lists as packs:
-  :mod:`savegame.codec.packs`) when ``keyframe_every`` records have been
+  :mod:`savegame.codec._packs`) when ``keyframe_every`` records have been
   chained, when the chain's delta bytes would outgrow a full copy (the
   keyframe and the blobs it refers to), when no base is known, or when the
   state was migrated.
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from savegame.codec import blobs, delta, envelope, packs, values
+from savegame.codec import _blobs, _delta, _envelope, _metadata, _packs, _refs, _values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord
@@ -102,7 +102,7 @@ class Encoded:
     """Plaintext of the blobs this payload refers to; see :meth:`Encoder.to_upload`."""
     sealed: dict[str, bytes] = field(default_factory=dict)
     """Blobs already sealed: new packs."""
-    deferred: dict[str, packs.Deferred] = field(default_factory=dict)
+    deferred: dict[str, _packs.Deferred] = field(default_factory=dict)
     """The others: packs this encoder already stored once, built again only if a store lacks them."""
 
 
@@ -126,7 +126,7 @@ class Encoder:
         self._base_id: str | None = None
         self._shadow: dict[str, Any] = {}
         self._chain = Chain()
-        self._packer = packs.Packer(self.storage) if packs.enabled(self.storage) else None
+        self._packer = _packs.Packer(self.storage) if _packs.enabled(self.storage) else None
         if base is not None and state is not None:
             self._remember(base.checkpoint_id, state, None, chain or Chain(0, 0, base.header.size))
 
@@ -134,11 +134,11 @@ class Encoder:
         self, base_id: str, state: dict[str, Any], changed: Collection[str] | None, chain: Chain
     ) -> None:
         if changed is None:
-            self._shadow = {k: delta.shallow(v) for k, v in state.items()}
+            self._shadow = {k: _delta.shallow(v) for k, v in state.items()}
         else:
             for key in changed:
                 if key in state:
-                    self._shadow[key] = delta.shallow(state[key])
+                    self._shadow[key] = _delta.shallow(state[key])
             for key in [k for k in self._shadow if k not in state]:
                 del self._shadow[key]
         self._base_id, self._chain = base_id, chain
@@ -164,7 +164,7 @@ class Encoder:
         try:
             return self._encode(header, state, changed)
         except (
-            values.Unsaveable,
+            _values.Unsaveable,
             orjson.JSONEncodeError,
             UnicodeEncodeError,
             RecursionError,
@@ -172,7 +172,7 @@ class Encoder:
             # Not data, too deep (a cycle is too deep too), a lone surrogate (orjson and
             # str.encode for blobs refuse it), or a stack gone: only now walk the state
             # again to name the path and the cause (a cycle where it starts).
-            raise values.refusal(state, "state", 0, exc) from None
+            raise _values.refusal(state, "state", 0, exc) from None
 
     def _encode(
         self, header: CheckpointHeader, state: dict[str, Any], changed: Collection[str] | None
@@ -185,13 +185,13 @@ class Encoder:
             and chain.depth + 1 < config.keyframe_every
             and all(type(k) is str for k in changed)
         ):
-            patch = delta.diff(self._shadow, state, changed)
+            patch = _delta.diff(self._shadow, state, changed)
             found: dict[str, bytes] = {}
             body = orjson.dumps(
-                blobs.extract(patch, config, found, config.inline_max),
+                _refs.extract(patch, config, found, config.inline_max),
                 option=orjson.OPT_SORT_KEYS,
             )
-            record = envelope.seal(
+            record = _envelope.seal_record(
                 replace(header, base_id=self._base_id, blobs=tuple(sorted(found))),
                 body,
                 delta=True,
@@ -210,13 +210,13 @@ class Encoder:
 
     def _keyframe(self, header: CheckpointHeader, state: dict[str, Any]) -> Encoded:
         config = self.storage
-        out = packs.Packed()
+        out = _packs.Packed()
         if self._packer is not None:
             tree = self._packer.tree(state, out)
         else:
-            tree = blobs.extract(values.encode_at(state, values.MAX_DEPTH), config, out.found)
+            tree = _refs.extract(_values.encode_at(state, _values.MAX_DEPTH), config, out.found)
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
-        record = envelope.seal(
+        record = _envelope.seal_record(
             replace(
                 header,
                 base_id=None,
@@ -240,7 +240,7 @@ class Encoder:
         referred = [*encoded.blobs, *encoded.sealed, *encoded.deferred]
         if not referred:
             return {}
-        names = sorted(set(referred) - blobs.known.present(store, referred))
+        names = sorted(set(referred) - _blobs.known_blobs.present(store, referred))
         if not names:
             return {}
 
@@ -257,17 +257,17 @@ class Encoder:
             plain = encoded.blobs.get(name)
             if plain is None:
                 plain = encoded.deferred[name].build()
-            return blobs.seal(name, plain, self.storage)
+            return _blobs.seal_blob(name, plain, self.storage)
 
         missing: Collection[str] = names
         if sum(map(size, names)) > ASK_ABOVE:
             missing = store.missing_blobs(names)
-            blobs.known.add(store, [n for n in names if n not in missing])
+            _blobs.known_blobs.add(store, [n for n in names if n not in missing])
         return {n: sealed(n) for n in sorted(missing)}
 
     def committed(self, store: BlobReader, record: CheckpointRecord) -> None:
         """Call once ``record`` is durable: its blobs are then known to be stored."""
-        blobs.known.add(store, record.header.blobs)
+        _blobs.known_blobs.add(store, record.header.blobs)
         if self._packer is not None and record.header.base_id is None:
             self._packer.committed(record.header.blobs)
 
@@ -278,7 +278,7 @@ class Loaded:
     chain: Chain
 
 
-def load(
+def load_chain(
     store: ChainReader, record: CheckpointRecord, storage: StorageConfig | None = None
 ) -> Loaded:
     """Decode ``record`` (fetching its chain when it is a delta) with the chain's position.
@@ -309,23 +309,23 @@ def load(
     head = records[0]
     state: dict[str, Any] | None = None
     for rec in reversed(records):
-        is_delta, body = envelope.open_record(rec, config)
-        tree, revive = envelope.parse(body, rec, fetch, config)
+        is_delta, body = _envelope.open_record(rec, config)
+        tree, revive = _envelope.parse(body, rec, fetch, config)
         if state is None:
             if is_delta:
                 raise CorruptRecordError(rec.checkpoint_id, "chain starts with a delta")
-            state = envelope.state_of(tree, revive, rec.checkpoint_id)
+            state = _envelope.state_of(tree, revive, rec.checkpoint_id)
             continue
         if not is_delta or type(tree) is not dict:
             raise CorruptRecordError(rec.checkpoint_id, "expected a delta in the chain")
         try:
-            delta.apply(state, tree)
+            _delta.apply(state, tree)
         except SerializationError:
             raise
         except (ValueError, TypeError, KeyError) as exc:
             raise CorruptRecordError(rec.checkpoint_id, f"delta does not apply: {exc}") from exc
     assert state is not None
-    header = envelope.reveal_metadata(head.header, config)
+    header = _metadata.reveal_metadata(head.header, config)
     sizes = {name: len(data) for name, data in prefetched.items()}
     return Loaded(Checkpoint(header=header, state=state), Chain.of(records, sizes))
 
@@ -333,5 +333,5 @@ def load(
 def load_state(
     store: ChainReader, record: CheckpointRecord, storage: StorageConfig | None = None
 ) -> Checkpoint:
-    """:func:`load` without the chain position."""
-    return load(store, record, storage).checkpoint
+    """:func:`load_chain` without the chain position."""
+    return load_chain(store, record, storage).checkpoint

@@ -8,7 +8,7 @@ A delta is a patch tree (pure JSON, canonical like everything else)::
      "p": [[key, patch], ...]}     dicts changed in place: a patch of the same shape
 
 Keys are plain strings (a dict with any other key is replaced whole, and so is
-one nested deeper than ``values.LAYOUT_DEPTH``, which bounds how deep a patch
+one nested deeper than ``_values.LAYOUT_DEPTH``, which bounds how deep a patch
 nests). Pairs are lists, never objects, so no user key can look like a codec tag.
 
 Cost: only the top-level keys a step returned are compared, and inside them
@@ -21,7 +21,7 @@ differently, so anything not provably identical in its encoding is re-sent.
 Contract for steps (documented for users): change state by returning new
 values in the update; a value mutated in place below the top level is not
 seen until the next keyframe, and an item of a list or dict that a keyframe
-already put in a pack not even then (:mod:`savegame.codec.packs` matches items
+already put in a pack not even then (:mod:`savegame.codec._packs` matches items
 by identity). ``Workflow(check_mutations=True)`` names the step that does either. Top-level lists and dicts are shallow-copied
 when remembered, so ``state["log"].append(x); return {"log": state["log"]}``
 is still seen.
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from operator import is_
 from typing import Any
 
-from savegame.codec import values
+from savegame.codec import _values
 from savegame.errors import SerializationError
 
 Patch = dict[str, list[Any]]
@@ -56,7 +56,7 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str])
     """The patch turning ``old`` into ``new``, looking only at ``changed`` keys and removals.
 
     Raises:
-        values.Unsaveable: a new value is not pure data (without a path: the engine
+        _values.Unsaveable: a new value is not pure data (without a path: the engine
             names it from the state's root).
     """
     patch: Patch = {}
@@ -75,7 +75,7 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str])
 
 
 def _full(value: Any, depth: int) -> tuple[str, Any]:
-    return ("s", values.encode_at(value, values.MAX_DEPTH - depth))
+    return ("s", _values.encode_at(value, _values.MAX_DEPTH - depth))
 
 
 def _put(patch: Patch, key: str, op: Any) -> None:
@@ -87,7 +87,7 @@ def _put(patch: Patch, key: str, op: Any) -> None:
 
 def _encodes_same(a: Any, b: Any) -> bool:
     try:
-        return values.dumps(a) == values.dumps(b)
+        return _values.dumps(a) == _values.dumps(b)
     except SerializationError:
         return False  # the caller re-encodes the new value, which names the path
 
@@ -122,15 +122,15 @@ def _diff_list(old: list[Any], new: list[Any], depth: int) -> Any:
             return _full(new, depth)
     if len(new) == n:
         return _SAME
-    room = values.MAX_DEPTH - depth - 1
-    return ("a", [values.encode_at(item, room) for item in new[n:]])
+    room = _values.MAX_DEPTH - depth - 1
+    return ("a", [_values.encode_at(item, room) for item in new[n:]])
 
 
 def _diff_dict(old: dict[Any, Any], new: dict[Any, Any], depth: int) -> Patch | None:
     """None when the dict must be replaced whole: a non-string key, an escaped dict
-    (values nest one level deeper there), or deeper than ``values.LAYOUT_DEPTH``: each
+    (values nest one level deeper there), or deeper than ``_values.LAYOUT_DEPTH``: each
     patch level nests 3 where the state nests 1, so that bounds what a patch adds."""
-    if depth > values.LAYOUT_DEPTH:
+    if depth > _values.LAYOUT_DEPTH:
         return None
     if len(new) == 1:
         (only,) = new
@@ -164,7 +164,7 @@ def apply(state: dict[Any, Any], patch: Mapping[str, Any]) -> None:
         ValueError: the patch does not fit the state (a damaged chain).
     """
     for key, body in patch.get("s", ()):
-        state[key] = values.from_data(body)
+        state[key] = _values.from_data(body)
     for key in patch.get("r", ()):
         if key not in state:
             raise ValueError(f"delta removes missing key {key!r}")
@@ -173,7 +173,7 @@ def apply(state: dict[Any, Any], patch: Mapping[str, Any]) -> None:
         target = state.get(key)
         if type(target) is not list:
             raise ValueError(f"delta appends to {key!r}, which is not a list")
-        target.extend(values.from_data(item) for item in items)
+        target.extend(_values.from_data(item) for item in items)
     for key, sub in patch.get("p", ()):
         target = state.get(key)
         if type(target) is not dict:

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import registry
+from savegame.codec import _registry
 from savegame.errors import SerializationError
 from savegame.secrets import Secret
 
@@ -100,6 +100,9 @@ def encode_at(value: Any, room: int) -> Any:
 
     ``room``: the levels ``value`` may take, :data:`MAX_DEPTH` less the containers
     around it; counted down to a literal 0, as a global lookup per container showed.
+    JSON's own types and the containers are handled here, the tagged scalars and
+    registered objects in :func:`_encode_tagged`: one call more for each of those
+    (measured: 5% of encoding a state made only of them; none for strings and dicts).
     """
     kind = type(value)
     # Exact type checks first: bool is an int and enums may subclass str/int.
@@ -143,6 +146,12 @@ def encode_at(value: Any, room: int) -> Any:
         # Canonical order, so equal sets always encode to equal bytes.
         items.sort(key=lambda item: orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
         return {_TAG + ("set" if kind is set else "frozenset"): items}
+    return _encode_tagged(value, kind, room)
+
+
+def _encode_tagged(value: Any, kind: type, room: int) -> Any:
+    """:func:`encode_at` for a scalar of a type JSON lacks, or a registered object
+    (``kind``: its exact type)."""
     if kind is bytes:
         return {_TAG + "bytes": base64.b64encode(value).decode("ascii")}
     if kind is dt.datetime:
@@ -162,7 +171,7 @@ def encode_at(value: Any, room: int) -> Any:
         return {_TAG + "decimal": str(value)}
     if kind is Secret:
         return {_TAG + "secret": value.name}
-    name = registry.name_of(kind)
+    name = _registry.name_of(kind)
     if name is not None:
         room -= 3
         if room < 0:
@@ -170,7 +179,7 @@ def encode_at(value: Any, room: int) -> Any:
         if isinstance(value, enum.Enum):
             body: Any = {"value": encode_at(value.value, room)}
         else:
-            fields = registry.fields_of(value)
+            fields = _registry.fields_of(value)
             body = {key: encode_at(item, room) for key, item in fields.items()}
         return {_TAG + "obj": [name, body]}
     raise Unsaveable(_refusal(value))
@@ -228,10 +237,10 @@ def _children(node: Any, path: str) -> tuple[int, list[tuple[Any, str]]] | None:
             label = f"{path}.{key}" if plain and key.isidentifier() else f"{path}[{key!r}]"
             held += [(key, f"{label}<key>"), (item, label)]
         return (2 if _escaped(node) else 1) if plain else 3, held
-    if registry.name_of(kind) is not None:
+    if _registry.name_of(kind) is not None:
         if isinstance(node, enum.Enum):
             return 3, [(node.value, f"{path}.value")]
-        return 3, [(item, f"{path}.{key}") for key, item in registry.fields_of(node).items()]
+        return 3, [(item, f"{path}.{key}") for key, item in _registry.fields_of(node).items()]
     return None
 
 
@@ -387,13 +396,13 @@ def _untag(tag: str, body: Any) -> Any:
         return {from_data(key): from_data(item) for key, item in body}
     if tag == "obj":
         name, fields = body
-        cls = registry.type_named(name)
+        cls = _registry.type_named(name)
         if cls is None:
             raise SerializationError(
                 f"<{name}>",
                 f"type {name!r} is not registered in this process; call savegame.register() before loading",
             )
-        return registry.build(cls, {key: from_data(item) for key, item in fields.items()})
+        return _registry.build(cls, {key: from_data(item) for key, item in fields.items()})
     raise SerializationError(f"<{tag}>", f"unknown tag {_TAG}{tag} (written by a newer savegame?)")
 
 

@@ -1,10 +1,10 @@
 """Journal entries: encode call arguments and results, encrypt them at rest, check integrity.
 
 ``encode_value`` gives canonical plaintext bytes (what replay checks compare).
-``sealed`` is applied on every journal write: with a keyring it encrypts
+``seal_entry`` is applied on every journal write: with a keyring it encrypts
 ``arguments``, ``result`` and ``error`` (each bound to the entry's run, request
 id and field as associated data) unless they are sealed already, then computes
-the entry's check over everything stored but its timestamps. ``opened`` is the
+the entry's check over everything stored but its timestamps. ``open_entry`` is the
 inverse for readers, and it checks first: no entry is used unverified.
 
 A stored value is ``b"SGE\\x01" + key-id length + key id + nonce + ciphertext``;
@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import values
+from savegame.codec import _values
 from savegame.codec.crypto import key_id, unbase64
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
@@ -78,8 +78,8 @@ def _sized(data: bytes) -> bytes:
     return len(data).to_bytes(8, "big") + data
 
 
-def effect_checksum(effect: EffectRecord, storage: StorageConfig | None = None) -> str:
-    """The check ``sealed`` stores: keyed under the active key when a keyring is set."""
+def entry_checksum(effect: EffectRecord, storage: StorageConfig | None = None) -> str:
+    """The check ``seal_entry`` stores: keyed under the active key when a keyring is set."""
     ring = resolve(storage).keyring
     if ring is None:
         return _PLAIN2 + hashlib.blake2b(_covered(effect), digest_size=16).hexdigest()
@@ -94,13 +94,13 @@ def _aad(effect: EffectRecord, field: str) -> bytes:
     return f"journal\0{effect.run_id}\0{effect.request_id}\0{field}".encode()
 
 
-def is_sealed(data: bytes | None) -> bool:
+def _is_sealed(data: bytes | None) -> bool:
     return data is not None and data[:4] == _MAGIC
 
 
 def _seal(effect: EffectRecord, field: str, data: bytes, storage: StorageConfig) -> bytes:
     assert storage.keyring is not None
-    if is_sealed(data):
+    if _is_sealed(data):
         return data
     kid, sealed_ = storage.keyring.encrypt(data, _aad(effect, field))
     encoded_kid = kid.encode()
@@ -108,7 +108,7 @@ def _seal(effect: EffectRecord, field: str, data: bytes, storage: StorageConfig)
 
 
 def _open(effect: EffectRecord, field: str, data: bytes, storage: StorageConfig) -> bytes:
-    if not is_sealed(data):
+    if not _is_sealed(data):
         if storage.keyring is not None and not storage.accept_plaintext:
             raise UnencryptedRecordError(_label(effect))
         return data
@@ -142,7 +142,7 @@ def _open_text(effect: EffectRecord, text: str | None, storage: StorageConfig) -
         raise CorruptRecordError(_label(effect), "its error text is not text") from None
 
 
-def sealed(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
+def seal_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
     """The entry as stored: values encrypted when a keyring is configured, check filled in."""
     config = resolve(storage)
     if config.keyring is not None:
@@ -154,10 +154,10 @@ def sealed(effect: EffectRecord, storage: StorageConfig | None = None) -> Effect
             else _seal(effect, "result", effect.result, config),
             error=_seal_text(effect, effect.error, config),
         )
-    return replace(effect, checksum=effect_checksum(effect, config))
+    return replace(effect, checksum=entry_checksum(effect, config))
 
 
-def verify(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
+def verify_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
     """``effect`` if its check holds; with a keyring, only a keyed check counts.
 
     Raises:
@@ -182,7 +182,7 @@ def verify(effect: EffectRecord, storage: StorageConfig | None = None) -> Effect
         if ring.check_mac(covered, kid, tag, _label(effect)):
             return effect
     elif strict:
-        if not is_sealed(effect.arguments):
+        if not _is_sealed(effect.arguments):
             raise UnencryptedRecordError(_label(effect))
         raise UnauthenticatedRecordError(_label(effect), "journal entry with an unkeyed check")
     elif check.startswith(_PLAIN2):
@@ -197,7 +197,7 @@ def verify(effect: EffectRecord, storage: StorageConfig | None = None) -> Effect
     raise CorruptRecordError(_label(effect), "journal entry checksum mismatch")
 
 
-def opened(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
+def open_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:
     """The entry, verified, with plaintext ``arguments``, ``result`` and ``error``
     (checksum left as stored).
 
@@ -207,11 +207,11 @@ def opened(effect: EffectRecord, storage: StorageConfig | None = None) -> Effect
         EncryptionKeyError: a value's key id is not in the keyring.
     """
     config = resolve(storage)
-    verify(effect, config)
+    verify_entry(effect, config)
     if (
         config.keyring is None
-        and not is_sealed(effect.arguments)
-        and not is_sealed(effect.result)
+        and not _is_sealed(effect.arguments)
+        and not _is_sealed(effect.result)
         and not (effect.error or "").startswith(_TEXT)
     ):
         return effect
@@ -224,15 +224,15 @@ def opened(effect: EffectRecord, storage: StorageConfig | None = None) -> Effect
 
 
 def encode_value(value: Any, path: str) -> bytes:
-    return values.dumps(value, path)
+    return _values.dumps(value, path)
 
 
 def decode_value(data: bytes | None) -> Any:
-    """Decode plaintext bytes (pass stored entries through :func:`opened` first)."""
+    """Decode plaintext bytes (pass stored entries through :func:`open_entry` first)."""
     if data is None:
         return None
-    if is_sealed(data):
+    if _is_sealed(data):
         raise CorruptRecordError(
             "journal value", "is encrypted; open the entry with its keyring first"
         )
-    return values.loads(data)
+    return _values.loads(data)
