@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from savegame.codec.storage import StorageConfig
-from savegame.inspect.history import opened
 from savegame.maintenance import integrity, reencrypt
 from savegame.maintenance.integrity import Damage, Progress, VerifyReport
 from savegame.maintenance.reencrypt import RekeyReport
 from savegame.maintenance.retention import PrunePlan, RetentionPolicy, prune
+from savegame.stores import opened_store
 from savegame.stores.base import RunSize, Store, StoreStats
 
 
@@ -24,7 +24,7 @@ def verify(
     progress: Progress | None = None,
 ) -> VerifyReport:
     """Check every checkpoint, blob and journal entry (of one run, or all); report damage by id."""
-    with opened(store) as handle:
+    with opened_store(store) as handle:
         return integrity.verify(handle, run_id=run_id, storage=storage, progress=progress)
 
 
@@ -42,7 +42,7 @@ def rekey(
     ``adopt``: also sign records that carry no authentication (a plain store being
     encrypted, records of an older savegame); rekey vouches for what it signs.
     """
-    with opened(store) as handle:
+    with opened_store(store) as handle:
         return reencrypt.rekey(
             handle, storage=storage, run_id=run_id, progress=progress, adopt=adopt
         )
@@ -60,7 +60,7 @@ def stats(
     *, store: Store | str | None = None, thread_id: str | None = None, limit: int = 50
 ) -> StoreReport:
     """Store totals and storage per run, largest first."""
-    with opened(store) as handle:
+    with opened_store(store) as handle:
         return StoreReport(handle.stats(), handle.run_sizes(thread_id=thread_id, limit=limit))
 
 
