@@ -54,7 +54,7 @@ from savegame.errors import (
     SavegameError,
     UnauthenticatedRecordError,
 )
-from savegame.maintenance.integrity import Progress, runs_of
+from savegame.maintenance._integrity import Progress, runs_of
 from savegame.model import CheckpointRecord, EffectRecord, RunInfo
 from savegame.runtime import lease as leases
 from savegame.stores.base import ALL_EFFECTS, Store
