@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from savegame.agent.model import ChatModel, Message, ModelResponse, ToolSpec
+from savegame.agent._model import ChatModel, Message, ModelResponse, ToolSpec
 from savegame.effects.tools import Tool, as_tool
 from savegame.errors import ApprovalRejected, ConfigurationError
 from savegame.runtime.context import StepContext
