@@ -20,8 +20,7 @@ from savegame.agent import Agent, ChatModel, ModelResponse, ScriptedModel, ToolC
 from savegame.codec import register
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
-from savegame.effects.decisions import PendingInterrupt
-from savegame.effects.tools import Tool, tool
+from savegame.effects import PendingInterrupt, Tool, tool
 from savegame.errors import (
     ApprovalRejected,
     CheckpointWriteError,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import savegame
-from savegame.effects.tools import tool
+from savegame.effects import tool
 from savegame.runtime.workflow import END, Workflow
 
 HERE = Path(__file__).parent

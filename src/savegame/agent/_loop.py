@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from savegame.agent._model import ChatModel, Message, ModelResponse, ToolSpec
-from savegame.effects.tools import Tool, as_tool
+from savegame.effects import Tool, as_tool
 from savegame.errors import ApprovalRejected, ConfigurationError
 from savegame.runtime.context import StepContext
 from savegame.runtime.policy import CheckpointPolicy

@@ -14,7 +14,7 @@ import orjson
 import typer
 
 from savegame.codec.values import to_data
-from savegame.effects.decisions import PendingInterrupt
+from savegame.effects import PendingInterrupt
 from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
 from savegame.runtime.control import Effect

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from savegame.codec.values import to_data
-from savegame.effects.decisions import PendingInterrupt
+from savegame.effects import PendingInterrupt
 from savegame.model import (
     Checkpoint,
     CheckpointHeader,

@@ -32,7 +32,7 @@ import savegame
 from savegame.codec import canonical
 from savegame.demo.processes import Child, DemoError, run_child
 from savegame.demo.world import Summary, World
-from savegame.effects.decisions import default_actor
+from savegame.effects import default_actor
 
 #: The tool inside which process 2 is killed.
 KILL_IN = "issue_refund"

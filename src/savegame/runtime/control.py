@@ -12,8 +12,7 @@ from savegame.codec import envelope
 from savegame.codec.journal import decode_value
 from savegame.codec.journal import opened as opened_effect
 from savegame.codec.storage import StorageConfig
-from savegame.effects import decisions
-from savegame.effects.compensation import run_compensation
+from savegame.effects import decisions, run_compensation
 from savegame.errors import EffectSettledError, LeaseHeldError, RunStateError
 from savegame.model import EffectKind, EffectStatus, Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import lease as leases

@@ -22,9 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from savegame.effects.calls import Calls
-from savegame.effects.compensation import run_compensation
-from savegame.effects.journal import Journal
+from savegame.effects import Calls, Journal, run_compensation
 from savegame.errors import (
     CheckpointWriteError,
     ConfigurationError,

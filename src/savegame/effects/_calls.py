@@ -15,8 +15,8 @@ from typing import Any
 
 from savegame.codec.journal import decode_value, encode_value
 from savegame.codec.values import canonical
-from savegame.effects.journal import Journal
-from savegame.effects.tools import Tool
+from savegame.effects._journal import Journal
+from savegame.effects._tools import Tool
 from savegame.errors import (
     ApprovalRejected,
     InDoubtEffectError,

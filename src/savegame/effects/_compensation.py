@@ -19,8 +19,8 @@ from savegame.codec.engine import load_state
 from savegame.codec.envelope import seal_error
 from savegame.codec.journal import decode_value, encode_value
 from savegame.codec.storage import StorageConfig
-from savegame.effects.journal import Journal
-from savegame.effects.tools import Tool, tool_named
+from savegame.effects._journal import Journal
+from savegame.effects._tools import Tool, tool_named
 from savegame.errors import CompensationError, InDoubtEffectError, RunStateError, describe
 from savegame.model import (
     CheckpointRecord,
