@@ -65,26 +65,24 @@ from savegame.model import (
 from savegame.runtime import (
     END,
     CheckpointPolicy,
+    Effect,
     Observer,
     StepContext,
+    Worker,
     Workflow,
+    approve,
     aresume,
     arun,
-    resume,
-    run,
-)
-from savegame.runtime.control import (
-    Effect,
-    approve,
     cancel,
     compensate,
     list_effects,
     pending_interrupts,
     reject,
     resolve,
+    resume,
+    run,
+    submit,
 )
-from savegame.runtime.fleet import submit
-from savegame.runtime.worker import Worker
 from savegame.secrets import Secret
 from savegame.stores import MemoryStore, SqliteStore, Store, open_store
 

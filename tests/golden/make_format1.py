@@ -20,7 +20,7 @@ from typing import Any
 
 import savegame
 from savegame.effects import tool
-from savegame.runtime.workflow import END, Workflow
+from savegame.runtime import END, Workflow
 
 HERE = Path(__file__).parent
 

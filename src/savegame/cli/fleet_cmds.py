@@ -23,8 +23,7 @@ from savegame.cli.errors import UsageError
 from savegame.cli.options import InputOption, JsonOption, RunIdOption, StoreOption, ThreadOption
 from savegame.cli.storage_view import plural
 from savegame.model import RunResult, RunStatus
-from savegame.runtime.lease import DEFAULT_TTL
-from savegame.runtime.worker import WorkerStats
+from savegame.runtime import DEFAULT_TTL, WorkerStats
 
 log = logging.getLogger("savegame.worker")
 

@@ -17,7 +17,7 @@ from savegame.codec.values import to_data
 from savegame.effects import PendingInterrupt
 from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
-from savegame.runtime.control import Effect
+from savegame.runtime import Effect
 
 
 def _usage(usage: Usage) -> dict[str, Any]:

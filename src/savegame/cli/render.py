@@ -27,7 +27,7 @@ from savegame.model import (
     RunStatus,
     Usage,
 )
-from savegame.runtime.control import Effect
+from savegame.runtime import Effect
 
 PIPED_WIDTH = 160
 

@@ -31,8 +31,8 @@ from types import FrameType
 
 from savegame.errors import describe
 from savegame.model import Lease, RunResult, RunStatus
-from savegame.runtime import lease as leases
-from savegame.runtime.fleet import hold_back, resume_claimed
+from savegame.runtime import _lease as leases
+from savegame.runtime._fleet import hold_back, resume_claimed
 from savegame.stores import Store, open_store
 
 log = logging.getLogger("savegame.worker")

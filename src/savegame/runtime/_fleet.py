@@ -11,12 +11,12 @@ from savegame.codec.envelope import check_head, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, describe
 from savegame.model import CheckpointRecord, Lease, RunInfo, RunResult, RunStatus
-from savegame.runtime import lease as leases
-from savegame.runtime.bridge import run_sync
-from savegame.runtime.execution import Observer
-from savegame.runtime.loader import as_workflow, reference_of
-from savegame.runtime.runner import execute
-from savegame.runtime.setup import prepare_resume, start_run
+from savegame.runtime import _lease as leases
+from savegame.runtime._bridge import run_sync
+from savegame.runtime._execution import Observer
+from savegame.runtime._loader import as_workflow, reference_of
+from savegame.runtime._runner import execute
+from savegame.runtime._setup import prepare_resume, start_run
 from savegame.stores import opened_store
 from savegame.stores.base import Store
 

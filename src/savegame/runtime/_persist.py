@@ -33,7 +33,7 @@ from savegame.codec.engine import Encoded, Encoder
 from savegame.codec.envelope import seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord
-from savegame.runtime.execution import Execution
+from savegame.runtime._execution import Execution
 from savegame.stores.base import Written
 
 _Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, bytes]]

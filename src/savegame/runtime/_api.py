@@ -9,13 +9,13 @@ from typing import Any
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.model import RunResult
-from savegame.runtime import lease as leases
-from savegame.runtime.bridge import Io, direct_io, run_sync, threaded_io
-from savegame.runtime.execution import Observer
-from savegame.runtime.loader import as_workflow, reference_of
-from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.runner import execute
-from savegame.runtime.setup import prepare_resume, start_run
+from savegame.runtime import _lease as leases
+from savegame.runtime._bridge import Io, direct_io, run_sync, threaded_io
+from savegame.runtime._execution import Observer
+from savegame.runtime._loader import as_workflow, reference_of
+from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._runner import execute
+from savegame.runtime._setup import prepare_resume, start_run
 from savegame.stores import Store, opened_store
 
 #: Marks "no value given" so that ``resume(run_id, value=None)`` can supply None.

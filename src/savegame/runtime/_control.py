@@ -15,8 +15,8 @@ from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions, run_compensation
 from savegame.errors import EffectSettledError, LeaseHeldError, RunStateError
 from savegame.model import EffectKind, EffectStatus, Lease, RunInfo, RunResult, RunStatus
-from savegame.runtime import lease as leases
-from savegame.runtime.loader import load
+from savegame.runtime import _lease as leases
+from savegame.runtime._loader import load
 from savegame.stores import opened_store
 from savegame.stores.base import ALL_EFFECTS, Store
 
