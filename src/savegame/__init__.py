@@ -20,8 +20,7 @@ from savegame.agent import Agent, ChatModel, ModelResponse, ScriptedModel, ToolC
 from savegame.codec import register
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
-from savegame.effects.decisions import PendingInterrupt
-from savegame.effects.tools import Tool, tool
+from savegame.effects import PendingInterrupt, Tool, tool
 from savegame.errors import (
     ApprovalRejected,
     CheckpointWriteError,
@@ -66,26 +65,24 @@ from savegame.model import (
 from savegame.runtime import (
     END,
     CheckpointPolicy,
+    Effect,
     Observer,
     StepContext,
+    Worker,
     Workflow,
+    approve,
     aresume,
     arun,
-    resume,
-    run,
-)
-from savegame.runtime.control import (
-    Effect,
-    approve,
     cancel,
     compensate,
     list_effects,
     pending_interrupts,
     reject,
     resolve,
+    resume,
+    run,
+    submit,
 )
-from savegame.runtime.fleet import submit
-from savegame.runtime.worker import Worker
 from savegame.secrets import Secret
 from savegame.stores import MemoryStore, SqliteStore, Store, open_store
 

@@ -248,7 +248,7 @@ def test_a_forged_workflow_reference_is_never_imported(
     flow.write_text(FLOW)
     evil.write_text(EVIL)
     with open_store(raw.url) as store:
-        from savegame.runtime.loader import load
+        from savegame.runtime import load
 
         started = run(load(f"{flow}:wf"), run_id="r", store=store, storage=storage)
         assert started.status is RunStatus.INTERRUPTED
@@ -289,7 +289,7 @@ def test_a_key_rotation_does_not_sign_forged_records(raw: Raw, tmp_path: Path) -
     flow.write_text(FLOW)
     evil.write_text(EVIL)
     from savegame import rekey
-    from savegame.runtime.loader import load
+    from savegame.runtime import load
 
     run(load(f"{flow}:wf"), run_id="r", store=raw.url, storage=KEYS)
     with open_store(raw.url) as store:

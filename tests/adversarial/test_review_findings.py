@@ -193,7 +193,7 @@ def test_an_edit_the_tool_cannot_take_is_refused_before_it_is_recorded(tmp_path:
         "    return {'paid': ctx.call(pay_edit, to='bob', amount=150)}, END\n"
     )
     url = f"sqlite:///{tmp_path / 'e.db'}"
-    from savegame.runtime.loader import load
+    from savegame.runtime import load
 
     run(load(f"{flow}:wf"), run_id="e", store=url)
     with pytest.raises(ConfigurationError, match="bad arguments for tool pay_edit: missing"):

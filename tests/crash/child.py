@@ -14,7 +14,7 @@ import os
 import sys
 
 from savegame import CheckpointHeader, Observer, resume, run
-from savegame.runtime.loader import load
+from savegame.runtime import load
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

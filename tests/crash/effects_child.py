@@ -10,7 +10,7 @@ import os
 import sys
 
 from savegame import SavegameError, compensate, resume, run
-from savegame.runtime.loader import load
+from savegame.runtime import load
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

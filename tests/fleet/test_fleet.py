@@ -33,7 +33,7 @@ from savegame import (
     open_store,
     submit,
 )
-from savegame.runtime.loader import load
+from savegame.runtime import load
 
 from . import netns
 

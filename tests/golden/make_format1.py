@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import savegame
-from savegame.effects.tools import tool
-from savegame.runtime.workflow import END, Workflow
+from savegame.effects import tool
+from savegame.runtime import END, Workflow
 
 HERE = Path(__file__).parent
 

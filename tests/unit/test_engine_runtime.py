@@ -12,7 +12,7 @@ from savegame import END, MemoryStore, StepContext, Workflow, codec
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
 from savegame.errors import StepError, UnencryptedRecordError
-from savegame.inspect.history import get_checkpoint, history
+from savegame.inspect import get_checkpoint, history
 
 STORAGE = StorageConfig(keyframe_every=4, blob_threshold=256, compress_threshold=512)
 SECRET = StorageConfig(

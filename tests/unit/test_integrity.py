@@ -25,8 +25,8 @@ from savegame import (
 from savegame.codec.crypto import Keyring, new_key
 from savegame.codec.storage import StorageConfig
 from savegame.errors import CorruptRecordError, UnencryptedRecordError
-from savegame.maintenance.integrity import verify
-from savegame.maintenance.reencrypt import rekey
+from savegame.maintenance._integrity import verify
+from savegame.maintenance._reencrypt import rekey
 from savegame.stores import SqliteStore
 
 # Small packs, so a short run already stores some (packs are blobs).

@@ -23,7 +23,7 @@ from savegame import (
     resume,
     run,
 )
-from savegame.runtime.lease import holder_is_dead, owner_id
+from savegame.runtime._lease import holder_is_dead, owner_id
 
 
 def two_steps(

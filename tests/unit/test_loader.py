@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from savegame import ConfigurationError, Workflow
-from savegame.runtime.loader import load
+from savegame.runtime import load
 from savegame.testing.together import together
 
 SLOW_FILE = """
@@ -52,8 +52,8 @@ def test_a_missing_attribute_names_the_file_and_the_reference(tmp_path: Path) ->
 
 
 def test_a_module_reference_imports_the_module() -> None:
-    assert load("savegame.runtime.loader:load") is load
-    assert "savegame.runtime.loader" in sys.modules
+    assert load("savegame.runtime._loader:load") is load
+    assert "savegame.runtime._loader" in sys.modules
 
 
 def test_a_file_that_loads_another_file_on_a_thread_while_imported(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_a_file_that_loads_another_file_on_a_thread_while_imported(tmp_path: Pat
             f"""
             from concurrent.futures import ThreadPoolExecutor
             from savegame import Workflow
-            from savegame.runtime.loader import load
+            from savegame.runtime import load
 
             with ThreadPoolExecutor(1) as pool:
                 inner = pool.submit(load, {str(tmp_path / "inner_workflow.py")!r} + ":wf")

@@ -22,7 +22,7 @@ from savegame import (
     run,
     tool,
 )
-from savegame.maintenance.retention import RetentionPolicy, deletion_order, plan, prune
+from savegame.maintenance._retention import RetentionPolicy, deletion_order, plan, prune
 from savegame.model import CheckpointHeader, CheckpointRecord, utcnow
 from savegame.testing.builders import blob_digest, make_record, make_run, next_record
 

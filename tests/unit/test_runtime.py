@@ -37,7 +37,7 @@ from savegame import (
     run,
     submit,
 )
-from savegame.runtime.policy import Durability
+from savegame.runtime import Durability
 
 
 def counter(limit: int = 10, **kwargs: Any) -> Workflow:

@@ -1,7 +1,7 @@
 """The agent loop (LLM <-> tools) on top of workflows."""
 
-from savegame.agent.loop import Agent, tool_spec
-from savegame.agent.model import (
+from savegame.agent._loop import Agent, tool_spec
+from savegame.agent._model import (
     ChatModel,
     Message,
     ModelResponse,

@@ -14,7 +14,7 @@ from savegame.cli.errors import UsageError
 from savegame.codec import from_data
 from savegame.errors import SavegameError
 from savegame.model import CheckpointHeader, RunResult, RunStatus
-from savegame.runtime.loader import as_workflow, load
+from savegame.runtime import as_workflow, load
 
 
 def parse_json(text: str, option: str) -> Any:

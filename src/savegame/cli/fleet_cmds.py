@@ -23,8 +23,7 @@ from savegame.cli.errors import UsageError
 from savegame.cli.options import InputOption, JsonOption, RunIdOption, StoreOption, ThreadOption
 from savegame.cli.storage_view import plural
 from savegame.model import RunResult, RunStatus
-from savegame.runtime.lease import DEFAULT_TTL
-from savegame.runtime.worker import WorkerStats
+from savegame.runtime import DEFAULT_TTL, WorkerStats
 
 log = logging.getLogger("savegame.worker")
 
@@ -99,52 +98,61 @@ def _summary(stats: WorkerStats) -> str:
     return f"worker stopped: claimed {plural(stats.claimed, 'run')} ({done})"
 
 
+ConcurrencyOption = Annotated[
+    int,
+    # A thread and a store connection per slot: 100,000 hung the process.
+    typer.Option("--concurrency", "-c", metavar="N", min=1, max=256, help="Runs executed at once."),
+]
+
+LeaseTtlOption = Annotated[
+    float,
+    typer.Option(
+        "--lease-ttl",
+        metavar="SECONDS",
+        min=1,
+        # 1e308 overflowed the heartbeat's wait; a day is long for a dead worker's hold.
+        max=86400,
+        help="How long a dead worker's runs stay blocked before another worker takes them.",
+    ),
+]
+
+PollOption = Annotated[
+    float,
+    typer.Option(
+        "--poll",
+        metavar="SECONDS",
+        min=0.01,
+        max=3600,
+        help="Sleep this long when nothing is runnable.",
+    ),
+]
+
+WorkflowsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--workflow",
+        metavar="NAME",
+        help="Only claim runs of this workflow name (repeat for several; default: any).",
+    ),
+]
+
+ExitWhenIdleOption = Annotated[
+    float | None,
+    typer.Option(
+        "--exit-when-idle",
+        metavar="SECONDS",
+        min=0,
+        help="Exit once nothing was runnable for this long (default: run until stopped).",
+    ),
+]
+
+
 def worker_command(
-    concurrency: Annotated[
-        int,
-        # A thread and a store connection per slot: 100,000 hung the process.
-        typer.Option(
-            "--concurrency", "-c", metavar="N", min=1, max=256, help="Runs executed at once."
-        ),
-    ] = 1,
-    lease_ttl: Annotated[
-        float,
-        typer.Option(
-            "--lease-ttl",
-            metavar="SECONDS",
-            min=1,
-            # 1e308 overflowed the heartbeat's wait; a day is long for a dead worker's hold.
-            max=86400,
-            help="How long a dead worker's runs stay blocked before another worker takes them.",
-        ),
-    ] = DEFAULT_TTL,
-    poll: Annotated[
-        float,
-        typer.Option(
-            "--poll",
-            metavar="SECONDS",
-            min=0.01,
-            max=3600,
-            help="Sleep this long when nothing is runnable.",
-        ),
-    ] = 0.5,
-    workflows: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--workflow",
-            metavar="NAME",
-            help="Only claim runs of this workflow name (repeat for several; default: any).",
-        ),
-    ] = None,
-    exit_when_idle: Annotated[
-        float | None,
-        typer.Option(
-            "--exit-when-idle",
-            metavar="SECONDS",
-            min=0,
-            help="Exit once nothing was runnable for this long (default: run until stopped).",
-        ),
-    ] = None,
+    concurrency: ConcurrencyOption = 1,
+    lease_ttl: LeaseTtlOption = DEFAULT_TTL,
+    poll: PollOption = 0.5,
+    workflows: WorkflowsOption = None,
+    exit_when_idle: ExitWhenIdleOption = None,
     store: StoreOption = None,
 ) -> None:
     """Claim queued and orphaned runs and execute them, until SIGTERM or Ctrl-C.

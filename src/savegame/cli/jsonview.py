@@ -14,10 +14,10 @@ import orjson
 import typer
 
 from savegame.codec import to_data
-from savegame.effects.decisions import PendingInterrupt
+from savegame.effects import PendingInterrupt
 from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
-from savegame.runtime.control import Effect
+from savegame.runtime import Effect
 
 
 def _usage(usage: Usage) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from savegame.codec import to_data
-from savegame.effects.decisions import PendingInterrupt
+from savegame.effects import PendingInterrupt
 from savegame.model import (
     Checkpoint,
     CheckpointHeader,
@@ -27,7 +27,7 @@ from savegame.model import (
     RunStatus,
     Usage,
 )
-from savegame.runtime.control import Effect
+from savegame.runtime import Effect
 
 PIPED_WIDTH = 160
 

@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ import savegame
 from savegame.codec import canonical
 from savegame.demo.processes import Child, DemoError, run_child
 from savegame.demo.world import Summary, World
-from savegame.effects.decisions import default_actor
+from savegame.effects import default_actor
 
 #: The tool inside which process 2 is killed.
 KILL_IN = "issue_refund"
@@ -194,6 +195,45 @@ def _workspace(store: str | None) -> tuple[str, str]:
     return store or f"sqlite:///{os.path.join(folder, 'demo.db')}", folder
 
 
+@dataclass(frozen=True, slots=True)
+class _Crashed:
+    """What the three processes did to the run."""
+
+    run_id: str
+    approval: Approval
+    kill: Kill
+    children: list[Child]
+    """Processes 1, 2 and 3, in order."""
+
+
+def _crash_and_resume(
+    handle: savegame.Store, url: str, world: str, ask: Ask | None, auto: str, say: Events
+) -> _Crashed:
+    """Start the run until it pauses, approve, kill the resumed run mid-refund, resume it."""
+    if not handle.capabilities.multi_process:
+        raise DemoError(
+            f"demo: store {url} cannot be shared between processes; use a sqlite:// URL"
+        )
+    common = ("--store", url, "--world", world)
+    first = run_child("process 1", "start", *common)
+    run_id = first.events[-1]["run_id"]
+    if first.events[-1]["status"] != "interrupted":
+        raise DemoError(f"demo: run {run_id} did not pause for approval")
+    say(f"process 1 (pid {first.pid}) ran the refund agent until it paused for approval")
+    approval = _decide(handle, run_id, ask, auto, say)
+    second = run_child("process 2", "resume", run_id, *common, "--hang-in", KILL_IN, kill_on="hang")
+    hang = second.events[-1]
+    status = next(
+        e.status.value for e in savegame.list_effects(run_id, store=handle)
+        if e.request_id == hang["request_id"]
+    )  # fmt: skip
+    say(f"process 2 (pid {second.pid}) resumed; SIGKILL inside {KILL_IN} after the refund")
+    third = run_child(AFTER_CRASH, "resume", run_id, *common)
+    say(f"process 3 (pid {third.pid}) resumed run {run_id} from the store to its end")
+    kill = Kill(second.pid, hang["tool"], hang["request_id"], status)
+    return _Crashed(run_id, approval, kill, [first, second, third])
+
+
 def run_demo(
     *,
     store: str | None = None,
@@ -222,41 +262,17 @@ def run_demo(
     started = time.perf_counter()
     seconds: dict[str, float] = {}
     try:
-        handle = savegame.open_store(url)
-        try:
-            if not handle.capabilities.multi_process:
-                raise DemoError(
-                    f"demo: store {url} cannot be shared between processes; use a sqlite:// URL"
-                )
-            common = ("--store", url, "--world", world)
-            first = run_child("process 1", "start", *common)
-            run_id = first.events[-1]["run_id"]
-            if first.events[-1]["status"] != "interrupted":
-                raise DemoError(f"demo: run {run_id} did not pause for approval")
-            say(f"process 1 (pid {first.pid}) ran the refund agent until it paused for approval")
-            approval = _decide(handle, run_id, ask, auto, say)
-            second = run_child(
-                "process 2", "resume", run_id, *common, "--hang-in", KILL_IN, kill_on="hang"
-            )
-            hang = second.events[-1]
-            status = next(
-                e.status.value for e in savegame.list_effects(run_id, store=handle)
-                if e.request_id == hang["request_id"]
-            )  # fmt: skip
-            say(f"process 2 (pid {second.pid}) resumed; SIGKILL inside {KILL_IN} after the refund")
-            third = run_child(AFTER_CRASH, "resume", run_id, *common)
-            say(f"process 3 (pid {third.pid}) resumed run {run_id} from the store to its end")
+        with closing(savegame.open_store(url)) as handle:
+            crashed = _crash_and_resume(handle, url, world, ask, auto, say)
             seconds["processes"] = time.perf_counter() - started
             mark = time.perf_counter()
             say("reference: the same agent, uninterrupted and approved, on its own thread")
-            reference = _reference(handle, ref_world, approval.by)
+            reference = _reference(handle, ref_world, crashed.approval.by)
             seconds["reference"] = time.perf_counter() - mark
-            final = savegame.get_checkpoint(run_id, store=handle)
+            final = savegame.get_checkpoint(crashed.run_id, store=handle)
             expected = savegame.get_checkpoint(reference.run_id, store=handle)
-            timeline = _timeline(handle, run_id, [first, second, third])
+            timeline = _timeline(handle, crashed.run_id, crashed.children)
             summary = World(world).summary()
-        finally:
-            handle.close()
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -264,11 +280,11 @@ def run_demo(
     return DemoReport(
         store_url=url,
         kept=folder if keep else None,
-        run_id=run_id,
+        run_id=crashed.run_id,
         reference_run_id=reference.run_id,
-        approval=approval,
-        kill=Kill(second.pid, hang["tool"], hang["request_id"], status),
-        resumed_pid=third.pid,
+        approval=crashed.approval,
+        kill=crashed.kill,
+        resumed_pid=crashed.children[-1].pid,
         timeline=timeline,
         world=summary,
         final=canonical(final.state),

@@ -20,7 +20,7 @@ from typing import Any
 
 from savegame.agent import Agent, ScriptedModel
 from savegame.demo.world import World
-from savegame.effects.tools import tool
+from savegame.effects import tool
 from savegame.errors import ConfigurationError
 
 #: Refunds above this need a person's approval before they are issued.

@@ -66,9 +66,7 @@ class World:
         """Refund once per request id; a repeated request gets the first refund back."""
         with closing(self._connect()) as conn, conn:
             conn.execute("BEGIN IMMEDIATE")
-            row = conn.execute(
-                "SELECT * FROM refunds WHERE request_id = ?", (request_id,)
-            ).fetchone()
+            row = _refund_for(conn, request_id)
             if row is None:
                 (count,) = conn.execute("SELECT COUNT(*) FROM refunds").fetchone()
                 refund_id = f"re_{count + 1:04d}"
@@ -77,9 +75,7 @@ class World:
                     (request_id, refund_id, order_id, str(amount), destination),
                 )
                 self._log(conn, "payments", request_id, "refunded")
-                row = conn.execute(
-                    "SELECT * FROM refunds WHERE request_id = ?", (request_id,)
-                ).fetchone()
+                row = _refund_for(conn, request_id)
             else:
                 self._log(conn, "payments", request_id, "deduplicated")
             return _refund(row)
@@ -122,6 +118,11 @@ class World:
             emails = [dict(r) for r in conn.execute("SELECT * FROM emails ORDER BY message_id")]
             calls = [dict(r) for r in conn.execute("SELECT * FROM calls ORDER BY seq")]
         return Summary(refunds, emails, calls)
+
+
+def _refund_for(conn: sqlite3.Connection, request_id: str) -> Any:
+    """The refund row issued for ``request_id``, or None."""
+    return conn.execute("SELECT * FROM refunds WHERE request_id = ?", (request_id,)).fetchone()
 
 
 def _refund(row: sqlite3.Row) -> dict[str, Any]:

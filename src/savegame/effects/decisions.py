@@ -16,7 +16,7 @@ from typing import Any
 
 from savegame.codec import decode_value, encode_value, open_entry, seal_entry, verify_entry
 from savegame.codec.storage import StorageConfig
-from savegame.effects.tools import tool_named
+from savegame.effects._tools import tool_named
 from savegame.errors import ConfigurationError, CorruptRecordError, NotFoundError, RunStateError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
 from savegame.stores.base import Store

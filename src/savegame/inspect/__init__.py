@@ -1,5 +1,5 @@
 """Time travel: look at runs, histories and checkpoints."""
 
-from savegame.inspect.history import get_checkpoint, get_run, history, list_runs, list_threads
+from savegame.inspect._history import get_checkpoint, get_run, history, list_runs, list_threads
 
 __all__ = ["get_checkpoint", "get_run", "history", "list_runs", "list_threads"]

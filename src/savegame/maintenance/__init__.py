@@ -1,6 +1,11 @@
 """Keeping a store small and sound: retention, verification, re-encryption, sizes.
 
 The public functions take ``store=`` as a Store or URL, like the rest of the API.
+Where things are::
+
+    _retention.py     RetentionPolicy, plan and prune (what may go, in which order)
+    _integrity.py     verify: every record's check, reported by id
+    _reencrypt.py     rekey: every record sealed again under the active key
 """
 
 from __future__ import annotations
@@ -8,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from savegame.codec.storage import StorageConfig
-from savegame.inspect.history import opened
-from savegame.maintenance import integrity, reencrypt
-from savegame.maintenance.integrity import Damage, Progress, VerifyReport
-from savegame.maintenance.reencrypt import RekeyReport
-from savegame.maintenance.retention import PrunePlan, RetentionPolicy, prune
+from savegame.maintenance import _integrity, _reencrypt
+from savegame.maintenance._integrity import Damage, Progress, VerifyReport
+from savegame.maintenance._reencrypt import RekeyReport
+from savegame.maintenance._retention import PrunePlan, RetentionPolicy, prune
+from savegame.stores import opened_store
 from savegame.stores.base import RunSize, Store, StoreStats
 
 
@@ -24,8 +29,8 @@ def verify(
     progress: Progress | None = None,
 ) -> VerifyReport:
     """Check every checkpoint, blob and journal entry (of one run, or all); report damage by id."""
-    with opened(store) as handle:
-        return integrity.verify(handle, run_id=run_id, storage=storage, progress=progress)
+    with opened_store(store) as handle:
+        return _integrity.verify(handle, run_id=run_id, storage=storage, progress=progress)
 
 
 def rekey(
@@ -37,13 +42,13 @@ def rekey(
     adopt: bool = False,
 ) -> RekeyReport:
     """Re-encrypt every payload, blob, journal entry and run row under the keyring's active
-    key, and rename blobs to digests keyed by it (see :mod:`savegame.maintenance.reencrypt`).
+    key, and rename blobs to digests keyed by it (see :mod:`savegame.maintenance._reencrypt`).
 
     ``adopt``: also sign records that carry no authentication (a plain store being
     encrypted, records of an older savegame); rekey vouches for what it signs.
     """
-    with opened(store) as handle:
-        return reencrypt.rekey(
+    with opened_store(store) as handle:
+        return _reencrypt.rekey(
             handle, storage=storage, run_id=run_id, progress=progress, adopt=adopt
         )
 
@@ -60,7 +65,7 @@ def stats(
     *, store: Store | str | None = None, thread_id: str | None = None, limit: int = 50
 ) -> StoreReport:
     """Store totals and storage per run, largest first."""
-    with opened(store) as handle:
+    with opened_store(store) as handle:
         return StoreReport(handle.stats(), handle.run_sizes(thread_id=thread_id, limit=limit))
 
 

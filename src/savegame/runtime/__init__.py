@@ -1,20 +1,68 @@
-"""Runs steps, applies the checkpoint policy, holds leases, resumes."""
+"""Runs steps, applies the checkpoint policy, holds leases, resumes.
 
-from savegame.runtime.api import aresume, arun, resume, run
-from savegame.runtime.context import StepContext
-from savegame.runtime.execution import Observer
-from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.workflow import END, Workflow
+Where things are, along the path of a run::
+
+    _workflow.py      Workflow: named steps, an entry step, state migrations
+    _policy.py        CheckpointPolicy and Durability: when and how durably to save
+    _api.py           run / resume and their async twins
+    _setup.py         start_run, prepare_resume: a new run, or one checked and loaded
+    _execution.py     Execution: what one execution is given; Observer
+    _runner.py        the step loop (boundary, signals, advance)
+    _context.py       StepContext: what a step sees besides its state
+    _persist.py       the saver: encode, upload missing blobs, write, commit notice
+    _mutations.py     the debug check for state changed in place
+    _bridge.py        one async loop behind the sync and the async API
+    _lease.py         who owns a run, the heartbeat
+    _loader.py        finding a workflow again from its reference
+    _control.py       acting on runs from outside: cancel, compensate, approve ...
+    _fleet.py         submit, and driving a run a worker claimed
+    _worker.py        Worker: claims queued and orphaned runs
+"""
+
+from savegame.runtime._api import aresume, arun, resume, run
+from savegame.runtime._context import StepContext
+from savegame.runtime._control import (
+    Effect,
+    approve,
+    cancel,
+    compensate,
+    list_effects,
+    pending_interrupts,
+    reject,
+    resolve,
+)
+from savegame.runtime._execution import Observer
+from savegame.runtime._fleet import submit
+from savegame.runtime._lease import DEFAULT_TTL, owner_id
+from savegame.runtime._loader import as_workflow, load
+from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._worker import Worker, WorkerStats
+from savegame.runtime._workflow import END, Workflow
 
 __all__ = [
+    "DEFAULT_TTL",
     "END",
     "CheckpointPolicy",
     "Durability",
+    "Effect",
     "Observer",
     "StepContext",
+    "Worker",
+    "WorkerStats",
     "Workflow",
+    "approve",
     "aresume",
     "arun",
+    "as_workflow",
+    "cancel",
+    "compensate",
+    "list_effects",
+    "load",
+    "owner_id",
+    "pending_interrupts",
+    "reject",
+    "resolve",
     "resume",
     "run",
+    "submit",
 ]

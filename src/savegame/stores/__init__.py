@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from savegame.errors import ConfigurationError
@@ -104,6 +106,17 @@ def open_store(url: str | Store | None = None) -> Store:
     return store
 
 
+@contextmanager
+def opened_store(store: str | Store | None) -> Iterator[Store]:
+    """Open ``store`` if it is a URL (or None), and close it afterwards only if we opened it."""
+    handle = open_store(store)
+    try:
+        yield handle
+    finally:
+        if handle is not store:
+            handle.close()
+
+
 __all__ = [
     "Capabilities",
     "MemoryStore",
@@ -113,4 +126,5 @@ __all__ = [
     "ThreadInfo",
     "Written",
     "open_store",
+    "opened_store",
 ]

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from savegame.codec import refuse_reserved
-from savegame.effects.calls import Calls
-from savegame.effects.tools import as_tool
+from savegame.effects import Calls, as_tool
 from savegame.errors import ConfigurationError
 from savegame.model import Usage
 from savegame.secrets import Secret

@@ -31,8 +31,8 @@ from types import FrameType
 
 from savegame.errors import describe
 from savegame.model import Lease, RunResult, RunStatus
-from savegame.runtime import lease as leases
-from savegame.runtime.fleet import hold_back, resume_claimed
+from savegame.runtime import _lease as leases
+from savegame.runtime._fleet import hold_back, resume_claimed
 from savegame.stores import Store, open_store
 
 log = logging.getLogger("savegame.worker")
@@ -134,39 +134,43 @@ class Worker:
                     self.stop_event.wait(self.poll)
                     continue
                 idle_since = time.monotonic()
-                with self._lock:
-                    self.stats.claimed += 1
-                log.info("slot %d claimed run %s (token %d)", index, lease.run_id, lease.token)
-                try:
-                    result = resume_claimed(
-                        lease,
-                        store=store,
-                        lease_ttl=self.lease_ttl,
-                        should_stop=self.stop_event.is_set,
-                    )
-                except KeyboardInterrupt:
-                    raise
-                except BaseException as exc:
-                    # A run's failure is the run's (recorded in the store); the worker goes on.
-                    # BaseException too: a step's SystemExit or CancelledError must not end
-                    # the slot, which would leave the other runs queued behind it.
-                    log.warning("run %s stopped: %s", lease.run_id, describe(exc))
-                    with self._lock:
-                        self.stats.errors[lease.run_id] = describe(exc)
-                    self._back_off(store, lease)
-                    continue
-                with self._lock:
-                    self.stats.finished[lease.run_id] = result.status.value
-                if result.status not in _RUNNABLE:
-                    with self._lock:
-                        self._failures.pop(lease.run_id, None)
-                elif not self.stop_event.is_set():  # a graceful stop leaves runs to others
-                    self._back_off(store, lease)
-                if self.on_result is not None:
-                    self.on_result(result)
+                self._execute(store, index, lease)
         finally:
             if store is not self._store:
                 store.close()
+
+    def _execute(self, store: Store, index: int, lease: Lease) -> None:
+        """Run the claimed run until it ends, pauses or the worker stops; count what came of it."""
+        with self._lock:
+            self.stats.claimed += 1
+        log.info("slot %d claimed run %s (token %d)", index, lease.run_id, lease.token)
+        try:
+            result = resume_claimed(
+                lease,
+                store=store,
+                lease_ttl=self.lease_ttl,
+                should_stop=self.stop_event.is_set,
+            )
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            # A run's failure is the run's (recorded in the store); the worker goes on.
+            # BaseException too: a step's SystemExit or CancelledError must not end
+            # the slot, which would leave the other runs queued behind it.
+            log.warning("run %s stopped: %s", lease.run_id, describe(exc))
+            with self._lock:
+                self.stats.errors[lease.run_id] = describe(exc)
+            self._back_off(store, lease)
+            return
+        with self._lock:
+            self.stats.finished[lease.run_id] = result.status.value
+        if result.status not in _RUNNABLE:
+            with self._lock:
+                self._failures.pop(lease.run_id, None)
+        elif not self.stop_event.is_set():  # a graceful stop leaves runs to others
+            self._back_off(store, lease)
+        if self.on_result is not None:
+            self.on_result(result)
 
     def _back_off(self, store: Store, lease: Lease) -> None:
         """Hold back ``lease``'s run if it is still runnable after failing in this slot."""

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from savegame.codec import Chain
 from savegame.codec.storage import StorageConfig
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord, Lease
-from savegame.runtime.bridge import Io, direct_io
-from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.workflow import Workflow
+from savegame.runtime._bridge import Io, direct_io
+from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._workflow import Workflow
 from savegame.stores.base import Store
 
 

@@ -31,7 +31,7 @@ from savegame import codec, secrets
 from savegame.codec import Encoded, Encoder, known_blobs, seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord
-from savegame.runtime.execution import Execution
+from savegame.runtime._execution import Execution
 from savegame.stores.base import Written
 
 _Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, bytes]]

@@ -5,7 +5,7 @@ checksum or authentication tag, each delta followed to its keyframe), their
 blobs (every digest recomputed) and its journal. It reports damage by id and
 changes nothing. With a keyring, records without the authentication it
 requires (plaintext, or written before their headers were authenticated) are
-reported too: ``savegame rekey`` (:mod:`savegame.maintenance.reencrypt`) rewrites them.
+reported too: ``savegame rekey`` (:mod:`savegame.maintenance._reencrypt`) rewrites them.
 """
 
 from __future__ import annotations

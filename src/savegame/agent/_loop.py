@@ -12,12 +12,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from savegame.agent.model import ChatModel, Message, ModelResponse, ToolSpec
-from savegame.effects.tools import Tool, as_tool
+from savegame.agent._model import ChatModel, Message, ModelResponse, ToolSpec
+from savegame.effects import Tool, as_tool
 from savegame.errors import ApprovalRejected, ConfigurationError
-from savegame.runtime.context import StepContext
-from savegame.runtime.policy import CheckpointPolicy
-from savegame.runtime.workflow import END, Workflow
+from savegame.runtime import END, CheckpointPolicy, StepContext, Workflow
 
 _JSON_TYPES = {
     str: "string",

@@ -10,14 +10,14 @@ from savegame import codec
 from savegame.codec import check_head, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, describe
-from savegame.inspect.history import opened
 from savegame.model import CheckpointRecord, Lease, RunInfo, RunResult, RunStatus
-from savegame.runtime import lease as leases
-from savegame.runtime.bridge import run_sync
-from savegame.runtime.execution import Observer
-from savegame.runtime.loader import as_workflow, reference_of
-from savegame.runtime.runner import execute
-from savegame.runtime.setup import prepare_resume, start_run
+from savegame.runtime import _lease as leases
+from savegame.runtime._bridge import run_sync
+from savegame.runtime._execution import Observer
+from savegame.runtime._loader import as_workflow, reference_of
+from savegame.runtime._runner import execute
+from savegame.runtime._setup import prepare_resume, start_run
+from savegame.stores import opened_store
 from savegame.stores.base import Store
 
 log = logging.getLogger("savegame.worker")
@@ -45,7 +45,7 @@ def submit(
     """
     wf = as_workflow(workflow)
     ref = reference_of(workflow)
-    with opened(store) as s:
+    with opened_store(store) as s:
         ready = start_run(
             wf, s, input, thread_id=thread_id, run_id=run_id, metadata=metadata,
             ttl=leases.DEFAULT_TTL, ref=ref, storage=storage, queued=True,

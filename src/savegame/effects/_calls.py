@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from savegame.codec import canonical, decode_value, encode_value
-from savegame.effects.journal import Journal
-from savegame.effects.tools import Tool
+from savegame.effects._journal import Journal
+from savegame.effects._tools import Tool
 from savegame.errors import (
     ApprovalRejected,
     InDoubtEffectError,
@@ -151,23 +151,12 @@ class Calls:
             raise Cancel()
         index, request_id = self._next_id()
         encoded = encode_value(arguments, f"call[{index}].{tool.name}")
-        shown = _show(tool.name, arguments)
         meta: dict[str, Any] = {"idempotent": tool.idempotent}
         if tool.compensate:
             meta["compensate"] = tool.compensate
         existing = self.journal.get(request_id)
         decision = self.journal.get(f"{request_id}:approval")
-        if decision is not None:
-            # Approved means this call: the tool and arguments a person saw. A step that
-            # now computes another call here (a redeploy, a changed config value) must
-            # not run it under that approval.
-            self._check_same(decision, tool.name, encoded, shown, "an approval of ")
-        if existing is not None and existing.status is not EffectStatus.NOT_DONE:
-            if decision is None:
-                self._check_same(existing, tool.name, encoded, shown)
-            elif existing.name != tool.name:
-                recorded = _show(existing.name, decode_value(existing.arguments))
-                raise NonDeterminismError(self.run_id, request_id, recorded, shown)
+        self._check_recorded(tool, arguments, encoded, existing, decision)
 
         # A decision on record stands, whatever the predicate says now: a rejection too.
         if decision is not None or tool.needs_approval(arguments):
@@ -190,31 +179,61 @@ class Calls:
             and existing.status is EffectStatus.PENDING
             and kind is EffectKind.WRITE
         ):
-            # In doubt: the intent was committed, the result never was.
-            if tool.idempotent:
-                return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
-            if tool.reconcile is not None:
-                try:
-                    found = tool.reconcile(request_id)
-                except Exception as exc:
-                    # The tool's own check could not tell: still in doubt, never a fallback
-                    # the step might take (a second charge through another provider).
-                    raise NeedsAttention(
-                        InDoubtEffectError(self.run_id, tool.name, arguments, request_id, exc)
-                    ) from exc
-                if found is not None:
-                    settled = self._reconciled(existing, tool, found)
-                    return Prepared(
-                        request_id, kind, tool.name, arguments, settled, True, found, tool=tool
-                    )
-                return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
-            raise NeedsAttention(InDoubtEffectError(self.run_id, tool.name, arguments, request_id))
+            return self._in_doubt(tool, request_id, arguments, existing)
         if kind is EffectKind.WRITE:
             entry = self.journal.intent(
                 self._entry(request_id, index, kind, tool.name, encoded, meta)
             )
             return Prepared(request_id, kind, tool.name, arguments, entry, tool=tool)
         return Prepared(request_id, kind, tool.name, arguments, None, meta=meta, tool=tool)
+
+    def _check_recorded(
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        encoded: bytes,
+        existing: EffectRecord | None,
+        decision: EffectRecord | None,
+    ) -> None:
+        """Refuse a call that is not the one recorded at its position (or approved there)."""
+        shown = _show(tool.name, arguments)
+        if decision is not None:
+            # Approved means this call: the tool and arguments a person saw. A step that
+            # now computes another call here (a redeploy, a changed config value) must
+            # not run it under that approval.
+            self._check_same(decision, tool.name, encoded, shown, "an approval of ")
+        if existing is not None and existing.status is not EffectStatus.NOT_DONE:
+            if decision is None:
+                self._check_same(existing, tool.name, encoded, shown)
+            elif existing.name != tool.name:
+                recorded = _show(existing.name, decode_value(existing.arguments))
+                raise NonDeterminismError(self.run_id, existing.request_id, recorded, shown)
+
+    def _in_doubt(
+        self, tool: Tool, request_id: str, arguments: dict[str, Any], existing: EffectRecord
+    ) -> Prepared:
+        """A write in doubt: its intent was committed, its result never was. It is called
+        again (idempotent: the same request id), settled by the tool's own check, or the
+        run stops for a person."""
+        kind = EffectKind.WRITE
+        if tool.idempotent:
+            return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
+        if tool.reconcile is not None:
+            try:
+                found = tool.reconcile(request_id)
+            except Exception as exc:
+                # The tool's own check could not tell: still in doubt, never a fallback
+                # the step might take (a second charge through another provider).
+                raise NeedsAttention(
+                    InDoubtEffectError(self.run_id, tool.name, arguments, request_id, exc)
+                ) from exc
+            if found is not None:
+                settled = self._reconciled(existing, tool, found)
+                return Prepared(
+                    request_id, kind, tool.name, arguments, settled, True, found, tool=tool
+                )
+            return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
+        raise NeedsAttention(InDoubtEffectError(self.run_id, tool.name, arguments, request_id))
 
     def _reconciled(self, entry: EffectRecord, tool: Tool, found: Any) -> EffectRecord:
         return self.journal.settle(

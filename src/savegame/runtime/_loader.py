@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from savegame.errors import ConfigurationError
-from savegame.runtime.workflow import Workflow
+from savegame.runtime._workflow import Workflow
 
 # A module is in sys.modules before its file has finished running. Without a lock
 # a second thread (a worker's other slot) would take that half-made module and find

@@ -29,8 +29,8 @@ from typing import ClassVar
 
 from savegame.codec import known_blobs
 from savegame.errors import ConfigurationError
-from savegame.inspect.history import opened
 from savegame.model import CheckpointHeader, RunInfo, RunStatus, utcnow
+from savegame.stores import opened_store
 from savegame.stores.base import Store
 
 #: Runs a person must act on. compensation_failed counts as finished, yet its journal is
@@ -201,7 +201,7 @@ def prune(
     """
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be at least 1, not {batch_size}")
-    with opened(store) as handle:
+    with opened_store(store) as handle:
         return _apply(handle, policy, dry_run=dry_run, now=now, batch_size=batch_size)
 
 

@@ -1,10 +1,10 @@
 """The step loop: run steps, apply the checkpoint policy, write checkpoints, stop safely.
 
 One loop serves both the sync and the async API. Store calls go through an
-``io`` adapter (:mod:`savegame.runtime.bridge`): called inline for
+``io`` adapter (:mod:`savegame.runtime._bridge`): called inline for
 ``run``/``resume``, in a worker thread for ``arun``/``aresume`` so an event loop
 is never blocked on disk or network. At each boundary the policy picks, the loop
-asks the saver (:mod:`savegame.runtime.persist`) once to write the checkpoint.
+asks the saver (:mod:`savegame.runtime._persist`) once to write the checkpoint.
 
 Every way a run stops in this process (done, failed, paused for a person,
 cancelled, stopped on an in-doubt effect) writes a checkpoint that says so and
@@ -22,9 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from savegame.effects.calls import Calls
-from savegame.effects.compensation import run_compensation
-from savegame.effects.journal import Journal
+from savegame.effects import Calls, Journal, run_compensation
 from savegame.errors import (
     CheckpointWriteError,
     ConfigurationError,
@@ -45,12 +43,12 @@ from savegame.model import (
     Usage,
     utcnow,
 )
-from savegame.runtime import persist
-from savegame.runtime.context import StepContext
-from savegame.runtime.execution import Execution
-from savegame.runtime.lease import Heartbeat
-from savegame.runtime.mutations import fingerprints, refuse_hidden_mutations
-from savegame.runtime.workflow import END
+from savegame.runtime._context import StepContext
+from savegame.runtime._execution import Execution
+from savegame.runtime._lease import Heartbeat
+from savegame.runtime._mutations import fingerprints, refuse_hidden_mutations
+from savegame.runtime._persist import saver
+from savegame.runtime._workflow import END
 from savegame.signals import Cancel, NeedsAttention, Pause
 from savegame.stores.base import ALL_EFFECTS, Store
 
@@ -89,7 +87,7 @@ def _cancelled_from_outside(exc: BaseException) -> bool:
 class _Loop:
     """One execution of one run: steps, their boundaries, and the stop that ends it.
 
-    Each boundary asks the saver once (:mod:`savegame.runtime.persist`), which gives
+    Each boundary asks the saver once (:mod:`savegame.runtime._persist`), which gives
     its own commit notice and holds nothing of the loop's: a callback from the writer
     back into the loop that owns it was a reference cycle, and it kept a finished
     run's state and packs alive until the collector's next full pass.
@@ -107,7 +105,7 @@ class _Loop:
         self.usage = start.usage
         self.parent: str | None = start.checkpoint_id
         self.journal = Journal(ex.store, self.run_id, ex.lease.token, [], storage=ex.storage)
-        self.saver = persist.saver(ex, self.state)
+        self.saver = saver(ex, self.state)
         # Top-level keys set by steps since the last encoded record: all a delta looks at.
         self.dirty: set[str] = set()
         # Steps and time since the last checkpoint, for the policy (the clock starts with the loop).

@@ -10,13 +10,12 @@ from typing import Any
 from savegame import codec
 from savegame.codec import decode_value, open_entry
 from savegame.codec.storage import StorageConfig
-from savegame.effects import decisions
-from savegame.effects.compensation import run_compensation
+from savegame.effects import decisions, run_compensation
 from savegame.errors import EffectSettledError, LeaseHeldError, RunStateError
-from savegame.inspect.history import opened
 from savegame.model import EffectKind, EffectStatus, Lease, RunInfo, RunResult, RunStatus
-from savegame.runtime import lease as leases
-from savegame.runtime.loader import load
+from savegame.runtime import _lease as leases
+from savegame.runtime._loader import load
+from savegame.stores import opened_store
 from savegame.stores.base import ALL_EFFECTS, Store
 
 
@@ -43,7 +42,7 @@ def list_effects(
     run_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
 ) -> list[Effect]:
     """A run's journal, oldest first, verified, decrypted and decoded."""
-    with opened(store) as s:
+    with opened_store(store) as s:
         s.get_run(run_id)
         entries = [open_entry(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
         return [
@@ -73,7 +72,7 @@ def pending_interrupts(
     storage: StorageConfig | None = None,
 ) -> list[decisions.PendingInterrupt]:
     """Approvals and interrupts waiting for a person (of one run, or of every run)."""
-    with opened(store) as s:
+    with opened_store(store) as s:
         return decisions.pending(s, run_id, storage=storage)
 
 
@@ -100,7 +99,7 @@ def compensate(
         CompensationError: a compensation failed; the run is compensation_failed.
         LeaseHeldError: a live process is executing the run (cancel it first).
     """
-    with opened(store) as s:
+    with opened_store(store) as s:
         _import_tools(s.get_run(run_id), storage)
         lease = leases.acquire(s, run_id, ttl=lease_ttl)
         try:
@@ -134,7 +133,7 @@ def cancel(
         RunStateError: the run has finished, or its owner finished it while this
             call waited (the request came during its last step).
     """
-    with opened(store) as s:
+    with opened_store(store) as s:
         info = s.get_run(run_id)
         if info.status.finished and info.status is not RunStatus.CANCELLED:
             raise RunStateError(run_id, info.status.value, "cancel")
@@ -200,7 +199,7 @@ def approve(
     An edit is checked against the tool's signature first (the workflow's module is
     imported from the run's reference to find the tool), so it cannot leave the run stuck.
     """
-    with opened(store) as s:
+    with opened_store(store) as s:
         if edit is not None:
             _import_tools(s.get_run(run_id), storage)
         return decisions.approve(
@@ -218,7 +217,7 @@ def reject(
     storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
     """Record rejection of a gated tool call; on resume its ``ctx.call`` raises ApprovalRejected."""
-    with opened(store) as s:
+    with opened_store(store) as s:
         return decisions.reject(
             s, run_id, reason=reason, interrupt_id=interrupt_id, by=by, storage=storage
         )
@@ -235,7 +234,7 @@ def resolve(
     storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
     """Settle an in-doubt call: it happened (``done=True``, with its ``result``) or it did not."""
-    with opened(store) as s:
+    with opened_store(store) as s:
         return decisions.resolve(
             s, run_id, request_id, done=done, result=result, by=by, storage=storage
         )

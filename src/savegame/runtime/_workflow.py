@@ -10,7 +10,7 @@ from typing import Any, TypeVar, overload
 
 from savegame.codec import Migration
 from savegame.errors import ConfigurationError
-from savegame.runtime.policy import CheckpointPolicy, Durability
+from savegame.runtime._policy import CheckpointPolicy, Durability
 
 #: Returned as the next step to end the run.
 END = "__end__"

@@ -9,14 +9,14 @@ from typing import Any
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.model import RunResult
-from savegame.runtime import lease as leases
-from savegame.runtime.bridge import Io, direct_io, run_sync, threaded_io
-from savegame.runtime.execution import Observer
-from savegame.runtime.loader import as_workflow, reference_of
-from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.runner import execute
-from savegame.runtime.setup import prepare_resume, start_run
-from savegame.stores import Store, open_store
+from savegame.runtime import _lease as leases
+from savegame.runtime._bridge import Io, direct_io, run_sync, threaded_io
+from savegame.runtime._execution import Observer
+from savegame.runtime._loader import as_workflow, reference_of
+from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._runner import execute
+from savegame.runtime._setup import prepare_resume, start_run
+from savegame.stores import Store, opened_store
 
 #: Marks "no value given" so that ``resume(run_id, value=None)`` can supply None.
 _NO_VALUE: Any = object()
@@ -38,15 +38,14 @@ async def _arun(
     storage: StorageConfig | None,
 ) -> RunResult:
     wf = as_workflow(workflow)
-    opened = open_store(store)
-    try:
+    with opened_store(store) as s:
         ref = reference_of(workflow)
         observer = observer or Observer()
         began = time.perf_counter()
         ready = await io(
             start_run,
             wf,
-            opened,
+            s,
             input,
             thread_id=thread_id,
             run_id=run_id,
@@ -58,7 +57,7 @@ async def _arun(
         if observer.on_checkpoint is not None:
             observer.on_checkpoint(ready.record.header, time.perf_counter() - began)
         ex = ready.execution(
-            opened,
+            s,
             ttl=lease_ttl,
             storage=storage,
             io=io,
@@ -67,9 +66,6 @@ async def _arun(
             durability=durability,
         )
         return await execute(ex)
-    finally:
-        if opened is not store:
-            opened.close()
 
 
 async def _aresume(
@@ -87,17 +83,12 @@ async def _aresume(
     io: Io,
     storage: StorageConfig | None,
 ) -> RunResult:
-    opened = open_store(store)
-    try:
+    with opened_store(store) as s:
         if value is not _NO_VALUE:
-            await io(
-                decisions.supply, opened, run_id, value, interrupt_id=interrupt_id, storage=storage
-            )
-        ready = await io(
-            prepare_resume, run_id, opened, workflow, from_checkpoint, lease_ttl, storage
-        )
+            await io(decisions.supply, s, run_id, value, interrupt_id=interrupt_id, storage=storage)
+        ready = await io(prepare_resume, run_id, s, workflow, from_checkpoint, lease_ttl, storage)
         ex = ready.execution(
-            opened,
+            s,
             ttl=lease_ttl,
             storage=storage,
             io=io,
@@ -106,9 +97,6 @@ async def _aresume(
             durability=durability,
         )
         return await execute(ex)
-    finally:
-        if opened is not store:
-            opened.close()
 
 
 def run(

@@ -27,12 +27,12 @@ from savegame.model import (
     RunStatus,
     utcnow,
 )
-from savegame.runtime import lease as leases
-from savegame.runtime.bridge import Io, direct_io
-from savegame.runtime.execution import Execution, Observer
-from savegame.runtime.loader import as_workflow, load
-from savegame.runtime.policy import CheckpointPolicy, Durability
-from savegame.runtime.workflow import Workflow
+from savegame.runtime import _lease as leases
+from savegame.runtime._bridge import Io, direct_io
+from savegame.runtime._execution import Execution, Observer
+from savegame.runtime._loader import as_workflow, load
+from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._workflow import Workflow
 from savegame.stores.base import Store
 
 

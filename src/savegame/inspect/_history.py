@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from savegame.codec import load_state, reveal_metadata, reveal_run_metadata
 from savegame.codec.storage import StorageConfig
 from savegame.errors import NotFoundError
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus
-from savegame.stores import Store, open_store
+from savegame.stores import Store, opened_store
 from savegame.stores.base import ThreadInfo
-
-
-@contextmanager
-def opened(store: Store | str | None) -> Iterator[Store]:
-    """Open ``store`` if it is a URL (or None), and close it afterwards only if we opened it."""
-    handle = open_store(store)
-    try:
-        yield handle
-    finally:
-        if handle is not store:
-            handle.close()
 
 
 def get_run(
@@ -30,7 +18,7 @@ def get_run(
 ) -> RunInfo:
     """The run's row: status, head, lease, metadata (sensitive values decrypted when the
     keyring allows). Raises NotFoundError."""
-    with opened(store) as s:
+    with opened_store(store) as s:
         return reveal_run_metadata(s.get_run(run_id), storage)
 
 
@@ -43,7 +31,7 @@ def list_runs(
     storage: StorageConfig | None = None,
 ) -> list[RunInfo]:
     """Runs, newest first, optionally of one thread and one status (metadata as in :func:`get_run`)."""
-    with opened(store) as s:
+    with opened_store(store) as s:
         runs = s.list_runs(
             thread_id=thread_id, status=RunStatus(status) if status else None, limit=limit
         )
@@ -51,7 +39,7 @@ def list_runs(
 
 
 def list_threads(*, limit: int = 100, store: Store | str | None = None) -> list[ThreadInfo]:
-    with opened(store) as s:
+    with opened_store(store) as s:
         return s.list_threads(limit=limit)
 
 
@@ -69,7 +57,7 @@ def history(
     Sensitive metadata (``StorageConfig.sensitive_metadata``) is decrypted when
     the keyring allows; filtering on it is not possible (it is stored encrypted).
     """
-    with opened(store) as s:
+    with opened_store(store) as s:
         headers = s.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
         return [reveal_metadata(h, storage) for h in headers]
 
@@ -88,7 +76,7 @@ def get_checkpoint(
             plaintext while ``storage`` requires encryption).
         EncryptionKeyError: the record's key id is not in the keyring.
     """
-    with opened(store) as s:
+    with opened_store(store) as s:
         try:
             record = s.latest_checkpoint(ident)
         except NotFoundError:

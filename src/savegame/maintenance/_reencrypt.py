@@ -62,9 +62,9 @@ from savegame.errors import (
     SavegameError,
     UnauthenticatedRecordError,
 )
-from savegame.maintenance.integrity import Progress, runs_of
+from savegame.maintenance._integrity import Progress, runs_of
 from savegame.model import CheckpointRecord, EffectRecord, RunInfo
-from savegame.runtime import lease as leases
+from savegame.runtime import DEFAULT_TTL, owner_id
 from savegame.stores.base import ALL_EFFECTS, Store
 
 BATCH = 200
@@ -163,7 +163,7 @@ def _rekey_run(
     report: RekeyReport,
 ) -> None:
     try:
-        lease = store.acquire_lease(run.run_id, leases.owner_id(), leases.DEFAULT_TTL)
+        lease = store.acquire_lease(run.run_id, owner_id(), DEFAULT_TTL)
     except LeaseHeldError as exc:
         report.skipped.append(Skipped(run.run_id, f"{exc}; rekey it again when it stops"))
         return

@@ -16,8 +16,8 @@ from typing import Any
 from savegame import codec
 from savegame.codec import decode_value, encode_value, load_state, seal_error
 from savegame.codec.storage import StorageConfig
-from savegame.effects.journal import Journal
-from savegame.effects.tools import Tool, tool_named
+from savegame.effects._journal import Journal
+from savegame.effects._tools import Tool, tool_named
 from savegame.errors import CompensationError, InDoubtEffectError, RunStateError, describe
 from savegame.model import (
     CheckpointRecord,
@@ -75,6 +75,114 @@ def _reconciled(comp: Tool, request_id: str) -> Any:
         return _UNKNOWN
 
 
+class _Saga:
+    """One compensation of a run, under its lease: the run's status markers, each written
+    on top of the last, and the undo of each completed write."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        lease: Lease,
+        committed: Committed | None,
+        storage: StorageConfig | None,
+        latest: CheckpointRecord,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.lease = lease
+        self.committed = committed
+        self.storage = storage
+        self.latest = latest
+
+    def write(
+        self, status: RunStatus, error: str | None = None, **metadata: Any
+    ) -> CheckpointRecord:
+        record = codec.marker(self.latest, status, metadata, self.storage)
+        sealed = seal_error(self.run_id, error, self.storage)
+        self.store.put_checkpoint(record, lease_token=self.lease.token, error=sealed)
+        self.latest = record
+        if self.committed is not None:
+            self.committed(record)
+        return record
+
+    def needs_attention(self, error: InDoubtEffectError, failed: str) -> InDoubtEffectError:
+        """Stop the run for a person on ``error`` (the call ``failed``); returns it, to raise."""
+        self.write(RunStatus.NEEDS_ATTENTION, describe(error, with_type=False), failed=failed)
+        return error
+
+    def undo(self, effect: EffectRecord, journal: Journal) -> None:
+        """Undo one completed write, exactly once: a compensation already done is not called
+        again; one that started and has no result is reconciled, retried if that is safe, or
+        stops the run for a person."""
+        comp_id = f"{effect.request_id}:compensate"
+        existing = journal.get(comp_id)
+        if existing is not None and existing.status is EffectStatus.DONE:
+            return
+        comp = tool_named(str(effect.metadata["compensate"]))
+        kwargs = _arguments(comp.fn, decode_value(effect.arguments), decode_value(effect.result))
+        if existing is not None and existing.status is EffectStatus.PENDING:
+            found = comp.reconcile(comp_id) if comp.reconcile is not None else None
+            if found is not None:
+                journal.settle(existing, EffectStatus.DONE, result=encode_value(found, "reconcile"))
+                return
+            if not comp.idempotent and comp.reconcile is None:
+                error = InDoubtEffectError(self.run_id, comp.name, kwargs, comp_id)
+                raise self.needs_attention(error, comp_id)
+            entry = existing
+        else:
+            entry = journal.intent(
+                EffectRecord(
+                    run_id=self.run_id, request_id=comp_id, kind=EffectKind.COMPENSATION,
+                    name=comp.name, step=effect.step, node=effect.node,
+                    call_index=effect.call_index, status=EffectStatus.PENDING,
+                    arguments=encode_value(kwargs, f"compensation.{comp.name}"),
+                    metadata={"compensates": effect.request_id, "idempotent": comp.idempotent},
+                )
+            )  # fmt: skip
+        self._call(comp, kwargs, entry, effect, journal)
+
+    def _call(
+        self,
+        comp: Tool,
+        kwargs: dict[str, Any],
+        entry: EffectRecord,
+        effect: EffectRecord,
+        journal: Journal,
+    ) -> None:
+        """Call the compensation of ``effect`` whose intent is ``entry``; record its outcome.
+
+        Raises:
+            InDoubtEffectError: it raised and may have happened (the run needs attention).
+            CompensationError: it raised and did not happen (the run is compensation_failed).
+        """
+        comp_id = entry.request_id
+        try:
+            result = comp.invoke(kwargs, comp_id)
+        except Exception as exc:
+            text = describe(exc)
+            found = _reconciled(comp, comp_id)
+            if found is not None and found is not _UNKNOWN:
+                journal.settle(entry, EffectStatus.DONE, result=encode_value(found, "reconcile"))
+                return
+            if not (comp.idempotent or comp.proves_not_done(exc) or found is None):
+                # As for any write: an exception does not prove the undo did not happen, and
+                # undoing twice (a second release, a second refund) is no undo.
+                journal.settle(entry, EffectStatus.PENDING, error=text, metadata={"raised": True})
+                error = InDoubtEffectError(self.run_id, comp.name, kwargs, comp_id, exc)
+                raise self.needs_attention(error, comp_id) from exc
+            journal.settle(entry, EffectStatus.NOT_DONE, error=text)
+            failure = CompensationError(self.run_id, effect.request_id, comp.name, exc)
+            self.write(
+                RunStatus.COMPENSATION_FAILED,
+                describe(failure, with_type=False),
+                failed=comp_id,
+                tool=comp.name,
+            )
+            raise failure from exc
+        journal.settle(entry, EffectStatus.DONE, result=encode_value(result, f"result.{comp.name}"))
+
+
 def run_compensation(
     store: Store,
     run_id: str,
@@ -94,19 +202,9 @@ def run_compensation(
         raise RunStateError(run_id, info.status.value, "compensate")
     latest = store.latest_checkpoint(run_id)
     codec.check_head(info, latest)  # a marker signs what it sits on: the run's own head
-
-    def write(status: RunStatus, error: str | None = None, **metadata: Any) -> CheckpointRecord:
-        nonlocal latest
-        record = codec.marker(latest, status, metadata, storage)
-        sealed = seal_error(run_id, error, storage)
-        store.put_checkpoint(record, lease_token=lease.token, error=sealed)
-        latest = record
-        if committed is not None:
-            committed(record)
-        return record
-
+    saga = _Saga(store, run_id, lease, committed, storage, latest)
     if latest.header.status is not RunStatus.COMPENSATING:
-        write(RunStatus.COMPENSATING, previous=latest.header.status.value)
+        saga.write(RunStatus.COMPENSATING, previous=latest.header.status.value)
     journal = Journal(
         store, run_id, lease.token, store.list_effects(run_id, limit=ALL_EFFECTS), storage=storage
     )
@@ -119,67 +217,13 @@ def run_compensation(
         error = InDoubtEffectError(
             run_id, first.name, decode_value(first.arguments), first.request_id
         )
-        write(RunStatus.NEEDS_ATTENTION, describe(error, with_type=False), failed=first.request_id)
-        raise error
+        raise saga.needs_attention(error, first.request_id)
     # From the journal, whose entries were verified when it loaded them: which writes get
     # undone, and by which tool, is read from entries nobody can change unnoticed.
     for effect in plan(journal.entries()):
-        comp_id = f"{effect.request_id}:compensate"
-        existing = journal.get(comp_id)
-        if existing is not None and existing.status is EffectStatus.DONE:
-            undone += 1
-            continue
-        comp = tool_named(str(effect.metadata["compensate"]))
-        kwargs = _arguments(comp.fn, decode_value(effect.arguments), decode_value(effect.result))
-        if existing is not None and existing.status is EffectStatus.PENDING:
-            found = comp.reconcile(comp_id) if comp.reconcile is not None else None
-            if found is not None:
-                journal.settle(existing, EffectStatus.DONE, result=encode_value(found, "reconcile"))
-                undone += 1
-                continue
-            if not comp.idempotent and comp.reconcile is None:
-                error = InDoubtEffectError(run_id, comp.name, kwargs, comp_id)
-                write(RunStatus.NEEDS_ATTENTION, describe(error, with_type=False), failed=comp_id)
-                raise error
-            entry = existing
-        else:
-            entry = journal.intent(
-                EffectRecord(
-                    run_id=run_id, request_id=comp_id, kind=EffectKind.COMPENSATION, name=comp.name,
-                    step=effect.step, node=effect.node, call_index=effect.call_index,
-                    status=EffectStatus.PENDING,
-                    arguments=encode_value(kwargs, f"compensation.{comp.name}"),
-                    metadata={"compensates": effect.request_id, "idempotent": comp.idempotent},
-                )
-            )  # fmt: skip
-        try:
-            result = comp.invoke(kwargs, comp_id)
-        except Exception as exc:
-            text = describe(exc)
-            found = _reconciled(comp, comp_id)
-            if found is not None and found is not _UNKNOWN:
-                journal.settle(entry, EffectStatus.DONE, result=encode_value(found, "reconcile"))
-                undone += 1
-                continue
-            if not (comp.idempotent or comp.proves_not_done(exc) or found is None):
-                # As for any write: an exception does not prove the undo did not happen, and
-                # undoing twice (a second release, a second refund) is no undo.
-                journal.settle(entry, EffectStatus.PENDING, error=text, metadata={"raised": True})
-                error = InDoubtEffectError(run_id, comp.name, kwargs, comp_id, exc)
-                write(RunStatus.NEEDS_ATTENTION, describe(error, with_type=False), failed=comp_id)
-                raise error from exc
-            journal.settle(entry, EffectStatus.NOT_DONE, error=text)
-            failure = CompensationError(run_id, effect.request_id, comp.name, exc)
-            write(
-                RunStatus.COMPENSATION_FAILED,
-                describe(failure, with_type=False),
-                failed=comp_id,
-                tool=comp.name,
-            )
-            raise failure from exc
-        journal.settle(entry, EffectStatus.DONE, result=encode_value(result, f"result.{comp.name}"))
+        saga.undo(effect, journal)
         undone += 1
-    final = write(RunStatus.COMPENSATED, compensated=undone)
+    final = saga.write(RunStatus.COMPENSATED, compensated=undone)
     return RunResult(
         run_id=run_id,
         thread_id=final.header.thread_id,
