@@ -3,12 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from savegame import Store
+from savegame.effects import _tools
 from tests import services
+
+
+@pytest.fixture(autouse=True)
+def _tools_registered_by_a_test_stay_in_it() -> Iterator[None]:
+    """Tools register by name, process-wide (so a compensation resolves in a fresh
+    process). A test that defines its own ``pay`` must not change which ``pay`` the
+    next test's approvals and compensations find: every file passes alone or together."""
+    before = dict(_tools._registry)
+    yield
+    _tools._registry.clear()
+    _tools._registry.update(before)
 
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.S3Server]:
     """A SeaweedFS ``weed mini`` with one bucket, answering S3 on a free port of 127.0.0.1."""
     yield from services.s3_server(tmp_path_factory.mktemp("seaweedfs"))
+
+
+@pytest.fixture(params=services.RUNTIME_BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A fresh store of each runtime backend: what runs on it must not depend on which."""
+    with services.scratch_store(request.param, tmp_path) as handle:
+        yield handle
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """The URL of an SQLite file that does not exist yet."""
+    return f"sqlite:///{tmp_path / 'savegame.db'}"

@@ -152,6 +152,12 @@ BACKENDS: dict[str, Callable[[Path], AbstractContextManager[str]]] = {
 SQL_BACKENDS = ("postgres", "sqlite")
 """The backends whose tables a test can reach with plain SQL."""
 
+RUNTIME_BACKENDS = ("memory", "sqlite")
+"""The backends the runtime, effects and maintenance tests run on: the CPU ceiling and
+the embedded default. Their behaviour must not depend on the backend; the contract
+suite (tests/stores) is what holds every backend in :data:`BACKENDS` to the same rules.
+"""
+
 
 @contextmanager
 def scratch_store(backend: str, tmp_path: Path) -> Iterator[Store]:

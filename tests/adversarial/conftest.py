@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests import services
 
 TABLES = ("runs", "checkpoints", "effects", "blobs", "checkpoint_blobs")

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.adversarial.conftest import Raw
 
 from savegame import (
     END,
@@ -41,6 +40,7 @@ from savegame.codec.crypto import Keyring
 from savegame.errors import InDoubtEffectError, UnauthenticatedRecordError
 from savegame.model import RunStatus
 from savegame.stores import open_store
+from tests.adversarial.conftest import Raw
 
 KEYS = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))
 PLAIN = StorageConfig()

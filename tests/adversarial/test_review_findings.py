@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.adversarial.conftest import Raw
 
 from savegame import (
     END,
@@ -39,6 +38,7 @@ from savegame import (
     verify,
 )
 from savegame.stores import SqliteStore, open_store
+from tests.adversarial.conftest import Raw
 
 KEYS = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))
 charged: list[str] = []

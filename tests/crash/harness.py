@@ -135,18 +135,25 @@ def kill_after_delay(
     proc = spawn(mode, url, run_id, script=script, env=env)
     out = Outcome()
     lines: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        lines.extend(proc.stdout)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    errors: list[str] = []
+    # One reader per pipe and nothing else touching them: communicate() would read
+    # stdout under the reader's feet and close it ("I/O operation on closed file").
+    readers = [
+        threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True),
+        threading.Thread(target=lambda: errors.extend(proc.stderr or ()), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
-    _, stderr = proc.communicate(timeout=30)
-    reader.join(timeout=30)
+    proc.wait(timeout=30)
+    for reader in readers:
+        reader.join(timeout=30)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
     for line in lines:
         parse_line(line, out)
+    stderr = "".join(errors)
     out.returncode, out.stderr = proc.returncode, stderr
     return out

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests import services
 
 from savegame import (
     EffectKind,
@@ -34,6 +33,7 @@ from savegame import (
     submit,
 )
 from savegame.runtime import load
+from tests import services
 
 from . import netns
 

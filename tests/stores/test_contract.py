@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.services import BACKENDS, scratch_store
 
 from savegame import (
     END,
@@ -28,6 +27,7 @@ from savegame import (
 from savegame.model import CheckpointHeader
 from savegame.stores.base import Store
 from savegame.testing.contract import StoreContract
+from tests.services import BACKENDS, scratch_store
 
 
 class TestStoreContract(StoreContract):

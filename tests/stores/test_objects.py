@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.services import S3Server
 
 from savegame import (
     END,
@@ -38,6 +37,7 @@ from savegame.stores.objects import ObjectStorageStore
 from savegame.stores.objects._bucket import MAGIC, MARKER_LEN
 from savegame.testing.builders import OTHER_OWNER, OWNER, blob_digest, make_record, make_run
 from savegame.testing.contract import StoreContract
+from tests.services import S3Server
 
 TINY = 16
 BIG = os.urandom(300)

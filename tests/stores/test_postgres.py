@@ -16,12 +16,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests import services
 
 from savegame.errors import ConfigurationError, ConflictError, LeaseHeldError, LeaseLostError
 from savegame.model import Lease
 from savegame.stores import open_store
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_run, next_record
+from tests import services
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 

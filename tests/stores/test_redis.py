@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import redis
-from tests import services
 
 from savegame.errors import (
     ConfigurationError,
@@ -33,6 +32,7 @@ from savegame.stores import open_store
 from savegame.stores.redis import RedisDurabilityWarning, RedisStore, durability, parse_url
 from savegame.stores.redis import _store as redis_store
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
+from tests import services
 
 TTL = 30.0
 URL = services.REDIS_URL

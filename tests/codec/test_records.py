@@ -1,0 +1,62 @@
+"""A checkpoint record: encoded with its checksum, refused when damaged, moved or from a newer format."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from savegame import codec
+from savegame.errors import CorruptRecordError, SerializationError
+from savegame.model import CheckpointHeader, RunStatus
+
+
+def make_header(**over: Any) -> CheckpointHeader:
+    base = CheckpointHeader(
+        thread_id="t",
+        run_id="r",
+        checkpoint_id="c1",
+        parent_id=None,
+        step=0,
+        node=None,
+        status=RunStatus.RUNNING,
+        next="a",
+    )
+    return replace(base, **over)
+
+
+def test_record_round_trip_and_checksum() -> None:
+    state = {"id": uuid.uuid4(), "when": dt.datetime.now(dt.timezone.utc), "n": Decimal("1.5")}
+    record = codec.encode(make_header(), state)
+    assert record.header.size == len(record.payload)
+    assert codec.decode(record).state == state
+
+
+def test_damaged_payload_is_reported_by_id() -> None:
+    record = codec.encode(make_header(), {"n": 1})
+    bad = replace(record, payload=record.payload.replace(b"1", b"2"))
+    with pytest.raises(CorruptRecordError, match=r"c1.*checksum"):
+        codec.decode(bad)
+
+
+def test_payload_moved_under_another_id_is_detected() -> None:
+    record = codec.encode(make_header(), {"n": 1})
+    moved = replace(record, header=replace(record.header, checkpoint_id="c2"))
+    with pytest.raises(CorruptRecordError, match="c2"):
+        codec.decode(moved)
+
+
+def test_newer_format_version_refuses_to_load() -> None:
+    record = codec.encode(make_header(), {"n": 1})
+    future = replace(record, header=replace(record.header, format_version=99))
+    with pytest.raises(CorruptRecordError, match="newer than this savegame"):
+        codec.decode(future)
+
+
+def test_state_must_be_a_dict() -> None:
+    with pytest.raises(SerializationError, match="must be a dict"):
+        codec.encode(make_header(), [1, 2])  # type: ignore[arg-type]
