@@ -24,7 +24,7 @@ from savegame.errors import (
     SerializationError,
     describe,
 )
-from savegame.model import EffectKind, EffectRecord, EffectStatus
+from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
 from savegame.signals import Cancel, NeedsAttention, Pause
 
 UNSAVEABLE = "the tool's result is not pure data"
@@ -357,7 +357,13 @@ class Calls:
                 encode_value(prepared.arguments, "arguments"),
                 prepared.meta or {},
             )
-            self.journal.buffer(replace(done, status=EffectStatus.DONE, result=encoded))
+            done = replace(done, status=EffectStatus.DONE, result=encoded)
+            if prepared.tool is not None and prepared.tool.durable:
+                # Committed before the step goes on, not with the next checkpoint: a read
+                # that cost money or time is not paid again if the process dies first.
+                self.journal.intent(replace(done, completed_at=utcnow()))
+            else:
+                self.journal.buffer(done)
         return result
 
     # -- model calls and interrupts --------------------------------------------------------
