@@ -1,14 +1,12 @@
-"""The agent loop (LLM <-> tools) on top of workflows."""
+"""The agent loop (LLM <-> tools) on top of workflows.
 
-from savegame.agent._loop import Agent, tool_spec
-from savegame.agent._model import (
-    ChatModel,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-)
+The ChatModel protocol and its records come from ``savegame.effects`` (any step
+may call a model with ``ctx.llm``); they are exported here as well.
+"""
+
+from savegame.agent._loop import Agent
+from savegame.agent._model import ScriptedModel
+from savegame.effects import ChatModel, Message, ModelResponse, ToolCall, ToolSpec, tool_spec
 
 __all__ = [
     "Agent",

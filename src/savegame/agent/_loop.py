@@ -6,44 +6,13 @@ checkpoint boundary: a crash costs at most the turn in flight.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from savegame.agent._model import ChatModel, Message, ModelResponse, ToolSpec
-from savegame.effects import Tool, as_tool
+from savegame.effects import ChatModel, Message, Tool, as_tool, tool_spec
 from savegame.errors import ApprovalRejected, ConfigurationError
 from savegame.runtime import END, CheckpointPolicy, StepContext, Workflow
-
-_JSON_TYPES = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    list: "array",
-    dict: "object",
-}
-
-
-def tool_spec(fn: Callable[..., Any], name: str | None = None) -> ToolSpec:
-    """Describe a plain function as a tool: its name, first doc line and a JSON schema."""
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name == "request_id":
-            continue
-        kind = _JSON_TYPES.get(param.annotation) if not isinstance(param.annotation, str) else None
-        props[param.name] = {"type": kind} if kind else {}
-        if param.default is param.empty:
-            required.append(param.name)
-    doc = (inspect.getdoc(fn) or "").strip().splitlines()
-    return ToolSpec(
-        name=name or fn.__name__,
-        description=doc[0] if doc else "",
-        parameters={"type": "object", "properties": props, "required": required},
-    )
 
 
 class Agent:
@@ -107,22 +76,8 @@ class Agent:
         turns = int(state.get("turns") or 0)
         if turns >= self.max_turns:
             return {"stopped": "max_turns"}, END
-        name = f"llm:{type(self.model).__name__}"
-        request = {"messages": state["messages"], "tools": [spec.name for spec in self.specs]}
-        prepared, recorded = await asyncio.to_thread(ctx.journaled_llm, name, request)
-        if recorded is not None:
-            # Journaled by an earlier execution of this step: never pay for it twice.
-            response = ModelResponse.from_dict(recorded)
-        else:
-            out = self.model.complete(state["messages"], self.specs)
-            response = await out if inspect.isawaitable(out) else out
-            await asyncio.to_thread(ctx.record_llm, prepared, response.to_dict())
-        ctx.add_usage(
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            cost_usd=response.cost_usd,
-            llm_calls=1,
-        )
+        # Journaled and replayed by ctx.allm: a re-executed turn is never paid twice.
+        response = await ctx.allm(self.model, state["messages"], tools=self.specs)
         update = {"messages": [*state["messages"], response.to_message()], "turns": turns + 1}
         if response.tool_calls:
             return update, "tools"

@@ -15,6 +15,7 @@ from typing import Any
 
 from savegame.codec import canonical, decode_value, encode_value
 from savegame.effects._journal import Journal
+from savegame.effects._llm import ModelCall
 from savegame.effects._tools import Tool
 from savegame.errors import (
     ApprovalRejected,
@@ -24,7 +25,7 @@ from savegame.errors import (
     SerializationError,
     describe,
 )
-from savegame.model import EffectKind, EffectRecord, EffectStatus
+from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
 from savegame.signals import Cancel, NeedsAttention, Pause
 
 UNSAVEABLE = "the tool's result is not pure data"
@@ -62,12 +63,8 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=12).hexdigest()
 
 
-def _same_call(
-    entry: EffectRecord, name: str, encoded: bytes, legacy_digest: str | None = None
-) -> bool:
-    """Whether ``entry`` records a call of ``name`` with these canonical arguments
-    (``legacy_digest``: what an old entry's ``called_with`` holds for this call, when
-    it is not the digest of ``encoded``)."""
+def _same_call(entry: EffectRecord, name: str, encoded: bytes) -> bool:
+    """Whether ``entry`` records a call of ``name`` with these canonical arguments."""
     if entry.name != name:
         return False
     # Entries written before format 2 of the journal kept a digest of the arguments in
@@ -75,7 +72,7 @@ def _same_call(
     # nothing derived from an encrypted value is stored in the clear.
     legacy = entry.metadata.get("called_with")
     if legacy is not None:
-        return bool(legacy == (legacy_digest or _digest(encoded)))
+        return bool(legacy == _digest(encoded))
     return entry.arguments == encoded
 
 
@@ -84,6 +81,13 @@ def _show(name: str, arguments: Any) -> str:
         inner = ", ".join(f"{key}={value!r}" for key, value in sorted(arguments.items()))
         return f"{name}({inner})"
     return f"{name}(<digest {arguments}>)"
+
+
+def _recorded(entry: EffectRecord) -> str:
+    """A journal entry as a NonDeterminismError about a model call names it."""
+    kinds = {EffectKind.LLM: "", EffectKind.APPROVAL: "an approval of "}
+    prefix = kinds.get(entry.kind, f"{entry.kind.value} ")
+    return prefix + _show(entry.name, decode_value(entry.arguments))
 
 
 class Calls:
@@ -139,9 +143,8 @@ class Calls:
         encoded: bytes,
         shown: str,
         what: str = "",
-        legacy_digest: str | None = None,
     ) -> None:
-        if not _same_call(existing, name, encoded, legacy_digest):
+        if not _same_call(existing, name, encoded):
             recorded = what + _show(existing.name, decode_value(existing.arguments))
             raise NonDeterminismError(self.run_id, existing.request_id, recorded, shown)
 
@@ -357,26 +360,38 @@ class Calls:
                 encode_value(prepared.arguments, "arguments"),
                 prepared.meta or {},
             )
-            self.journal.buffer(replace(done, status=EffectStatus.DONE, result=encoded))
+            done = replace(done, status=EffectStatus.DONE, result=encoded)
+            if prepared.tool is not None and prepared.tool.durable:
+                # Committed before the step goes on, not with the next checkpoint: a read
+                # that cost money or time is not paid again if the process dies first.
+                self.journal.intent(replace(done, completed_at=utcnow()))
+            else:
+                self.journal.buffer(done)
         return result
 
     # -- model calls and interrupts --------------------------------------------------------
-    def before_llm(self, name: str, request: Any) -> Prepared:
+    def before_llm(self, call: ModelCall) -> Prepared:
+        """The recorded response of this model call (replay), or what to record.
+
+        Only a digest of the request is kept (the messages live in the state), with a
+        summary beside it for people. Anything but the same model with the same digest
+        at this position (another model, other messages, a tool call) is refused.
+        """
         if self._cancelled():
             raise Cancel()
         _index, request_id = self._next_id()
-        digest = _digest(canonical(request))
+        digest = _digest(canonical(call.request))
+        arguments = {"digest": digest, **call.summary}
         existing = self.journal.get(request_id)
-        arguments = {"digest": digest}
+        for recorded in (self.journal.get(f"{request_id}:approval"), existing):
+            if recorded is not None and not call.matches(recorded, digest):
+                raise NonDeterminismError(
+                    self.run_id, request_id, _recorded(recorded), _show(call.name, arguments)
+                )
         if existing is not None and existing.status is EffectStatus.DONE:
-            shown = f"{name}(<digest {digest}>)"
-            encoded = encode_value(arguments, "arguments")
-            self._check_same(existing, name, encoded, shown, legacy_digest=digest)
-            return Prepared(
-                request_id, EffectKind.LLM, name, {}, existing, True, decode_value(existing.result)
-            )
-        # Only a digest of the prompt is kept: the messages already live in the state.
-        return Prepared(request_id, EffectKind.LLM, name, arguments, None, meta={})
+            result = decode_value(existing.result)
+            return Prepared(request_id, EffectKind.LLM, call.name, {}, existing, True, result)
+        return Prepared(request_id, EffectKind.LLM, call.name, arguments, None, meta={})
 
     def after_llm(self, prepared: Prepared, response: Any) -> Any:
         index = int(prepared.request_id.rsplit(":", 1)[1])
@@ -394,6 +409,7 @@ class Calls:
                 entry,
                 status=EffectStatus.DONE,
                 result=encode_value(response, f"result.{prepared.name}"),
+                completed_at=utcnow(),
             )
         )
         return response

@@ -16,8 +16,9 @@ class Journal:
     """In-memory index of a run's effects plus the store writes that keep it durable.
 
     Read results are buffered and saved with the next checkpoint (same
-    transaction); write intents/results, LLM results and interrupts are
-    committed at once because a crash must not lose them.
+    transaction); write intents/results, model responses, durable reads and
+    interrupts are committed at once because a crash must not lose them (and
+    the reads buffered before them with them).
 
     Entries are kept twice: as stored (values encrypted when a keyring is
     configured) and opened (plaintext values, what ``get`` returns), so a

@@ -39,6 +39,10 @@ class Tool:
     safe_errors: tuple[type[BaseException], ...] = ()
     """Exceptions that prove the call did not happen (refused before anything was done):
     a write that raises one is settled not-done and may be called again."""
+    durable: bool = False
+    """A read whose result is committed to the journal when it returns (one store write),
+    rather than with the next checkpoint: for reads that cost money or time. Writes and
+    model calls always are."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -95,6 +99,7 @@ def tool(
     approval: Approval = False,
     reconcile: Callable[[str], Any] | None = None,
     safe_errors: tuple[type[BaseException], ...] = (),
+    durable: bool = False,
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -109,6 +114,7 @@ def tool(
     approval: Approval = False,
     reconcile: Callable[[str], Any] | None = None,
     safe_errors: tuple[type[BaseException], ...] = (),
+    durable: bool = False,
     name: str | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool; usable bare (``@tool``, a read) or with options.
@@ -124,6 +130,10 @@ def tool(
         safe_errors: exception types that prove a write did not happen (a validation error
             the remote side raised before doing anything). Any other exception leaves a
             non-idempotent, unreconcilable write in doubt: the run stops for a person.
+        durable: a read's result is committed to the journal when the call returns, so
+            a crash before the next checkpoint does not call it again (a paid search, a
+            slow query). Without it a read's result is saved with the next checkpoint,
+            or sooner with the next write, durable read, model call or interrupt.
         name: the tool's name (default: the function's name).
     """
     if effect not in ("read", "write"):
@@ -139,7 +149,10 @@ def tool(
             raise ConfigurationError(
                 f"tool {tool_name} is declared idempotent but takes no request_id parameter"
             )
-        made = Tool(func, tool_name, effect, idempotent, compensate, approval, reconcile, safe)
+        made = Tool(
+            func, tool_name, effect, idempotent, compensate, approval, reconcile, safe,
+            durable=durable,
+        )  # fmt: skip
         # Registered by name so a compensation can be found in a fresh process
         # once the workflow's module has been imported.
         _registry[tool_name] = made

@@ -1,15 +1,25 @@
-"""What a step sees besides its state: ids, effects, interrupts, usage and checkpoint control."""
+"""What a step sees besides its state: ids, effects, model calls, interrupts, usage and
+checkpoint control."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from savegame.codec import refuse_reserved
-from savegame.effects import Calls, as_tool
+from savegame.effects import (
+    Calls,
+    ChatModel,
+    ModelCall,
+    ModelResponse,
+    Tool,
+    ToolSpec,
+    as_response,
+    as_tool,
+)
 from savegame.errors import ConfigurationError
 from savegame.model import Usage
 from savegame.secrets import Secret
@@ -89,13 +99,69 @@ class StepContext:
             return happened.result
         return await asyncio.to_thread(calls.after, prepared, result)
 
-    def journaled_llm(self, name: str, request: Any) -> tuple[Any, Any]:
-        """Look up a model call: returns (prepared, recorded response or None)."""
-        prepared = self._calls().before_llm(name, request)
-        return prepared, (prepared.result if prepared.replay else None)
+    def llm(
+        self,
+        model: ChatModel,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[ToolSpec | Tool | Callable[..., Any]] = (),
+    ) -> ModelResponse:
+        """Call a model once across crashes: the response is journaled before it returns.
 
-    def record_llm(self, prepared: Any, response: Any) -> None:
-        self._calls().after_llm(prepared, response)
+        A re-executed step gets the recorded response back without paying again. The
+        response's tokens and cost are added to the run's usage (replayed or not, so a
+        resumed run counts the call once, like an uninterrupted one).
+
+        Args:
+            model: a ChatModel (``complete(messages, tools)``, plain; async models go
+                through :meth:`allm`).
+            messages: the conversation, dicts in the OpenAI shape.
+            tools: what the model may call: ToolSpecs, ``@tool``s or plain functions.
+
+        Raises:
+            NonDeterminismError: the journal holds another call at this position (another
+                model, other messages or tools).
+            ConfigurationError: the model is async, or returned something else than a
+                ModelResponse.
+        """
+        call = ModelCall.of(model, messages, tools)
+        calls = self._calls()
+        prepared = calls.before_llm(call)
+        if prepared.replay:
+            response = as_response(prepared.result, 0)
+        else:
+            response = call.checked(model.complete(call.messages, call.specs))
+            calls.after_llm(prepared, response.to_dict())
+        return self._count(response)
+
+    async def allm(
+        self,
+        model: ChatModel,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[ToolSpec | Tool | Callable[..., Any]] = (),
+    ) -> ModelResponse:
+        """Async twin of :meth:`llm`, for plain and async models; journal writes run in a
+        worker thread."""
+        call = ModelCall.of(model, messages, tools)
+        calls = self._calls()
+        prepared = await asyncio.to_thread(calls.before_llm, call)
+        if prepared.replay:
+            response = as_response(prepared.result, 0)
+        else:
+            out = model.complete(call.messages, call.specs)
+            response = call.checked(await out if inspect.isawaitable(out) else out)
+            await asyncio.to_thread(calls.after_llm, prepared, response.to_dict())
+        return self._count(response)
+
+    def _count(self, response: ModelResponse) -> ModelResponse:
+        self.add_usage(
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cost_usd=response.cost_usd,
+            llm_calls=1,
+        )
+        return response
 
     def interrupt(self, payload: Any = None, *, name: str = "interrupt") -> Any:
         """Pause the run until a person supplies a value; return that value on resume.
