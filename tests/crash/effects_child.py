@@ -1,11 +1,13 @@
-"""Start, resume or compensate the effects workload in a child process.
+"""Start, resume or compensate a workload of this folder in a child process.
 
-Usage: effects_child.py start|resume|compensate STORE_URL RUN_ID
+Usage: [SAVEGAME_WORKLOAD=file.py:name] [SAVEGAME_INPUT=json] effects_child.py
+start|resume|compensate STORE_URL RUN_ID (the effects workload and its order by default).
 Prints ``DONE <status>`` at the end, or ``ERROR <ClassName>`` for a savegame error.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -17,14 +19,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def main() -> None:
     mode, url, run_id = sys.argv[1:4]
+    workload = os.path.join(HERE, os.environ.get("SAVEGAME_WORKLOAD", "effects_workload.py:wf"))
+    given = json.loads(os.environ.get("SAVEGAME_INPUT", '{"order_id": "A-7"}'))
     try:
         if mode == "start":
-            wf = load(os.path.join(HERE, "effects_workload.py") + ":wf")
-            result = run(wf, {"order_id": "A-7"}, run_id=run_id, store=url)
+            result = run(load(workload), given, run_id=run_id, store=url)
         elif mode == "resume":
             result = resume(run_id, store=url)
         else:
-            load(os.path.join(HERE, "effects_workload.py") + ":wf")  # registers the tools
+            load(workload)  # registers the tools
             result = compensate(run_id, store=url)
     except SavegameError as exc:
         sys.stdout.write(f"ERROR {type(exc).__name__} {exc}\n")

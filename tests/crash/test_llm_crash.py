@@ -20,7 +20,7 @@ from .harness import kill_at_hook, run_to_end
 
 pytestmark = pytest.mark.crash
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm_child.py")
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "effects_child.py")
 
 
 def bill(path: Path) -> list[str]:
@@ -29,7 +29,11 @@ def bill(path: Path) -> list[str]:
 
 def kill_then_resume(tmp: Path, workflow: str, hook: str) -> tuple[str, Path]:
     url, paid = f"sqlite:///{tmp / 'runs.db'}", tmp / "bill.txt"
-    env = {"SAVEGAME_BILL": str(paid), "SAVEGAME_WORKFLOW": workflow}
+    env = {
+        "SAVEGAME_BILL": str(paid),
+        "SAVEGAME_WORKLOAD": f"llm_workload.py:{workflow}",
+        "SAVEGAME_INPUT": '{"question": "what is 6 x 7?"}',
+    }
     killed = kill_at_hook("start", url, "run", hook, script=CHILD, env=env)
     assert killed.hooks == [hook], killed.stderr[-2000:]
     assert killed.returncode == -9
