@@ -91,11 +91,13 @@ PUBLIC_API = [
     "MissingBlobsError",
     "NonDeterminismError",
     "NotFoundError",
+    "RunExistsError",
     "RunStateError",
     "SavegameError",
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "ThreadBusyError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

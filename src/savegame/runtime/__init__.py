@@ -15,6 +15,7 @@ Where things are, along the path of a run::
     _lease.py         who owns a run, the heartbeat
     _loader.py        finding a workflow again from its reference
     _control.py       acting on runs from outside: cancel, compensate, approve ...
+    _start.py         start or continue: a run id that exists, a thread that is busy
     _fleet.py         submit, and driving a run a worker claimed
     _worker.py        Worker: claims queued and orphaned runs
 """
@@ -36,6 +37,7 @@ from savegame.runtime._fleet import submit
 from savegame.runtime._lease import DEFAULT_TTL, owner_id
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._start import OnExists, OnThreadBusy
 from savegame.runtime._worker import Worker, WorkerStats
 from savegame.runtime._workflow import END, Workflow
 
@@ -46,6 +48,8 @@ __all__ = [
     "Durability",
     "Effect",
     "Observer",
+    "OnExists",
+    "OnThreadBusy",
     "StepContext",
     "Worker",
     "WorkerStats",
