@@ -35,6 +35,7 @@ PUBLIC_API = [
     "ToolCall",
     "ToolSpec",
     # Side effects, people and sagas
+    "Decision",
     "Effect",
     "EffectKind",
     "EffectStatus",

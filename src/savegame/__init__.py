@@ -72,6 +72,7 @@ from savegame.model import (
 from savegame.runtime import (
     END,
     CheckpointPolicy,
+    Decision,
     Effect,
     Observer,
     StepContext,
@@ -121,6 +122,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "ToolCall",
     "ToolSpec",
     # Side effects, people and sagas
+    "Decision",
     "Effect",
     "EffectKind",
     "EffectStatus",

@@ -11,6 +11,7 @@ from savegame.model import (
     Checkpoint,
     CheckpointHeader,
     CheckpointRecord,
+    EffectRecord,
     Lease,
     RunInfo,
 )
@@ -31,6 +32,8 @@ class Observer:
     on_existing: Callable[[RunInfo, str], None] | None = None
     """Called when a start (``run``/``submit`` with a ``run_id``) finds the run: with its
     row and what the start does with it, ``"continue"`` or ``"return"``."""
+    on_decision: Callable[[EffectRecord], None] | None = None
+    """Called by ``approve``/``reject`` once the decision is recorded, before the run continues."""
     on_wait: Callable[[RunInfo], None] | None = None
     """Called when a start waits for an unfinished run of its thread
     (``on_thread_busy="wait"``), once per run it waits for."""
