@@ -35,6 +35,7 @@ PUBLIC_API = [
     "ToolCall",
     "ToolSpec",
     # Side effects, people and sagas
+    "Decision",
     "Effect",
     "EffectKind",
     "EffectStatus",
@@ -91,11 +92,13 @@ PUBLIC_API = [
     "MissingBlobsError",
     "NonDeterminismError",
     "NotFoundError",
+    "RunExistsError",
     "RunStateError",
     "SavegameError",
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "ThreadBusyError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

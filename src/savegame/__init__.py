@@ -36,11 +36,13 @@ from savegame.errors import (
     MissingBlobsError,
     NonDeterminismError,
     NotFoundError,
+    RunExistsError,
     RunStateError,
     SavegameError,
     SerializationError,
     StateVersionError,
     StepError,
+    ThreadBusyError,
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
@@ -70,6 +72,7 @@ from savegame.model import (
 from savegame.runtime import (
     END,
     CheckpointPolicy,
+    Decision,
     Effect,
     Observer,
     StepContext,
@@ -119,6 +122,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "ToolCall",
     "ToolSpec",
     # Side effects, people and sagas
+    "Decision",
     "Effect",
     "EffectKind",
     "EffectStatus",
@@ -175,11 +179,13 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "MissingBlobsError",
     "NonDeterminismError",
     "NotFoundError",
+    "RunExistsError",
     "RunStateError",
     "SavegameError",
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "ThreadBusyError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

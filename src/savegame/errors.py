@@ -17,6 +17,8 @@ each branch is named for what the caller does next::
     │   ├── LeaseHeldError          a live process owns the run
     │   ├── MissingBlobsError       a record named blobs a concurrent prune removed: re-send them
     │   ├── EffectSettledError      a journal entry was settled first (a reject raced an approve)
+    │   ├── RunExistsError          a start named a run id that is taken by another workflow or input
+    │   ├── ThreadBusyError         a start found the thread's last run unfinished: continue or end it
     │   └── LeaseLostError          our lease was taken over; a stale write was rejected
     ├── CheckpointWriteError        a checkpoint could not be written; the run stopped
     ├── StepError                   a user step raised; the run is marked failed
@@ -195,6 +197,34 @@ class EffectSettledError(ConflictError):
         super().__init__(
             f"journal entry {request_id} of run {run_id} is already {status}, not {expected}:"
             " it was settled by someone else first"
+        )
+
+
+class RunExistsError(ConflictError):
+    """A start (``run``/``submit`` with a ``run_id``) found that run id taken, and cannot
+    continue or return it: the run belongs to another workflow or thread, was started with
+    another input, or the caller said ``on_exists="reject"``. Nothing was executed."""
+
+    def __init__(self, run_id: str, status: str, reason: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.reason = reason
+        super().__init__(f"run {run_id} exists already ({status}): {reason}")
+
+
+class ThreadBusyError(ConflictError):
+    """A new run was started on a thread that has an unfinished run (a crashed, failed,
+    paused or live one): a second run would start from the entry step and could repeat its
+    effects. Continue or end that run, or start with ``on_thread_busy="allow"``."""
+
+    def __init__(self, thread_id: str, run_id: str, status: str) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.status = status
+        super().__init__(
+            f"thread {thread_id} has an unfinished run {run_id} ({status}): continue it "
+            f"(`savegame resume {run_id}`), end it (`savegame cancel {run_id}`), or start a "
+            "second run anyway (on_thread_busy='allow', --on-thread-busy allow)"
         )
 
 

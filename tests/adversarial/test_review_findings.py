@@ -199,7 +199,7 @@ def test_an_edit_the_tool_cannot_take_is_refused_before_it_is_recorded(tmp_path:
     with pytest.raises(ConfigurationError, match="bad arguments for tool pay_edit: missing"):
         approve("e", edit={"to": "bob", "amout": 90}, store=url)
     assert [w.interrupt_id for w in pending_interrupts("e", store=url)] == ["e:1:0:approval"]
-    approve("e", edit={"to": "bob", "amount": 90}, store=url)
+    approve("e", edit={"to": "bob", "amount": 90}, store=url, resume=False)
     assert resume("e", store=url).state == {"paid": "90 to bob"}
 
 

@@ -66,7 +66,7 @@ def act_as_people(url: str, world: str, run_id: str, *, saga: bool) -> str | Non
     if status is RunStatus.INTERRUPTED:
         # Approved already when a resumed process died before its next checkpoint.
         if pending_interrupts(run_id, store=url):
-            approve(run_id, by="tester", store=url)
+            approve(run_id, by="tester", store=url, resume=False)
         return "resume"
     if status is RunStatus.NEEDS_ATTENTION:
         for effect in list_effects(run_id, store=url):

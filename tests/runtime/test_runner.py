@@ -308,7 +308,7 @@ def test_state_schema_migration_on_resume(store: Store) -> None:
     missing = Workflow("migrating", state_version=2)
     missing.add_step(a2, name="a", entry=True)
     with pytest.raises(StateVersionError, match="no migration from state version 1 to 2"):
-        run(missing, thread_id="r-old", store=store)
+        run(missing, thread_id="r-old", store=store, on_thread_busy="allow")
 
 
 def test_input_must_be_pure_data(store: Store) -> None:

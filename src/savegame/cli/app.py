@@ -17,10 +17,13 @@ from savegame.cli.options import (
     InputOption,
     JsonOption,
     LimitOption,
+    OnExistsOption,
+    OnThreadBusyOption,
     RunIdOption,
     StoreOption,
     ThreadOption,
 )
+from savegame.cli.starting import starting
 from savegame.model import RunStatus
 
 app = typer.Typer(
@@ -60,14 +63,23 @@ def run_command(
     input_json: InputOption = None,
     thread: ThreadOption = None,
     run_id: RunIdOption = None,
+    on_exists: OnExistsOption = "continue",
+    on_thread_busy: OnThreadBusyOption = "reject",
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Start a run of a workflow and drive it to its end."""
+    """Start a run of a workflow (or continue the one --run-id names) and drive it to its end."""
     state = parse_input(input_json)
     target = load_workflow(workflow)
     res = savegame.run(
-        target, state, thread_id=thread, run_id=run_id, store=store, observer=progress(as_json)
+        target,
+        state,
+        thread_id=thread,
+        run_id=run_id,
+        store=store,
+        observer=starting(progress(as_json), as_json),
+        on_exists=on_exists,
+        on_thread_busy=on_thread_busy,
     )
     finish(res, as_json=as_json, verb="ended", store=store)
 

@@ -1,13 +1,16 @@
 """Commands that act on runs from outside: the journal, approvals, in-doubt calls, cancel, compensate.
 
-approve and reject only record a person's decision; the command then
-continues the run (``resume``) in this process and shows where it ended, as
-``savegame resume`` would.
+approve and reject record a person's decision, then continue the run in this
+process where its workflow imports, and show where it ended as ``savegame
+resume`` would; with --no-resume (or where the workflow does not import) the
+run is queued for a worker or a later ``savegame resume`` instead. A recorded
+decision exits 0, even when continuing failed (that is a line on stderr).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import sys
+from typing import Annotated
 
 import typer
 from rich.text import Text
@@ -15,9 +18,9 @@ from rich.text import Text
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
-from savegame.cli.errors import CliError, UsageError
+from savegame.cli.errors import CliError, UsageError, one_line
 from savegame.cli.options import JsonOption, StoreOption
-from savegame.model import RunStatus
+from savegame.model import EffectRecord, RunStatus
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
 InterruptOption = Annotated[
@@ -115,6 +118,18 @@ def approvals_command(
         )
 
 
+ResumeOption = Annotated[
+    bool,
+    typer.Option(
+        "--resume/--no-resume",
+        show_default=False,
+        help="Then continue the run here, where its workflow imports (the default); "
+        "--no-resume only records the decision and queues the run for a worker or a "
+        "later `savegame resume`.",
+    ),
+]
+
+
 def approve_command(
     run_id: RunArg,
     interrupt: InterruptOption = None,
@@ -125,15 +140,17 @@ def approve_command(
         ),
     ] = None,
     by: ByOption = None,
+    resume: ResumeOption = True,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Approve a gated tool call (optionally with edited arguments), then continue the run."""
+    """Approve a gated tool call (optionally with edited arguments), then continue the run here."""
     arguments = None if edit is None else parse_object(edit, "--edit", "tool arguments")
-    entry = savegame.approve(run_id, interrupt_id=interrupt, edit=arguments, by=by, store=store)
-    _decided(f"approved {entry.name} ({entry.request_id})", entry.metadata, as_json)
-    res = savegame.resume(run_id, store=store, observer=progress(as_json))
-    finish(res, as_json=as_json, verb="resumed and ended", store=store)
+    decision = savegame.approve(
+        run_id, interrupt_id=interrupt, edit=arguments, by=by, store=store, resume=resume,
+        observer=_telling("approved", as_json),
+    )  # fmt: skip
+    _decided("approved", decision, store, as_json)
 
 
 def reject_command(
@@ -143,19 +160,72 @@ def reject_command(
     ],
     interrupt: InterruptOption = None,
     by: ByOption = None,
+    resume: ResumeOption = True,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Reject a gated tool call, then continue the run (its step gets ApprovalRejected)."""
-    entry = savegame.reject(run_id, reason=reason, interrupt_id=interrupt, by=by, store=store)
-    _decided(f"rejected {entry.name} ({entry.request_id})", entry.metadata, as_json)
-    res = savegame.resume(run_id, store=store, observer=progress(as_json))
-    finish(res, as_json=as_json, verb="resumed and ended", store=store)
+    """Reject a gated tool call, then continue the run here (its step gets ApprovalRejected)."""
+    decision = savegame.reject(
+        run_id, reason=reason, interrupt_id=interrupt, by=by, store=store, resume=resume,
+        observer=_telling("rejected", as_json),
+    )  # fmt: skip
+    _decided("rejected", decision, store, as_json)
 
 
-def _decided(what: str, metadata: Any, as_json: bool) -> None:
+def _telling(verb: str, as_json: bool) -> savegame.Observer:
+    """Progress lines, after one for the decision as soon as it is recorded."""
+    observer = progress(as_json)
     if not as_json:
-        render.console().print(f"{what} by {metadata.get('by')}", soft_wrap=True)
+
+        def on_decision(entry: EffectRecord) -> None:
+            render.console().print(
+                f"{verb} {entry.name} ({entry.request_id}) by {entry.metadata.get('by')}",
+                soft_wrap=True,
+            )
+
+        observer.on_decision = on_decision
+    return observer
+
+
+def _decided(verb: str, decision: savegame.Decision, store: str | None, as_json: bool) -> None:
+    """The decision, then where the run went: continued here, failed here, or left to others.
+
+    Exit 0 whenever the decision was recorded; a failure to continue is a line on stderr.
+    """
+    entry = decision.entry
+    run_id = entry.run_id
+    out = render.console()
+    if decision.result is not None:
+        finish(decision.result, as_json=as_json, verb="resumed and ended", store=store)
+        return
+    why = decision.not_continued
+    if decision.error is not None:
+        why = one_line(decision.error)
+        sys.stderr.write(f"warning: {verb}, but run {run_id} was not continued here: {why}\n")
+        sys.stderr.flush()
+    tail = f" --store {store}" if store else ""
+    then = (
+        "a worker (savegame worker) or `savegame resume` continues it"
+        if decision.queued
+        else "continue it with `savegame resume`"
+    )
+    if as_json:
+        jsonview.emit(
+            {
+                "run_id": run_id,
+                "request_id": entry.request_id,
+                "decision": entry.status.value,
+                "by": entry.metadata.get("by"),
+                "continued": False,
+                "queued": decision.queued,
+                "reason": why,
+                "next": f"savegame resume {run_id}{tail}",
+            }
+        )
+        return
+    if decision.error is None:
+        out.print(f"run {run_id} not continued here: {why}", soft_wrap=True)
+    out.print(f"next: savegame resume {run_id}{tail}  ({then})", soft_wrap=True)
 
 
 def cancel_command(

@@ -20,7 +20,16 @@ import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import load_workflow, parse_input
 from savegame.cli.errors import UsageError
-from savegame.cli.options import InputOption, JsonOption, RunIdOption, StoreOption, ThreadOption
+from savegame.cli.options import (
+    InputOption,
+    JsonOption,
+    OnExistsOption,
+    OnThreadBusyOption,
+    RunIdOption,
+    StoreOption,
+    ThreadOption,
+)
+from savegame.cli.starting import starting
 from savegame.cli.storage_view import plural
 from savegame.model import RunResult, RunStatus
 from savegame.runtime import DEFAULT_TTL, WorkerStats
@@ -39,18 +48,33 @@ def submit_command(
     input_json: InputOption = None,
     thread: ThreadOption = None,
     run_id: RunIdOption = None,
+    on_exists: OnExistsOption = "continue",
+    on_thread_busy: OnThreadBusyOption = "reject",
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Queue a run for the worker fleet instead of running it here; print its id."""
     state = parse_input(input_json)
     target = load_workflow(workflow)
-    info = savegame.submit(target, state, thread_id=thread, run_id=run_id, store=store)
+    info = savegame.submit(
+        target,
+        state,
+        thread_id=thread,
+        run_id=run_id,
+        store=store,
+        on_exists=on_exists,
+        on_thread_busy=on_thread_busy,
+        observer=starting(savegame.Observer(), as_json),
+    )
     if as_json:
         jsonview.emit(jsonview.run(info))
         return
     tail = f" --store {store}" if store else ""
     out = render.console()
+    if info.status is not RunStatus.QUEUED:
+        # It exists and was left as it is: finished, or in hand, or waiting for a person.
+        out.print(f"see it: savegame show {info.run_id}{tail}", soft_wrap=True)
+        return
     out.print(
         f"queued run {info.run_id} ({info.workflow}, thread {info.thread_id})", soft_wrap=True
     )

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from savegame.runtime import OnExists, OnThreadBusy
+
 StoreOption = Annotated[
     str | None,
     typer.Option(
@@ -51,5 +53,30 @@ ThreadOption = Annotated[
 
 RunIdOption = Annotated[
     str | None,
-    typer.Option("--run-id", metavar="RUN_ID", help="Id for the new run (default: generated)."),
+    typer.Option(
+        "--run-id",
+        metavar="RUN_ID",
+        help="Id for the run (default: generated); a run that exists is continued, see --on-exists.",
+    ),
+]
+
+OnExistsOption = Annotated[
+    OnExists,
+    typer.Option(
+        "--on-exists",
+        metavar="continue|return|reject",
+        help="When --run-id names a run that exists: continue it where it stopped (a "
+        "finished one: show its recorded result, nothing executed), return it as it "
+        "stands, or reject the start.",
+    ),
+]
+
+OnThreadBusyOption = Annotated[
+    OnThreadBusy,
+    typer.Option(
+        "--on-thread-busy",
+        metavar="reject|wait|allow",
+        help="When the thread has an unfinished run: refuse (naming it), wait until it "
+        "has finished, or start a second run beside it.",
+    ),
 ]

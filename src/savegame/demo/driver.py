@@ -139,7 +139,9 @@ def _timeline(store: savegame.Store, run_id: str, children: list[Child]) -> list
     }
     entries = []
     for h in reversed(savegame.history(run_id, store=store)):
-        process, event = written.get(h.checkpoint_id, (children[0].label, {}))
+        # The one checkpoint no child writes: the approval queues the run for whoever goes on.
+        by = "the approval" if h.status is savegame.RunStatus.QUEUED else children[0].label
+        process, event = written.get(h.checkpoint_id, (by, {}))
         entries.append(
             Entry(
                 step=h.step,
@@ -168,12 +170,13 @@ def _decide(
     elif ask(question):
         how, by = "at the terminal", default_actor()
     else:
-        savegame.reject(run_id, reason="declined at the demo prompt", store=store)
+        savegame.reject(run_id, reason="declined at the demo prompt", store=store, resume=False)
         savegame.cancel(run_id, store=store)
         raise DemoError(
             f"demo: refund declined; run {run_id} is cancelled and nothing was refunded"
         )
-    savegame.approve(run_id, interrupt_id=waiting.interrupt_id, by=by, store=store)
+    # Recorded only: the next process continues the run (and is killed in the refund).
+    savegame.approve(run_id, interrupt_id=waiting.interrupt_id, by=by, store=store, resume=False)
     return Approval(waiting.interrupt_id, waiting.name, args, question, how, by)
 
 
@@ -183,8 +186,10 @@ def _reference(store: savegame.Store, world: str, by: str) -> savegame.RunResult
     refund.use_world(world)
     try:
         paused = savegame.run(refund.agent, {"input": refund.QUESTION}, store=store)
-        savegame.approve(paused.run_id, by=by, store=store)
-        return savegame.resume(paused.run_id, store=store)
+        decision = savegame.approve(paused.run_id, by=by, store=store, workflow=refund.agent)
+        if decision.result is None:
+            raise DemoError(f"demo: the reference run did not continue: {decision.error}")
+        return decision.result
     finally:
         refund.use_world(None)
 

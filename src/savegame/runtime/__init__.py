@@ -15,6 +15,8 @@ Where things are, along the path of a run::
     _lease.py         who owns a run, the heartbeat
     _loader.py        finding a workflow again from its reference
     _control.py       acting on runs from outside: cancel, compensate, approve ...
+    _decision.py      after a decision: continue the run here if its workflow loads, else queue it
+    _start.py         start or continue: a run id that exists, a thread that is busy
     _fleet.py         submit, and driving a run a worker claimed
     _worker.py        Worker: claims queued and orphaned runs
 """
@@ -31,11 +33,13 @@ from savegame.runtime._control import (
     reject,
     resolve,
 )
+from savegame.runtime._decision import Decision
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
 from savegame.runtime._lease import DEFAULT_TTL, owner_id
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._start import OnExists, OnThreadBusy
 from savegame.runtime._worker import Worker, WorkerStats
 from savegame.runtime._workflow import END, Workflow
 
@@ -43,9 +47,12 @@ __all__ = [
     "DEFAULT_TTL",
     "END",
     "CheckpointPolicy",
+    "Decision",
     "Durability",
     "Effect",
     "Observer",
+    "OnExists",
+    "OnThreadBusy",
     "StepContext",
     "Worker",
     "WorkerStats",

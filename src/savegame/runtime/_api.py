@@ -15,7 +15,8 @@ from savegame.runtime._execution import Observer
 from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._runner import execute
-from savegame.runtime._setup import prepare_resume, start_run
+from savegame.runtime._setup import prepare_resume
+from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_run
 from savegame.stores import Store, opened_store
 
 #: Marks "no value given" so that ``resume(run_id, value=None)`` can supply None.
@@ -26,40 +27,25 @@ async def _arun(
     workflow: Any,
     input: Mapping[str, Any] | None,
     *,
-    thread_id: str | None,
-    run_id: str | None,
     store: Store | str | None,
-    metadata: Mapping[str, Any] | None,
+    start: Start,
     policy: CheckpointPolicy | None,
     durability: Durability | None,
-    observer: Observer | None,
-    lease_ttl: float,
     io: Io,
-    storage: StorageConfig | None,
 ) -> RunResult:
     wf = as_workflow(workflow)
     with opened_store(store) as s:
-        ref = reference_of(workflow)
-        observer = observer or Observer()
         began = time.perf_counter()
-        ready = await io(
-            start_run,
-            wf,
-            s,
-            input,
-            thread_id=thread_id,
-            run_id=run_id,
-            metadata=metadata,
-            ttl=lease_ttl,
-            ref=ref,
-            storage=storage,
-        )
-        if observer.on_checkpoint is not None:
+        ready = await io(begin_run, wf, s, input, start)
+        if isinstance(ready, RunResult):
+            return ready  # it exists and there is nothing to execute
+        observer = start.observer
+        if ready.created and observer.on_checkpoint is not None:
             observer.on_checkpoint(ready.record.header, time.perf_counter() - began)
         ex = ready.execution(
             s,
-            ttl=lease_ttl,
-            storage=storage,
+            ttl=start.ttl,
+            storage=start.storage,
             io=io,
             observer=observer,
             policy=policy,
@@ -112,8 +98,10 @@ def run(
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
     storage: StorageConfig | None = None,
+    on_exists: OnExists = "continue",
+    on_thread_busy: OnThreadBusy = "reject",
 ) -> RunResult:
-    """Start a run of ``workflow`` and drive it until it ends.
+    """Start a run of ``workflow`` (or continue the one ``run_id`` names) and drive it until it ends.
 
     Args:
         workflow: a Workflow or an Agent.
@@ -130,6 +118,16 @@ def run(
         storage: how checkpoints are stored (keyframe cadence, blobs, compression,
             encryption keys); default from the environment (``SAVEGAME_KEYS`` ...),
             see :class:`savegame.codec.storage.StorageConfig`.
+        on_exists: when a run ``run_id`` exists (of this workflow, on this thread,
+            started with this ``input`` unless ``input`` is None): ``"continue"``
+            (default) continues it where it stopped, or returns its recorded result
+            without executing anything when it has finished (or waits for a person);
+            ``"return"`` returns it as it stands; ``"reject"`` raises RunExistsError.
+        on_thread_busy: when the thread has an unfinished run (crashed, failed,
+            paused or live): ``"reject"`` (default) raises ThreadBusyError naming it,
+            since a second run would start again at the entry step and could repeat
+            that run's effects; ``"wait"`` waits until it has finished; ``"allow"``
+            starts a second run beside it.
 
     Returns:
         The run's status, final state and last checkpoint id.
@@ -138,22 +136,54 @@ def run(
         StepError: a step raised; the run is marked failed and can be resumed.
         SerializationError: the state holds something that is not pure data.
         CheckpointWriteError: a checkpoint could not be written; the run stopped.
+        RunExistsError: ``run_id`` is a run of another workflow, thread or input.
+        ThreadBusyError: the thread has an unfinished run (``on_thread_busy="reject"``).
+        LeaseHeldError: ``run_id`` exists and a live process is executing it.
     """
     return run_sync(
         _arun(
             workflow,
             input,
-            thread_id=thread_id,
-            run_id=run_id,
             store=store,
-            metadata=metadata,
+            start=_start(
+                workflow,
+                thread_id,
+                run_id,
+                metadata,
+                observer,
+                lease_ttl,
+                storage,
+                on_exists,
+                on_thread_busy,
+            ),
             policy=policy,
             durability=durability,
-            observer=observer,
-            lease_ttl=lease_ttl,
             io=direct_io,
-            storage=storage,
         )
+    )
+
+
+def _start(
+    workflow: Any,
+    thread_id: str | None,
+    run_id: str | None,
+    metadata: Mapping[str, Any] | None,
+    observer: Observer | None,
+    lease_ttl: float,
+    storage: StorageConfig | None,
+    on_exists: OnExists,
+    on_thread_busy: OnThreadBusy,
+) -> Start:
+    return Start(
+        thread_id=thread_id,
+        run_id=run_id,
+        metadata=metadata,
+        ttl=lease_ttl,
+        ref=reference_of(workflow),
+        storage=storage,
+        on_exists=on_exists,
+        on_thread_busy=on_thread_busy,
+        observer=observer or Observer(),
     )
 
 
@@ -170,21 +200,28 @@ async def arun(
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
     storage: StorageConfig | None = None,
+    on_exists: OnExists = "continue",
+    on_thread_busy: OnThreadBusy = "reject",
 ) -> RunResult:
     """Async twin of :func:`run`; store calls run in a worker thread."""
     return await _arun(
         workflow,
         input,
-        thread_id=thread_id,
-        run_id=run_id,
         store=store,
-        metadata=metadata,
+        start=_start(
+            workflow,
+            thread_id,
+            run_id,
+            metadata,
+            observer,
+            lease_ttl,
+            storage,
+            on_exists,
+            on_thread_busy,
+        ),
         policy=policy,
         durability=durability,
-        observer=observer,
-        lease_ttl=lease_ttl,
         io=threaded_io,
-        storage=storage,
     )
 
 

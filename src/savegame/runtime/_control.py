@@ -14,6 +14,8 @@ from savegame.effects import decisions, run_compensation
 from savegame.errors import EffectSettledError, LeaseHeldError, RunStateError
 from savegame.model import EffectKind, EffectStatus, Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import _lease as leases
+from savegame.runtime._decision import Decision, continue_after
+from savegame.runtime._execution import Observer
 from savegame.runtime._loader import load
 from savegame.stores import opened_store
 from savegame.stores.base import ALL_EFFECTS, Store
@@ -193,18 +195,44 @@ def approve(
     by: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
-) -> decisions.EffectRecord:
-    """Record approval of a gated tool call (``edit`` replaces its arguments); then ``resume`` the run.
+    resume: bool = True,
+    workflow: Any = None,
+    observer: Observer | None = None,
+    lease_ttl: float = leases.DEFAULT_TTL,
+) -> Decision:
+    """Record approval of a gated tool call (``edit`` replaces its arguments), then
+    continue the run here if its workflow loads here.
 
     An edit is checked against the tool's signature first (the workflow's module is
     imported from the run's reference to find the tool), so it cannot leave the run stuck.
+
+    Args:
+        resume: continue the run in this process once the decision is recorded, where
+            its workflow loads (``workflow``, or its stored reference imports here).
+            Where it does not, or with ``resume=False``, the run is queued for the
+            worker fleet instead; a ``savegame worker`` or :func:`resume` continues it.
+        workflow: the Workflow or Agent to continue with (default: imported from the
+            reference stored with the run).
+        observer: callbacks while the run continues here.
+
+    Returns:
+        The decision as recorded, and where the run ended if it was continued here
+        (or the error that stopped it, or why it was not continued).
+
+    Raises:
+        NotFoundError, RunStateError, EffectSettledError: the decision was not recorded
+            (no such run or pending approval; someone decided first).
     """
     with opened_store(store) as s:
         if edit is not None:
             _import_tools(s.get_run(run_id), storage)
-        return decisions.approve(
+        entry = decisions.approve(
             s, run_id, interrupt_id=interrupt_id, edit=edit, by=by, storage=storage
         )
+        return continue_after(
+            s, entry, resume_run=resume, workflow=workflow, observer=observer,
+            lease_ttl=lease_ttl, storage=storage,
+        )  # fmt: skip
 
 
 def reject(
@@ -215,12 +243,22 @@ def reject(
     by: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
-) -> decisions.EffectRecord:
-    """Record rejection of a gated tool call; on resume its ``ctx.call`` raises ApprovalRejected."""
+    resume: bool = True,
+    workflow: Any = None,
+    observer: Observer | None = None,
+    lease_ttl: float = leases.DEFAULT_TTL,
+) -> Decision:
+    """Record rejection of a gated tool call (its ``ctx.call`` raises ApprovalRejected), then
+    continue the run here if its workflow loads here; ``resume`` and the rest as for
+    :func:`approve`."""
     with opened_store(store) as s:
-        return decisions.reject(
+        entry = decisions.reject(
             s, run_id, reason=reason, interrupt_id=interrupt_id, by=by, storage=storage
         )
+        return continue_after(
+            s, entry, resume_run=resume, workflow=workflow, observer=observer,
+            lease_ttl=lease_ttl, storage=storage,
+        )  # fmt: skip
 
 
 def resolve(

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 
 from savegame.codec import Chain
 from savegame.codec.storage import StorageConfig
-from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord, Lease
+from savegame.model import (
+    Checkpoint,
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectRecord,
+    Lease,
+    RunInfo,
+)
 from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._workflow import Workflow
@@ -22,6 +29,14 @@ class Observer:
     """Called with (run_id, step index, step name) before a step runs."""
     on_checkpoint: Callable[[CheckpointHeader, float], None] | None = None
     """Called with the header and the write time in seconds once a checkpoint is committed."""
+    on_existing: Callable[[RunInfo, str], None] | None = None
+    """Called when a start (``run``/``submit`` with a ``run_id``) finds the run: with its
+    row and what the start does with it, ``"continue"`` or ``"return"``."""
+    on_decision: Callable[[EffectRecord], None] | None = None
+    """Called by ``approve``/``reject`` once the decision is recorded, before the run continues."""
+    on_wait: Callable[[RunInfo], None] | None = None
+    """Called when a start waits for an unfinished run of its thread
+    (``on_thread_busy="wait"``), once per run it waits for."""
 
 
 @dataclass

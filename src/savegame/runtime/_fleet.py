@@ -16,7 +16,8 @@ from savegame.runtime._bridge import run_sync
 from savegame.runtime._execution import Observer
 from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._runner import execute
-from savegame.runtime._setup import prepare_resume, start_run
+from savegame.runtime._setup import prepare_resume
+from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_submit
 from savegame.stores import opened_store
 from savegame.stores.base import Store
 
@@ -32,6 +33,9 @@ def submit(
     store: Store | str | None = None,
     metadata: Mapping[str, Any] | None = None,
     storage: StorageConfig | None = None,
+    on_exists: OnExists = "continue",
+    on_thread_busy: OnThreadBusy = "reject",
+    observer: Observer | None = None,
 ) -> RunInfo:
     """Queue a run for the worker fleet (``savegame worker``) instead of running it here.
 
@@ -40,17 +44,30 @@ def submit(
     workflow from the reference stored with the run, so it must live in an
     importable module or file.
 
+    A ``run_id`` that exists is handled as :func:`savegame.run` does, for the fleet:
+    with ``on_exists="continue"`` (default) an unfinished run is left to the fleet
+    (a failed one, or one whose approval was decided, is queued again) and a
+    finished one is returned as it is; ``"return"`` returns the row untouched;
+    ``"reject"`` raises RunExistsError. ``on_thread_busy`` is as for ``run``.
+
     Returns:
-        The queued run's row.
+        The run's row (``queued`` for a new run).
     """
     wf = as_workflow(workflow)
-    ref = reference_of(workflow)
+    start = Start(
+        thread_id=thread_id,
+        run_id=run_id,
+        metadata=metadata,
+        ttl=leases.DEFAULT_TTL,
+        ref=reference_of(workflow),
+        storage=storage,
+        on_exists=on_exists,
+        on_thread_busy=on_thread_busy,
+        observer=observer or Observer(),
+        queued=True,
+    )
     with opened_store(store) as s:
-        ready = start_run(
-            wf, s, input, thread_id=thread_id, run_id=run_id, metadata=metadata,
-            ttl=leases.DEFAULT_TTL, ref=ref, storage=storage, queued=True,
-        )  # fmt: skip
-        return s.get_run(ready.start.run_id)
+        return begin_submit(wf, s, input, start)
 
 
 def resume_claimed(

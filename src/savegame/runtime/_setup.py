@@ -50,6 +50,8 @@ class Ready:
     next record must then be a keyframe: a delta needs its base's exact state)."""
     lease: Lease
     """The run's lease: held by this process, or by nobody for a queued run."""
+    created: bool = False
+    """The run was created here (``start``, its input checkpoint, is new)."""
 
     def execution(
         self,
@@ -81,7 +83,7 @@ class Ready:
         )
 
 
-def _decode(
+def decode(
     store: Store, record: CheckpointRecord, wf: Workflow, storage: StorageConfig | None
 ) -> tuple[Checkpoint, Chain | None]:
     """The checkpoint, migrated; and its chain position unless migration changed the state
@@ -153,7 +155,7 @@ def start_run(
     # A queued run is created unowned: the first worker to claim it leases it.
     lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
     start = Checkpoint(header=record.header, state=state)
-    return Ready(wf, start, record, Chain(0, 0, record.header.size), lease)
+    return Ready(wf, start, record, Chain(0, 0, record.header.size), lease, created=True)
 
 
 def _thread_state(
@@ -164,7 +166,7 @@ def _thread_state(
     head = store.thread_head(thread_id)
     if head is None:
         return {}, None
-    return dict(_decode(store, head, wf, storage)[0].state), head.checkpoint_id
+    return dict(decode(store, head, wf, storage)[0].state), head.checkpoint_id
 
 
 def _run_row(
@@ -236,7 +238,7 @@ def prepare_resume(
         else:
             record = store.latest_checkpoint(run_id)
             codec.check_head(info, record)
-        cp, chain = _decode(store, record, wf, storage)
+        cp, chain = decode(store, record, wf, storage)
         if cp.next is None:
             raise RunStateError(run_id, cp.status.value, "resume")
     except BaseException:
