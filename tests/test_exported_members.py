@@ -38,6 +38,7 @@ PUBLIC_API = [
     "Effect",
     "EffectKind",
     "EffectStatus",
+    "Backoff",
     "PendingInterrupt",
     "Tool",
     "approve",
@@ -96,6 +97,7 @@ PUBLIC_API = [
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

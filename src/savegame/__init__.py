@@ -20,7 +20,7 @@ from savegame.agent import Agent, ChatModel, ModelResponse, ScriptedModel, ToolC
 from savegame.codec import register
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
-from savegame.effects import PendingInterrupt, Tool, tool
+from savegame.effects import Backoff, PendingInterrupt, Tool, tool
 from savegame.errors import (
     ApprovalRejected,
     CheckpointWriteError,
@@ -41,6 +41,7 @@ from savegame.errors import (
     SerializationError,
     StateVersionError,
     StepError,
+    TimedOutError,
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
@@ -122,6 +123,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "Effect",
     "EffectKind",
     "EffectStatus",
+    "Backoff",
     "PendingInterrupt",
     "Tool",
     "approve",
@@ -180,6 +182,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

@@ -5,7 +5,9 @@ runtime how to call the function exactly once across crashes: a write's intent
 is journaled before the call and its result after; an idempotent tool gets a
 stable ``request_id`` the outside system can deduplicate on; ``reconcile``
 asks the outside world whether an in-doubt call happened; ``compensate``
-names the tool that undoes it; ``approval`` gates it behind a person.
+names the tool that undoes it; ``approval`` gates it behind a person;
+``retries``, ``backoff`` and ``timeout`` say how long one call may take and how
+often it is tried (see :mod:`savegame.effects._attempts` for the rules).
 """
 
 from __future__ import annotations
@@ -15,6 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
+from savegame.effects._retry import (
+    DEFAULT_BACKOFF,
+    Backoff,
+    RetryOn,
+    as_backoff,
+    check_retries,
+)
 from savegame.errors import ConfigurationError
 
 EffectType = Literal["read", "write"]
@@ -43,6 +52,15 @@ class Tool:
     """A read whose result is committed to the journal when it returns (one store write),
     rather than with the next checkpoint: for reads that cost money or time. Writes and
     model calls always are."""
+    retries: int = 0
+    """Attempts after the first when a call raises one of ``retry_on`` and calling again
+    is safe (a read; a write settled not-done). Each attempt is journaled with its error."""
+    backoff: Backoff = DEFAULT_BACKOFF
+    """The waits between attempts."""
+    timeout: float | None = None
+    """Seconds one attempt may take; then it raises TimedOutError."""
+    retry_on: RetryOn = (Exception,)
+    """The exceptions worth another attempt."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -101,6 +119,10 @@ def tool(
     safe_errors: tuple[type[BaseException], ...] = (),
     durable: bool = False,
     name: str | None = None,
+    retries: int = 0,
+    backoff: Backoff | float = ...,
+    timeout: float | None = None,
+    retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -116,6 +138,10 @@ def tool(
     safe_errors: tuple[type[BaseException], ...] = (),
     durable: bool = False,
     name: str | None = None,
+    retries: int = 0,
+    backoff: Backoff | float = DEFAULT_BACKOFF,
+    timeout: float | None = None,
+    retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool; usable bare (``@tool``, a read) or with options.
 
@@ -135,6 +161,21 @@ def tool(
             slow query). Without it a read's result is saved with the next checkpoint,
             or sooner with the next write, durable read, model call or interrupt.
         name: the tool's name (default: the function's name).
+        retries: attempts after the first when a call raises one of ``retry_on``. A read is
+            simply called again. A write is called again only once its failure is settled
+            not-done, by the rules above: the tool is idempotent (same request id), the
+            error is one of its ``safe_errors``, or ``reconcile`` says it did not happen.
+            Any other raised write is in doubt and stops the run on its first error,
+            whatever ``retries`` says; so a write with retries but none of those three is
+            refused here. A call that has a recorded result is never made again.
+        backoff: the waits between attempts: seconds (the first wait; exponential with
+            jitter after it) or a :class:`Backoff`.
+        timeout: seconds one attempt may take before it raises TimedOutError. An async
+            tool is cancelled. A sync tool runs in a thread of its own, which cannot be
+            stopped: it is left running and may still finish, so a timed-out sync write is
+            in doubt unless the tool is idempotent (``reconcile`` is not asked while the
+            call may still land).
+        retry_on: the exceptions worth another attempt (default: any Exception).
     """
     if effect not in ("read", "write"):
         raise ConfigurationError(f"tool effect must be 'read' or 'write', not {effect!r}")
@@ -142,16 +183,25 @@ def tool(
     for kind in safe:
         if not (isinstance(kind, type) and issubclass(kind, BaseException)):
             raise ConfigurationError(f"safe_errors must be exception classes, not {kind!r}")
+    waits = as_backoff(backoff)
 
     def wrap(func: Callable[..., Any]) -> Tool:
         tool_name = name or func.__name__
+        owner = f"tool {tool_name}"
         if idempotent and "request_id" not in inspect.signature(func).parameters:
             raise ConfigurationError(
                 f"tool {tool_name} is declared idempotent but takes no request_id parameter"
             )
+        kinds = check_retries(retries, timeout, retry_on, owner)
+        if retries and effect == "write" and not (idempotent or safe or reconcile):
+            raise ConfigurationError(
+                f"{owner}: retries on a write need a way to tell that a failed call did not "
+                "happen: idempotent=True (called again with the same request id), safe_errors="
+                "(...) or reconcile=...; any other write that raised is in doubt and never retried"
+            )
         made = Tool(
             func, tool_name, effect, idempotent, compensate, approval, reconcile, safe,
-            durable=durable,
+            durable=durable, retries=retries, backoff=waits, timeout=timeout, retry_on=kinds,
         )  # fmt: skip
         # Registered by name so a compensation can be found in a fresh process
         # once the workflow's module has been imported.
