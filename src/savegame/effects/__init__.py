@@ -45,7 +45,15 @@ from savegame.effects._retry import (
     retryable,
     within,
 )
-from savegame.effects._tools import Tool, as_tool, tool
+from savegame.effects._tools import (
+    Tool,
+    as_tool,
+    check_approval,
+    close_match,
+    registered,
+    tool,
+    unknown_compensation,
+)
 from savegame.effects.decisions import PendingInterrupt, default_actor
 
 __all__ = [
@@ -67,13 +75,17 @@ __all__ = [
     "as_backoff",
     "as_response",
     "as_tool",
+    "check_approval",
     "check_retries",
+    "close_match",
     "decisions",
     "default_actor",
     "invoke_call",
+    "registered",
     "retryable",
     "run_compensation",
     "tool",
     "tool_spec",
+    "unknown_compensation",
     "within",
 ]

@@ -16,9 +16,10 @@ from typing import Any
 from savegame.codec import canonical, decode_value, encode_value
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
-from savegame.effects._tools import Tool
+from savegame.effects._tools import Tool, unknown_compensation
 from savegame.errors import (
     ApprovalRejected,
+    ConfigurationError,
     InDoubtEffectError,
     LeaseLostError,
     NonDeterminismError,
@@ -187,11 +188,19 @@ class Calls:
         ):
             return self._in_doubt(tool, request_id, arguments, existing)
         if kind is EffectKind.WRITE:
+            self._refuse_unknown_compensation(tool)
             entry = self.journal.intent(
                 self._entry(request_id, index, kind, tool.name, encoded, meta)
             )
             return Prepared(request_id, kind, tool.name, arguments, entry, tool=tool)
         return Prepared(request_id, kind, tool.name, arguments, None, meta=meta, tool=tool)
+
+    def _refuse_unknown_compensation(self, tool: Tool) -> None:
+        """A write whose undo names no tool is refused before it happens: its compensation
+        would find nothing to call."""
+        problem = unknown_compensation(tool)
+        if problem is not None:
+            raise ConfigurationError(f"run {self.run_id}, step {self.node!r}: {problem}")
 
     def _check_recorded(
         self,

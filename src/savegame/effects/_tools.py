@@ -12,6 +12,7 @@ often it is tried (see :mod:`savegame.effects._attempts` for the rules).
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -192,6 +193,7 @@ def tool(
             raise ConfigurationError(
                 f"tool {tool_name} is declared idempotent but takes no request_id parameter"
             )
+        check_approval(approval, owner)
         kinds = check_retries(retries, timeout, retry_on, owner)
         if retries and effect == "write" and not (idempotent or safe or reconcile):
             raise ConfigurationError(
@@ -222,10 +224,41 @@ def as_tool(obj: Any) -> Tool:
     raise ConfigurationError(f"{obj!r} is not a tool or a function")
 
 
+def check_approval(approval: Any, owner: str) -> None:
+    """Refuse an ``approval`` that is neither a bool nor a predicate on the arguments."""
+    if not (isinstance(approval, bool) or callable(approval)):
+        raise ConfigurationError(
+            f"{owner}: approval must be True, False or a function of the arguments "
+            f"returning a bool, not {approval!r}"
+        )
+
+
+def registered(name: str) -> Tool | None:
+    """The tool registered under ``name`` (its module was imported), or None."""
+    return _registry.get(name)
+
+
+def close_match(name: str) -> str:
+    """`` (did you mean 'x'?)`` for the registered tool name nearest ``name``, or ''."""
+    near = difflib.get_close_matches(name, list(_registry), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def unknown_compensation(t: Tool) -> str | None:
+    """Why ``t``'s ``compensate=`` names no registered tool, or None when it does (or has none)."""
+    if t.compensate is None or t.compensate in _registry:
+        return None
+    return (
+        f"tool {t.name} declares compensate={t.compensate!r}, but no tool of that name is "
+        f"registered{close_match(t.compensate)}"
+    )
+
+
 def tool_named(name: str) -> Tool:
     found = _registry.get(name)
     if found is None:
         raise ConfigurationError(
-            f"no tool named {name!r} is registered; import the module that defines it"
+            f"no tool named {name!r} is registered{close_match(name)}; "
+            "import the module that defines it"
         )
     return found

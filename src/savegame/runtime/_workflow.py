@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -12,6 +13,7 @@ from savegame.codec import Migration
 from savegame.effects import Backoff, RetryOn, as_backoff, check_retries
 from savegame.errors import ConfigurationError
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._validate import check_workflow
 
 #: Returned as the next step to end the run.
 END = "__end__"
@@ -82,6 +84,8 @@ class Workflow:
     entry: str | None = field(default=None, init=False)
     defined_in: str | None = field(default=None, init=False)
     """Module name (or file path for ``__main__``) where the workflow was created, for resume."""
+    _checked: tuple[Any, ...] | None = field(default=None, init=False, repr=False)
+    """The steps and entry that passed :meth:`validate` last."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -226,10 +230,32 @@ class Workflow:
         spec = self.steps.get(name)
         if spec is None:
             known = ", ".join(sorted(self.steps)) or "none"
+            near = difflib.get_close_matches(name, list(self.steps), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
             raise ConfigurationError(
-                f"workflow {self.name!r} has no step {name!r} (steps: {known})"
+                f"workflow {self.name!r} has no step {name!r}{hint} (steps: {known})"
             )
         return spec
+
+    def validate(self) -> None:
+        """Refuse a workflow that cannot run as written, before any step does its effects.
+
+        Checked: it has steps and an entry step; every next step a step returns as a
+        literal (``return update, "plan"``, either side of ``a if c else b``, a module
+        constant) is a step of the workflow; every tool a step refers to by name has a
+        ``compensate=`` that names a registered tool and an ``approval`` that is a bool
+        or a function. Run, resume, submit and the CLI call it when they load the
+        workflow; a next step computed at run time is still checked after the step.
+
+        Raises:
+            ConfigurationError: naming the workflow, the step and what is wrong, with
+                the nearest known name.
+        """
+        seen = (tuple(self.steps), self.entry)
+        if self._checked == seen:
+            return
+        check_workflow(self, END)
+        self._checked = seen
 
     @property
     def workflow(self) -> Workflow:
