@@ -1,21 +1,35 @@
 """Two workflows that retry, for the kill -9 in the middle of a wait.
 
 The outside world is files in ``$RETRY_WORLD``: ``ledger.txt`` (a write that must
-happen once), ``attempts.txt`` (every execution of the failing call or step). The
-wait between attempts is ``$RETRY_WAIT`` seconds: long when the child is to be killed
-in it, tiny when it resumes.
+happen once), ``attempts.txt`` (every execution of the failing call or step).
+
+``SAVEGAME_HOOK=backoff`` makes the process print ``HOOK backoff`` and block on stdin
+when a wait between attempts begins (stamina's retry hook: the failed attempt is
+journaled, the sleep not begun), so the parent's SIGKILL lands in the wait.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from stamina.instrumentation import RetryDetails, set_on_retry_hooks
+
 from savegame import END, Backoff, StepContext, Workflow, tool
 
-WAIT = float(os.environ.get("RETRY_WAIT", "0.001"))
-WAITS = Backoff(initial=WAIT, maximum=WAIT, jitter=0)
+WAITS = Backoff(initial=0.001, maximum=0.001, jitter=0)
+
+
+def in_the_wait(details: RetryDetails) -> None:
+    if os.environ.get("SAVEGAME_HOOK") == "backoff":
+        sys.stdout.write("HOOK backoff\n")
+        sys.stdout.flush()
+        sys.stdin.readline()
+
+
+set_on_retry_hooks([in_the_wait])
 
 
 def world(name: str) -> Path:

@@ -2,8 +2,8 @@
 was. The write before the failing call or step is not made again, and the attempts
 already made count against the budget: two more, not a fresh three.
 
-The child announces the wait from stamina's retry hook, which runs after the failed
-attempt was journaled and before the sleep; it is killed there, in a wait of 60 s.
+The child blocks in stamina's retry hook, which runs after the failed attempt was
+journaled and before the sleep, and is killed there.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .harness import kill_at_hook, run_to_end
 
 pytestmark = pytest.mark.crash
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "retry_child.py")
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "effects_child.py")
 
 
 def lines(path: Path) -> list[str]:
@@ -29,21 +29,24 @@ def lines(path: Path) -> list[str]:
 @pytest.mark.parametrize("workflow", ["tools", "steps"])
 def test_a_run_killed_mid_backoff_resumes_without_repeating(tmp_path: Path, workflow: str) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    env = {"RETRY_WORLD": str(tmp_path), "RETRY_FLOW": workflow}
-    killed = kill_at_hook(
-        "start", url, "r", "backoff", script=CHILD, env={**env, "RETRY_WAIT": "60"}
-    )
+    env = {
+        "RETRY_WORLD": str(tmp_path),
+        "SAVEGAME_WORKLOAD": f"retry_workload.py:{workflow}",
+        "SAVEGAME_INPUT": "{}",
+    }
+    killed = kill_at_hook("start", url, "r", "backoff", script=CHILD, env=env)
     assert killed.hooks == ["backoff"] and killed.done is None
-    assert lines(tmp_path / "attempts.txt") and len(lines(tmp_path / "attempts.txt")) == 1
+    assert len(lines(tmp_path / "attempts.txt")) == 1
     assert get_run("r", store=url).status is RunStatus.RUNNING
 
-    resumed = run_to_end("resume", url, "r", script=CHILD, env={**env, "RETRY_WAIT": "0.001"})
+    resumed = run_to_end("resume", url, "r", script=CHILD, env=env)
     assert resumed.error == "StepError", resumed.stderr
     assert len(lines(tmp_path / "attempts.txt")) == 3  # 1 before the kill, 2 after
     assert len(lines(tmp_path / "ledger.txt")) == 1  # the write replayed, never repeated
     info = get_run("r", store=url)
     assert info.status is RunStatus.FAILED
-    assert "(attempt 3)" in (info.error or "") or "(execution 3," in (info.error or "")
+    last = "quote service down (attempt 3)" if workflow == "tools" else "courier down (execution 3"
+    assert last in (info.error or "")  # failed with the last attempt's error
     if workflow == "tools":
         numbers = [
             e.metadata["attempt"]
