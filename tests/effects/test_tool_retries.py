@@ -75,7 +75,7 @@ def picky(order_id: str) -> None:
 
 
 @tool(effect="write", idempotent=True, retries=2, backoff=TINY)
-def charge(amount: int, *, request_id: str) -> str:
+def charge_retried(amount: int, *, request_id: str) -> str:
     calls["charge"] += 1
     seen_ids.append(request_id)
     if calls["charge"] < 3:
@@ -84,7 +84,7 @@ def charge(amount: int, *, request_id: str) -> str:
 
 
 @tool(effect="write", safe_errors=(Declined,), retries=3, backoff=TINY)
-def pay(amount: int) -> str:
+def pay_bank(amount: int) -> str:
     calls["pay"] += 1
     if calls["pay"] == 1:
         raise Declined("card declined before charging")
@@ -140,7 +140,7 @@ def test_only_the_exceptions_in_retry_on_are_retried(url: str) -> None:
 
 
 def test_an_idempotent_write_is_retried_with_the_same_request_id(url: str) -> None:
-    result = run(one_call("charge", charge, 30), store=url)
+    result = run(one_call("charge", charge_retried, 30), store=url)
     assert result.state["out"] == "ch-30"
     assert calls["charge"] == 3
     assert len(set(seen_ids)) == 1  # the outside system deduplicates on it
@@ -150,7 +150,7 @@ def test_an_idempotent_write_is_retried_with_the_same_request_id(url: str) -> No
 def test_a_raised_write_whose_outcome_is_unknown_is_not_retried(url: str) -> None:
     """A safe error is retried; the timeout that follows may have charged: the run stops."""
     with pytest.raises(InDoubtEffectError, match="no answer from the bank"):
-        run(one_call("pay", pay, 30), run_id="r-pay", store=url)
+        run(one_call("pay", pay_bank, 30), run_id="r-pay", store=url)
     assert calls["pay"] == 2  # the Declined attempt, then one that may have happened
     assert get_run("r-pay", store=url).status is RunStatus.NEEDS_ATTENTION
     assert attempts_of(url, "r-pay") == [(1, "Declined: card declined before charging")]

@@ -41,12 +41,12 @@ def url(tmp_path: Path) -> str:
 
 
 @tool(effect="write", idempotent=True)
-def cancel_refund(order_id: str, *, result: Any, request_id: str) -> None:
+def cancel_order_refund(order_id: str, *, result: Any, request_id: str) -> None:
     world.append(f"cancel {order_id}")
 
 
-@tool(effect="write", idempotent=True, compensate="cancel_refnd")
-def issue_refund(order_id: str, *, request_id: str) -> str:
+@tool(effect="write", idempotent=True, compensate="cancel_order_refnd")
+def refund_order(order_id: str, *, request_id: str) -> str:
     world.append(f"refund {order_id}")
     return "refunded"
 
@@ -110,20 +110,20 @@ def test_a_compensation_that_names_no_tool_is_refused_before_the_refund(url: str
 
     @wf.step(entry=True)
     def refund(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
-        return {"receipt": ctx.call(issue_refund, order_id="A-1")}, END
+        return {"receipt": ctx.call(refund_order, order_id="A-1")}, END
 
     with pytest.raises(ConfigurationError) as raised:
         run(wf, store=url)
     assert str(raised.value) == (
-        "workflow 'refunds', step 'refund': tool issue_refund declares "
-        "compensate='cancel_refnd', but no tool of that name is registered "
-        "(did you mean 'cancel_refund'?)"
+        "workflow 'refunds', step 'refund': tool refund_order declares "
+        "compensate='cancel_order_refnd', but no tool of that name is registered "
+        "(did you mean 'cancel_order_refund'?)"
     )
     assert world == [] and list_runs(store=url) == []
 
 
 def test_a_tool_reached_at_run_time_is_checked_before_its_intent(url: str) -> None:
-    by_name = {"refund": issue_refund}
+    by_name = {"refund": refund_order}
     wf = Workflow("dynamic-refunds")
 
     @wf.step(entry=True)
@@ -131,7 +131,7 @@ def test_a_tool_reached_at_run_time_is_checked_before_its_intent(url: str) -> No
         return {"receipt": ctx.call(by_name[state["action"]], order_id="A-2")}, END
 
     wf.validate()  # nothing to see statically: the tool comes out of a dict
-    with pytest.raises(ConfigurationError, match="run r-dyn, step 'refund': tool issue_refund"):
+    with pytest.raises(ConfigurationError, match="run r-dyn, step 'refund': tool refund_order"):
         run(wf, {"action": "refund"}, run_id="r-dyn", store=url)
     assert world == []  # refused before the write, not after
 
