@@ -2,9 +2,10 @@
 
 The waits between attempts come from stamina (exponential backoff with jitter, over
 tenacity), so its instrumentation (logging, structlog, prometheus) and its test mode
-(``stamina.set_testing(True)``: no waits) apply to savegame's retries too. What an
-attempt is, and whether a failed one may be tried again, is the caller's: the journal
-rules for a tool call (:mod:`savegame.effects._attempts`), the loop's for a step.
+(``stamina.set_testing(True, attempts=10, cap=True)``: no waits) apply to savegame's
+retries too. What an attempt is, and whether a failed one may be tried again, is the
+caller's: the journal rules for a tool call (:mod:`savegame.effects._attempts`), the
+loop's for a step.
 """
 
 from __future__ import annotations
