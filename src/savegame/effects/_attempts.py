@@ -18,12 +18,72 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from dataclasses import replace
 from typing import Any
 
+from savegame.codec import encode_value
 from savegame.effects._calls import Calls, Prepared
 from savegame.effects._retry import Expired, aattempts, attempts, in_thread, retryable, within
 from savegame.effects._tools import Tool
-from savegame.errors import TimedOutError
+from savegame.errors import TimedOutError, describe
+from savegame.model import EffectRecord, EffectStatus
+
+_SETTLE_KEYS = frozenset({"raised", "reconciled", "resolved", "by", "at"})
+"""Metadata an outcome adds to an entry, dropped from the intent of another attempt."""
+
+
+def attempts_made(calls: Calls, request_id: str) -> tuple[int, int]:
+    """(attempts journaled for the call at ``request_id``, how many of them count against
+    its current budget): after a crash mid-backoff the budget goes on; once one ran out
+    (the run failed), a new execution of the step gets a fresh one."""
+    made = 0
+    while calls.journal.get(f"{request_id}:attempt:{made + 1}") is not None:
+        made += 1
+    last = calls.journal.get(f"{request_id}:attempt:{made}") if made else None
+    if last is None:
+        return 0, 0
+    number, of = last.metadata.get("attempt"), last.metadata.get("of")
+    if not (isinstance(number, int) and isinstance(of, int)) or number >= of:
+        return made, 0
+    return made, number
+
+
+def record_attempt(
+    calls: Calls, prepared: Prepared, error: BaseException, number: int, of: int, made: int
+) -> None:
+    """Journal attempt ``number`` (of ``of``) of a call, which raised ``error``; committed at
+    once, so a run killed while it waits to try again goes on counting."""
+    entry = EffectRecord(
+        run_id=calls.run_id,
+        request_id=f"{prepared.request_id}:attempt:{made}",
+        kind=prepared.kind,
+        name=prepared.name,
+        step=calls.step,
+        node=calls.node,
+        call_index=int(prepared.request_id.rsplit(":", 1)[1]),
+        status=EffectStatus.FAILED,
+        arguments=encode_value(prepared.arguments, "arguments"),
+        error=describe(error),
+        metadata={"attempt": number, "of": of},
+    )
+    calls.journal.intent(entry)
+
+
+def again(calls: Calls, prepared: Prepared) -> Prepared:
+    """Prepare another attempt of a call: a write settled not-done gets its intent committed
+    again (same request id) before it is called; a read needs nothing."""
+    entry = prepared.entry
+    if entry is None:
+        return prepared
+    current = calls.journal.get(entry.request_id) or entry
+    if current.status is not EffectStatus.NOT_DONE:
+        return replace(prepared, entry=current)
+    fresh = replace(
+        current, status=EffectStatus.PENDING, result=None, error=None,
+        completed_at=None, checksum="",
+        metadata={k: v for k, v in current.metadata.items() if k not in _SETTLE_KEYS},
+    )  # fmt: skip
+    return replace(prepared, entry=calls.journal.intent(fresh))
 
 
 class _Budget:
@@ -33,7 +93,7 @@ class _Budget:
         self.calls = calls
         self.tool = tool
         self.prepared = prepared
-        self.made, self.done = calls.attempts_made(prepared.request_id)
+        self.made, self.done = attempts_made(calls, prepared.request_id)
         self.number = self.done
 
     def may_retry(self, error: Exception) -> bool:
@@ -42,14 +102,14 @@ class _Budget:
     def begin(self) -> Prepared:
         self.number += 1
         self.made += 1
-        self.prepared = self.calls.again(self.prepared)
+        self.prepared = again(self.calls, self.prepared)
         return self.prepared
 
     def failed(self, error: Exception) -> None:
         """Journal this attempt's error (the call's own entry is settled first)."""
         if self.tool.retries:
             of = self.tool.retries + 1
-            self.calls.attempt_failed(self.prepared, error, self.number, of, self.made)
+            record_attempt(self.calls, self.prepared, error, self.number, of, self.made)
 
 
 def invoke(calls: Calls, tool: Tool, prepared: Prepared) -> Any:

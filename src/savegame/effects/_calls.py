@@ -33,8 +33,6 @@ from savegame.signals import Cancel, NeedsAttention, Pause
 UNSAVEABLE = "the tool's result is not pure data"
 _UNKNOWN: Any = object()
 """What a ``reconcile`` that raised answered: nobody knows."""
-_SETTLE_KEYS = frozenset({"raised", "reconciled", "resolved", "by", "at"})
-"""Metadata an outcome adds to an entry, dropped from the intent of another attempt."""
 
 
 @dataclass
@@ -384,55 +382,6 @@ class Calls:
             else:
                 self.journal.buffer(done)
         return result
-
-    # -- attempts (a tool with retries) -----------------------------------------------------
-    def attempts_made(self, request_id: str) -> tuple[int, int]:
-        """(attempts journaled for the call at ``request_id``, how many of them count
-        against its current budget): after a crash mid-backoff the budget goes on; once
-        one ran out (the run failed), a new execution of the step gets a fresh one."""
-        made = 0
-        while self.journal.get(f"{request_id}:attempt:{made + 1}") is not None:
-            made += 1
-        if not made:
-            return 0, 0
-        last = self.journal.get(f"{request_id}:attempt:{made}")
-        assert last is not None
-        number, of = last.metadata.get("attempt"), last.metadata.get("of")
-        if not (isinstance(number, int) and isinstance(of, int)) or number >= of:
-            return made, 0
-        return made, number
-
-    def attempt_failed(
-        self, prepared: Prepared, error: BaseException, number: int, of: int, made: int
-    ) -> None:
-        """Journal attempt ``number`` (of ``of``) of a call, which raised ``error``; committed
-        at once, so a run killed while it waits to try again goes on counting."""
-        index = int(prepared.request_id.rsplit(":", 1)[1])
-        entry = self._entry(
-            f"{prepared.request_id}:attempt:{made}",
-            index,
-            prepared.kind,
-            prepared.name,
-            encode_value(prepared.arguments, "arguments"),
-            {"attempt": number, "of": of},
-        )
-        self.journal.intent(replace(entry, status=EffectStatus.FAILED, error=describe(error)))
-
-    def again(self, prepared: Prepared) -> Prepared:
-        """Prepare another attempt of a call: a write settled not-done gets its intent
-        committed again (same request id) before it is called; a read needs nothing."""
-        entry = prepared.entry
-        if entry is None:
-            return prepared
-        current = self.journal.get(entry.request_id) or entry
-        if current.status is not EffectStatus.NOT_DONE:
-            return replace(prepared, entry=current)
-        fresh = replace(
-            current, status=EffectStatus.PENDING, result=None, error=None,
-            completed_at=None, checksum="",
-            metadata={k: v for k, v in current.metadata.items() if k not in _SETTLE_KEYS},
-        )  # fmt: skip
-        return replace(prepared, entry=self.journal.intent(fresh))
 
     # -- model calls and interrupts --------------------------------------------------------
     def before_llm(self, call: ModelCall) -> Prepared:

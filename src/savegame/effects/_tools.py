@@ -162,20 +162,14 @@ def tool(
             slow query). Without it a read's result is saved with the next checkpoint,
             or sooner with the next write, durable read, model call or interrupt.
         name: the tool's name (default: the function's name).
-        retries: attempts after the first when a call raises one of ``retry_on``. A read is
-            simply called again. A write is called again only once its failure is settled
-            not-done, by the rules above: the tool is idempotent (same request id), the
-            error is one of its ``safe_errors``, or ``reconcile`` says it did not happen.
-            Any other raised write is in doubt and stops the run on its first error,
-            whatever ``retries`` says; so a write with retries but none of those three is
-            refused here. A call that has a recorded result is never made again.
-        backoff: the waits between attempts: seconds (the first wait; exponential with
-            jitter after it) or a :class:`Backoff`.
-        timeout: seconds one attempt may take before it raises TimedOutError. An async
-            tool is cancelled. A sync tool runs in a thread of its own, which cannot be
-            stopped: it is left running and may still finish, so a timed-out sync write is
-            in doubt unless the tool is idempotent (``reconcile`` is not asked while the
-            call may still land).
+        retries: attempts after the first when a call raises one of ``retry_on`` and calling
+            again is safe: a read, or a write whose failure is settled not-done (idempotent,
+            ``safe_errors``, ``reconcile``). Any other write that raised is in doubt and
+            never retried, so retries on such a write are refused here.
+        backoff: the waits between attempts: seconds (the first) or a :class:`Backoff`.
+        timeout: seconds per attempt, then TimedOutError. An async tool is cancelled; a
+            sync one is left running in its thread (which cannot be stopped), so a
+            timed-out sync write is in doubt unless the tool is idempotent.
         retry_on: the exceptions worth another attempt (default: any Exception).
     """
     if effect not in ("read", "write"):
@@ -188,23 +182,12 @@ def tool(
 
     def wrap(func: Callable[..., Any]) -> Tool:
         tool_name = name or func.__name__
-        owner = f"tool {tool_name}"
-        if idempotent and "request_id" not in inspect.signature(func).parameters:
-            raise ConfigurationError(
-                f"tool {tool_name} is declared idempotent but takes no request_id parameter"
-            )
-        check_approval(approval, owner)
-        kinds = check_retries(retries, timeout, retry_on, owner)
-        if retries and effect == "write" and not (idempotent or safe or reconcile):
-            raise ConfigurationError(
-                f"{owner}: retries on a write need a way to tell that a failed call did not "
-                "happen: idempotent=True (called again with the same request id), safe_errors="
-                "(...) or reconcile=...; any other write that raised is in doubt and never retried"
-            )
+        kinds = check_retries(retries, timeout, retry_on, f"tool {tool_name}")
         made = Tool(
             func, tool_name, effect, idempotent, compensate, approval, reconcile, safe,
             durable=durable, retries=retries, backoff=waits, timeout=timeout, retry_on=kinds,
         )  # fmt: skip
+        _refuse_unsafe(made)
         # Registered by name so a compensation can be found in a fresh process
         # once the workflow's module has been imported.
         _registry[tool_name] = made
@@ -213,6 +196,22 @@ def tool(
     if fn is not None:
         return wrap(fn)
     return wrap
+
+
+def _refuse_unsafe(t: Tool) -> None:
+    """Refuse a declaration the rules cannot keep: an idempotent tool with no request id,
+    an approval that is not one, retries on a write that has no safe way to retry."""
+    if t.idempotent and not t.takes_request_id:
+        raise ConfigurationError(
+            f"tool {t.name} is declared idempotent but takes no request_id parameter"
+        )
+    check_approval(t.approval, f"tool {t.name}")
+    if t.retries and t.effect == "write" and not (t.idempotent or t.safe_errors or t.reconcile):
+        raise ConfigurationError(
+            f"tool {t.name}: retries on a write need a way to tell that a failed call did not "
+            "happen: idempotent=True (called again with the same request id), safe_errors="
+            "(...) or reconcile=...; any other write that raised is in doubt and never retried"
+        )
 
 
 def as_tool(obj: Any) -> Tool:
