@@ -14,7 +14,7 @@ import asyncio
 import contextvars
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -109,18 +109,17 @@ def _schedule(retries: int, backoff: Backoff, done: int) -> dict[str, Any]:
 
 def attempts(
     retries: int, backoff: Backoff, done: int, may_retry: Callable[[Exception], bool]
-) -> Iterator[stamina.Attempt]:
+) -> Iterable[stamina.Attempt]:
     """stamina's attempts (``with attempt: ...``) left after ``done``; a failed one is
     tried again while ``may_retry(error)``; the last error is raised as it came."""
-    yield from stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))
+    return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))
 
 
-async def aattempts(
+def aattempts(
     retries: int, backoff: Backoff, done: int, may_retry: Callable[[Exception], bool]
-) -> AsyncIterator[stamina.Attempt]:
-    """Async twin of :func:`attempts` (the waits are ``asyncio.sleep``)."""
-    async for attempt in stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done)):
-        yield attempt
+) -> AsyncIterable[stamina.Attempt]:
+    """Async twin of :func:`attempts` (``async for``; the waits are ``asyncio.sleep``)."""
+    return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))
 
 
 class Expired(Exception):
