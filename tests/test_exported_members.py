@@ -39,6 +39,7 @@ PUBLIC_API = [
     "Effect",
     "EffectKind",
     "EffectStatus",
+    "Backoff",
     "PendingInterrupt",
     "Tool",
     "approve",
@@ -99,6 +100,7 @@ PUBLIC_API = [
     "StateVersionError",
     "StepError",
     "ThreadBusyError",
+    "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

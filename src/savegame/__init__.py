@@ -20,7 +20,7 @@ from savegame.agent import Agent, ChatModel, ModelResponse, ScriptedModel, ToolC
 from savegame.codec import register
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
-from savegame.effects import PendingInterrupt, Tool, tool
+from savegame.effects import Backoff, PendingInterrupt, Tool, tool
 from savegame.errors import (
     ApprovalRejected,
     CheckpointWriteError,
@@ -43,6 +43,7 @@ from savegame.errors import (
     StateVersionError,
     StepError,
     ThreadBusyError,
+    TimedOutError,
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
@@ -126,6 +127,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "Effect",
     "EffectKind",
     "EffectStatus",
+    "Backoff",
     "PendingInterrupt",
     "Tool",
     "approve",
@@ -186,6 +188,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "StateVersionError",
     "StepError",
     "ThreadBusyError",
+    "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

@@ -22,6 +22,7 @@ each branch is named for what the caller does next::
     │   └── LeaseLostError          our lease was taken over; a stale write was rejected
     ├── CheckpointWriteError        a checkpoint could not be written; the run stopped
     ├── StepError                   a user step raised; the run is marked failed
+    ├── TimedOutError               a step or a tool call ran past its timeout (also a TimeoutError)
     ├── InDoubtEffectError          a write effect may or may not have happened: a person decides
     ├── NonDeterminismError         a re-executed step made a different call than the journal holds
     ├── ApprovalRejected            a person rejected a gated tool call (a step may catch it)
@@ -258,6 +259,40 @@ class StepError(SavegameError):
         self.step = step
         self.cause = cause
         super().__init__(f"run {run_id}: step {step!r} raised {describe(cause)}")
+
+
+class TimedOutError(SavegameError, TimeoutError):
+    """A step or a tool call ran past its ``timeout``; a ``TimeoutError`` too, so
+    ``retry_on=TimeoutError`` retries it.
+
+    Attributes:
+        tool: the tool whose call timed out, or None when the step itself did.
+        abandoned: the call is a sync tool's, whose thread cannot be stopped: it was left
+            running and may still finish (what it does then is not recorded).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        step: str,
+        seconds: float,
+        *,
+        tool: str | None = None,
+        abandoned: bool = False,
+    ) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.seconds = seconds
+        self.tool = tool
+        self.abandoned = abandoned
+        what = f"step {step!r}" if tool is None else f"step {step!r}: tool {tool}"
+        if tool is None:
+            how = "it was cancelled at its next await"
+        elif abandoned:
+            how = "its thread was left running and may still finish (a sync call cannot be stopped)"
+        else:
+            how = "the call was cancelled"
+        super().__init__(f"run {run_id}: {what} timed out after {seconds:g}s; {how}")
 
 
 class InDoubtEffectError(SavegameError):

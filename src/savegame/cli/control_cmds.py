@@ -20,7 +20,7 @@ from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
 from savegame.cli.options import JsonOption, StoreOption
-from savegame.model import EffectRecord, RunStatus
+from savegame.model import EffectKind, EffectRecord, RunStatus
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
 InterruptOption = Annotated[
@@ -76,6 +76,8 @@ def resolve_command(
     value = None if result is None else parse_json(result, "--result")
     entry = savegame.resolve(run_id, effect, done=done, result=value, by=by, store=store)
     outcome = "done" if done else "not done"
+    # A compensation's run goes on with `compensate`, the others' with `resume`.
+    verb = "compensate" if entry.kind is EffectKind.COMPENSATION else "resume"
     if as_json:
         jsonview.emit(
             {
@@ -83,7 +85,7 @@ def resolve_command(
                 "request_id": entry.request_id,
                 "status": entry.status.value,
                 "by": entry.metadata.get("by"),
-                "next": f"savegame resume {run_id}",
+                "next": f"savegame {verb} {run_id}",
             }
         )
         return
@@ -92,6 +94,10 @@ def resolve_command(
         f"{entry.request_id} ({entry.name}) settled as {outcome} by {entry.metadata.get('by')}"
     )
     tail = f" --store {store}" if store else ""
+    if verb == "compensate":
+        then = "skips this undo" if done else "calls it again"
+        out.print(f"next: savegame compensate {run_id}{tail}  (it {then})", soft_wrap=True)
+        return
     then = "gets the recorded result" if done else "calls it again"
     out.print(f"next: savegame resume {run_id}{tail}  (the step {then})", soft_wrap=True)
 

@@ -4,10 +4,12 @@ decisions on them, and compensation.
 Where things are::
 
     _tools.py          Tool and @tool: what a call may do (read or write, idempotent,
-                       reconcile, compensate, needs approval)
+                       reconcile, compensate, needs approval, retries, timeout)
     _journal.py        Journal: a run's entries, verified as they load, written through the store
     _calls.py          Calls: the rules behind ctx.call and ctx.llm (replay, approval,
-                       in doubt, call)
+                       in doubt, call, attempts)
+    _attempts.py       invoke_call: one call's attempts (timeout, retries while safe)
+    _retry.py          Backoff, stamina's schedule, timeouts for steps and calls
     _llm.py            model calls: ChatModel, ModelResponse, ToolCall, ToolSpec (registered
                        with the codec), ModelCall (what a call is journaled as)
     decisions.py       what people do from outside: approve, reject, supply, resolve, close
@@ -18,6 +20,8 @@ Where things are::
 """
 
 from savegame.effects import decisions
+from savegame.effects._attempts import ainvoke as ainvoke_call
+from savegame.effects._attempts import invoke as invoke_call
 from savegame.effects._calls import Calls
 from savegame.effects._compensation import run_compensation
 from savegame.effects._journal import Journal
@@ -31,25 +35,57 @@ from savegame.effects._llm import (
     as_response,
     tool_spec,
 )
-from savegame.effects._tools import Tool, as_tool, tool
+from savegame.effects._retry import (
+    Backoff,
+    Expired,
+    RetryOn,
+    aattempts,
+    as_backoff,
+    check_retries,
+    retryable,
+    within,
+)
+from savegame.effects._tools import (
+    Tool,
+    as_tool,
+    check_approval,
+    close_match,
+    registered,
+    tool,
+    unknown_compensation,
+)
 from savegame.effects.decisions import PendingInterrupt, default_actor
 
 __all__ = [
+    "Backoff",
     "Calls",
     "ChatModel",
+    "Expired",
     "Journal",
     "Message",
     "ModelCall",
     "ModelResponse",
     "PendingInterrupt",
+    "RetryOn",
     "Tool",
     "ToolCall",
     "ToolSpec",
+    "aattempts",
+    "ainvoke_call",
+    "as_backoff",
     "as_response",
     "as_tool",
+    "check_approval",
+    "check_retries",
+    "close_match",
     "decisions",
     "default_actor",
+    "invoke_call",
+    "registered",
+    "retryable",
     "run_compensation",
     "tool",
     "tool_spec",
+    "unknown_compensation",
+    "within",
 ]

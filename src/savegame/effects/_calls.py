@@ -16,13 +16,15 @@ from typing import Any
 from savegame.codec import canonical, decode_value, encode_value
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
-from savegame.effects._tools import Tool
+from savegame.effects._tools import Tool, unknown_compensation
 from savegame.errors import (
     ApprovalRejected,
+    ConfigurationError,
     InDoubtEffectError,
     LeaseLostError,
     NonDeterminismError,
     SerializationError,
+    TimedOutError,
     describe,
 )
 from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
@@ -184,11 +186,19 @@ class Calls:
         ):
             return self._in_doubt(tool, request_id, arguments, existing)
         if kind is EffectKind.WRITE:
+            self._refuse_unknown_compensation(tool)
             entry = self.journal.intent(
                 self._entry(request_id, index, kind, tool.name, encoded, meta)
             )
             return Prepared(request_id, kind, tool.name, arguments, entry, tool=tool)
         return Prepared(request_id, kind, tool.name, arguments, None, meta=meta, tool=tool)
+
+    def _refuse_unknown_compensation(self, tool: Tool) -> None:
+        """A write whose undo names no tool is refused before it happens: its compensation
+        would find nothing to call."""
+        problem = unknown_compensation(tool)
+        if problem is not None:
+            raise ConfigurationError(f"run {self.run_id}, step {self.node!r}: {problem}")
 
     def _check_recorded(
         self,
@@ -295,10 +305,14 @@ class Calls:
         if entry is None or tool is None:
             return None  # a read: nothing was journaled, nothing to settle
         text = describe(error)
-        if tool.idempotent or tool.proves_not_done(error):
+        # Running out of time proves nothing happened, whatever safe_errors lists.
+        timed_out = isinstance(error, TimedOutError)
+        abandoned = isinstance(error, TimedOutError) and error.abandoned
+        if tool.idempotent or (tool.proves_not_done(error) and not timed_out):
             self._settle_write(prepared, entry, EffectStatus.NOT_DONE, error=text)
             return None
-        if tool.reconcile is not None:
+        # A sync call left running may still land after any answer reconcile gives now.
+        if tool.reconcile is not None and not abandoned:
             try:
                 found = tool.reconcile(prepared.request_id)
             except Exception:

@@ -5,6 +5,13 @@ booking released), not the exact prior world: emails stay sent, logs stay
 written. Each compensation is journaled like a write effect (intent before,
 result after), so a crash in the middle continues where it stopped and never
 undoes anything twice.
+
+Which writes are undone is the journal's (those that declared ``compensate=`` when
+they were made); by which tool is the code's at compensation time: the original
+tool's ``compensate=`` as it is now (a typo fixed since is taken), else the name the
+journal recorded. A name that finds no tool ends the run ``compensation_failed``
+with that effect named; fix the code and compensate again, or undo it by hand and
+settle it (``savegame resolve RUN --effect ID:compensate --done``).
 """
 
 from __future__ import annotations
@@ -17,8 +24,14 @@ from savegame import codec
 from savegame.codec import decode_value, encode_value, load_state, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.effects._journal import Journal
-from savegame.effects._tools import Tool, tool_named
-from savegame.errors import CompensationError, InDoubtEffectError, RunStateError, describe
+from savegame.effects._tools import Tool, registered, tool_named
+from savegame.errors import (
+    CompensationError,
+    ConfigurationError,
+    InDoubtEffectError,
+    RunStateError,
+    describe,
+)
 from savegame.model import (
     CheckpointRecord,
     EffectKind,
@@ -62,6 +75,26 @@ def _arguments(fn: Callable[..., Any], original: dict[str, Any], result: Any) ->
 
 
 _UNKNOWN: Any = object()
+
+
+def _compensator(effect: EffectRecord, started: EffectRecord | None) -> Tool:
+    """The tool that undoes ``effect``: for an undo that ``started`` (in doubt), the one it
+    called; otherwise what the original tool declares now, else the name it recorded.
+
+    Raises:
+        ConfigurationError: no tool of that name is registered.
+    """
+    if started is not None and started.status is EffectStatus.PENDING:
+        return tool_named(started.name)
+    return tool_named(_wanted(effect))
+
+
+def _wanted(effect: EffectRecord) -> str:
+    """The name of the tool that undoes ``effect``: the code's, else the journal's."""
+    original = registered(effect.name)
+    if original is not None and original.compensate:
+        return original.compensate
+    return str(effect.metadata["compensate"])
 
 
 def _reconciled(comp: Tool, request_id: str) -> Any:
@@ -111,6 +144,45 @@ class _Saga:
         self.write(RunStatus.NEEDS_ATTENTION, describe(error, with_type=False), failed=failed)
         return error
 
+    def unresolved(
+        self,
+        effect: EffectRecord,
+        existing: EffectRecord | None,
+        journal: Journal,
+        problem: ConfigurationError,
+    ) -> BaseException:
+        """No tool undoes ``effect`` (its name finds none): the run ends compensation_failed,
+        with a not-done entry a person may settle as done by hand. Returns the error to
+        raise. An undo that started with a tool now gone is in doubt: a person settles it."""
+        comp_id = f"{effect.request_id}:compensate"
+        if existing is not None and existing.status is EffectStatus.PENDING:
+            error = InDoubtEffectError(
+                self.run_id, existing.name, decode_value(existing.arguments), comp_id, problem
+            )
+            return self.needs_attention(error, comp_id)
+        name = _wanted(effect)
+        hint = (
+            f"{problem}; fix the name and run `savegame compensate {self.run_id}` again, or "
+            f"undo it by hand and settle it: `savegame resolve {self.run_id} --effect "
+            f"{comp_id} --done`"
+        )
+        failure = CompensationError(self.run_id, effect.request_id, name, ConfigurationError(hint))
+        journal.intent(
+            EffectRecord(
+                run_id=self.run_id, request_id=comp_id, kind=EffectKind.COMPENSATION, name=name,
+                step=effect.step, node=effect.node, call_index=effect.call_index,
+                status=EffectStatus.NOT_DONE, arguments=effect.arguments,
+                error=describe(problem), metadata={"compensates": effect.request_id},
+            )
+        )  # fmt: skip
+        self.write(
+            RunStatus.COMPENSATION_FAILED,
+            describe(failure, with_type=False),
+            failed=comp_id,
+            tool=name,
+        )
+        return failure
+
     def undo(self, effect: EffectRecord, journal: Journal) -> None:
         """Undo one completed write, exactly once: a compensation already done is not called
         again; one that started and has no result is reconciled, retried if that is safe, or
@@ -119,7 +191,10 @@ class _Saga:
         existing = journal.get(comp_id)
         if existing is not None and existing.status is EffectStatus.DONE:
             return
-        comp = tool_named(str(effect.metadata["compensate"]))
+        try:
+            comp = _compensator(effect, existing)
+        except ConfigurationError as exc:
+            raise self.unresolved(effect, existing, journal, exc) from None
         kwargs = _arguments(comp.fn, decode_value(effect.arguments), decode_value(effect.result))
         if existing is not None and existing.status is EffectStatus.PENDING:
             found = comp.reconcile(comp_id) if comp.reconcile is not None else None
@@ -219,7 +294,8 @@ def run_compensation(
         )
         raise saga.needs_attention(error, first.request_id)
     # From the journal, whose entries were verified when it loaded them: which writes get
-    # undone, and by which tool, is read from entries nobody can change unnoticed.
+    # undone is read from entries nobody can change unnoticed; by which tool, from the
+    # code first (``_compensator``), which is no less trusted than the entries.
     for effect in plan(journal.entries()):
         saga.undo(effect, journal)
         undone += 1

@@ -5,16 +5,26 @@ runtime how to call the function exactly once across crashes: a write's intent
 is journaled before the call and its result after; an idempotent tool gets a
 stable ``request_id`` the outside system can deduplicate on; ``reconcile``
 asks the outside world whether an in-doubt call happened; ``compensate``
-names the tool that undoes it; ``approval`` gates it behind a person.
+names the tool that undoes it; ``approval`` gates it behind a person;
+``retries``, ``backoff`` and ``timeout`` say how long one call may take and how
+often it is tried (see :mod:`savegame.effects._attempts` for the rules).
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
+from savegame.effects._retry import (
+    DEFAULT_BACKOFF,
+    Backoff,
+    RetryOn,
+    as_backoff,
+    check_retries,
+)
 from savegame.errors import ConfigurationError
 
 EffectType = Literal["read", "write"]
@@ -43,6 +53,15 @@ class Tool:
     """A read whose result is committed to the journal when it returns (one store write),
     rather than with the next checkpoint: for reads that cost money or time. Writes and
     model calls always are."""
+    retries: int = 0
+    """Attempts after the first when a call raises one of ``retry_on`` and calling again
+    is safe (a read; a write settled not-done). Each attempt is journaled with its error."""
+    backoff: Backoff = DEFAULT_BACKOFF
+    """The waits between attempts."""
+    timeout: float | None = None
+    """Seconds one attempt may take; then it raises TimedOutError."""
+    retry_on: RetryOn = (Exception,)
+    """The exceptions worth another attempt."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -101,6 +120,10 @@ def tool(
     safe_errors: tuple[type[BaseException], ...] = (),
     durable: bool = False,
     name: str | None = None,
+    retries: int = 0,
+    backoff: Backoff | float = ...,
+    timeout: float | None = None,
+    retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -116,6 +139,10 @@ def tool(
     safe_errors: tuple[type[BaseException], ...] = (),
     durable: bool = False,
     name: str | None = None,
+    retries: int = 0,
+    backoff: Backoff | float = DEFAULT_BACKOFF,
+    timeout: float | None = None,
+    retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool; usable bare (``@tool``, a read) or with options.
 
@@ -135,6 +162,15 @@ def tool(
             slow query). Without it a read's result is saved with the next checkpoint,
             or sooner with the next write, durable read, model call or interrupt.
         name: the tool's name (default: the function's name).
+        retries: attempts after the first when a call raises one of ``retry_on`` and calling
+            again is safe: a read, or a write whose failure is settled not-done (idempotent,
+            ``safe_errors``, ``reconcile``). Any other write that raised is in doubt and
+            never retried, so retries on such a write are refused here.
+        backoff: the waits between attempts: seconds (the first) or a :class:`Backoff`.
+        timeout: seconds per attempt, then TimedOutError. An async tool is cancelled; a
+            sync one is left running in its thread (which cannot be stopped), so a
+            timed-out sync write is in doubt unless the tool is idempotent.
+        retry_on: the exceptions worth another attempt (default: any Exception).
     """
     if effect not in ("read", "write"):
         raise ConfigurationError(f"tool effect must be 'read' or 'write', not {effect!r}")
@@ -142,17 +178,16 @@ def tool(
     for kind in safe:
         if not (isinstance(kind, type) and issubclass(kind, BaseException)):
             raise ConfigurationError(f"safe_errors must be exception classes, not {kind!r}")
+    waits = as_backoff(backoff)
 
     def wrap(func: Callable[..., Any]) -> Tool:
         tool_name = name or func.__name__
-        if idempotent and "request_id" not in inspect.signature(func).parameters:
-            raise ConfigurationError(
-                f"tool {tool_name} is declared idempotent but takes no request_id parameter"
-            )
+        kinds = check_retries(retries, timeout, retry_on, f"tool {tool_name}")
         made = Tool(
             func, tool_name, effect, idempotent, compensate, approval, reconcile, safe,
-            durable=durable,
+            durable=durable, retries=retries, backoff=waits, timeout=timeout, retry_on=kinds,
         )  # fmt: skip
+        _refuse_unsafe(made)
         # Registered by name so a compensation can be found in a fresh process
         # once the workflow's module has been imported.
         _registry[tool_name] = made
@@ -161,6 +196,22 @@ def tool(
     if fn is not None:
         return wrap(fn)
     return wrap
+
+
+def _refuse_unsafe(t: Tool) -> None:
+    """Refuse a declaration the rules cannot keep: an idempotent tool with no request id,
+    an approval that is not one, retries on a write that has no safe way to retry."""
+    if t.idempotent and not t.takes_request_id:
+        raise ConfigurationError(
+            f"tool {t.name} is declared idempotent but takes no request_id parameter"
+        )
+    check_approval(t.approval, f"tool {t.name}")
+    if t.retries and t.effect == "write" and not (t.idempotent or t.safe_errors or t.reconcile):
+        raise ConfigurationError(
+            f"tool {t.name}: retries on a write need a way to tell that a failed call did not "
+            "happen: idempotent=True (called again with the same request id), safe_errors="
+            "(...) or reconcile=...; any other write that raised is in doubt and never retried"
+        )
 
 
 def as_tool(obj: Any) -> Tool:
@@ -172,10 +223,41 @@ def as_tool(obj: Any) -> Tool:
     raise ConfigurationError(f"{obj!r} is not a tool or a function")
 
 
+def check_approval(approval: Any, owner: str) -> None:
+    """Refuse an ``approval`` that is neither a bool nor a predicate on the arguments."""
+    if not (isinstance(approval, bool) or callable(approval)):
+        raise ConfigurationError(
+            f"{owner}: approval must be True, False or a function of the arguments "
+            f"returning a bool, not {approval!r}"
+        )
+
+
+def registered(name: str) -> Tool | None:
+    """The tool registered under ``name`` (its module was imported), or None."""
+    return _registry.get(name)
+
+
+def close_match(name: str) -> str:
+    """`` (did you mean 'x'?)`` for the registered tool name nearest ``name``, or ''."""
+    near = difflib.get_close_matches(name, list(_registry), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def unknown_compensation(t: Tool) -> str | None:
+    """Why ``t``'s ``compensate=`` names no registered tool, or None when it does (or has none)."""
+    if t.compensate is None or t.compensate in _registry:
+        return None
+    return (
+        f"tool {t.name} declares compensate={t.compensate!r}, but no tool of that name is "
+        f"registered{close_match(t.compensate)}"
+    )
+
+
 def tool_named(name: str) -> Tool:
     found = _registry.get(name)
     if found is None:
         raise ConfigurationError(
-            f"no tool named {name!r} is registered; import the module that defines it"
+            f"no tool named {name!r} is registered{close_match(name)}; "
+            "import the module that defines it"
         )
     return found

@@ -108,6 +108,7 @@ def _settle(
     by: str | None = None,
     extra: dict[str, Any] | None = None,
     storage: StorageConfig | None = None,
+    expect: EffectStatus = EffectStatus.PENDING,
 ) -> EffectRecord:
     # Checked before it is signed again: a settle must not launder an edited entry.
     verify_entry(entry, storage)
@@ -126,7 +127,7 @@ def _settle(
     return store.record_result(
         entry.run_id, entry.request_id, status=status, result=done.result, error=done.error,
         metadata=meta, checksum=done.checksum, lease_token=None,
-        expect=EffectStatus.PENDING,  # a decision settles a waiting entry, never overwrites one
+        expect=expect,  # a decision settles a waiting entry, never overwrites one
         expect_checksum=entry.checksum,  # ... and the entry as it was verified
     )  # fmt: skip
 
@@ -223,9 +224,17 @@ def resolve(
     by: str | None = None,
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
-    """Settle an in-doubt write: it happened (with ``result``) or it did not (call again on resume)."""
+    """Settle an in-doubt write: it happened (with ``result``) or it did not (call again on resume).
+
+    A compensation that failed and did not happen (its tool raised, or no tool of its
+    name exists: the run is compensation_failed) may be settled done too: a person
+    undid the write by hand, and the next ``compensate`` skips it.
+    """
     entry = verify_entry(store.get_effect(run_id, request_id), storage)
-    if (
+    by_hand = (
+        done and entry.kind is EffectKind.COMPENSATION and entry.status is EffectStatus.NOT_DONE
+    )
+    if not by_hand and (
         entry.kind not in (EffectKind.WRITE, EffectKind.COMPENSATION)
         or entry.status is not EffectStatus.PENDING
     ):
@@ -241,6 +250,7 @@ def resolve(
             by=by,
             extra={"resolved": "done"},
             storage=storage,
+            expect=entry.status,
         )
     return _settle(
         store, entry, EffectStatus.NOT_DONE, by=by, extra={"resolved": "not_done"}, storage=storage

@@ -17,8 +17,10 @@ from savegame.effects import (
     ModelResponse,
     Tool,
     ToolSpec,
+    ainvoke_call,
     as_response,
     as_tool,
+    invoke_call,
 )
 from savegame.errors import ConfigurationError
 from savegame.model import Usage
@@ -56,11 +58,14 @@ class StepContext:
 
         A recorded result is returned without calling again. A write's intent is
         committed before the call and its result after. A tool gated by approval
-        pauses the run until a person decides. See ``savegame.tool``.
+        pauses the run until a person decides. A tool with ``retries`` is called again
+        while that is safe, each attempt journaled; one with ``timeout`` raises
+        TimedOutError when an attempt takes longer. See ``savegame.tool``.
 
         Raises:
             ApprovalRejected: a person rejected the call.
             NonDeterminismError: the journal holds a different call at this position.
+            TimedOutError: the last attempt ran past the tool's ``timeout``.
         """
         spec = as_tool(tool)
         if spec.is_async:
@@ -71,14 +76,7 @@ class StepContext:
         self.add_usage(tool_calls=1)
         if prepared.replay:
             return prepared.result
-        try:
-            result = spec.invoke(prepared.arguments, prepared.request_id)
-        except Exception as exc:
-            happened = calls.failed(prepared, exc)
-            if happened is None:
-                raise
-            return happened.result
-        return calls.after(prepared, result)
+        return invoke_call(calls, spec, prepared)
 
     async def acall(self, tool: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Async twin of :meth:`call`; journal writes run in a worker thread."""
@@ -88,16 +86,7 @@ class StepContext:
         self.add_usage(tool_calls=1)
         if prepared.replay:
             return prepared.result
-        try:
-            result = spec.invoke(prepared.arguments, prepared.request_id)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception as exc:
-            happened = await asyncio.to_thread(calls.failed, prepared, exc)
-            if happened is None:
-                raise
-            return happened.result
-        return await asyncio.to_thread(calls.after, prepared, result)
+        return await ainvoke_call(calls, spec, prepared)
 
     def llm(
         self,

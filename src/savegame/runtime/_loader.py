@@ -32,9 +32,11 @@ def _file_lock(name: str) -> threading.RLock:
 
 
 def as_workflow(obj: Any, ref: str = "<object>") -> Workflow:
-    """Accept a Workflow or anything exposing one as ``.workflow`` (an Agent)."""
+    """Accept a Workflow or anything exposing one as ``.workflow`` (an Agent), validated
+    (:meth:`Workflow.validate`)."""
     wf = getattr(obj, "workflow", None)
     if isinstance(wf, Workflow):
+        wf.validate()  # before any step runs: a bad name found now, not after an effect
         return wf
     raise ConfigurationError(f"{ref} is {type(obj).__qualname__}, not a savegame Workflow or Agent")
 

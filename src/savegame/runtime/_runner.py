@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from savegame.effects import Calls, Journal, run_compensation
+from savegame.effects import Calls, Expired, Journal, aattempts, retryable, run_compensation, within
 from savegame.errors import (
     CheckpointWriteError,
     ConfigurationError,
@@ -30,6 +30,7 @@ from savegame.errors import (
     SavegameError,
     SerializationError,
     StepError,
+    TimedOutError,
     describe,
 )
 from savegame.ids import new_id
@@ -48,7 +49,7 @@ from savegame.runtime._execution import Execution
 from savegame.runtime._lease import Heartbeat
 from savegame.runtime._mutations import fingerprints, refuse_hidden_mutations
 from savegame.runtime._persist import saver
-from savegame.runtime._workflow import END
+from savegame.runtime._workflow import END, StepSpec
 from savegame.signals import Cancel, NeedsAttention, Pause
 from savegame.stores.base import ALL_EFFECTS, Store
 
@@ -113,6 +114,11 @@ class _Loop:
         # The cancel flag as the last write read it, for the boundary right after it
         # only: it spares a read of the run per step (a round trip on a server store).
         self.cancel_seen: bool | None = None
+        # Executions of the next step so far, when this run was stopped waiting to retry it.
+        meta = start.header.metadata
+        retried = meta.get("attempt") if meta.get("retrying") == start.next else None
+        self.retried = retried if isinstance(retried, int) else 0
+        self.attempt = 0
 
     async def run(self) -> RunResult:
         with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:
@@ -143,7 +149,7 @@ class _Loop:
             try:
                 if await self._cancelled():
                     raise Cancel()
-                update, nxt, ctx, key = await self._run_step(name)
+                update, nxt, ctx, key = await self._attempts(name)
             except (Pause, Cancel, NeedsAttention) as signal:
                 return await self._on_signal(name, signal)
             except LeaseLostError:
@@ -161,8 +167,38 @@ class _Loop:
             await self._advance(name, update, nxt, ctx, key)
         return self._result(await self.saver.flush())
 
-    async def _run_step(self, name: str) -> tuple[Mapping[str, Any], str, StepContext, bool]:
+    async def _attempts(self, name: str) -> tuple[Mapping[str, Any], str, StepContext, bool]:
+        """Run step ``name`` once, or as often as its ``retries`` allow (stamina's waits).
+
+        A failed execution that will be tried again is checkpointed first (running, the
+        error and attempt number in its metadata; the state before the step), so a
+        crash in the wait resumes counting from there."""
         spec = self.ex.workflow.get_step(name)
+        done, self.retried = self.retried, 0
+        self.attempt = done
+        if not spec.retries:
+            self.attempt += 1
+            return await self._run_step(spec)
+
+        def may_retry(error: Exception) -> bool:
+            return retryable(error, spec.retry_on)
+
+        async for attempt in aattempts(spec.retries, spec.backoff, done, may_retry):
+            with attempt:
+                self.attempt += 1
+                if self.attempt > done + 1 and await self._cancelled():
+                    raise Cancel()
+                try:
+                    return await self._run_step(spec)
+                except Exception as exc:
+                    if self.attempt <= spec.retries and may_retry(exc):
+                        meta = {"attempt": self.attempt, "of": spec.retries + 1, "retrying": name}
+                        await self._stop(RunStatus.RUNNING, name, error=exc, metadata=meta)
+                    raise
+        raise AssertionError("unreachable: stamina raises the last execution's error")
+
+    async def _run_step(self, spec: StepSpec) -> tuple[Mapping[str, Any], str, StepContext, bool]:
+        name = spec.name
         calls = Calls(
             self.journal, run_id=self.run_id, step=self.step + 1, node=name,
             cancelled=self._cancel_requested,
@@ -173,7 +209,13 @@ class _Loop:
         before = fingerprints(self.state) if self.ex.workflow.check_mutations else None
         out = spec.fn(self.state, ctx)
         if inspect.isawaitable(out):
-            out = await out
+            if spec.timeout is None:
+                out = await out
+            else:
+                try:
+                    out = await within(out, spec.timeout)
+                except Expired:
+                    raise TimedOutError(self.run_id, name, spec.timeout) from None
         update, nxt = _check_result(out, name)
         if before is not None:
             refuse_hidden_mutations(name, before, self.state, update)
@@ -250,7 +292,10 @@ class _Loop:
         # before compensation finishes leaves a run that `compensate` continues,
         # never one that a resume would retry.
         saga = ex.workflow.compensate_on_failure
-        await self._stop(RunStatus.COMPENSATING if saga else RunStatus.FAILED, name, error=exc)
+        tries = ex.workflow.get_step(name).retries if name in ex.workflow.steps else 0
+        meta = {"attempt": self.attempt, "of": tries + 1} if tries else None
+        status = RunStatus.COMPENSATING if saga else RunStatus.FAILED
+        await self._stop(status, name, error=exc, metadata=meta)
         if saga:
             await ex.io(
                 run_compensation,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -9,12 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from savegame.codec import Migration
+from savegame.effects import Backoff, RetryOn, as_backoff, check_retries
 from savegame.errors import ConfigurationError
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._validate import check_workflow
 
 #: Returned as the next step to end the run.
 END = "__end__"
 
+_BACKOFF = Backoff()
 StepResult = tuple[Mapping[str, Any] | None, str]
 StepFn = Callable[..., StepResult | Awaitable[StepResult]]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,6 +33,13 @@ class StepSpec:
     is_async: bool
     key: bool
     """A key step: always checkpointed after it runs, whatever the policy."""
+    retries: int = 0
+    """Executions after the first when the step raises one of ``retry_on``."""
+    backoff: Backoff = _BACKOFF
+    """The waits between executions."""
+    timeout: float | None = None
+    """Seconds one execution of an async step may take; then it raises TimedOutError."""
+    retry_on: RetryOn = (Exception,)
 
 
 @dataclass(eq=False)
@@ -73,6 +84,8 @@ class Workflow:
     entry: str | None = field(default=None, init=False)
     defined_in: str | None = field(default=None, init=False)
     """Module name (or file path for ``__main__``) where the workflow was created, for resume."""
+    _checked: tuple[Any, ...] | None = field(default=None, init=False, repr=False)
+    """The steps and entry that passed :meth:`validate` last."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -103,6 +116,10 @@ class Workflow:
         entry: bool = False,
         name: str | None = None,
         checkpoint: bool = False,
+        retries: int = 0,
+        backoff: Backoff | float = ...,
+        timeout: float | None = None,
+        retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
     ) -> Callable[[F], F]: ...
 
     def step(
@@ -113,6 +130,10 @@ class Workflow:
         entry: bool = False,
         name: str | None = None,
         checkpoint: bool = False,
+        retries: int = 0,
+        backoff: Backoff | float = _BACKOFF,
+        timeout: float | None = None,
+        retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
     ) -> Any:
         """Register a step; usable as ``@wf.step`` or ``@wf.step(entry=True, checkpoint=True)``.
 
@@ -120,10 +141,25 @@ class Workflow:
             entry: this step runs first.
             name: the step's name (default: the function's name).
             checkpoint: a key step, always checkpointed after it runs.
+            retries: executions after the first when the step raises one of ``retry_on``
+                (savegame's own errors are not retried, but for TimedOutError). Each failed
+                execution is checkpointed (status running, its error and attempt number in
+                the metadata) before the wait, so a run killed then goes on counting. The
+                step's body runs again from its start, and its calls that have a result in
+                the journal return it without being made again; a write in doubt follows
+                the in-doubt rules (the run stops for a person unless retrying is safe).
+            backoff: the waits between executions (seconds, or a Backoff).
+            timeout: seconds one execution may take (async steps only: a sync step runs on
+                the loop's thread, which cannot be stopped; give its tools a timeout). The
+                step is cancelled at its next await and raises TimedOutError.
+            retry_on: the exceptions worth another execution (default: any Exception).
         """
 
         def register(func: F) -> F:
-            self.add_step(func, name=name, entry=entry, checkpoint=checkpoint)
+            self.add_step(
+                func, name=name, entry=entry, checkpoint=checkpoint, retries=retries,
+                backoff=backoff, timeout=timeout, retry_on=retry_on,
+            )  # fmt: skip
             return func
 
         if fn is not None:
@@ -131,7 +167,16 @@ class Workflow:
         return register
 
     def add_step(
-        self, fn: StepFn, *, name: str | None = None, entry: bool = False, checkpoint: bool = False
+        self,
+        fn: StepFn,
+        *,
+        name: str | None = None,
+        entry: bool = False,
+        checkpoint: bool = False,
+        retries: int = 0,
+        backoff: Backoff | float = _BACKOFF,
+        timeout: float | None = None,
+        retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
     ) -> StepSpec:
         """Register ``fn`` as a step (the non-decorator form of :meth:`step`)."""
         step_name = name or getattr(fn, "__name__", None)
@@ -139,7 +184,17 @@ class Workflow:
             raise ConfigurationError(f"workflow {self.name!r}: invalid step name {step_name!r}")
         if step_name in self.steps:
             raise ConfigurationError(f"workflow {self.name!r}: step {step_name!r} is defined twice")
-        spec = StepSpec(step_name, fn, inspect.iscoroutinefunction(fn), checkpoint)
+        owner = f"workflow {self.name!r}, step {step_name!r}"
+        kinds = check_retries(retries, timeout, retry_on, owner)
+        is_async = inspect.iscoroutinefunction(fn)
+        if timeout is not None and not is_async:
+            raise ConfigurationError(
+                f"{owner}: timeout= needs an async step; a sync step runs on the loop's own "
+                "thread, which cannot be stopped (give its tools a timeout instead)"
+            )
+        spec = StepSpec(
+            step_name, fn, is_async, checkpoint, retries, as_backoff(backoff), timeout, kinds
+        )
         self.steps[step_name] = spec
         if entry:
             if self.entry is not None:
@@ -175,10 +230,32 @@ class Workflow:
         spec = self.steps.get(name)
         if spec is None:
             known = ", ".join(sorted(self.steps)) or "none"
+            near = difflib.get_close_matches(name, list(self.steps), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
             raise ConfigurationError(
-                f"workflow {self.name!r} has no step {name!r} (steps: {known})"
+                f"workflow {self.name!r} has no step {name!r}{hint} (steps: {known})"
             )
         return spec
+
+    def validate(self) -> None:
+        """Refuse a workflow that cannot run as written, before any step does its effects.
+
+        Checked: it has steps and an entry step; every next step a step returns as a
+        literal (``return update, "plan"``, either side of ``a if c else b``, a module
+        constant) is a step of the workflow; every tool a step refers to by name has a
+        ``compensate=`` that names a registered tool and an ``approval`` that is a bool
+        or a function. Run, resume, submit and the CLI call it when they load the
+        workflow; a next step computed at run time is still checked after the step.
+
+        Raises:
+            ConfigurationError: naming the workflow, the step and what is wrong, with
+                the nearest known name.
+        """
+        seen = (tuple(self.steps), self.entry)
+        if self._checked == seen:
+            return
+        check_workflow(self, END)
+        self._checked = seen
 
     @property
     def workflow(self) -> Workflow:
