@@ -96,6 +96,7 @@ PUBLIC_API = [
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "StoreNotFoundError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

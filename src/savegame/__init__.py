@@ -41,6 +41,7 @@ from savegame.errors import (
     SerializationError,
     StateVersionError,
     StepError,
+    StoreNotFoundError,
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
@@ -180,6 +181,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "StoreNotFoundError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     # The version

@@ -12,6 +12,7 @@ each branch is named for what the caller does next::
     │       └── UnencryptedRecordError  a plaintext record where encryption is required
     ├── EncryptionKeyError          a record needs a key id the keyring does not hold
     ├── NotFoundError               no such run / checkpoint / thread
+    │   └── StoreNotFoundError      no such store (an SQLite file that is not there)
     ├── RunStateError               the run exists but cannot do that now (resume a completed run)
     ├── ConflictError               someone else wrote first: retry or give up
     │   ├── LeaseHeldError          a live process owns the run
@@ -129,12 +130,42 @@ class EncryptionKeyError(SavegameError):
 
 
 class NotFoundError(SavegameError):
-    """No run, checkpoint or thread with that id exists in the store."""
+    """No run, checkpoint or thread with that id exists in the store.
 
-    def __init__(self, kind: str, ident: str) -> None:
+    Attributes:
+        store: the store's URL (never with a password), once known: the public
+            functions name the store they looked in (``no run 'r1' in sqlite:///savegame.db``).
+    """
+
+    def __init__(self, kind: str, ident: str, *, store: str | None = None) -> None:
         self.kind = kind
         self.ident = ident
-        super().__init__(f"no {kind} {ident!r} in the store")
+        self.store = store
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        return f"no {self.kind} {self.ident!r} in {self.store or 'the store'}"
+
+    def name_store(self, url: str) -> None:
+        """Say which store was searched (in place, so the traceback and the type stay)."""
+        if self.store is None:
+            self.store = url
+            self.args = (self._describe(),)
+
+
+class StoreNotFoundError(NotFoundError):
+    """The store a URL names does not exist (an SQLite file that is not there), and the
+    operation reads or changes what is in a store rather than starting a run."""
+
+    def __init__(self, url: str, path: str) -> None:
+        self.path = path
+        super().__init__("store", url, store=url)
+
+    def _describe(self) -> str:
+        return (
+            f"no store at {self.ident}: the file {self.path} does not exist "
+            "(only starting a run creates a store)"
+        )
 
 
 class RunStateError(SavegameError):

@@ -42,7 +42,7 @@ def list_effects(
     run_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
 ) -> list[Effect]:
     """A run's journal, oldest first, verified, decrypted and decoded."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         s.get_run(run_id)
         entries = [open_entry(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
         return [
@@ -72,7 +72,7 @@ def pending_interrupts(
     storage: StorageConfig | None = None,
 ) -> list[decisions.PendingInterrupt]:
     """Approvals and interrupts waiting for a person (of one run, or of every run)."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         return decisions.pending(s, run_id, storage=storage)
 
 
@@ -99,7 +99,7 @@ def compensate(
         CompensationError: a compensation failed; the run is compensation_failed.
         LeaseHeldError: a live process is executing the run (cancel it first).
     """
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         _import_tools(s.get_run(run_id), storage)
         lease = leases.acquire(s, run_id, ttl=lease_ttl)
         try:
@@ -133,7 +133,7 @@ def cancel(
         RunStateError: the run has finished, or its owner finished it while this
             call waited (the request came during its last step).
     """
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         info = s.get_run(run_id)
         if info.status.finished and info.status is not RunStatus.CANCELLED:
             raise RunStateError(run_id, info.status.value, "cancel")
@@ -199,7 +199,7 @@ def approve(
     An edit is checked against the tool's signature first (the workflow's module is
     imported from the run's reference to find the tool), so it cannot leave the run stuck.
     """
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         if edit is not None:
             _import_tools(s.get_run(run_id), storage)
         return decisions.approve(
@@ -217,7 +217,7 @@ def reject(
     storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
     """Record rejection of a gated tool call; on resume its ``ctx.call`` raises ApprovalRejected."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         return decisions.reject(
             s, run_id, reason=reason, interrupt_id=interrupt_id, by=by, storage=storage
         )
@@ -234,7 +234,7 @@ def resolve(
     storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
     """Settle an in-doubt call: it happened (``done=True``, with its ``result``) or it did not."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         return decisions.resolve(
             s, run_id, request_id, done=done, result=result, by=by, storage=storage
         )
