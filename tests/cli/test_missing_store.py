@@ -54,6 +54,9 @@ def test_the_default_store_is_not_created_by_looking(tmp_path: Path, proc: Any) 
         "does not exist (only starting a run creates a store)\n"
     )
     assert list(tmp_path.iterdir()) == []  # not an empty savegame.db printing "no runs"
+    out = proc("runs", "--json", cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (3, "")
+    assert '"code":3' in out.stderr and '"type":"StoreNotFoundError"' in out.stderr
 
 
 def test_run_creates_the_store_and_then_the_readers_see_it(
