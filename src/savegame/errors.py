@@ -182,16 +182,35 @@ class ConflictError(SavegameError):
     """A concurrent writer got there first."""
 
 
-class LeaseHeldError(ConflictError):
-    """Another live process owns the run."""
+def _who(owner: str) -> str:
+    # Owners are ``host:pid:start`` (savegame.runtime); anything else is shown as it is.
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return f"PID {pid} on host {host}" if host and pid.isdigit() else owner
 
-    def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+
+class LeaseHeldError(ConflictError):
+    """Another process holds the run's lease, and it has not expired.
+
+    Attributes:
+        running: True when the holder is seen running on this host, False when it
+            is seen not running, None when it cannot be seen (another host).
+    """
+
+    def __init__(
+        self, run_id: str, owner: str, expires_in: float, *, running: bool | None = None
+    ) -> None:
         self.run_id = run_id
         self.owner = owner
         self.expires_in = expires_in
-        super().__init__(
-            f"run {run_id} is being executed by {owner}; its lease expires in {max(expires_in, 0):.1f}s"
-        )
+        self.running = running
+        who = _who(owner)
+        held = {
+            True: f"is being executed by {who}",
+            False: f"is held by {who}, which is not running",
+            None: f"is held by {who}",
+        }[running]
+        super().__init__(f"run {run_id} {held}; its lease expires in {max(expires_in, 0):.1f}s")
 
 
 class MissingBlobsError(ConflictError):

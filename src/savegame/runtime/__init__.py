@@ -34,6 +34,7 @@ from savegame.runtime._control import (
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
 from savegame.runtime._lease import DEFAULT_TTL, owner_id
+from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._worker import Worker, WorkerStats
@@ -50,6 +51,7 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "Workflow",
+    "acquire_lease",
     "approve",
     "aresume",
     "arun",
