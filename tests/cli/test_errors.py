@@ -139,7 +139,7 @@ def test_debug_can_come_from_the_environment(
         ["reject", "01NOSUCHRUN", "--reason", "no"],
         ["cancel", "01NOSUCHRUN"],
         ["compensate", "01NOSUCHRUN"],
-        ["resolve", "01NOSUCHRUN", "--effect", "x", "--done"],
+        ["resolve", "01NOSUCHRUN", "--effect", "x", "--done", "--result", "1"],
     ],
     ids=["effects", "approve", "reject", "cancel", "compensate", "resolve"],
 )
@@ -231,7 +231,7 @@ def test_nothing_pending(cli: Any, shop: Any, store: str) -> None:
     out = cli("resolve", "s1", "--effect", "s1:1:0", "--not-done", "--store", store)
     assert_one_error_line(out, "cannot resolve s1:1:0 of run s1: it is write entry done")
     assert out.exit_code == 4
-    out = cli("resolve", "s1", "--effect", "s1:9:9", "--done", "--store", store)
+    out = cli("resolve", "s1", "--effect", "s1:9:9", "--done", "--result", "1", "--store", store)
     assert_one_error_line(out, "s1:9:9")
     assert out.exit_code == 3
     out = cli("approve", "s1", "--interrupt", "nope", "--store", store)
