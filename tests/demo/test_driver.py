@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
-import time
+import textwrap
 from pathlib import Path
 
-import pytest
+import orjson
 
 import savegame
-from savegame.demo import run_demo
 
 SRC = str(Path(savegame.__file__).resolve().parents[1])
 
@@ -25,32 +23,60 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_thinking_time_is_not_run_time_and_the_store_is_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+# In a process of its own: the demo's agent registers its tools (issue_refund ...) by name,
+# which other tests' tools of the same name must not meet.
+SLOW_PERSON = textwrap.dedent(
+    """
+    import time
 
-    def slow_person(question: str) -> bool:
+    import orjson
+
+    from savegame.demo import run_demo
+
+
+    def slow_person(question):
         time.sleep(1.0)  # reads the question, thinks, says yes
         return True
+
 
     began = time.perf_counter()
     report = run_demo(ask=slow_person)
     wall = time.perf_counter() - began
-    assert report.verdict
-    assert report.approval.how == "at the terminal"
-    waited = report.seconds["approval"]
-    assert waited >= 1.0
-    # Everything the demo reports as time leaves the wait out (it counted it before).
-    assert report.seconds["total"] <= wall - waited
-    assert report.seconds["processes"] <= wall - waited
+    print(orjson.dumps({
+        "wall": wall, "seconds": report.seconds, "verdict": report.verdict,
+        "how": report.approval.how, "kept": report.kept, "store_url": report.store_url,
+        "run_id": report.run_id, "last": report.timeline[-1].checkpoint_id,
+        "code": report.code,
+    }).decode())
+    """
+)
 
-    assert report.kept is not None and Path(report.kept).parent == tmp_path
-    assert report.store_url == f"sqlite:///{Path(report.kept) / 'demo.db'}"
-    shown = savegame.history(report.run_id, store=report.store_url)
-    assert shown[0].checkpoint_id == report.timeline[-1].checkpoint_id
-    assert any(path.endswith("demo/refund.py") for path in report.code.values())
-    assert all(Path(path).is_file() for path in report.code.values())
+
+def test_thinking_time_is_not_run_time_and_the_store_is_kept(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", SLOW_PERSON],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    report = orjson.loads(out.stdout)
+    assert report["verdict"] and report["how"] == "at the terminal"
+    waited, wall = report["seconds"]["approval"], report["wall"]
+    assert waited >= 1.0
+    # Every time the demo reports leaves the wait out (it counted it before).
+    assert report["seconds"]["total"] <= wall - waited
+    assert report["seconds"]["processes"] <= wall - waited
+
+    kept = Path(report["kept"])
+    assert kept.parent == tmp_path
+    assert report["store_url"] == f"sqlite:///{kept / 'demo.db'}"
+    shown = savegame.history(report["run_id"], store=report["store_url"])
+    assert shown[0].checkpoint_id == report["last"]
+    assert any(path.endswith("demo/refund.py") for path in report["code"].values())
+    assert all(Path(path).is_file() for path in report["code"].values())
 
 
 def test_the_cli_prints_where_the_code_and_the_store_are(tmp_path: Path) -> None:
