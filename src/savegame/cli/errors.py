@@ -7,8 +7,8 @@ With ``--json`` the line is a JSON object instead, ``{"error": ..., "code": ...,
 "type": ...}``, on stderr too: stdout holds only a command's result, so a
 program reading it never takes an error for data. The parser's own usage
 errors (a bad ``--limit``) take the same form under ``--json``. Warnings that
-savegame logs (a Redis that may lose writes, a dead owner's run taken over)
-are one ``warning: ...`` line each (``{"warning": ...}`` under ``--json``).
+savegame logs (a Redis that may lose writes) are one ``warning: ...`` line
+each (``{"warning": ...}`` under ``--json``).
 
 Exit codes, so scripts can tell what to do next:
 
