@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+
 from tests.cli.test_errors import assert_one_error_line
 
 

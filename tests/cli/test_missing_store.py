@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests import services
 from tests.cli.test_errors import assert_one_error_line
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli.test_control import crash_mid_charge, ledger
-from tests.cli.test_errors import assert_one_error_line
 
 from savegame import resolve
+from tests.cli.test_control import crash_mid_charge, ledger
+from tests.cli.test_errors import assert_one_error_line
 
 
 def test_done_without_a_result_is_refused_and_records_nothing(

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests import services
 
 import savegame
 from savegame.stores.redis import durability
+from tests import services
 
 SRC = str(Path(savegame.__file__).resolve().parents[1])
 
