@@ -124,3 +124,18 @@ def test_no_keep_deletes_the_folder(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert list(tmp_path.iterdir()) == []
     assert "the demo's files were deleted (--no-keep)" in out.stdout
+
+
+def test_a_demo_that_stops_before_it_starts_leaves_no_folder(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "savegame", "demo", "--yes", "--store", "memory://"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "cannot be shared between processes" in out.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -299,7 +299,8 @@ def run_demo(
             timeline = _timeline(handle, crashed.run_id, crashed.children)
             summary = World(world).summary()
     finally:
-        if not keep:
+        # An empty folder (the demo stopped before it wrote anything) is nothing to keep.
+        if not keep or not os.listdir(folder):
             shutil.rmtree(folder, ignore_errors=True)
     seconds["total"] = time.perf_counter() - started - crashed.approval.waited
     return DemoReport(
