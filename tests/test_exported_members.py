@@ -99,6 +99,7 @@ PUBLIC_API = [
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "StoreNotFoundError",
     "ThreadBusyError",
     "TimedOutError",
     "UnauthenticatedRecordError",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from savegame.codec import from_data
@@ -60,10 +61,12 @@ def test_a_run_that_waits_for_approval_says_how_to_continue(
 
     result = cli("resume", "r1", "--store", store, "--json")
     assert result.exit_code == 4
-    assert result.stderr == (
-        "error: cannot resume run r1: it is interrupted: it waits for approval of refund "
-        "(r1:1:0:approval): approve or reject it\n"
-    )
+    assert orjson.loads(result.stderr) == {  # with --json the error is JSON too
+        "error": "cannot resume run r1: it is interrupted: it waits for approval of refund "
+        "(r1:1:0:approval): approve or reject it",
+        "code": 4,
+        "type": "RunStateError",
+    }
 
 
 def test_approvals_lists_what_waits_across_runs(cli: Any, shop: Path, store: str) -> None:

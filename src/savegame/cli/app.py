@@ -201,8 +201,14 @@ def demo_command(
         ),
     ] = None,
     keep: Annotated[
-        bool, typer.Option("--keep", help="Keep the demo's files and print where they are.")
-    ] = False,
+        bool,
+        typer.Option(
+            "--keep/--no-keep",
+            show_default=False,
+            help="Keep the demo's store and files, and print where they are (the default), "
+            "or delete them at the end.",
+        ),
+    ] = True,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve the refund without asking.")
     ] = False,

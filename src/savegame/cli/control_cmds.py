@@ -62,7 +62,11 @@ def resolve_command(
     ] = None,
     result: Annotated[
         str | None,
-        typer.Option("--result", metavar="JSON", help="With --done: what the call returned."),
+        typer.Option(
+            "--result",
+            metavar="JSON",
+            help="With --done, required: what the call returned (null if nothing).",
+        ),
     ] = None,
     by: ByOption = None,
     store: StoreOption = None,
@@ -73,6 +77,13 @@ def resolve_command(
         raise UsageError("say whether the call happened: --done or --not-done")
     if result is not None and not done:
         raise UsageError("--result goes with --done: a call that did not happen has no result")
+    if done and result is None:
+        # The step gets this value as the call's return; savegame cannot know whether the
+        # step uses it, so a missing one is never recorded as null by default.
+        raise UsageError(
+            "--done needs --result JSON: what the call returned, which the step gets "
+            "back (--result null if it returned nothing)"
+        )
     value = None if result is None else parse_json(result, "--result")
     entry = savegame.resolve(run_id, effect, done=done, result=value, by=by, store=store)
     outcome = "done" if done else "not done"

@@ -29,7 +29,7 @@ def verify(
     progress: Progress | None = None,
 ) -> VerifyReport:
     """Check every checkpoint, blob and journal entry (of one run, or all); report damage by id."""
-    with opened_store(store) as handle:
+    with opened_store(store, create=False) as handle:
         return _integrity.verify(handle, run_id=run_id, storage=storage, progress=progress)
 
 
@@ -47,7 +47,7 @@ def rekey(
     ``adopt``: also sign records that carry no authentication (a plain store being
     encrypted, records of an older savegame); rekey vouches for what it signs.
     """
-    with opened_store(store) as handle:
+    with opened_store(store, create=False) as handle:
         return _reencrypt.rekey(
             handle, storage=storage, run_id=run_id, progress=progress, adopt=adopt
         )
@@ -65,7 +65,7 @@ def stats(
     *, store: Store | str | None = None, thread_id: str | None = None, limit: int = 50
 ) -> StoreReport:
     """Store totals and storage per run, largest first."""
-    with opened_store(store) as handle:
+    with opened_store(store, create=False) as handle:
         return StoreReport(handle.stats(), handle.run_sizes(thread_id=thread_id, limit=limit))
 
 

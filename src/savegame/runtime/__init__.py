@@ -37,6 +37,7 @@ from savegame.runtime._decision import Decision
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
 from savegame.runtime._lease import DEFAULT_TTL, owner_id
+from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._start import OnExists, OnThreadBusy
@@ -57,6 +58,7 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "Workflow",
+    "acquire_lease",
     "approve",
     "aresume",
     "arun",
