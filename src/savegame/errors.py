@@ -370,7 +370,7 @@ class InDoubtEffectError(SavegameError):
         super().__init__(
             f"run {run_id}: call {tool}({_args(arguments)}) with request id {request_id} is in doubt: "
             f"{what}, and the tool is neither idempotent nor reconcilable; settle it with "
-            f"`savegame resolve {run_id} --effect {request_id} --done|--not-done`"
+            f"`savegame resolve {run_id} --effect {request_id} --done --result JSON` or `--not-done`"
         )
 
 

@@ -227,7 +227,9 @@ def test_resolve_settles_an_in_doubt_write(
     assert stuck.exit_code == 5
     assert stuck.stderr.count("\n") == 1
     assert "call charge(amount=30) with request id p1:1:0 is in doubt" in stuck.stderr
-    assert "savegame resolve p1 --effect p1:1:0 --done|--not-done" in stuck.stderr
+    assert (
+        "savegame resolve p1 --effect p1:1:0 --done --result JSON` or `--not-done" in stuck.stderr
+    )
     assert cli("runs", "--store", store, "--json").json()[0]["status"] == "needs_attention"
     assert ledger(shop) == ["charge 30"]  # never a blind retry
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from savegame import resolve
+from savegame import ConfigurationError, resolve
 from tests.cli.test_control import crash_mid_charge, ledger
 from tests.cli.test_errors import assert_one_error_line
 
@@ -18,12 +18,14 @@ def test_done_without_a_result_is_refused_and_records_nothing(
 ) -> None:
     crash_mid_charge(proc, shop, store)
     out = cli("resolve", "p1", "--effect", "p1:1:0", "--done", "--store", store)
-    assert_one_error_line(out, "--done needs --result JSON", "--result null")
+    assert_one_error_line(
+        out, "settling p1:1:0 as done needs what the call returned", "--result JSON"
+    )
     assert out.exit_code == 2
     [entry] = cli("effects", "p1", "--store", store, "--json").json()
     assert (entry["status"], entry["result"]) == ("pending", None)  # still in doubt
 
-    with pytest.raises(TypeError, match=r"done=True\) needs result="):
+    with pytest.raises(ConfigurationError, match=r"p1:1:0 as done needs what the call returned"):
         resolve("p1", "p1:1:0", done=True, store=store)
     assert cli("effects", "p1", "--store", store, "--json").json()[0]["status"] == "pending"
 

@@ -20,6 +20,7 @@ from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
 from savegame.cli.options import JsonOption, StoreOption
+from savegame.effects import decisions
 from savegame.model import EffectKind, EffectRecord, RunStatus
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
@@ -75,16 +76,8 @@ def resolve_command(
     """Settle an in-doubt write call after checking the outside world; then `savegame resume` it."""
     if done is None:
         raise UsageError("say whether the call happened: --done or --not-done")
-    if result is not None and not done:
-        raise UsageError("--result goes with --done: a call that did not happen has no result")
-    if done and result is None:
-        # The step gets this value as the call's return; savegame cannot know whether the
-        # step uses it, so a missing one is never recorded as null by default.
-        raise UsageError(
-            "--done needs --result JSON: what the call returned, which the step gets "
-            "back (--result null if it returned nothing)"
-        )
-    value = None if result is None else parse_json(result, "--result")
+    # No --result is not null: for a write, resolve refuses it (exit 2).
+    value = decisions.NO_RESULT if result is None else parse_json(result, "--result")
     entry = savegame.resolve(run_id, effect, done=done, result=value, by=by, store=store)
     outcome = "done" if done else "not done"
     # A compensation's run goes on with `compensate`, the others' with `resume`.

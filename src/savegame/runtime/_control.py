@@ -262,34 +262,24 @@ def reject(
 
 
 #: ``resolve(..., done=True)`` without ``result=``: refused, never recorded as None.
-_NO_RESULT: Any = object()
-
-
 def resolve(
     run_id: str,
     request_id: str,
     *,
     done: bool,
-    result: Any = _NO_RESULT,
+    result: Any = decisions.NO_RESULT,
     by: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
     """Settle an in-doubt call: it happened (``done=True``, with its ``result``) or it did not.
 
-    With ``done=True``, ``result`` is required: the re-executed step gets it as the
-    call's return value, and whether the step uses it cannot be known from here
-    (the tool's code may not even be importable), so ``result=None`` must be said.
+    With ``done=True`` on a write, ``result`` is required (``result=None`` must be
+    said): the re-executed step gets it as the call's return value.
 
     Raises:
-        TypeError: ``done=True`` without ``result``.
+        ConfigurationError: a write settled done without ``result``.
     """
-    if done and result is _NO_RESULT:
-        raise TypeError(
-            f"resolve({request_id!r}, done=True) needs result=: what the call returned, "
-            "which the step gets back (result=None if it returned nothing)"
-        )
-    result = None if result is _NO_RESULT else result
     with opened_store(store, create=False) as s:
         return decisions.resolve(
             s, run_id, request_id, done=done, result=result, by=by, storage=storage
