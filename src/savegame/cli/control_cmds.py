@@ -76,6 +76,8 @@ def resolve_command(
     """Settle an in-doubt write call after checking the outside world; then `savegame resume` it."""
     if done is None:
         raise UsageError("say whether the call happened: --done or --not-done")
+    if result is not None and not done:
+        raise UsageError("--result goes with --done: a call that did not happen has no result")
     # No --result is not null: for a write, resolve refuses it (exit 2).
     value = decisions.NO_RESULT if result is None else parse_json(result, "--result")
     entry = savegame.resolve(run_id, effect, done=done, result=value, by=by, store=store)
