@@ -53,7 +53,11 @@ PUBLIC_API = [
     # A worker fleet
     "Worker",
     "submit",
-    # Reading a store
+    # Reading a store, time travel
+    "Change",
+    "ChangeKind",
+    "StateDiff",
+    "diff",
     "get_checkpoint",
     "get_run",
     "history",

@@ -47,7 +47,17 @@ from savegame.errors import (
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
-from savegame.inspect import get_checkpoint, get_run, history, list_runs, list_threads
+from savegame.inspect import (
+    Change,
+    ChangeKind,
+    StateDiff,
+    diff,
+    get_checkpoint,
+    get_run,
+    history,
+    list_runs,
+    list_threads,
+)
 from savegame.maintenance import (
     PrunePlan,
     RekeyReport,
@@ -141,7 +151,11 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # A worker fleet
     "Worker",
     "submit",
-    # Reading a store
+    # Reading a store, time travel
+    "Change",
+    "ChangeKind",
+    "StateDiff",
+    "diff",
     "get_checkpoint",
     "get_run",
     "history",
