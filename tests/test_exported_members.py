@@ -63,6 +63,10 @@ PUBLIC_API = [
     "history",
     "list_runs",
     "list_threads",
+    # Moving runs between stores
+    "TransferReport",
+    "export_run",
+    "import_run",
     # Stores and storage
     "Keyring",
     "MemoryStore",
@@ -89,6 +93,7 @@ PUBLIC_API = [
     "ConfigurationError",
     "ConflictError",
     "CorruptRecordError",
+    "DamagedExportError",
     "EffectSettledError",
     "EncryptionKeyError",
     "InDoubtEffectError",

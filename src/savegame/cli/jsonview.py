@@ -16,7 +16,7 @@ import typer
 from savegame.codec import to_data
 from savegame.effects import PendingInterrupt
 from savegame.inspect import Change, ChangeKind, StateDiff
-from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, VerifyReport
+from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, TransferReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
 from savegame.runtime import Effect
 
@@ -193,6 +193,17 @@ def rekeyed(report: RekeyReport) -> dict[str, Any]:
         "collected": report.collected,
         "adopted": report.adopted,
         "skipped": [{"run_id": s.run_id, "reason": s.reason} for s in report.skipped],
+    }
+
+
+def transfer(report: TransferReport, path: str) -> dict[str, Any]:
+    return {
+        "path": path,
+        "run_ids": list(report.run_ids),
+        "checkpoints": report.checkpoints,
+        "effects": report.effects,
+        "blobs": report.blobs,
+        "bytes": report.bytes,
     }
 
 
