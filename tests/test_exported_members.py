@@ -53,12 +53,20 @@ PUBLIC_API = [
     # A worker fleet
     "Worker",
     "submit",
-    # Reading a store
+    # Reading a store, time travel
+    "Change",
+    "ChangeKind",
+    "StateDiff",
+    "diff",
     "get_checkpoint",
     "get_run",
     "history",
     "list_runs",
     "list_threads",
+    # Moving runs between stores
+    "TransferReport",
+    "export_run",
+    "import_run",
     # Stores and storage
     "Keyring",
     "MemoryStore",
@@ -85,6 +93,7 @@ PUBLIC_API = [
     "ConfigurationError",
     "ConflictError",
     "CorruptRecordError",
+    "DamagedExportError",
     "EffectSettledError",
     "EncryptionKeyError",
     "InDoubtEffectError",

@@ -28,6 +28,7 @@ from savegame.errors import (
     ConfigurationError,
     ConflictError,
     CorruptRecordError,
+    DamagedExportError,
     EffectSettledError,
     EncryptionKeyError,
     InDoubtEffectError,
@@ -48,13 +49,26 @@ from savegame.errors import (
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
-from savegame.inspect import get_checkpoint, get_run, history, list_runs, list_threads
+from savegame.inspect import (
+    Change,
+    ChangeKind,
+    StateDiff,
+    diff,
+    get_checkpoint,
+    get_run,
+    history,
+    list_runs,
+    list_threads,
+)
 from savegame.maintenance import (
     PrunePlan,
     RekeyReport,
     RetentionPolicy,
     StoreReport,
+    TransferReport,
     VerifyReport,
+    export_run,
+    import_run,
     prune,
     rekey,
     stats,
@@ -142,12 +156,20 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # A worker fleet
     "Worker",
     "submit",
-    # Reading a store
+    # Reading a store, time travel
+    "Change",
+    "ChangeKind",
+    "StateDiff",
+    "diff",
     "get_checkpoint",
     "get_run",
     "history",
     "list_runs",
     "list_threads",
+    # Moving runs between stores
+    "TransferReport",
+    "export_run",
+    "import_run",
     # Stores and storage
     "Keyring",
     "MemoryStore",
@@ -174,6 +196,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "ConfigurationError",
     "ConflictError",
     "CorruptRecordError",
+    "DamagedExportError",
     "EffectSettledError",
     "EncryptionKeyError",
     "InDoubtEffectError",

@@ -8,8 +8,9 @@ each branch is named for what the caller does next::
     ├── SerializationError          state holds something that is not pure data
     ├── StateVersionError           a checkpoint's state schema cannot be migrated
     ├── CorruptRecordError          a stored record failed its checksum or did not decode
-    │   └── UnauthenticatedRecordError  a record without the authentication keys require
-    │       └── UnencryptedRecordError  a plaintext record where encryption is required
+    │   ├── UnauthenticatedRecordError  a record without the authentication keys require
+    │   │   └── UnencryptedRecordError  a plaintext record where encryption is required
+    │   └── DamagedExportError      an export file is damaged or truncated: nothing was imported
     ├── EncryptionKeyError          a record needs a key id the keyring does not hold
     ├── NotFoundError               no such run / checkpoint / thread
     │   └── StoreNotFoundError      no such store (an SQLite file that is not there)
@@ -117,6 +118,22 @@ class UnencryptedRecordError(UnauthenticatedRecordError):
 
     def __init__(self, record_id: str) -> None:
         super().__init__(record_id, "stored without encryption")
+
+
+class DamagedExportError(CorruptRecordError):
+    """An export file (``savegame export``) that is damaged, truncated or not an export;
+    ``savegame import`` refused it before writing anything.
+
+    Attributes:
+        record: the index of the damaged record (0 is the header), or None for the file.
+        offset: the byte offset in the file where that record starts.
+    """
+
+    def __init__(self, reason: str, *, record: int | None = None, offset: int | None = None):
+        self.record = record
+        self.offset = offset
+        where = "export file" if record is None else f"export file record {record}"
+        super().__init__(where if offset is None else f"{where} at byte {offset}", reason)
 
 
 class EncryptionKeyError(SavegameError):

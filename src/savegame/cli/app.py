@@ -8,7 +8,15 @@ from typing import Annotated, Any
 import typer
 
 import savegame
-from savegame.cli import control_cmds, fleet_cmds, jsonview, render, storage_cmds
+from savegame.cli import (
+    control_cmds,
+    diff_cmds,
+    export_cmds,
+    fleet_cmds,
+    jsonview,
+    render,
+    storage_cmds,
+)
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
 from savegame.cli.options import (
@@ -238,3 +246,5 @@ def demo_command(
 control_cmds.register(app)
 storage_cmds.register(app)
 fleet_cmds.register(app)
+diff_cmds.register(app)
+export_cmds.register(app)
