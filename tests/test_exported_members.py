@@ -59,6 +59,14 @@ PUBLIC_API = [
     "history",
     "list_runs",
     "list_threads",
+    # Time travel
+    "ForkPlan",
+    "ForkResult",
+    "RunNode",
+    "Tree",
+    "fork",
+    "plan_fork",
+    "tree",
     # Stores and storage
     "Keyring",
     "MemoryStore",

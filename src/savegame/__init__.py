@@ -47,7 +47,16 @@ from savegame.errors import (
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
-from savegame.inspect import get_checkpoint, get_run, history, list_runs, list_threads
+from savegame.inspect import (
+    RunNode,
+    Tree,
+    get_checkpoint,
+    get_run,
+    history,
+    list_runs,
+    list_threads,
+    tree,
+)
 from savegame.maintenance import (
     PrunePlan,
     RekeyReport,
@@ -75,6 +84,8 @@ from savegame.runtime import (
     CheckpointPolicy,
     Decision,
     Effect,
+    ForkPlan,
+    ForkResult,
     Observer,
     StepContext,
     Worker,
@@ -84,8 +95,10 @@ from savegame.runtime import (
     arun,
     cancel,
     compensate,
+    fork,
     list_effects,
     pending_interrupts,
+    plan_fork,
     reject,
     resolve,
     resume,
@@ -147,6 +160,14 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "history",
     "list_runs",
     "list_threads",
+    # Time travel
+    "ForkPlan",
+    "ForkResult",
+    "RunNode",
+    "Tree",
+    "fork",
+    "plan_fork",
+    "tree",
     # Stores and storage
     "Keyring",
     "MemoryStore",

@@ -1,5 +1,15 @@
-"""Time travel: look at runs, histories and checkpoints."""
+"""Time travel: look at runs, histories and checkpoints, and a thread's tree of runs."""
 
 from savegame.inspect._history import get_checkpoint, get_run, history, list_runs, list_threads
+from savegame.inspect._tree import RunNode, Tree, tree
 
-__all__ = ["get_checkpoint", "get_run", "history", "list_runs", "list_threads"]
+__all__ = [
+    "RunNode",
+    "Tree",
+    "get_checkpoint",
+    "get_run",
+    "history",
+    "list_runs",
+    "list_threads",
+    "tree",
+]
