@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 import savegame
-from savegame.cli import control_cmds, fleet_cmds, jsonview, render, storage_cmds
+from savegame.cli import control_cmds, fleet_cmds, jsonview, render, storage_cmds, time_cmds
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
 from savegame.cli.options import (
@@ -162,12 +162,19 @@ def history_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List a run's checkpoints, newest first."""
+    """List a run's checkpoints, newest first; a checkpoint other runs started from shows them."""
     items = savegame.history(run_id, limit=limit, store=store)
+    # Forks are marked where they left: the runs started from each checkpoint.
+    forks = {
+        cp: [n.run_id for n in nodes]
+        for cp, nodes in savegame.tree(run_id, store=store).forks_at(run_id).items()
+    }
     if as_json:
-        jsonview.emit_many(jsonview.header(h) for h in items)
+        jsonview.emit_many(
+            {**jsonview.header(h), "forks": forks.get(h.checkpoint_id, [])} for h in items
+        )
     else:
-        render.history(render.console(), run_id, items)
+        render.history(render.console(), run_id, items, forks)
 
 
 @app.command("show")
@@ -232,3 +239,4 @@ def demo_command(
 control_cmds.register(app)
 storage_cmds.register(app)
 fleet_cmds.register(app)
+time_cmds.register(app)
