@@ -148,8 +148,9 @@ class Calls:
         existing = self.journal.get(request_id)
         decision = self.journal.get(f"{request_id}:approval")
         if self.replay is not None and existing is None and decision is None:
-            existing, decision = self._reuse(
-                self.replay, tool, index, request_id, arguments, encoded
+            at = (self.step, index, self.node)
+            existing, decision = self.replay.reuse(
+                self.journal, tool, at, request_id, arguments, encoded
             )
             if existing is None:
                 meta = self.replay.executed(meta)
@@ -184,35 +185,6 @@ class Calls:
             )
             return Prepared(request_id, kind, tool.name, arguments, entry, tool=tool)
         return Prepared(request_id, kind, tool.name, arguments, None, meta=meta, tool=tool)
-
-    def _reuse(
-        self,
-        replay: Replay,
-        tool: Tool,
-        index: int,
-        request_id: str,
-        arguments: dict[str, Any],
-        encoded: bytes,
-    ) -> tuple[EffectRecord | None, EffectRecord | None]:
-        """Copy the origin's call at this position (and its approval) into this fork's
-        journal when it is this call; (None, None) when the fork diverges here.
-
-        An approval is reused only for the arguments it approved: any other call, or a
-        call the origin made without one that now needs one, is asked again."""
-        gate = replay.recorded(self.step, index, self.node, approval=True)
-        approved = None
-        if gate is not None or tool.needs_approval(arguments):
-            if gate is None or not same_call(gate, tool.name, encoded):
-                return None, None
-            approved = self.journal.intent(replay.copy(gate, self.run_id, f"{request_id}:approval"))
-            verdict = decode_value(approved.result)
-            edit = verdict.get("edit") if isinstance(verdict, dict) else None
-            if edit is not None:
-                encoded = encode_value(tool.bind((), edit), f"approval.edit.{tool.name}")
-        call = replay.recorded(self.step, index, self.node)
-        if call is None or not same_call(call, tool.name, encoded) or call.error == UNSAVEABLE:
-            return None, approved
-        return self.journal.intent(replay.copy(call, self.run_id, request_id)), approved
 
     def _refuse_unknown_compensation(self, tool: Tool) -> None:
         """A write whose undo names no tool is refused before it happens: its compensation
@@ -420,10 +392,9 @@ class Calls:
         existing = self.journal.get(request_id)
         meta: dict[str, Any] = {}
         if self.replay is not None and existing is None:
-            found = self.replay.recorded(self.step, index, self.node)
-            if found is not None and call.matches(found, asked):
-                existing = self.journal.intent(self.replay.copy(found, self.run_id, request_id))
-            else:
+            at = (self.step, index, self.node)
+            existing = self.replay.reuse_llm(self.journal, call, asked, at, request_id)
+            if existing is None:
                 meta = self.replay.executed(meta)
         for recorded in (self.journal.get(f"{request_id}:approval"), existing):
             if recorded is not None and not call.matches(recorded, asked):

@@ -22,6 +22,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from savegame.codec import decode_value, encode_value
+from savegame.effects._journal import Journal
+from savegame.effects._llm import ModelCall
+from savegame.effects._tools import Tool
 from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
 
 Mode = Literal["replay", "redo"]
@@ -138,6 +142,52 @@ class Replay:
             entry, run_id=run_id, request_id=request_id, metadata=meta, checksum="",
             created_at=utcnow(), completed_at=utcnow(),
         )  # fmt: skip
+
+    def reuse(
+        self,
+        journal: Journal,
+        tool: Tool,
+        at: tuple[int, int, str],
+        request_id: str,
+        arguments: dict[str, Any],
+        encoded: bytes,
+    ) -> tuple[EffectRecord | None, EffectRecord | None]:
+        """The origin's call at ``at`` (step, index, step name) and its approval, copied
+        into the fork's journal when it is this call: (call, approval), (None, approval)
+        when only the approval stands, (None, None) where the fork diverges.
+
+        An approval is reused only for the arguments it approved: any other call, or a
+        call the origin made without one that now needs one, is asked again."""
+        step, index, node = at
+        gate = self.recorded(step, index, node, approval=True)
+        approved = None
+        if gate is not None or tool.needs_approval(arguments):
+            if gate is None or not same_call(gate, tool.name, encoded):
+                return None, None
+            approved = journal.intent(self.copy(gate, journal.run_id, f"{request_id}:approval"))
+            verdict = decode_value(approved.result)
+            edit = verdict.get("edit") if isinstance(verdict, dict) else None
+            if edit is not None:
+                encoded = encode_value(tool.bind((), edit), f"approval.edit.{tool.name}")
+        call = self.recorded(step, index, node)
+        # A done entry with an error kept no result (it was not pure data): not reused.
+        if call is None or not same_call(call, tool.name, encoded) or call.error is not None:
+            return None, approved
+        return journal.intent(self.copy(call, journal.run_id, request_id)), approved
+
+    def reuse_llm(
+        self,
+        journal: Journal,
+        call: ModelCall,
+        asked: str,
+        at: tuple[int, int, str],
+        request_id: str,
+    ) -> EffectRecord | None:
+        """The origin's response at ``at``, copied, when it answered this request."""
+        found = self.recorded(*at)
+        if found is None or not call.matches(found, asked):
+            return None
+        return journal.intent(self.copy(found, journal.run_id, request_id))
 
     def executed(self, meta: Mapping[str, Any]) -> dict[str, Any]:
         """``meta`` marked executed; from here on the fork has diverged."""
