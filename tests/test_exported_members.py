@@ -67,6 +67,14 @@ PUBLIC_API = [
     "TransferReport",
     "export_run",
     "import_run",
+    # Time travel
+    "ForkPlan",
+    "ForkResult",
+    "RunNode",
+    "Tree",
+    "fork",
+    "plan_fork",
+    "tree",
     # Stores and storage
     "Keyring",
     "MemoryStore",

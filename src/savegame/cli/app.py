@@ -16,6 +16,7 @@ from savegame.cli import (
     jsonview,
     render,
     storage_cmds,
+    time_cmds,
 )
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
@@ -170,12 +171,19 @@ def history_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List a run's checkpoints, newest first."""
+    """List a run's checkpoints, newest first; a checkpoint other runs started from shows them."""
     items = savegame.history(run_id, limit=limit, store=store)
+    # Forks are marked where they left: the runs started from each checkpoint.
+    forks = {
+        cp: [n.run_id for n in nodes]
+        for cp, nodes in savegame.tree(run_id, store=store).forks_at(run_id).items()
+    }
     if as_json:
-        jsonview.emit_many(jsonview.header(h) for h in items)
+        jsonview.emit_many(
+            {**jsonview.header(h), "forks": forks.get(h.checkpoint_id, [])} for h in items
+        )
     else:
-        render.history(render.console(), run_id, items)
+        render.history(render.console(), run_id, items, forks)
 
 
 @app.command("show")
@@ -248,3 +256,4 @@ storage_cmds.register(app)
 fleet_cmds.register(app)
 diff_cmds.register(app)
 export_cmds.register(app)
+time_cmds.register(app)

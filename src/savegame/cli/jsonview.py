@@ -110,6 +110,7 @@ def effect(e: Effect) -> dict[str, Any]:
         "result": to_data(e.result, "result"),
         "error": e.error,
         "metadata": to_data(e.metadata, "metadata"),
+        "replay": e.metadata.get("replay"),
         "created_at": e.created_at,
         "completed_at": e.completed_at,
     }

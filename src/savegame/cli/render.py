@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -122,7 +122,26 @@ def runs(out: Console, items: Sequence[RunInfo]) -> None:
     out.print(table)
 
 
-def history(out: Console, run_id: str, items: Sequence[CheckpointHeader]) -> None:
+def _lineage(h: CheckpointHeader, forks: Mapping[str, Sequence[str]]) -> Text:
+    """Where runs forked off this checkpoint, or where this fork came from."""
+    text = Text()
+    started = forks.get(h.checkpoint_id, ())
+    if started:
+        text.append(f"⑂ {', '.join(started)}", style="magenta")
+    fork = h.metadata.get("fork")
+    if isinstance(fork, Mapping) and h.parent_id is not None:
+        text.append(f"{h.metadata.get('source', 'fork')} of {h.parent_id}", style="magenta")
+    return text
+
+
+def history(
+    out: Console,
+    run_id: str,
+    items: Sequence[CheckpointHeader],
+    forks: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    forks = forks or {}
+    marks = [_lineage(h, forks) for h in items]
     table = new_table(f"run {run_id}: {len(items)} checkpoints (newest first)")
     table.add_column("step", justify="right")
     table.add_column("node")
@@ -131,7 +150,10 @@ def history(out: Console, run_id: str, items: Sequence[CheckpointHeader]) -> Non
     table.add_column("next")
     table.add_column("size", justify="right", no_wrap=True)
     table.add_column("created (UTC)", no_wrap=True)
-    for h in items:
+    marked = any(m.plain for m in marks)
+    if marked:
+        table.add_column("forks", overflow="fold")
+    for h, mark in zip(items, marks, strict=True):
         table.add_row(
             str(h.step),
             h.node or Text("(input)", style="dim"),
@@ -140,6 +162,7 @@ def history(out: Console, run_id: str, items: Sequence[CheckpointHeader]) -> Non
             h.next or Text("-", style="dim"),
             size(h.size),
             when(h.created_at),
+            *([mark] if marked else []),
         )
     out.print(table)
     failed = next((h for h in items if h.status is RunStatus.FAILED), None)
@@ -224,9 +247,14 @@ def effects(out: Console, run_id: str, items: Sequence[Effect]) -> None:
         return
     entries = "entry" if len(items) == 1 else "entries"
     table = new_table(f"run {run_id}: {len(items)} journal {entries} (oldest first)")
-    for name in ("request id", "kind", "name", "step/node", "status", "args", "result", "error"):
+    # A fork's calls: reused from the journal it left, or executed for real.
+    replayed = any("replay" in e.metadata for e in items)
+    columns = ("request id", "kind", "name", "step/node", "status", "args", "result", "error")
+    for name in (*columns, *(("replay",) if replayed else ())):
         table.add_column(name, no_wrap=name == "request id", overflow="fold")
     for e in items:
+        how = str(e.metadata.get("replay", ""))
+        extra = [Text(how, style="green" if how == "reused" else "yellow")] if replayed else []
         table.add_row(
             e.request_id,
             e.kind.value,
@@ -237,6 +265,7 @@ def effects(out: Console, run_id: str, items: Sequence[Effect]) -> None:
             short(e.arguments),
             short(e.result),
             Text(e.error or "", style="red"),
+            *extra,
         )
     out.print(table)
     doubt = [e for e in items if e.status is EffectStatus.PENDING and e.kind is EffectKind.WRITE]

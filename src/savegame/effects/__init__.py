@@ -8,6 +8,7 @@ Where things are::
     _journal.py        Journal: a run's entries, verified as they load, written through the store
     _calls.py          Calls: the rules behind ctx.call and ctx.llm (replay, approval,
                        in doubt, call, attempts)
+    _replay.py         Replay: a fork's calls reused from the journal of the branch it left
     _attempts.py       invoke_call: one call's attempts (timeout, retries while safe)
     _retry.py          Backoff, stamina's schedule, timeouts for steps and calls
     _llm.py            model calls: ChatModel, ModelResponse, ToolCall, ToolSpec (registered
@@ -35,6 +36,16 @@ from savegame.effects._llm import (
     as_response,
     tool_spec,
 )
+from savegame.effects._replay import (
+    EXECUTED,
+    FORK_KEY,
+    MODES,
+    REPLAY_KEY,
+    REUSED,
+    Mode,
+    Origin,
+    Replay,
+)
 from savegame.effects._retry import (
     Backoff,
     Expired,
@@ -57,15 +68,23 @@ from savegame.effects._tools import (
 from savegame.effects.decisions import PendingInterrupt, default_actor
 
 __all__ = [
+    "EXECUTED",
+    "FORK_KEY",
+    "MODES",
+    "REPLAY_KEY",
+    "REUSED",
     "Backoff",
     "Calls",
     "ChatModel",
     "Expired",
     "Journal",
     "Message",
+    "Mode",
     "ModelCall",
     "ModelResponse",
+    "Origin",
     "PendingInterrupt",
+    "Replay",
     "RetryOn",
     "Tool",
     "ToolCall",

@@ -8,7 +8,6 @@ Splitting it this way lets ``ctx.call`` and ``await ctx.acall`` share every rule
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from savegame.codec import canonical, decode_value, encode_value
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
+from savegame.effects._replay import Replay, digest, same_call
 from savegame.effects._tools import Tool, unknown_compensation
 from savegame.errors import (
     ApprovalRejected,
@@ -61,23 +61,6 @@ class Happened:
     result: Any
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=12).hexdigest()
-
-
-def _same_call(entry: EffectRecord, name: str, encoded: bytes) -> bool:
-    """Whether ``entry`` records a call of ``name`` with these canonical arguments."""
-    if entry.name != name:
-        return False
-    # Entries written before format 2 of the journal kept a digest of the arguments in
-    # plaintext metadata; newer ones compare the (decrypted) arguments themselves, so
-    # nothing derived from an encrypted value is stored in the clear.
-    legacy = entry.metadata.get("called_with")
-    if legacy is not None:
-        return bool(legacy == _digest(encoded))
-    return entry.arguments == encoded
-
-
 def _show(name: str, arguments: Any) -> str:
     if isinstance(arguments, dict):
         inner = ", ".join(f"{key}={value!r}" for key, value in sorted(arguments.items()))
@@ -103,8 +86,11 @@ class Calls:
         step: int,
         node: str,
         cancelled: Callable[[], bool],
+        replay: Replay | None = None,
     ) -> None:
         self.journal = journal
+        self.replay = replay
+        """A fork's origin journal (:mod:`savegame.effects._replay`); None for other runs."""
         self.run_id = run_id
         self.step = step
         self.node = node
@@ -146,7 +132,7 @@ class Calls:
         shown: str,
         what: str = "",
     ) -> None:
-        if not _same_call(existing, name, encoded):
+        if not same_call(existing, name, encoded):
             recorded = what + _show(existing.name, decode_value(existing.arguments))
             raise NonDeterminismError(self.run_id, existing.request_id, recorded, shown)
 
@@ -161,6 +147,13 @@ class Calls:
             meta["compensate"] = tool.compensate
         existing = self.journal.get(request_id)
         decision = self.journal.get(f"{request_id}:approval")
+        if self.replay is not None and existing is None and decision is None:
+            at = (self.step, index, self.node)
+            existing, decision = self.replay.reuse(
+                self.journal, tool, at, request_id, arguments, encoded
+            )
+            if existing is None:
+                meta = self.replay.executed(meta)
         self._check_recorded(tool, arguments, encoded, existing, decision)
 
         # A decision on record stands, whatever the predicate says now: a rejection too.
@@ -393,19 +386,25 @@ class Calls:
         """
         if self._cancelled():
             raise Cancel()
-        _index, request_id = self._next_id()
-        digest = _digest(canonical(call.request))
-        arguments = {"digest": digest, **call.summary}
+        index, request_id = self._next_id()
+        asked = digest(canonical(call.request))
+        arguments = {"digest": asked, **call.summary}
         existing = self.journal.get(request_id)
+        meta: dict[str, Any] = {}
+        if self.replay is not None and existing is None:
+            at = (self.step, index, self.node)
+            existing = self.replay.reuse_llm(self.journal, call, asked, at, request_id)
+            if existing is None:
+                meta = self.replay.executed(meta)
         for recorded in (self.journal.get(f"{request_id}:approval"), existing):
-            if recorded is not None and not call.matches(recorded, digest):
+            if recorded is not None and not call.matches(recorded, asked):
                 raise NonDeterminismError(
                     self.run_id, request_id, _recorded(recorded), _show(call.name, arguments)
                 )
         if existing is not None and existing.status is EffectStatus.DONE:
             result = decode_value(existing.result)
             return Prepared(request_id, EffectKind.LLM, call.name, {}, existing, True, result)
-        return Prepared(request_id, EffectKind.LLM, call.name, arguments, None, meta={})
+        return Prepared(request_id, EffectKind.LLM, call.name, arguments, None, meta=meta)
 
     def after_llm(self, prepared: Prepared, response: Any) -> Any:
         index = int(prepared.request_id.rsplit(":", 1)[1])
@@ -437,7 +436,7 @@ class Calls:
                 self._entry(request_id, index, EffectKind.INTERRUPT, name, encoded, {})
             )
             raise Pause(request_id)
-        if existing.kind is not EffectKind.INTERRUPT or not _same_call(existing, name, encoded):
+        if existing.kind is not EffectKind.INTERRUPT or not same_call(existing, name, encoded):
             # A value answers the question a person saw: asked another (a redeploy made
             # the amount 1000000), it must not be taken as the answer to this one.
             recorded = decode_value(existing.arguments)

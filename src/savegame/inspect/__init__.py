@@ -1,12 +1,15 @@
-"""Time travel: look at runs, histories and checkpoints, and compare them."""
+"""Time travel: look at runs, histories and checkpoints, compare them, and a thread's tree of runs."""
 
 from savegame.inspect._diff import Change, ChangeKind, StateDiff, compare, diff
 from savegame.inspect._history import get_checkpoint, get_run, history, list_runs, list_threads
+from savegame.inspect._tree import RunNode, Tree, tree
 
 __all__ = [
     "Change",
     "ChangeKind",
+    "RunNode",
     "StateDiff",
+    "Tree",
     "compare",
     "diff",
     "get_checkpoint",
@@ -14,4 +17,5 @@ __all__ = [
     "history",
     "list_runs",
     "list_threads",
+    "tree",
 ]

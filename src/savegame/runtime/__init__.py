@@ -15,6 +15,8 @@ Where things are, along the path of a run::
     _lease.py         who owns a run, the heartbeat
     _loader.py        finding a workflow again from its reference
     _control.py       acting on runs from outside: cancel, compensate, approve ...
+    _fork.py          fork: a new run from any checkpoint, its edit, what it reused
+    _edits.py         a person's edit of a state: keys and paths
     _decision.py      after a decision: continue the run here if its workflow loads, else queue it
     _start.py         start or continue: a run id that exists, a thread that is busy
     _fleet.py         submit, and driving a run a worker claimed
@@ -36,6 +38,7 @@ from savegame.runtime._control import (
 from savegame.runtime._decision import Decision
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
+from savegame.runtime._fork import Call, ForkPlan, ForkResult, fork, plan_fork
 from savegame.runtime._lease import DEFAULT_TTL, owner_id
 from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load
@@ -47,10 +50,13 @@ from savegame.runtime._workflow import END, Workflow
 __all__ = [
     "DEFAULT_TTL",
     "END",
+    "Call",
     "CheckpointPolicy",
     "Decision",
     "Durability",
     "Effect",
+    "ForkPlan",
+    "ForkResult",
     "Observer",
     "OnExists",
     "OnThreadBusy",
@@ -65,10 +71,12 @@ __all__ = [
     "as_workflow",
     "cancel",
     "compensate",
+    "fork",
     "list_effects",
     "load",
     "owner_id",
     "pending_interrupts",
+    "plan_fork",
     "reject",
     "resolve",
     "resume",

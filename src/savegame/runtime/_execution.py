@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from savegame.codec import Chain
 from savegame.codec.storage import StorageConfig
+from savegame.effects import Origin
 from savegame.model import (
     Checkpoint,
     CheckpointHeader,
@@ -60,6 +61,8 @@ class Execution:
     chain: Chain | None = None
     """Where ``start_record`` sits in its chain, when ``start.state`` is exactly what it
     holds (not migrated): the next checkpoint may then be a delta against it."""
+    origin: Origin | None = None
+    """When the run is a fork: the run and checkpoint it left, and how it replays."""
     should_stop: Callable[[], bool] | None = None
     """Polled at every step boundary; True stops the run there (graceful worker shutdown):
     the progress so far is checkpointed and the lease released, status still running."""

@@ -22,7 +22,17 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from savegame.effects import Calls, Expired, Journal, aattempts, retryable, run_compensation, within
+from savegame.codec import open_entry
+from savegame.effects import (
+    Calls,
+    Expired,
+    Journal,
+    Replay,
+    aattempts,
+    retryable,
+    run_compensation,
+    within,
+)
 from savegame.errors import (
     CheckpointWriteError,
     ConfigurationError,
@@ -106,6 +116,7 @@ class _Loop:
         self.usage = start.usage
         self.parent: str | None = start.checkpoint_id
         self.journal = Journal(ex.store, self.run_id, ex.lease.token, [], storage=ex.storage)
+        self.replay: Replay | None = None
         self.saver = saver(ex, self.state)
         # Top-level keys set by steps since the last encoded record: all a delta looks at.
         self.dirty: set[str] = set()
@@ -139,6 +150,8 @@ class _Loop:
             await ex.io(ex.store.list_effects, self.run_id, limit=ALL_EFFECTS),
             storage=ex.storage,
         )
+        if ex.origin is not None:
+            self.replay = await ex.io(self._replay_source)
         self.since_time = time.monotonic()
         while self.target is not None:
             name = self.target
@@ -166,6 +179,14 @@ class _Loop:
                 raise
             await self._advance(name, update, nxt, ctx, key)
         return self._result(await self.saver.flush())
+
+    def _replay_source(self) -> Replay:
+        """A fork's origin journal, each entry verified (a pruned origin has none)."""
+        origin = self.ex.origin
+        assert origin is not None
+        recorded = self.ex.store.list_effects(origin.run_id, limit=ALL_EFFECTS)
+        opened = [open_entry(e, self.ex.storage) for e in recorded]
+        return Replay.of(origin, opened, self.journal.entries())
 
     async def _attempts(self, name: str) -> tuple[Mapping[str, Any], str, StepContext, bool]:
         """Run step ``name`` once, or as often as its ``retries`` allow (stamina's waits).
@@ -201,7 +222,7 @@ class _Loop:
         name = spec.name
         calls = Calls(
             self.journal, run_id=self.run_id, step=self.step + 1, node=name,
-            cancelled=self._cancel_requested,
+            cancelled=self._cancel_requested, replay=self.replay,
         )  # fmt: skip
         ctx = StepContext(self.run_id, self.thread_id, name, self.step + 1, self.parent, calls)
         if self.ex.observer.on_step is not None:

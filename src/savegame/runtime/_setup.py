@@ -15,7 +15,7 @@ from typing import Any
 from savegame import codec, secrets
 from savegame.codec import Chain, load_chain
 from savegame.codec.storage import StorageConfig
-from savegame.effects import decisions
+from savegame.effects import Origin, decisions
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.ids import check_given, new_id
 from savegame.model import (
@@ -52,6 +52,8 @@ class Ready:
     """The run's lease: held by this process, or by nobody for a queued run."""
     created: bool = False
     """The run was created here (``start``, its input checkpoint, is new)."""
+    origin: Origin | None = None
+    """When the run is a fork: where it came from (its calls replay against that journal)."""
 
     def execution(
         self,
@@ -79,6 +81,7 @@ class Ready:
             observer=observer or Observer(),
             storage=storage,
             chain=self.chain,
+            origin=self.origin,
             should_stop=should_stop,
         )
 
@@ -151,7 +154,7 @@ def start_run(
     record = codec.encode(
         header, secrets.redact(state, wf.secrets) if wf.secrets else state, storage
     )
-    info = _run_row(wf, record, ref, now, storage)
+    info = run_row(wf, record, ref, now, storage)
     # A queued run is created unowned: the first worker to claim it leases it.
     lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
     start = Checkpoint(header=record.header, state=state)
@@ -169,7 +172,7 @@ def _thread_state(
     return dict(decode(store, head, wf, storage)[0].state), head.checkpoint_id
 
 
-def _run_row(
+def run_row(
     wf: Workflow,
     record: CheckpointRecord,
     ref: str | None,
@@ -245,4 +248,4 @@ def prepare_resume(
         if not claimed:
             store.release_lease(run_id, lease.token)
         raise
-    return Ready(wf, cp, record, chain, lease)
+    return Ready(wf, cp, record, chain, lease, origin=Origin.of(info.metadata))

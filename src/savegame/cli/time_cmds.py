@@ -1,0 +1,114 @@
+"""Time travel: a thread's tree of runs, and forking a checkpoint (edited, replayed)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+import savegame
+from savegame.cli import jsonview, render, time_view
+from savegame.cli.common import finish, load_workflow, parse_json, parse_object, progress
+from savegame.cli.errors import UsageError
+from savegame.cli.options import JsonOption, StoreOption
+
+
+def tree_command(
+    ident: Annotated[
+        str, typer.Argument(metavar="THREAD|RUN_ID", help="A thread, or any run of it.")
+    ],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Draw a thread's runs as a tree: which run each one forked from or continued, and where."""
+    found = savegame.tree(ident, store=store)
+    if as_json:
+        jsonview.emit(time_view.tree_json(found))
+    else:
+        time_view.tree(render.console(), found)
+
+
+def _parse_set(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        path, eq, text = item.partition("=")
+        if not eq or not path:
+            raise UsageError(f"--set {item!r} must read PATH=JSON, e.g. order.amount=20")
+        out[path] = parse_json(text, f"--set {path}")
+    return out
+
+
+def fork_command(
+    checkpoint_id: Annotated[
+        str, typer.Argument(metavar="CHECKPOINT_ID", help="Where the fork starts.")
+    ],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", metavar="PATH=JSON", help="Set a value inside the state (repeatable)."
+        ),
+    ] = None,
+    update: Annotated[
+        str | None, typer.Option("--update", metavar="JSON", help="State keys to replace.")
+    ] = None,
+    reason: Annotated[str | None, typer.Option("--reason", metavar="TEXT", help="Why.")] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", metavar="NAME", help="Who (default: user@host).")
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            metavar="replay|redo",
+            help="replay (default): recorded calls come back from the journal until the "
+            "first call that differs; redo: every call is made again.",
+        ),
+    ] = "replay",
+    no_run: Annotated[
+        bool, typer.Option("--no-run", help="Create the fork; `savegame resume` runs it.")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask before writes may run again.")
+    ] = False,
+    workflow: Annotated[
+        str | None,
+        typer.Option(
+            "--workflow", metavar="MODULE:ATTR", help="Default: the run's stored reference."
+        ),
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a new run of the thread from a checkpoint, optionally edited, replayed against the journal."""
+    if mode not in ("replay", "redo"):
+        raise UsageError(f"--mode must be replay or redo, not {mode!r}")
+    paths = _parse_set(set_ or [])
+    changes = None if update is None else parse_object(update, "--update", "state keys")
+    plan = savegame.plan_fork(checkpoint_id, store=store)
+    out = render.console()
+    if not as_json:
+        time_view.plan(out, plan, mode)
+    if plan.writes and not yes and not no_run:
+        if not sys.stdin.isatty():
+            raise UsageError("recorded writes may run again: pass --yes to fork anyway")
+        if not typer.confirm("fork?", default=False):
+            raise typer.Exit(1)
+    result = savegame.fork(
+        checkpoint_id, update=changes, set=paths, reason=reason, by=by, mode=mode,  # type: ignore[arg-type]
+        run=not no_run, store=store, observer=progress(as_json),
+        workflow=None if workflow is None else load_workflow(workflow),
+    )  # fmt: skip
+    if as_json:
+        body = time_view.forked_json(result)
+        body["result"] = None if result.result is None else jsonview.result(result.result)
+        jsonview.emit(body)
+        return
+    time_view.forked(out, result)
+    if result.result is not None:
+        finish(result.result, as_json=False, verb="forked and ended", store=store)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tree")(tree_command)
+    app.command("fork")(fork_command)

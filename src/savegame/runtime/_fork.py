@@ -1,0 +1,288 @@
+"""Fork: a new run of the same thread that starts from any checkpoint of another run.
+
+The fork's first checkpoint holds the origin checkpoint's state (with a person's edit,
+if any: then it is an ``update`` checkpoint naming who and why), is parented on it,
+and its metadata (copied to the run row, so covered by the run's check and kept when
+retention prunes the checkpoint) names the origin under ``fork``: that is the run's
+lineage, and where its calls replay from (:mod:`savegame.effects._replay`). Nothing
+of the origin run is written: its rows stay byte for byte as they were. A finished
+or failed run forks like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from savegame import codec, secrets
+from savegame.codec import Chain, open_entry
+from savegame.codec.storage import StorageConfig
+from savegame.effects import EXECUTED, FORK_KEY, REPLAY_KEY, REUSED, Mode, Origin, decisions
+from savegame.errors import ConfigurationError
+from savegame.ids import new_id
+from savegame.model import (
+    Checkpoint,
+    CheckpointHeader,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    RunResult,
+    RunStatus,
+    utcnow,
+)
+from savegame.runtime import _lease as leases
+from savegame.runtime._bridge import direct_io, run_sync
+from savegame.runtime._edits import apply_edits
+from savegame.runtime._execution import Observer
+from savegame.runtime._loader import as_workflow, load, reference_of
+from savegame.runtime._runner import execute
+from savegame.runtime._setup import Ready, decode, run_row
+from savegame.runtime._start import current_result
+from savegame.runtime._workflow import Workflow
+from savegame.stores import Store, opened_store
+from savegame.stores.base import ALL_EFFECTS
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A recorded call of a journal, by position, for people."""
+
+    request_id: str
+    step: int
+    call_index: int
+    node: str
+    name: str
+    kind: EffectKind
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPlan:
+    """What forking a checkpoint would do, before anything is written."""
+
+    origin: CheckpointHeader
+    """The checkpoint the fork would start from."""
+    writes: tuple[Call, ...]
+    """The origin's recorded writes after that checkpoint: ``redo`` would execute each
+    again; ``replay`` only those at or after the first call that differs."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    """A fork: the new run, and (when it ran) where it ended and what it reused."""
+
+    run_id: str
+    thread_id: str
+    origin: Origin
+    checkpoint_id: str
+    """The fork's first checkpoint (the ``update`` checkpoint when edited)."""
+    edited: tuple[str, ...]
+    """What the edit changed: state keys and paths."""
+    result: RunResult | None
+    """Where the fork ended; None with ``run=False`` (``resume`` runs it later)."""
+    reused: tuple[Call, ...] = ()
+    """Calls whose recorded result came back from the origin's journal: nothing called."""
+    executed: tuple[Call, ...] = ()
+    """Calls made for real, oldest first."""
+
+    @property
+    def diverged_at(self) -> Call | None:
+        """The first call that differed from the origin (or the first of ``redo``)."""
+        return self.executed[0] if self.executed else None
+
+
+def _call(e: EffectRecord) -> Call:
+    return Call(e.request_id, e.step, e.call_index, e.node, e.name, e.kind)
+
+
+def _position(e: EffectRecord) -> tuple[int, int, str]:
+    return (e.step, e.call_index, e.request_id)
+
+
+def plan_fork(
+    checkpoint_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
+) -> ForkPlan:
+    """What :func:`fork` would start from and the recorded writes it could repeat.
+
+    Raises:
+        NotFoundError: no such checkpoint.
+    """
+    with opened_store(store) as s:
+        header = s.get_checkpoint(checkpoint_id).header
+        entries = [open_entry(e, storage) for e in s.list_effects(header.run_id, limit=ALL_EFFECTS)]
+    writes = sorted(
+        (
+            e
+            for e in entries
+            if e.kind is EffectKind.WRITE and e.step > header.step and e.status is EffectStatus.DONE
+        ),
+        key=_position,
+    )
+    return ForkPlan(codec.reveal_metadata(header, storage), tuple(_call(e) for e in writes))
+
+
+def _workflow_of(
+    s: Store, run_id: str, workflow: Any, storage: StorageConfig | None
+) -> tuple[Workflow, str | None]:
+    info = codec.verify_run(s.get_run(run_id), storage)
+    if workflow is None:
+        if info.workflow_ref is None:
+            raise ConfigurationError(
+                f"run {run_id} has no stored workflow reference; pass the workflow to fork()"
+            )
+        workflow = load(info.workflow_ref)
+    wf = as_workflow(workflow, info.workflow_ref or "workflow")
+    if wf.name != info.workflow:
+        raise ConfigurationError(
+            f"run {run_id} belongs to workflow {info.workflow!r}, not {wf.name!r}"
+        )
+    return wf, reference_of(workflow) or info.workflow_ref
+
+
+def _metadata(
+    origin: Origin, edited: list[str], by: str | None, reason: str | None
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "source": "update" if edited else "fork",
+        "by": by or decisions.default_actor(),
+        FORK_KEY: {**origin.to_metadata(), "edited": edited},
+    }
+    if reason:
+        meta["reason"] = reason
+    codec.refuse_reserved(meta, "fork metadata")
+    return meta
+
+
+def create_fork(
+    s: Store,
+    checkpoint_id: str,
+    *,
+    workflow: Any,
+    update: Mapping[str, Any] | None,
+    paths: Mapping[str, Any] | None,
+    reason: str | None,
+    by: str | None,
+    mode: Mode,
+    ttl: float,
+    storage: StorageConfig | None,
+) -> tuple[Ready, list[str]]:
+    """Write the fork's run and first checkpoint, leased to this process."""
+    if mode not in get_args(Mode):
+        raise ConfigurationError(f"mode must be one of {', '.join(get_args(Mode))}, not {mode!r}")
+    record = s.get_checkpoint(checkpoint_id)
+    src = record.header
+    wf, ref = _workflow_of(s, src.run_id, workflow, storage)
+    cp, _ = decode(s, record, wf, storage)
+    state, edited = apply_edits(cp.state, update, paths)
+    origin = Origin(src.run_id, src.checkpoint_id, src.step, mode)
+    now = utcnow()
+    header = CheckpointHeader(
+        thread_id=src.thread_id, run_id=new_id(), checkpoint_id=new_id(),
+        parent_id=src.checkpoint_id, step=src.step, node=src.node,
+        status=RunStatus.RUNNING if src.next is not None else RunStatus.COMPLETED,
+        next=src.next, usage=src.usage, metadata=_metadata(origin, edited, by, reason),
+        created_at=now, state_version=wf.state_version,
+    )  # fmt: skip
+    first = codec.encode(
+        header, secrets.redact(state, wf.secrets) if wf.secrets else state, storage
+    )
+    info = run_row(wf, first, ref, now, storage)
+    lease = s.create_run(info, first, owner=leases.owner_id(), ttl=ttl)
+    start = Checkpoint(header=first.header, state=state)
+    ready = Ready(wf, start, first, Chain(0, 0, first.header.size), lease, True, origin)
+    return ready, edited
+
+
+def _calls_of(
+    s: Store, run_id: str, storage: StorageConfig | None
+) -> tuple[list[Call], list[Call]]:
+    """The fork's calls that were reused and executed, each oldest first."""
+    entries = sorted(
+        (open_entry(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)), key=_position
+    )
+    marked = [(e.metadata.get(REPLAY_KEY), e) for e in entries if e.kind is not EffectKind.APPROVAL]
+    return (
+        [_call(e) for how, e in marked if how == REUSED],
+        [_call(e) for how, e in marked if how == EXECUTED],
+    )
+
+
+async def _afork(
+    checkpoint_id: str,
+    store: Store | str | None,
+    run: bool,
+    observer: Observer | None,
+    ttl: float,
+    storage: StorageConfig | None,
+    **edit: Any,
+) -> ForkResult:
+    with opened_store(store) as s:
+        ready, edited = create_fork(s, checkpoint_id, ttl=ttl, storage=storage, **edit)
+        header = ready.record.header
+        if observer is not None and observer.on_checkpoint is not None:
+            observer.on_checkpoint(header, 0.0)
+        if run and header.next is not None:
+            ex = ready.execution(s, ttl=ttl, storage=storage, io=direct_io, observer=observer)
+            result: RunResult | None = await execute(ex)
+        else:
+            s.release_lease(header.run_id, ready.lease.token)
+            info = s.get_run(header.run_id)
+            result = (
+                current_result(s, info, ready.workflow, storage) if header.next is None else None
+            )
+        reused, executed = _calls_of(s, header.run_id, storage)
+    assert ready.origin is not None
+    return ForkResult(
+        header.run_id, header.thread_id, ready.origin, header.checkpoint_id, tuple(edited),
+        result, tuple(reused), tuple(executed),
+    )  # fmt: skip
+
+
+def fork(
+    checkpoint_id: str,
+    *,
+    update: Mapping[str, Any] | None = None,
+    set: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+    by: str | None = None,
+    mode: Mode = "replay",
+    run: bool = True,
+    store: Store | str | None = None,
+    workflow: Any = None,
+    observer: Observer | None = None,
+    lease_ttl: float = leases.DEFAULT_TTL,
+    storage: StorageConfig | None = None,
+) -> ForkResult:
+    """Start a new run of the same thread from ``checkpoint_id``, optionally edited, and run it.
+
+    The origin run is never written to; it may be finished, failed or still going.
+
+    Args:
+        checkpoint_id: where the fork starts (any checkpoint of any run).
+        update: top-level state keys to replace.
+        set: ``{"order.amount": 20}``: values to set at paths inside the state.
+        reason: why, recorded with the fork's first checkpoint.
+        by: who (default: user@host).
+        mode: ``"replay"`` (default): a call with the same tool and arguments at the
+            same position as in the origin gets the recorded result back, nothing is
+            called, until the first call that differs; from there every call is made.
+            ``"redo"``: every call is made again.
+        run: False creates the fork without running it (``resume`` runs it later).
+        workflow: the Workflow or Agent; by default imported from the origin run's reference.
+        storage: how checkpoints are stored and decrypted (see :func:`savegame.run`).
+
+    Returns:
+        The fork's run id, where it ended, and the calls it reused and executed.
+
+    Raises:
+        NotFoundError: no such checkpoint.
+        ConfigurationError: a path of ``set`` does not lead into the state, ``mode`` is unknown.
+        StepError: a step of the fork raised (the fork is failed, the origin untouched).
+    """
+    edit = {"update": update, "paths": set, "reason": reason, "by": by, "mode": mode}
+    return run_sync(
+        _afork(checkpoint_id, store, run, observer, lease_ttl, storage, workflow=workflow, **edit)
+    )
+
+
+__all__ = ["Call", "ForkPlan", "ForkResult", "create_fork", "fork", "plan_fork"]
