@@ -35,9 +35,9 @@ from savegame.runtime import _lease as leases
 from savegame.runtime._bridge import direct_io, run_sync
 from savegame.runtime._edits import apply_edits
 from savegame.runtime._execution import Observer
-from savegame.runtime._loader import as_workflow, load, reference_of
+from savegame.runtime._loader import reference_of
 from savegame.runtime._runner import execute
-from savegame.runtime._setup import Ready, decode, run_row
+from savegame.runtime._setup import Ready, decode, run_row, workflow_of
 from savegame.runtime._start import current_result
 from savegame.runtime._workflow import Workflow
 from savegame.stores import Store, opened_store
@@ -125,17 +125,7 @@ def _workflow_of(
     s: Store, run_id: str, workflow: Any, storage: StorageConfig | None
 ) -> tuple[Workflow, str | None]:
     info = codec.verify_run(s.get_run(run_id), storage)
-    if workflow is None:
-        if info.workflow_ref is None:
-            raise ConfigurationError(
-                f"run {run_id} has no stored workflow reference; pass the workflow to fork()"
-            )
-        workflow = load(info.workflow_ref)
-    wf = as_workflow(workflow, info.workflow_ref or "workflow")
-    if wf.name != info.workflow:
-        raise ConfigurationError(
-            f"run {run_id} belongs to workflow {info.workflow!r}, not {wf.name!r}"
-        )
+    wf = workflow_of(info, workflow, "fork")
     return wf, reference_of(workflow) or info.workflow_ref
 
 

@@ -196,6 +196,23 @@ def run_row(
     return replace(info, checksum=codec.run_checksum(info, storage))
 
 
+def workflow_of(info: RunInfo, workflow: Any, verb: str) -> Workflow:
+    """The workflow ``info`` belongs to: ``workflow`` if given, else the one its verified
+    reference imports; refused when the names differ (a run goes on in its own code)."""
+    if workflow is None:
+        if info.workflow_ref is None:
+            raise ConfigurationError(
+                f"run {info.run_id} has no stored workflow reference; pass the workflow to {verb}()"
+            )
+        workflow = load(info.workflow_ref)
+    wf = as_workflow(workflow, info.workflow_ref or "workflow")
+    if wf.name != info.workflow:
+        raise ConfigurationError(
+            f"run {info.run_id} belongs to workflow {info.workflow!r}, not {wf.name!r}"
+        )
+    return wf
+
+
 def prepare_resume(
     run_id: str,
     store: Store,
@@ -219,17 +236,7 @@ def prepare_resume(
     reason = decisions.waiting_reason(store, run_id, storage)
     if reason is not None:
         raise RunStateError(run_id, f"interrupted: {reason}", "resume")
-    if workflow is None:
-        if info.workflow_ref is None:
-            raise ConfigurationError(
-                f"run {run_id} has no stored workflow reference; pass the workflow to resume()"
-            )
-        workflow = load(info.workflow_ref)
-    wf = as_workflow(workflow, info.workflow_ref or "workflow")
-    if wf.name != info.workflow:
-        raise ConfigurationError(
-            f"run {run_id} belongs to workflow {info.workflow!r}, not {wf.name!r}"
-        )
+    wf = workflow_of(info, workflow, "resume")
     # A worker arrives holding the lease it claimed (and keeps it on failure: it may
     # hold the run back rather than release it); everyone else takes it here.
     claimed, lease = lease is not None, lease or leases.acquire(store, run_id, ttl=ttl)
