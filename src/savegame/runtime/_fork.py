@@ -126,6 +126,8 @@ def _workflow_of(
 ) -> tuple[Workflow, str | None]:
     info = codec.verify_run(s.get_run(run_id), storage)
     wf = workflow_of(info, workflow, "fork")
+    if workflow is None:  # imported from the reference
+        return wf, info.workflow_ref
     return wf, reference_of(workflow) or info.workflow_ref
 
 
