@@ -46,6 +46,7 @@ from savegame.errors import (
     TimedOutError,
     UnauthenticatedRecordError,
     UnencryptedRecordError,
+    WorkspaceError,
 )
 from savegame.inspect import get_checkpoint, get_run, history, list_runs, list_threads
 from savegame.maintenance import (
@@ -76,9 +77,11 @@ from savegame.runtime import (
     Decision,
     Effect,
     Observer,
+    RestoredWorkspace,
     StepContext,
     Worker,
     Workflow,
+    Workspace,
     approve,
     aresume,
     arun,
@@ -88,6 +91,7 @@ from savegame.runtime import (
     pending_interrupts,
     reject,
     resolve,
+    restore_workspace,
     resume,
     run,
     submit,
@@ -115,6 +119,10 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "arun",
     "resume",
     "run",
+    # Workspace snapshots
+    "RestoredWorkspace",
+    "Workspace",
+    "restore_workspace",
     # Agents
     "Agent",
     "ChatModel",
@@ -191,6 +199,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
+    "WorkspaceError",
     # The version
     "__version__",
 ]

@@ -19,6 +19,8 @@ Where things are, along the path of a run::
     _start.py         start or continue: a run id that exists, a thread that is busy
     _fleet.py         submit, and driving a run a worker claimed
     _worker.py        Worker: claims queued and orphaned runs
+    _workspace.py     Workspace: a directory's files captured at each checkpoint
+    _restore.py       restore_workspace: a checkpoint's files put back
 """
 
 from savegame.runtime._api import aresume, arun, resume, run
@@ -39,9 +41,11 @@ from savegame.runtime._fleet import submit
 from savegame.runtime._lease import DEFAULT_TTL, owner_id
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._restore import RestoredWorkspace, restore_workspace
 from savegame.runtime._start import OnExists, OnThreadBusy
 from savegame.runtime._worker import Worker, WorkerStats
 from savegame.runtime._workflow import END, Workflow
+from savegame.runtime._workspace import Workspace
 
 __all__ = [
     "DEFAULT_TTL",
@@ -53,10 +57,12 @@ __all__ = [
     "Observer",
     "OnExists",
     "OnThreadBusy",
+    "RestoredWorkspace",
     "StepContext",
     "Worker",
     "WorkerStats",
     "Workflow",
+    "Workspace",
     "approve",
     "aresume",
     "arun",
@@ -69,6 +75,7 @@ __all__ = [
     "pending_interrupts",
     "reject",
     "resolve",
+    "restore_workspace",
     "resume",
     "run",
     "submit",

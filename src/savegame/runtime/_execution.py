@@ -18,6 +18,7 @@ from savegame.model import (
 from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._workflow import Workflow
+from savegame.runtime._workspace import Workspace
 from savegame.stores.base import Store
 
 
@@ -60,6 +61,8 @@ class Execution:
     chain: Chain | None = None
     """Where ``start_record`` sits in its chain, when ``start.state`` is exactly what it
     holds (not migrated): the next checkpoint may then be a delta against it."""
+    workspace: Workspace | None = None
+    """The directory snapshotted with every checkpoint and restored before the first step."""
     should_stop: Callable[[], bool] | None = None
     """Polled at every step boundary; True stops the run there (graceful worker shutdown):
     the progress so far is checkpointed and the lease released, status still running."""

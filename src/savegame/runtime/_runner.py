@@ -139,6 +139,10 @@ class _Loop:
             await ex.io(ex.store.list_effects, self.run_id, limit=ALL_EFFECTS),
             storage=ex.storage,
         )
+        if ex.workspace is not None and not await ex.io(self.saver.restore_workspace, self.state):
+            # A run's first workspace snapshot, before its first step writes a file.
+            header = self._header(RunStatus.RUNNING, self.target, {})
+            await self._boundary("(workspace)", header, self.state)
         self.since_time = time.monotonic()
         while self.target is not None:
             name = self.target
