@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import logging
 import multiprocessing as mp
 import os
 import random
@@ -31,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -176,7 +176,7 @@ class Drive:
 def quiet_redis() -> None:
     """Silence the store's warning about a Redis without AOF: the table header reports the
     server's appendonly/appendfsync instead, once."""
-    warnings.filterwarnings("ignore", message=r"Redis at .* may lose saved checkpoints")
+    logging.getLogger("savegame.stores.redis").setLevel(logging.ERROR)
 
 
 def stamper(stamps: list[float]) -> Callable[[str, int, str], None]:

@@ -57,12 +57,20 @@ PUBLIC_API = [
     # A worker fleet
     "Worker",
     "submit",
-    # Reading a store
+    # Reading a store, time travel
+    "Change",
+    "ChangeKind",
+    "StateDiff",
+    "diff",
     "get_checkpoint",
     "get_run",
     "history",
     "list_runs",
     "list_threads",
+    # Moving runs between stores
+    "TransferReport",
+    "export_run",
+    "import_run",
     # Stores and storage
     "Keyring",
     "MemoryStore",
@@ -89,6 +97,7 @@ PUBLIC_API = [
     "ConfigurationError",
     "ConflictError",
     "CorruptRecordError",
+    "DamagedExportError",
     "EffectSettledError",
     "EncryptionKeyError",
     "InDoubtEffectError",
@@ -103,6 +112,7 @@ PUBLIC_API = [
     "SerializationError",
     "StateVersionError",
     "StepError",
+    "StoreNotFoundError",
     "ThreadBusyError",
     "TimedOutError",
     "UnauthenticatedRecordError",

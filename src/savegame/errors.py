@@ -8,10 +8,12 @@ each branch is named for what the caller does next::
     ├── SerializationError          state holds something that is not pure data
     ├── StateVersionError           a checkpoint's state schema cannot be migrated
     ├── CorruptRecordError          a stored record failed its checksum or did not decode
-    │   └── UnauthenticatedRecordError  a record without the authentication keys require
-    │       └── UnencryptedRecordError  a plaintext record where encryption is required
+    │   ├── UnauthenticatedRecordError  a record without the authentication keys require
+    │   │   └── UnencryptedRecordError  a plaintext record where encryption is required
+    │   └── DamagedExportError      an export file is damaged or truncated: nothing was imported
     ├── EncryptionKeyError          a record needs a key id the keyring does not hold
     ├── NotFoundError               no such run / checkpoint / thread
+    │   └── StoreNotFoundError      no such store (an SQLite file that is not there)
     ├── RunStateError               the run exists but cannot do that now (resume a completed run)
     ├── ConflictError               someone else wrote first: retry or give up
     │   ├── LeaseHeldError          a live process owns the run
@@ -119,6 +121,22 @@ class UnencryptedRecordError(UnauthenticatedRecordError):
         super().__init__(record_id, "stored without encryption")
 
 
+class DamagedExportError(CorruptRecordError):
+    """An export file (``savegame export``) that is damaged, truncated or not an export;
+    ``savegame import`` refused it before writing anything.
+
+    Attributes:
+        record: the index of the damaged record (0 is the header), or None for the file.
+        offset: the byte offset in the file where that record starts.
+    """
+
+    def __init__(self, reason: str, *, record: int | None = None, offset: int | None = None):
+        self.record = record
+        self.offset = offset
+        where = "export file" if record is None else f"export file record {record}"
+        super().__init__(where if offset is None else f"{where} at byte {offset}", reason)
+
+
 class EncryptionKeyError(SavegameError):
     """A record was encrypted with a key id the configured keyring does not hold."""
 
@@ -133,12 +151,42 @@ class EncryptionKeyError(SavegameError):
 
 
 class NotFoundError(SavegameError):
-    """No run, checkpoint or thread with that id exists in the store."""
+    """No run, checkpoint or thread with that id exists in the store.
 
-    def __init__(self, kind: str, ident: str) -> None:
+    Attributes:
+        store: the store's URL (never with a password), once known: the public
+            functions name the store they looked in (``no run 'r1' in sqlite:///savegame.db``).
+    """
+
+    def __init__(self, kind: str, ident: str, *, store: str | None = None) -> None:
         self.kind = kind
         self.ident = ident
-        super().__init__(f"no {kind} {ident!r} in the store")
+        self.store = store
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        return f"no {self.kind} {self.ident!r} in {self.store or 'the store'}"
+
+    def name_store(self, url: str) -> None:
+        """Say which store was searched (in place, so the traceback and the type stay)."""
+        if self.store is None:
+            self.store = url
+            self.args = (self._describe(),)
+
+
+class StoreNotFoundError(NotFoundError):
+    """The store a URL names does not exist (an SQLite file that is not there), and the
+    operation reads or changes what is in a store rather than starting a run."""
+
+    def __init__(self, url: str, path: str) -> None:
+        self.path = path
+        super().__init__("store", url, store=url)
+
+    def _describe(self) -> str:
+        return (
+            f"no store at {self.ident}: the file {self.path} does not exist "
+            "(only starting a run creates a store)"
+        )
 
 
 class RunStateError(SavegameError):
@@ -155,16 +203,35 @@ class ConflictError(SavegameError):
     """A concurrent writer got there first."""
 
 
-class LeaseHeldError(ConflictError):
-    """Another live process owns the run."""
+def _who(owner: str) -> str:
+    # Owners are ``host:pid:start`` (savegame.runtime); anything else is shown as it is.
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return f"PID {pid} on host {host}" if host and pid.isdigit() else owner
 
-    def __init__(self, run_id: str, owner: str, expires_in: float) -> None:
+
+class LeaseHeldError(ConflictError):
+    """Another process holds the run's lease, and it has not expired.
+
+    Attributes:
+        running: True when the holder is seen running on this host, False when it
+            is seen not running, None when it cannot be seen (another host).
+    """
+
+    def __init__(
+        self, run_id: str, owner: str, expires_in: float, *, running: bool | None = None
+    ) -> None:
         self.run_id = run_id
         self.owner = owner
         self.expires_in = expires_in
-        super().__init__(
-            f"run {run_id} is being executed by {owner}; its lease expires in {max(expires_in, 0):.1f}s"
-        )
+        self.running = running
+        who = _who(owner)
+        held = {
+            True: f"is being executed by {who}",
+            False: f"is held by {who}, which is not running",
+            None: f"is held by {who}",
+        }[running]
+        super().__init__(f"run {run_id} {held}; its lease expires in {max(expires_in, 0):.1f}s")
 
 
 class MissingBlobsError(ConflictError):
@@ -336,7 +403,7 @@ class InDoubtEffectError(SavegameError):
         super().__init__(
             f"run {run_id}: call {tool}({_args(arguments)}) with request id {request_id} is in doubt: "
             f"{what}, and the tool is neither idempotent nor reconcilable; settle it with "
-            f"`savegame resolve {run_id} --effect {request_id} --done|--not-done`"
+            f"`savegame resolve {run_id} --effect {request_id} --done --result JSON` or `--not-done`"
         )
 
 

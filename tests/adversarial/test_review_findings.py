@@ -251,7 +251,7 @@ def test_rekey_leaves_a_run_its_owner_is_executing(tmp_path: Path) -> None:
         store.acquire_lease("live", "otherhost:1:1", 60)  # another process holds it
         report = rekey(store=store, storage=KEYS)
     assert [s.run_id for s in report.skipped] == ["live"]
-    assert "being executed by otherhost:1:1" in report.skipped[0].reason
+    assert "is held by PID 1 on host otherhost;" in report.skipped[0].reason
 
 
 def test_verify_goes_on_past_a_forged_key_id(raw: Raw) -> None:

@@ -162,7 +162,10 @@ def ref(workflow_file: Path) -> str:
 
 @pytest.fixture
 def store(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'savegame.db'}"
+    """An empty SQLite store that exists: only run and submit create a missing one."""
+    url = f"sqlite:///{tmp_path / 'savegame.db'}"
+    savegame.open_store(url).close()
+    return url
 
 
 @pytest.fixture

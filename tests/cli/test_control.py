@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from savegame.codec import from_data
@@ -60,10 +61,12 @@ def test_a_run_that_waits_for_approval_says_how_to_continue(
 
     result = cli("resume", "r1", "--store", store, "--json")
     assert result.exit_code == 4
-    assert result.stderr == (
-        "error: cannot resume run r1: it is interrupted: it waits for approval of refund "
-        "(r1:1:0:approval): approve or reject it\n"
-    )
+    assert orjson.loads(result.stderr) == {  # with --json the error is JSON too
+        "error": "cannot resume run r1: it is interrupted: it waits for approval of refund "
+        "(r1:1:0:approval): approve or reject it",
+        "code": 4,
+        "type": "RunStateError",
+    }
 
 
 def test_approvals_lists_what_waits_across_runs(cli: Any, shop: Path, store: str) -> None:
@@ -224,7 +227,9 @@ def test_resolve_settles_an_in_doubt_write(
     assert stuck.exit_code == 5
     assert stuck.stderr.count("\n") == 1
     assert "call charge(amount=30) with request id p1:1:0 is in doubt" in stuck.stderr
-    assert "savegame resolve p1 --effect p1:1:0 --done|--not-done" in stuck.stderr
+    assert (
+        "savegame resolve p1 --effect p1:1:0 --done --result JSON` or `--not-done" in stuck.stderr
+    )
     assert cli("runs", "--store", store, "--json").json()[0]["status"] == "needs_attention"
     assert ledger(shop) == ["charge 30"]  # never a blind retry
 

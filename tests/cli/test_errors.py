@@ -71,7 +71,7 @@ def test_bad_workflow_reference(
 )
 def test_unknown_run_id(cli: Any, store: str, command: list[str]) -> None:
     out = cli(*command, "--store", store)
-    assert_one_error_line(out, "01NOSUCHRUN", "in the store")
+    assert_one_error_line(out, "01NOSUCHRUN", f"in {store}")
     assert out.exit_code == 3
 
 
@@ -104,7 +104,7 @@ def test_debug_shows_the_traceback(cli: Any, store: str) -> None:
     assert out.exit_code == 3
     assert out.stderr.startswith("Traceback (most recent call last):")
     assert "savegame.errors.NotFoundError" in out.stderr
-    assert out.stderr.splitlines()[-1] == "error: no run or checkpoint '01NOSUCHRUN' in the store"
+    assert out.stderr.splitlines()[-1] == f"error: no run or checkpoint '01NOSUCHRUN' in {store}"
 
 
 def test_a_crash_while_importing_the_workflow_is_one_line(
@@ -139,13 +139,13 @@ def test_debug_can_come_from_the_environment(
         ["reject", "01NOSUCHRUN", "--reason", "no"],
         ["cancel", "01NOSUCHRUN"],
         ["compensate", "01NOSUCHRUN"],
-        ["resolve", "01NOSUCHRUN", "--effect", "x", "--done"],
+        ["resolve", "01NOSUCHRUN", "--effect", "x", "--done", "--result", "1"],
     ],
     ids=["effects", "approve", "reject", "cancel", "compensate", "resolve"],
 )
 def test_unknown_run_id_in_control_commands(cli: Any, store: str, command: list[str]) -> None:
     out = cli(*command, "--store", store)
-    assert_one_error_line(out, "01NOSUCHRUN", "in the store")
+    assert_one_error_line(out, "01NOSUCHRUN", f"in {store}")
     assert out.exit_code == 3
 
 
@@ -231,13 +231,13 @@ def test_nothing_pending(cli: Any, shop: Any, store: str) -> None:
     out = cli("resolve", "s1", "--effect", "s1:1:0", "--not-done", "--store", store)
     assert_one_error_line(out, "cannot resolve s1:1:0 of run s1: it is write entry done")
     assert out.exit_code == 4
-    out = cli("resolve", "s1", "--effect", "s1:9:9", "--done", "--store", store)
+    out = cli("resolve", "s1", "--effect", "s1:9:9", "--done", "--result", "1", "--store", store)
     assert_one_error_line(out, "s1:9:9")
     assert out.exit_code == 3
     out = cli("approve", "s1", "--interrupt", "nope", "--store", store)
     assert (out.exit_code, out.stderr) == (
         3,
-        "error: no pending interrupt 'nope in run s1' in the store\n",
+        f"error: no pending interrupt 'nope in run s1' in {store}\n",
     )
 
 

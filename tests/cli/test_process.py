@@ -53,7 +53,7 @@ def test_importing_savegame_does_not_import_the_cli_stack(tmp_path: Path) -> Non
 
 
 def test_demo_yes_refunds_once_emails_once_and_proves_the_state(tmp_path: Path, proc: Any) -> None:
-    out = proc("demo", "--yes", cwd=tmp_path)
+    out = proc("demo", "--yes", "--no-keep", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stderr == ""
     assert "approved automatically (--yes)" in out.stdout
@@ -68,12 +68,14 @@ def test_demo_yes_refunds_once_emails_once_and_proves_the_state(tmp_path: Path, 
         "state equals the uninterrupted run's byte for byte" in out.stdout
     )
     assert "final answer" in out.stdout
-    assert list(tmp_path.iterdir()) == []  # nothing left behind without --keep
+    assert list(tmp_path.iterdir()) == []  # nothing left in the folder it ran in
 
 
 def test_demo_without_a_terminal_approves_by_itself(tmp_path: Path, proc: Any, cli: Any) -> None:
     store = f"sqlite:///{tmp_path / 'demo.db'}"
-    out = proc("demo", "--store", store, cwd=tmp_path)  # stdin is /dev/null: no terminal
+    out = proc(
+        "demo", "--store", store, "--no-keep", cwd=tmp_path
+    )  # no terminal: stdin is /dev/null
     assert out.returncode == 0, out.stdout + out.stderr
     assert (
         "Approve refund of $149.00 for order A-10423? approved automatically (no terminal attached)"

@@ -78,7 +78,7 @@ def test_live_owner_on_another_host_blocks_resume(store: Store) -> None:
     failed_run(store, "r1")
     store.acquire_lease("r1", "far-away:4242:7", ttl=30)
     with pytest.raises(
-        LeaseHeldError, match=r"run r1 is being executed by far-away:4242:7; its lease expires in"
+        LeaseHeldError, match=r"run r1 is held by PID 4242 on host far-away; its lease expires in"
     ):
         resume("r1", store=store, workflow=two_steps())
 

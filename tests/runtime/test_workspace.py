@@ -274,3 +274,16 @@ def test_resume_restores_the_workspace_before_the_step_runs_again(
     savegame.resume("r1", store=store, workflow=wf)
     assert found[0] == found[1]  # the failed step's writes undone before it ran again
     assert set(found[1]) == {"a.txt", "b.txt"} and found[1]["a.txt"][0] == b"kept"
+
+
+def test_an_exported_run_brings_its_workspace_files_along(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    seen = [start(ws)]
+    source = SqliteStore(tmp_path / "here.db")
+    result = run(editing(ws, seen), store=source)
+    savegame.export_run(result.run_id, tmp_path / "run.sgx", store=source)
+    there = SqliteStore(tmp_path / "there.db")
+    savegame.import_run(tmp_path / "run.sgx", store=there)
+    elsewhere = tmp_path / "elsewhere"
+    restore_workspace(get_checkpoint(result.checkpoint_id, store=there), elsewhere, store=there)
+    assert tree(elsewhere) == seen[5]

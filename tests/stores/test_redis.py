@@ -9,9 +9,9 @@ they skip without one, unless SAVEGAME_REQUIRE_SERVICES=1 (CI), where they fail
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -29,7 +29,7 @@ from savegame.errors import (
 )
 from savegame.model import Lease, RunStatus, utcnow
 from savegame.stores import open_store
-from savegame.stores.redis import RedisDurabilityWarning, RedisStore, durability, parse_url
+from savegame.stores.redis import RedisStore, durability, parse_url
 from savegame.stores.redis import _store as redis_store
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
 from tests import services
@@ -53,12 +53,9 @@ def open_scratch(raw: Any) -> Iterator[Opener]:
     """Open stores on fresh prefixes (or a given one); every key they made is deleted afterwards."""
     opened: list[RedisStore] = []
 
-    def opener(prefix: str | None = None, *, quiet: bool = True) -> RedisStore:
+    def opener(prefix: str | None = None) -> RedisStore:
         prefix = prefix or f"sgtest-{uuid.uuid4().hex}"
-        with warnings.catch_warnings():
-            if quiet:  # the server under test may run without AOF
-                warnings.simplefilter("ignore", RedisDurabilityWarning)
-            store = RedisStore.from_url(services.redis_url(prefix))
+        store = RedisStore.from_url(services.redis_url(prefix))
         opened.append(store)
         return store
 
@@ -75,20 +72,21 @@ def _keys(raw: Any, store: RedisStore) -> dict[bytes, bytes]:
 
 # -- durability -----------------------------------------------------------------------
 def test_opening_warns_once_when_the_server_cannot_promise_durability(
-    raw: Any, open_scratch: Opener, monkeypatch: pytest.MonkeyPatch
+    raw: Any, open_scratch: Opener, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     persistent, problem = durability(raw)
     if persistent:
         pytest.skip("the test server runs with appendonly yes and a safe appendfsync")
     monkeypatch.setattr(redis_store, "_warned", set())
-    with pytest.warns(RedisDurabilityWarning, match="may lose saved checkpoints") as caught:
-        store = open_scratch(quiet=False)
-    assert problem is not None and problem in str(caught[0].message)
-    assert "appendonly yes and appendfsync always" in str(caught[0].message)
+    with caplog.at_level(logging.WARNING, logger="savegame.stores.redis"):
+        store = open_scratch()
+        open_scratch()  # the process was told about this server already
+    [said] = [r for r in caplog.records if r.name == "savegame.stores.redis"]
+    assert said.levelno == logging.WARNING
+    assert problem is not None and problem in said.getMessage()
+    assert "may lose saved checkpoints" in said.getMessage()
+    assert "appendonly yes and appendfsync always" in said.getMessage()
     assert (store.capabilities.persistent, store.capabilities.multi_process) == (False, True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        open_scratch(quiet=False)  # the process was told about this server already
 
 
 class _Config:
@@ -307,9 +305,7 @@ def test_open_store_opens_redis_urls(open_scratch: Opener) -> None:
         again.close()
     client = redis.Redis.from_url(URL)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RedisDurabilityWarning)
-            built = RedisStore(client, prefix=store.prefix)
+        built = RedisStore(client, prefix=store.prefix)
         assert built.url.endswith(f"/0?prefix={store.prefix}")
         built.close()  # not its client: still usable
         assert client.ping()

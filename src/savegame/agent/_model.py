@@ -39,7 +39,9 @@ class ScriptedModel:
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         if turn >= len(self._responses):
             raise ConfigurationError(
-                f"ScriptedModel has {len(self._responses)} responses but was asked for turn {turn + 1}"
+                f"ScriptedModel has {len(self._responses)} responses but was asked for turn "
+                f"{turn + 1}: the conversation holds {turn} assistant messages (a run on an "
+                "existing thread continues its conversation, earlier turns included)"
             )
         response = self._responses[turn]
         if response.input_tokens or response.output_tokens:

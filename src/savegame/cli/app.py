@@ -8,7 +8,15 @@ from typing import Annotated, Any
 import typer
 
 import savegame
-from savegame.cli import control_cmds, fleet_cmds, jsonview, render, storage_cmds
+from savegame.cli import (
+    control_cmds,
+    diff_cmds,
+    export_cmds,
+    fleet_cmds,
+    jsonview,
+    render,
+    storage_cmds,
+)
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
 from savegame.cli.options import (
@@ -201,8 +209,14 @@ def demo_command(
         ),
     ] = None,
     keep: Annotated[
-        bool, typer.Option("--keep", help="Keep the demo's files and print where they are.")
-    ] = False,
+        bool,
+        typer.Option(
+            "--keep/--no-keep",
+            show_default=False,
+            help="Keep the demo's store and files, and print where they are (the default), "
+            "or delete them at the end.",
+        ),
+    ] = True,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve the refund without asking.")
     ] = False,
@@ -232,3 +246,5 @@ def demo_command(
 control_cmds.register(app)
 storage_cmds.register(app)
 fleet_cmds.register(app)
+diff_cmds.register(app)
+export_cmds.register(app)

@@ -20,6 +20,7 @@ from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
 from savegame.cli.options import JsonOption, StoreOption
+from savegame.effects import decisions
 from savegame.model import EffectKind, EffectRecord, RunStatus
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
@@ -62,7 +63,11 @@ def resolve_command(
     ] = None,
     result: Annotated[
         str | None,
-        typer.Option("--result", metavar="JSON", help="With --done: what the call returned."),
+        typer.Option(
+            "--result",
+            metavar="JSON",
+            help="With --done, required: what the call returned (null if nothing).",
+        ),
     ] = None,
     by: ByOption = None,
     store: StoreOption = None,
@@ -73,7 +78,8 @@ def resolve_command(
         raise UsageError("say whether the call happened: --done or --not-done")
     if result is not None and not done:
         raise UsageError("--result goes with --done: a call that did not happen has no result")
-    value = None if result is None else parse_json(result, "--result")
+    # No --result is not null: for a write, resolve refuses it (exit 2).
+    value = decisions.NO_RESULT if result is None else parse_json(result, "--result")
     entry = savegame.resolve(run_id, effect, done=done, result=value, by=by, store=store)
     outcome = "done" if done else "not done"
     # A compensation's run goes on with `compensate`, the others' with `resume`.

@@ -171,9 +171,11 @@ def report(out: Console, rep: DemoReport) -> None:
         )
     secs = rep.seconds
     out.print(f"usage: {render.usage(rep.usage)}")
+    waited = secs.get("approval", 0.0)
     out.print(
         f"time: three processes {secs.get('processes', 0):.2f} s, reference "
-        f"{secs.get('reference', 0):.2f} s, total {secs.get('total', 0):.2f} s",
+        f"{secs.get('reference', 0):.2f} s, total {secs.get('total', 0):.2f} s"
+        + (f" (not counting the {waited:.1f} s the approval took)" if waited >= 0.05 else ""),
         soft_wrap=True,
     )
     out.print(
@@ -182,6 +184,25 @@ def report(out: Console, rep: DemoReport) -> None:
     )
     # soft_wrap keeps the verdict and the paths on one line each, for grep and copy-paste.
     out.print(_verdict(rep), soft_wrap=True)
-    if rep.kept is not None:
-        out.print(f"kept the demo's files: {rep.kept}", soft_wrap=True)
-        out.print(f"  try: savegame effects {rep.run_id} --store {rep.store_url}", soft_wrap=True)
+    where(out, rep)
+
+
+def where(out: Console, rep: DemoReport) -> None:
+    """Where the demo's code is, and its store with the commands that look into it."""
+    out.print(Text("the demo's code", style="bold"))
+    for what, path in rep.code.items():
+        out.print(f"  {path}  ({what})", soft_wrap=True)
+    if rep.kept is None:
+        out.print(f"the demo's files were deleted (--no-keep); its store was {rep.store_url}")
+        return
+    store = f"--store {rep.store_url}"
+    out.print(Text("the demo's store, kept", style="bold"))
+    out.print(f"  {rep.store_url}", soft_wrap=True)
+    out.print(f"  files in {rep.kept} (delete the folder when done)", soft_wrap=True)
+    for command in (
+        f"savegame runs {store}",
+        f"savegame history {rep.run_id} {store}",
+        f"savegame effects {rep.run_id} {store}",
+        f"savegame show {rep.run_id} {store}",
+    ):
+        out.print(f"  {command}", soft_wrap=True)

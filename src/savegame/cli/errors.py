@@ -3,6 +3,12 @@
 Every command runs inside :class:`Group.invoke`, so no command catches
 anything itself: a ``SavegameError`` (or any other failure) is reported as
 ``error: ...`` and a non-zero exit, with the traceback only under ``--debug``.
+With ``--json`` the line is a JSON object instead, ``{"error": ..., "code": ...,
+"type": ...}``, on stderr too: stdout holds only a command's result, so a
+program reading it never takes an error for data. The parser's own usage
+errors (a bad ``--limit``) take the same form under ``--json``. Warnings that
+savegame logs (a Redis that may lose writes) are one ``warning: ...`` line
+each (``{"warning": ...}`` under ``--json``).
 
 Exit codes, so scripts can tell what to do next:
 
@@ -34,13 +40,18 @@ Exit codes, so scripts can tell what to do next:
 
 from __future__ import annotations
 
+import logging
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import orjson
 import typer
 from typer.core import TyperGroup
 
+from savegame.cli.options import without_flag_types
 from savegame.errors import (
     ApprovalRejected,
     CompensationError,
@@ -116,24 +127,84 @@ def exit_code(exc: BaseException) -> int:
     return next((code for kind, code in _CODES if isinstance(exc, kind)), EXIT_ERROR)
 
 
-def report(exc: BaseException, *, debug: bool) -> int:
+def report(exc: BaseException, *, debug: bool, as_json: bool = False) -> int:
     """Write the error to stderr and return the exit code for it."""
     if debug:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    message = "interrupted" if isinstance(exc, KeyboardInterrupt) else one_line(exc)
-    sys.stderr.write(f"error: {message}\n")
+    code = exit_code(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        message = "interrupted"
+    elif _is_control_flow(exc):
+        message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+        code = int(getattr(exc, "exit_code", EXIT_USAGE))
+    else:
+        message = one_line(exc)
+    if as_json:
+        line = orjson.dumps({"error": message, "code": code, "type": type(exc).__name__}).decode()
+    else:
+        line = f"error: {message}"
+    sys.stderr.write(line + "\n")
     sys.stderr.flush()
-    return exit_code(exc)
+    return code
+
+
+class _WarningLine(logging.Formatter):
+    def __init__(self, as_json: bool) -> None:
+        super().__init__()
+        self._as_json = as_json
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = " ".join(record.getMessage().split())
+        return orjson.dumps({"warning": text}).decode() if self._as_json else f"warning: {text}"
+
+
+@contextmanager
+def warnings_to_stderr(as_json: bool) -> Iterator[None]:
+    """savegame's warnings (its loggers, WARNING and up) as one line each, while a command runs."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_WarningLine(as_json))
+    logger = logging.getLogger("savegame")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+_JSON = "savegame.json"
+
+
+def _is_usage_error(exc: BaseException) -> bool:
+    # The parser's own (a bad --limit, an unknown option): it has a message and a code.
+    return _is_control_flow(exc) and hasattr(exc, "format_message")
 
 
 class Group(TyperGroup):
     """The root command group: runs a command and turns its failure into a line and a code."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Read before the parser sees them, so even its own errors know --json was asked.
+        given = args[: args.index("--")] if "--" in args else args
+        ctx.meta[_JSON] = "--json" in given
+        return super().parse_args(ctx, args)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            without_flag_types(command.get_params(ctx))
+        return command
+
+    def get_params(self, ctx: Any) -> Any:
+        return without_flag_types(super().get_params(ctx))
+
     def invoke(self, ctx: Any) -> Any:
+        as_json = bool(ctx.meta.get(_JSON))
         try:
-            return super().invoke(ctx)
+            with warnings_to_stderr(as_json):
+                return super().invoke(ctx)
         except (Exception, KeyboardInterrupt) as exc:
-            if _is_control_flow(exc):
+            if _is_control_flow(exc) and not (as_json and _is_usage_error(exc)):
                 raise
-            code = report(exc, debug=bool(ctx.params.get("debug")))
+            code = report(exc, debug=bool(ctx.params.get("debug")), as_json=as_json)
             raise typer.Exit(code) from None

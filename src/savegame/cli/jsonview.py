@@ -15,7 +15,8 @@ import typer
 
 from savegame.codec import to_data
 from savegame.effects import PendingInterrupt
-from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, VerifyReport
+from savegame.inspect import Change, ChangeKind, StateDiff
+from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, TransferReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
 from savegame.runtime import Effect
 
@@ -44,6 +45,27 @@ def header(h: CheckpointHeader) -> dict[str, Any]:
 
 def checkpoint(cp: Checkpoint) -> dict[str, Any]:
     return {**header(cp.header), "state": to_data(cp.state)}
+
+
+def change(c: Change) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": list(c.path), "pointer": c.pointer, "kind": c.kind.value}
+    if c.kind in (ChangeKind.GREW, ChangeKind.SHRANK):
+        out.update(at=c.at, count=len(c.items), items=to_data(list(c.items), "items"))
+    else:
+        if c.kind is not ChangeKind.ADDED:
+            out["old"] = to_data(c.old, "old")
+        if c.kind is not ChangeKind.REMOVED:
+            out["new"] = to_data(c.new, "new")
+    return out
+
+
+def diff(d: StateDiff) -> dict[str, Any]:
+    return {
+        "a": header(d.a),
+        "b": header(d.b),
+        "same": d.same,
+        "changes": [change(c) for c in d.changes],
+    }
 
 
 def run(info: RunInfo) -> dict[str, Any]:
@@ -171,6 +193,17 @@ def rekeyed(report: RekeyReport) -> dict[str, Any]:
         "collected": report.collected,
         "adopted": report.adopted,
         "skipped": [{"run_id": s.run_id, "reason": s.reason} for s in report.skipped],
+    }
+
+
+def transfer(report: TransferReport, path: str) -> dict[str, Any]:
+    return {
+        "path": path,
+        "run_ids": list(report.run_ids),
+        "checkpoints": report.checkpoints,
+        "effects": report.effects,
+        "blobs": report.blobs,
+        "bytes": report.bytes,
     }
 
 

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from savegame.runtime import OnExists, OnThreadBusy
+
+P = TypeVar("P", bound=Sequence[Any])
+
+
+def without_flag_types(params: P) -> P:
+    """Flags (``--json``, ``--done/--not-done``, ``--help``) take no value, so their help
+    shows no type: typer would print ``<bool>`` beside each, as if one were expected.
+
+    Applied to every command's options by the root group (``cli.errors.Group``), so
+    a flag declared anywhere needs nothing of its own.
+    """
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""  # what the help shows in the value's place
+    return params
+
 
 StoreOption = Annotated[
     str | None,

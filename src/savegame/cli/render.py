@@ -180,10 +180,14 @@ def checkpoint(out: Console, cp: Checkpoint) -> None:
 
 
 def progress(out: Console, h: CheckpointHeader, seconds: float) -> None:
-    """One line per committed checkpoint while a run is going."""
+    """One line per committed checkpoint while a run is going, with the run's status at it."""
     out.print(
-        f"step {h.step:>3}  {h.node or '(input)':<12} -> {h.next or 'end':<12}"
-        f" {h.checkpoint_id} {size(h.size):>9} {seconds * 1000:7.2f} ms"
+        Text.assemble(
+            f"step {h.step:>3}  {h.node or '(input)':<12} -> {h.next or 'end':<12} ",
+            status(h.status),
+            " " * max(1, 13 - len(h.status.value)),
+            f"{h.checkpoint_id} {size(h.size):>9} {seconds * 1000:7.2f} ms",
+        )
     )
 
 

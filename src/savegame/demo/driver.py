@@ -12,6 +12,11 @@
    world, as a reference; the final states are compared byte for byte, and the
    outside world must hold exactly one refund and one email.
 
+The store and the outside-world files are kept (in a temporary folder, whose
+path the report gives) so the run ids the demo shows can be inspected with
+``savegame history`` and friends; time spent waiting for the person's answer
+is not counted as run time.
+
 This module has no rich or typer import: it returns a :class:`DemoReport`
 and the CLI renders it.
 """
@@ -42,6 +47,16 @@ AFTER_CRASH = "process 3"
 Events = Callable[[str], None]
 Ask = Callable[[str], bool]
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: Where the demo's code is, to read after watching it: what each file holds -> its path.
+CODE: dict[str, str] = {
+    "the refund agent: tools, model script, workflow": os.path.join(_HERE, "refund.py"),
+    "its outside world: payment provider, mail server": os.path.join(_HERE, "world.py"),
+    "the process that runs or resumes it": os.path.join(_HERE, "child.py"),
+    "the demo: approve, SIGKILL, resume, compare": os.path.join(_HERE, "driver.py"),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -71,6 +86,8 @@ class Approval:
     how: str
     """``at the terminal``, ``automatically (--yes)`` ..."""
     by: str
+    waited: float = 0.0
+    """Seconds spent waiting for the person's answer (not run time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +124,10 @@ class DemoReport:
     usage: savegame.Usage
     reference_usage: savegame.Usage
     seconds: dict[str, float] = field(default_factory=dict)
-    """Wall time of each phase: processes, reference, total."""
+    """Wall time of each phase: processes, reference, total; the wait for the person's
+    answer is left out of them and given as ``approval``."""
+    code: dict[str, str] = field(default_factory=lambda: dict(CODE))
+    """Where the demo's code is: what each file holds -> its path."""
 
     @property
     def same_state(self) -> bool:
@@ -164,6 +184,7 @@ def _decide(
     [waiting] = savegame.pending_interrupts(run_id, store=store)
     args = dict(waiting.payload)
     question = f"Approve refund of ${args['amount']} for order {args['order_id']}?"
+    asked = time.perf_counter()
     if ask is None:
         how, by = f"automatically ({auto})", f"savegame demo ({auto})"
         say(f"{question} approved {how}")
@@ -175,9 +196,10 @@ def _decide(
         raise DemoError(
             f"demo: refund declined; run {run_id} is cancelled and nothing was refunded"
         )
+    waited = time.perf_counter() - asked
     # Recorded only: the next process continues the run (and is killed in the refund).
     savegame.approve(run_id, interrupt_id=waiting.interrupt_id, by=by, store=store, resume=False)
-    return Approval(waiting.interrupt_id, waiting.name, args, question, how, by)
+    return Approval(waiting.interrupt_id, waiting.name, args, question, how, by, waited)
 
 
 def _reference(store: savegame.Store, world: str, by: str) -> savegame.RunResult:
@@ -242,7 +264,7 @@ def _crash_and_resume(
 def run_demo(
     *,
     store: str | None = None,
-    keep: bool = False,
+    keep: bool = True,
     on_event: Events | None = None,
     ask: Ask | None = None,
     auto: str = "no terminal attached",
@@ -251,8 +273,9 @@ def run_demo(
 
     Args:
         store: a store URL shared between processes (default: a new SQLite file
-            in a temporary folder, deleted afterwards unless ``keep``).
-        keep: keep the temporary folder (database and outside-world files).
+            in a temporary folder, kept unless ``keep`` is False).
+        keep: keep the temporary folder (database and outside-world files), so the
+            runs can be inspected afterwards; False deletes it at the end.
         on_event: called with a line of progress as each phase happens.
         ask: asks a person a yes/no question; None approves by itself.
         auto: why the demo approves by itself (shown when ``ask`` is None).
@@ -266,10 +289,12 @@ def run_demo(
     world, ref_world = os.path.join(folder, "world.db"), os.path.join(folder, "reference-world.db")
     started = time.perf_counter()
     seconds: dict[str, float] = {}
+    say(f"the refund agent is {CODE[next(iter(CODE))]}; its runs go to {url}")
     try:
         with closing(savegame.open_store(url)) as handle:
             crashed = _crash_and_resume(handle, url, world, ask, auto, say)
-            seconds["processes"] = time.perf_counter() - started
+            seconds["approval"] = crashed.approval.waited
+            seconds["processes"] = time.perf_counter() - started - crashed.approval.waited
             mark = time.perf_counter()
             say("reference: the same agent, uninterrupted and approved, on its own thread")
             reference = _reference(handle, ref_world, crashed.approval.by)
@@ -279,9 +304,10 @@ def run_demo(
             timeline = _timeline(handle, crashed.run_id, crashed.children)
             summary = World(world).summary()
     finally:
-        if not keep:
+        # An empty folder (the demo stopped before it wrote anything) is nothing to keep.
+        if not keep or not os.listdir(folder):
             shutil.rmtree(folder, ignore_errors=True)
-    seconds["total"] = time.perf_counter() - started
+    seconds["total"] = time.perf_counter() - started - crashed.approval.waited
     return DemoReport(
         store_url=url,
         kept=folder if keep else None,

@@ -214,13 +214,17 @@ def close(
     return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by, storage=storage)
 
 
+NO_RESULT: Any = object()
+"""``resolve(done=True)`` was not told what the call returned."""
+
+
 def resolve(
     store: Store,
     run_id: str,
     request_id: str,
     *,
     done: bool,
-    result: Any = None,
+    result: Any = NO_RESULT,
     by: str | None = None,
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
@@ -229,8 +233,25 @@ def resolve(
     A compensation that failed and did not happen (its tool raised, or no tool of its
     name exists: the run is compensation_failed) may be settled done too: a person
     undid the write by hand, and the next ``compensate`` skips it.
+
+    A write settled done needs its ``result``: the re-executed step gets it as the
+    call's return value, and whether the step uses it cannot be known from here (the
+    tool's code may not even be importable), so a missing one is refused, never
+    recorded as null. A compensation's result goes back to no step.
     """
     entry = verify_entry(store.get_effect(run_id, request_id), storage)
+    if done and result is NO_RESULT:
+        if entry.kind is not EffectKind.COMPENSATION:
+            raise ConfigurationError(
+                f"run {run_id}: settling {request_id} as done needs what the call returned, "
+                "which the step gets back (--result JSON or result=; null/None if nothing)"
+            )
+        result = None
+    if not done and result is not NO_RESULT:
+        raise ConfigurationError(
+            f"run {run_id}: {request_id} settled as not done takes no result: "
+            "a call that did not happen returned nothing"
+        )
     by_hand = (
         done and entry.kind is EffectKind.COMPENSATION and entry.status is EffectStatus.NOT_DONE
     )
@@ -271,6 +292,7 @@ def waiting_reason(store: Store, run_id: str, storage: StorageConfig | None = No
 
 
 __all__ = [
+    "NO_RESULT",
     "EffectRecord",
     "PendingInterrupt",
     "approve",

@@ -18,7 +18,7 @@ def get_run(
 ) -> RunInfo:
     """The run's row: status, head, lease, metadata (sensitive values decrypted when the
     keyring allows). Raises NotFoundError."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         return reveal_run_metadata(s.get_run(run_id), storage)
 
 
@@ -31,7 +31,7 @@ def list_runs(
     storage: StorageConfig | None = None,
 ) -> list[RunInfo]:
     """Runs, newest first, optionally of one thread and one status (metadata as in :func:`get_run`)."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         runs = s.list_runs(
             thread_id=thread_id, status=RunStatus(status) if status else None, limit=limit
         )
@@ -39,7 +39,7 @@ def list_runs(
 
 
 def list_threads(*, limit: int = 100, store: Store | str | None = None) -> list[ThreadInfo]:
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         return s.list_threads(limit=limit)
 
 
@@ -57,7 +57,7 @@ def history(
     Sensitive metadata (``StorageConfig.sensitive_metadata``) is decrypted when
     the keyring allows; filtering on it is not possible (it is stored encrypted).
     """
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         headers = s.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
         return [reveal_metadata(h, storage) for h in headers]
 
@@ -76,7 +76,7 @@ def get_checkpoint(
             plaintext while ``storage`` requires encryption).
         EncryptionKeyError: the record's key id is not in the keyring.
     """
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         try:
             record = s.latest_checkpoint(ident)
         except NotFoundError:

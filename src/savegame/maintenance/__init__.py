@@ -6,17 +6,21 @@ Where things are::
     _retention.py     RetentionPolicy, plan and prune (what may go, in which order)
     _integrity.py     verify: every record's check, reported by id
     _reencrypt.py     rekey: every record sealed again under the active key
+    _archive.py       the export file: frames, checks, records as JSON by their fields
+    _transfer.py      export_run and import_run: read, check everything, then write
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from savegame.codec.storage import StorageConfig
-from savegame.maintenance import _integrity, _reencrypt
+from savegame.maintenance import _integrity, _reencrypt, _transfer
 from savegame.maintenance._integrity import Damage, Progress, VerifyReport
 from savegame.maintenance._reencrypt import RekeyReport
 from savegame.maintenance._retention import PrunePlan, RetentionPolicy, prune
+from savegame.maintenance._transfer import TransferReport
 from savegame.stores import opened_store
 from savegame.stores.base import RunSize, Store, StoreStats
 
@@ -29,7 +33,7 @@ def verify(
     progress: Progress | None = None,
 ) -> VerifyReport:
     """Check every checkpoint, blob and journal entry (of one run, or all); report damage by id."""
-    with opened_store(store) as handle:
+    with opened_store(store, create=False) as handle:
         return _integrity.verify(handle, run_id=run_id, storage=storage, progress=progress)
 
 
@@ -47,7 +51,7 @@ def rekey(
     ``adopt``: also sign records that carry no authentication (a plain store being
     encrypted, records of an older savegame); rekey vouches for what it signs.
     """
-    with opened_store(store) as handle:
+    with opened_store(store, create=False) as handle:
         return _reencrypt.rekey(
             handle, storage=storage, run_id=run_id, progress=progress, adopt=adopt
         )
@@ -65,8 +69,48 @@ def stats(
     *, store: Store | str | None = None, thread_id: str | None = None, limit: int = 50
 ) -> StoreReport:
     """Store totals and storage per run, largest first."""
-    with opened_store(store) as handle:
+    with opened_store(store, create=False) as handle:
         return StoreReport(handle.stats(), handle.run_sizes(thread_id=thread_id, limit=limit))
+
+
+def export_run(
+    ident: str, path: str | os.PathLike[str], *, store: Store | str | None = None
+) -> TransferReport:
+    """Write a run, or every run of a thread, to one portable file at ``path``.
+
+    The file (docs/export.md) holds the run rows, checkpoints, journal entries and
+    every blob the checkpoints refer to, as stored: encrypted records stay
+    encrypted, so no key is needed. It is versioned and checksummed, and replaces
+    ``path`` only once written whole.
+
+    Raises:
+        NotFoundError: ``ident`` is neither a run nor a thread.
+    """
+    with opened_store(store) as handle:
+        return _transfer.export_run(handle, ident, path)
+
+
+def import_run(
+    path: str | os.PathLike[str],
+    *,
+    store: Store | str | None = None,
+    storage: StorageConfig | None = None,
+) -> TransferReport:
+    """Load an export file into ``store`` (any backend); nothing is written unless all of
+    it checks.
+
+    Every record is checked first: the file's own checksums, then each record's check
+    under ``storage`` (its keyring authenticates encrypted exports, as ``verify`` does).
+    A write that fails midway deletes the runs the import created.
+
+    Raises:
+        DamagedExportError: the file is damaged, truncated or not an export (which record, where).
+        CorruptRecordError: a record fails its own check (edited, or under other keys).
+        EncryptionKeyError: the records need a key ``storage`` does not hold.
+        RunExistsError: the store has a run with an id the file holds.
+    """
+    with opened_store(store) as handle:
+        return _transfer.import_run(handle, path, storage)
 
 
 __all__ = [
@@ -75,7 +119,10 @@ __all__ = [
     "RekeyReport",
     "RetentionPolicy",
     "StoreReport",
+    "TransferReport",
     "VerifyReport",
+    "export_run",
+    "import_run",
     "prune",
     "rekey",
     "stats",

@@ -64,7 +64,7 @@ from savegame.errors import (
 )
 from savegame.maintenance._integrity import Progress, runs_of
 from savegame.model import CheckpointRecord, EffectRecord, RunInfo
-from savegame.runtime import DEFAULT_TTL, owner_id
+from savegame.runtime import DEFAULT_TTL, acquire_lease
 from savegame.stores.base import ALL_EFFECTS, Store
 
 BATCH = 200
@@ -163,7 +163,7 @@ def _rekey_run(
     report: RekeyReport,
 ) -> None:
     try:
-        lease = store.acquire_lease(run.run_id, owner_id(), DEFAULT_TTL)
+        lease = acquire_lease(store, run.run_id, ttl=DEFAULT_TTL)
     except LeaseHeldError as exc:
         report.skipped.append(Skipped(run.run_id, f"{exc}; rekey it again when it stops"))
         return

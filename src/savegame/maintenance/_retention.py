@@ -201,7 +201,7 @@ def prune(
     """
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be at least 1, not {batch_size}")
-    with opened_store(store) as handle:
+    with opened_store(store, create=False) as handle:
         return _apply(handle, policy, dry_run=dry_run, now=now, batch_size=batch_size)
 
 

@@ -39,6 +39,7 @@ from savegame.runtime._decision import Decision
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
 from savegame.runtime._lease import DEFAULT_TTL, owner_id
+from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._restore import RestoredWorkspace, restore_workspace
@@ -63,6 +64,7 @@ __all__ = [
     "WorkerStats",
     "Workflow",
     "Workspace",
+    "acquire_lease",
     "approve",
     "aresume",
     "arun",

@@ -69,7 +69,7 @@ async def _aresume(
     io: Io,
     storage: StorageConfig | None,
 ) -> RunResult:
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         if value is not _NO_VALUE:
             await io(decisions.supply, s, run_id, value, interrupt_id=interrupt_id, storage=storage)
         ready = await io(prepare_resume, run_id, s, workflow, from_checkpoint, lease_ttl, storage)

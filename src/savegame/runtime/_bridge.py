@@ -44,15 +44,23 @@ async def _boxed(coro: Coroutine[Any, Any, T]) -> _Box:
     return _Box(await coro)
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to its end from sync code and return its result."""
+def _in_event_loop() -> bool:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        box = asyncio.run(_boxed(coro))
-    else:
+        return False
+    return True
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end from sync code and return its result."""
+    # Asked outside the ``except`` clause: a run started inside it would chain every
+    # error a step raises to "RuntimeError: no running event loop".
+    if _in_event_loop():
         # Called from inside an event loop (a notebook, a server): run on a private loop.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             box = pool.submit(asyncio.run, _boxed(coro)).result()
+    else:
+        box = asyncio.run(_boxed(coro))
     value: T = box.value
     return value

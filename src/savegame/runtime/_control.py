@@ -44,7 +44,7 @@ def list_effects(
     run_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
 ) -> list[Effect]:
     """A run's journal, oldest first, verified, decrypted and decoded."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         s.get_run(run_id)
         entries = [open_entry(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
         return [
@@ -74,7 +74,7 @@ def pending_interrupts(
     storage: StorageConfig | None = None,
 ) -> list[decisions.PendingInterrupt]:
     """Approvals and interrupts waiting for a person (of one run, or of every run)."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         return decisions.pending(s, run_id, storage=storage)
 
 
@@ -101,7 +101,7 @@ def compensate(
         CompensationError: a compensation failed; the run is compensation_failed.
         LeaseHeldError: a live process is executing the run (cancel it first).
     """
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         _import_tools(s.get_run(run_id), storage)
         lease = leases.acquire(s, run_id, ttl=lease_ttl)
         try:
@@ -135,7 +135,7 @@ def cancel(
         RunStateError: the run has finished, or its owner finished it while this
             call waited (the request came during its last step).
     """
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         info = s.get_run(run_id)
         if info.status.finished and info.status is not RunStatus.CANCELLED:
             raise RunStateError(run_id, info.status.value, "cancel")
@@ -223,7 +223,7 @@ def approve(
         NotFoundError, RunStateError, EffectSettledError: the decision was not recorded
             (no such run or pending approval; someone decided first).
     """
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         if edit is not None:
             _import_tools(s.get_run(run_id), storage)
         entry = decisions.approve(
@@ -251,7 +251,7 @@ def reject(
     """Record rejection of a gated tool call (its ``ctx.call`` raises ApprovalRejected), then
     continue the run here if its workflow loads here; ``resume`` and the rest as for
     :func:`approve`."""
-    with opened_store(store) as s:
+    with opened_store(store, create=False) as s:
         entry = decisions.reject(
             s, run_id, reason=reason, interrupt_id=interrupt_id, by=by, storage=storage
         )
@@ -261,18 +261,26 @@ def reject(
         )  # fmt: skip
 
 
+#: ``resolve(..., done=True)`` without ``result=``: refused, never recorded as None.
 def resolve(
     run_id: str,
     request_id: str,
     *,
     done: bool,
-    result: Any = None,
+    result: Any = decisions.NO_RESULT,
     by: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
-    """Settle an in-doubt call: it happened (``done=True``, with its ``result``) or it did not."""
-    with opened_store(store) as s:
+    """Settle an in-doubt call: it happened (``done=True``, with its ``result``) or it did not.
+
+    With ``done=True`` on a write, ``result`` is required (``result=None`` must be
+    said): the re-executed step gets it as the call's return value.
+
+    Raises:
+        ConfigurationError: a write settled done without ``result``.
+    """
+    with opened_store(store, create=False) as s:
         return decisions.resolve(
             s, run_id, request_id, done=done, result=result, by=by, storage=storage
         )

@@ -4,12 +4,17 @@ A lease is held as ``host:pid:start`` where ``start`` is the process start time
 (from /proc where available) so a recycled pid is not mistaken for the dead
 owner. On the same host a holder whose process is gone is recognised at once,
 so ``savegame resume`` right after a crash does not wait for the lease to expire.
+So is a holder that was killed but not yet reaped (a zombie: its parent does not
+wait for it, as in a container without an init), which ``kill(pid, 0)`` still finds.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Callable
 
@@ -19,16 +24,50 @@ from savegame.stores.base import Store
 
 DEFAULT_TTL = 30.0
 
+log = logging.getLogger("savegame.lease")
 
-def _start_time(pid: int) -> str:
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
     except OSError:
-        return "0"
+        return None
     # The command name may contain spaces and parentheses; fields resume after the last ')'.
-    fields = stat[stat.rindex(b")") + 2 :].split()
-    return fields[19].decode()  # field 22 overall: starttime in clock ticks since boot
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
+def _start_time(pid: int) -> str:
+    fields = _stat_fields(pid)
+    return "0" if fields is None else fields[19].decode()  # field 22: starttime, clock ticks
+
+
+def _ps_state(pid: int) -> str | None:
+    # Where there is no /proc (macOS, the BSDs), ps knows; only asked for a holder
+    # that kill(pid, 0) found, so a run whose owner is alive costs one ps at most.
+    ps = shutil.which("ps")
+    if ps is None:
+        return None
+    try:
+        out = subprocess.run(
+            [ps, "-o", "state=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()[:1] or None
+
+
+def _not_running(pid: int) -> bool:
+    """True when ``pid`` exists only as a zombie (or a dying task): it runs nothing."""
+    fields = _stat_fields(pid)
+    if fields is not None:
+        state: str | None = fields[0].decode()
+    elif os.path.isdir("/proc/self"):
+        return False  # a /proc without this pid: it went between two looks; ask again later
+    else:
+        state = _ps_state(pid)
+    return state in ("Z", "X", "x")
 
 
 def owner_id(pid: int | None = None) -> str:
@@ -36,21 +75,30 @@ def owner_id(pid: int | None = None) -> str:
     return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
 
 
-def holder_is_dead(owner: str) -> bool:
-    """True only when ``owner`` is provably a dead process on this host."""
+def _holder(owner: str) -> tuple[str, int, str] | None:
+    """(host, pid, start) of a ``host:pid:start`` owner on this host, else None."""
     host, _, rest = owner.partition(":")
     pid_text, _, start = rest.partition(":")
     if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    return host, int(pid_text), start
+
+
+def holder_is_dead(owner: str) -> bool:
+    """True only when ``owner`` is provably a process on this host that is not running."""
+    holder = _holder(owner)
+    if holder is None:
         return False
-    pid = int(pid_text)
+    _, pid, start = holder
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
-        return False  # alive, owned by another user
-    # Alive pid: dead only if it is a different process that reused the pid.
-    return start not in ("", "0") and _start_time(pid) not in ("0", start)
+        pass  # it exists, owned by another user: alive unless a zombie, as below
+    if start not in ("", "0") and _start_time(pid) not in ("0", start):
+        return True  # a different process that reused the pid
+    return _not_running(pid)
 
 
 def acquire(store: Store, run_id: str, *, ttl: float) -> Lease:
@@ -63,10 +111,23 @@ def acquire(store: Store, run_id: str, *, ttl: float) -> Lease:
     me = owner_id()
     try:
         return store.acquire_lease(run_id, me, ttl)
-    except LeaseHeldError:
+    except LeaseHeldError as exc:
         current = store.get_run(run_id).lease
-        if current is None or not holder_is_dead(current.owner):
+        if current is None:
             raise
+        if not holder_is_dead(current.owner):
+            # Say what is known of the holder: seen running here, or on another host.
+            here = _holder(current.owner) is not None
+            raise LeaseHeldError(
+                run_id, current.owner, exc.expires_in, running=True if here else None
+            ) from None
+        host, pid, _ = _holder(current.owner) or ("?", 0, "")
+        log.info(
+            "run %s was held by PID %d on host %s, which is not running: taking it over",
+            run_id,
+            pid,
+            host,
+        )
         # Compare-and-swap on the dead holder's token: if someone else took the
         # run over in the meantime, this fails with LeaseHeldError as it should.
         return store.acquire_lease(run_id, me, ttl, takeover_token=current.token)

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
-from savegame.errors import ConfigurationError
+from savegame.errors import ConfigurationError, NotFoundError
 from savegame.stores.base import Capabilities, Store, StoreStats, ThreadInfo, Written
 
 # Both are stdlib-only, so exporting them eagerly costs nothing; driver-backed
@@ -47,6 +47,8 @@ class _Backend(NamedTuple):
     cls: str
     extra: str | None
     """The pip extra that installs its driver, named in the error when the import fails."""
+    in_a_file: bool = False
+    """Opening creates the store if it is not there (``from_url`` takes ``create=``)."""
 
 
 # A new backend is one entry here plus a class with ``from_url(url)``;
@@ -55,13 +57,13 @@ _BACKENDS: dict[str, _Backend] = {
     "memory": _Backend("savegame.stores.memory", "MemoryStore", None),
     "postgres": _Backend("savegame.stores.postgres", "PostgresStore", "postgres"),
     "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", "postgres"),
-    "sqlite": _Backend("savegame.stores.sqlite", "SqliteStore", None),
+    "sqlite": _Backend("savegame.stores.sqlite", "SqliteStore", None, in_a_file=True),
     "redis": _Backend("savegame.stores.redis", "RedisStore", "redis"),
     "rediss": _Backend("savegame.stores.redis", "RedisStore", "redis"),
 }
 
 
-def open_store(url: str | Store | None = None) -> Store:
+def open_store(url: str | Store | None = None, *, create: bool = True) -> Store:
     """Open the store a URL names.
 
     Args:
@@ -75,9 +77,13 @@ def open_store(url: str | Store | None = None) -> Store:
             bodies in that bucket (:mod:`savegame.stores.objects`, ``savegame[s3]``).
             None reads ``SAVEGAME_STORE``, falling back to ``sqlite:///savegame.db``
             in the current directory.
+        create: False to refuse a store that is not there rather than make an
+            empty one: an SQLite file that does not exist. (A server store is
+            there or cannot be reached; ``memory://`` lives in this process.)
 
     Raises:
         ConfigurationError: an unknown scheme, a malformed URL, or a missing driver.
+        StoreNotFoundError: ``create`` is False and the store does not exist.
     """
     if url is None:
         url = os.environ.get(ENV_VAR) or DEFAULT_URL
@@ -87,7 +93,7 @@ def open_store(url: str | Store | None = None) -> Store:
         from savegame.stores.objects import has_objects_param, open_with_objects
 
         if has_objects_param(url):
-            return open_with_objects(url, open_store)
+            return open_with_objects(url, lambda inner: open_store(inner, create=create))
     scheme, sep, _ = url.partition("://")
     backend = _BACKENDS.get(scheme.lower()) if sep else None
     if backend is None:
@@ -102,16 +108,25 @@ def open_store(url: str | Store | None = None) -> Store:
         raise ConfigurationError(
             f"the {scheme}:// store needs a driver that is not installed ({exc}){hint}"
         ) from exc
-    store: Store = getattr(module, backend.cls).from_url(url)
+    opener = getattr(module, backend.cls).from_url
+    store: Store = opener(url, create=False) if backend.in_a_file and not create else opener(url)
     return store
 
 
 @contextmanager
-def opened_store(store: str | Store | None) -> Iterator[Store]:
-    """Open ``store`` if it is a URL (or None), and close it afterwards only if we opened it."""
-    handle = open_store(store)
+def opened_store(store: str | Store | None, *, create: bool = True) -> Iterator[Store]:
+    """Open ``store`` if it is a URL (or None), and close it afterwards only if we opened it.
+
+    A :class:`~savegame.errors.NotFoundError` raised inside is told which store was
+    searched, so its message names it. ``create`` is as for :func:`open_store`: the
+    functions that read or change runs pass False, only starting a run creates a store.
+    """
+    handle = open_store(store, create=create)
     try:
         yield handle
+    except NotFoundError as exc:
+        exc.name_store(handle.url)
+        raise
     finally:
         if handle is not store:
             handle.close()

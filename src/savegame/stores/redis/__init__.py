@@ -15,15 +15,10 @@ Record timestamps (``created_at``, ``updated_at``) are the client's, as elsewher
 Durability is the server's: a checkpoint survives a Redis restart only with
 ``appendonly yes``, and a power loss only with ``appendfsync always``
 (``everysec`` may lose the last second). Opening a store reads those settings
-and warns with :class:`RedisDurabilityWarning` when they promise less.
+and, when they promise less, logs one warning per process and server on the
+``savegame.stores.redis`` logger.
 """
 
-from savegame.stores.redis._store import (
-    DEFAULT_PREFIX,
-    RedisDurabilityWarning,
-    RedisStore,
-    durability,
-    parse_url,
-)
+from savegame.stores.redis._store import DEFAULT_PREFIX, RedisStore, durability, parse_url
 
-__all__ = ["DEFAULT_PREFIX", "RedisDurabilityWarning", "RedisStore", "durability", "parse_url"]
+__all__ = ["DEFAULT_PREFIX", "RedisStore", "durability", "parse_url"]

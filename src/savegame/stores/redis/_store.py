@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -41,9 +41,10 @@ _PREFIX = re.compile(r"[A-Za-z0-9_.\-]+")
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
-
-class RedisDurabilityWarning(UserWarning):
-    """The Redis server's persistence settings cannot promise that a saved checkpoint survives."""
+#: Says, once per process and server, when the server's persistence cannot promise
+#: that a saved checkpoint survives (a log line: a library's warning is the
+#: application's to show or silence, with no source line of ours in it).
+log = logging.getLogger("savegame.stores.redis")
 
 
 def parse_url(url: str) -> tuple[str, str]:
@@ -190,11 +191,11 @@ class RedisStore(RedisJournal, RedisStorage):
             if (self._server, problem) in _warned:
                 return
             _warned.add((self._server, problem))
-        warnings.warn(
-            f"Redis at {self._server} may lose saved checkpoints: {problem}; set "
-            "appendonly yes and appendfsync always (or everysec) on the server",
-            RedisDurabilityWarning,
-            stacklevel=3,
+        log.warning(
+            "Redis at %s may lose saved checkpoints: %s; set appendonly yes and "
+            "appendfsync always (or everysec) on the server",
+            self._server,
+            problem,
         )
 
     # -- runs -------------------------------------------------------------------

@@ -24,6 +24,7 @@ from savegame.errors import (
     CorruptRecordError,
     LeaseLostError,
     NotFoundError,
+    StoreNotFoundError,
 )
 from savegame.model import (
     CheckpointHeader,
@@ -99,25 +100,26 @@ class SqliteStore(SqlStore):
     Args:
         path: the database file; missing parent directories are created.
         synchronous: ``"full"`` (default, durable on power loss) or ``"normal"``.
+        create: False to refuse a file that does not exist instead of creating it.
 
     Raises:
         ConfigurationError: a bad ``synchronous`` value, or a file written by a newer savegame.
+        StoreNotFoundError: ``create`` is False and there is no file at ``path``.
     """
 
     _sql = SQL
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "full") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, synchronous: str = "full", create: bool = True
+    ) -> None:
         if synchronous not in _SYNCHRONOUS:
             raise ConfigurationError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
         self._path = os.fspath(path)
         self._synchronous = synchronous
         self._lock = threading.Lock()
-        Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: the sqlite3 module must not open transactions
-        # behind our back; every write says BEGIN IMMEDIATE itself.
-        self._conn = sqlite3.connect(
-            self._path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
+        if create:
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        self._conn = self._connect(create)
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
             _schema.enable_wal(self._conn, _BUSY_TIMEOUT_S)
@@ -128,11 +130,31 @@ class SqliteStore(SqlStore):
             self._conn.close()
             raise
 
+    def _connect(self, create: bool) -> sqlite3.Connection:
+        # mode=rw, not mode=ro, when the file must exist: it opens only a file that is
+        # there (no check-then-create race), and the file still takes what every open
+        # does: WAL needs its -shm written, and an older schema is migrated.
+        target = self._path if create else f"{Path(self._path).absolute().as_uri()}?mode=rw"
+        try:
+            # isolation_level=None: the sqlite3 module must not open transactions
+            # behind our back; every write says BEGIN IMMEDIATE itself.
+            return sqlite3.connect(
+                target,
+                timeout=_BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=not create,
+            )
+        except sqlite3.OperationalError:
+            if create or os.path.exists(self._path):
+                raise
+            raise StoreNotFoundError(self.url, os.path.abspath(self._path)) from None
+
     @classmethod
-    def from_url(cls, url: str) -> SqliteStore:
+    def from_url(cls, url: str, *, create: bool = True) -> SqliteStore:
         """Open the store a ``sqlite://`` URL names (see :func:`parse_url`)."""
         path, synchronous = parse_url(url)
-        return cls(path, synchronous=synchronous)
+        return cls(path, synchronous=synchronous, create=create)
 
     @property
     def url(self) -> str:

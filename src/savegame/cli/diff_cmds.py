@@ -1,0 +1,42 @@
+"""``savegame diff``: what changed between two checkpoints (or two runs at their heads)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+import savegame
+from savegame.cli import diff_view, jsonview, render
+from savegame.cli.options import JsonOption, StoreOption
+
+_IDENT = "A checkpoint id, or a run id (its latest checkpoint)."
+
+
+def diff_command(
+    a: Annotated[str, typer.Argument(metavar="A", help=_IDENT)],
+    b: Annotated[str, typer.Argument(metavar="B", help=_IDENT)],
+    context: Annotated[
+        int,
+        typer.Option(
+            "--context",
+            "-C",
+            metavar="N",
+            min=0,
+            max=1000,
+            help="Also show up to N unchanged siblings on each side of a change.",
+        ),
+    ] = 0,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show what changed in the state from A to B: paths added, removed, changed; lists that grew."""
+    result = savegame.diff(a, b, context=context, store=store)
+    if as_json:
+        jsonview.emit(jsonview.diff(result))
+    else:
+        diff_view.diff(render.console(), result)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diff")(diff_command)

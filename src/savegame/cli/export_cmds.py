@@ -1,0 +1,65 @@
+"""``savegame export`` and ``savegame import``: a run (or a thread) as one portable file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import savegame
+from savegame.cli import jsonview, render
+from savegame.cli.options import JsonOption, StoreOption
+from savegame.maintenance import TransferReport
+
+
+def _said(verb: str, report: TransferReport, path: Path) -> str:
+    runs = ", ".join(report.run_ids)
+    plural = "s" if len(report.run_ids) != 1 else ""
+    return (
+        f"{verb} run{plural} {runs}: {report.checkpoints} checkpoints, {report.effects} journal "
+        f"entries, {report.blobs} blobs ({render.size(report.bytes)}, {path})"
+    )
+
+
+def export_command(
+    ident: Annotated[
+        str, typer.Argument(metavar="RUN|THREAD", help="A run id, or a thread id (all its runs).")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="The file to write.")
+    ],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write a run (or a thread) to one file: rows, checkpoints, journal, blobs, as stored.
+
+    Encrypted records stay encrypted (no key needed). Load it with `savegame import`.
+    """
+    report = savegame.export_run(ident, output, store=store)
+    if as_json:
+        jsonview.emit(jsonview.transfer(report, str(output)))
+    else:
+        render.console().print(_said("exported", report, output), highlight=False)
+
+
+def import_command(
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="A file `savegame export` wrote.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Load an export file into a store; nothing is written unless the whole file checks.
+
+    Encrypted exports are checked with the keys in $SAVEGAME_KEYS. A run id the
+    store has already is refused.
+    """
+    report = savegame.import_run(path, store=store)
+    if as_json:
+        jsonview.emit(jsonview.transfer(report, str(path)))
+    else:
+        render.console().print(_said("imported", report, path), highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export_command)
+    app.command("import")(import_command)

@@ -1,0 +1,323 @@
+"""Moving runs between stores: ``savegame export`` and ``savegame import``.
+
+Export reads a run's (or a thread's) rows as stored, sealed records included,
+so it never needs a key. Import reads and checks the whole file before its
+first write: the file's structure and checksums (``_archive``), that the records
+hang together (every base, head and blob present), and every record's own check
+under the target's storage config, as ``savegame verify`` would: so a file
+edited with its checksums recomputed is still refused where a keyring
+authenticates the records. It then writes through the Store protocol (create the
+run, put its checkpoints and journal under an import lease, restore the row's
+checks), which every backend implements; no backend offers one transaction
+across those calls, so a write that fails midway deletes the runs it created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from savegame.codec import check_head, open_entry, open_record, unseal_blob, verify_run
+from savegame.codec.storage import StorageConfig, resolve
+from savegame.errors import DamagedExportError, NotFoundError, RunExistsError
+from savegame.maintenance import _archive
+from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord, RunInfo, utcnow
+from savegame.stores.base import ALL_EFFECTS, Store
+
+#: Who holds an imported run's lease while it is written (released at the end).
+IMPORTER = "savegame-import"
+
+
+@dataclass(frozen=True, slots=True)
+class TransferReport:
+    """What an export wrote or an import loaded."""
+
+    run_ids: tuple[str, ...]
+    checkpoints: int
+    effects: int
+    blobs: int
+    bytes: int
+    """Size of the export file."""
+
+
+@dataclass
+class _Contents:
+    runs: list[RunInfo] = field(default_factory=list)
+    records: list[CheckpointRecord] = field(default_factory=list)
+    effects: list[EffectRecord] = field(default_factory=list)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+
+    def report(self, size: int) -> TransferReport:
+        ids = tuple(r.run_id for r in self.runs)
+        return TransferReport(ids, len(self.records), len(self.effects), len(self.blobs), size)
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+def _runs_named(store: Store, ident: str) -> list[RunInfo]:
+    try:
+        return [store.get_run(ident)]
+    except NotFoundError:
+        runs = store.list_runs(thread_id=ident, limit=10_000_000)
+        if not runs:
+            raise NotFoundError("run or thread", ident) from None
+        return sorted(runs, key=lambda r: (r.created_at, r.run_id))
+
+
+def _read(store: Store, ident: str) -> _Contents:
+    got = _Contents(runs=_runs_named(store, ident))
+    for run in got.runs:
+        headers = sorted(store.list_checkpoints(run.run_id), key=lambda h: h.checkpoint_id)
+        got.records.extend(store.get_checkpoint(h.checkpoint_id) for h in headers)
+        got.effects.extend(store.list_effects(run.run_id, limit=ALL_EFFECTS))
+    ids = {r.checkpoint_id for r in got.records}
+    for record in got.records:
+        base = record.header.base_id
+        if base is not None and base not in ids:
+            raise NotFoundError(
+                f"base of checkpoint {record.checkpoint_id} among the exported", base
+            )
+    digests = sorted({d for r in got.records for d in r.header.blobs})
+    got.blobs = store.get_blobs(digests)
+    missing = [d for d in digests if d not in got.blobs]
+    if missing:
+        raise NotFoundError("blob", missing[0])
+    return got
+
+
+def export_run(store: Store, ident: str, path: str | os.PathLike[str]) -> TransferReport:
+    """Write a run (or every run of a thread) to ``path``, replacing it only when whole."""
+    got = _read(store, ident)
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            writer = _archive.Writer(out)
+            counts = {k: len(v) for k, v in vars(got).items()}
+            writer.write(
+                {
+                    "type": "header",
+                    "format": _archive.FORMAT,
+                    "version": _archive.VERSION,
+                    "created": utcnow().isoformat(),
+                    "counts": counts,
+                }
+            )
+            for run in got.runs:
+                writer.write({"type": "run", "row": _archive.to_json(run)})
+            for record in got.records:
+                writer.write({"type": "checkpoint", "record": _archive.to_json(record)})
+            for effect in got.effects:
+                writer.write({"type": "effect", "entry": _archive.to_json(effect)})
+            for digest, data in got.blobs.items():
+                writer.write({"type": "blob", "digest": digest, "data": _archive.encode(data)})
+            writer.end()
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return got.report(writer.size)
+
+
+# -- reading a file back ----------------------------------------------------------------
+
+_KINDS: dict[str, tuple[str, type[Any]]] = {
+    "run": ("row", RunInfo),
+    "checkpoint": ("record", CheckpointRecord),
+    "effect": ("entry", EffectRecord),
+}
+
+
+def _header(index: int, offset: int, obj: dict[str, Any]) -> dict[str, int]:
+    if index != 0 or obj.get("type") != "header" or obj.get("format") != _archive.FORMAT:
+        raise DamagedExportError(
+            "the first record is not an export header", record=index, offset=offset
+        )
+    version = obj.get("version")
+    if version != _archive.VERSION:
+        raise DamagedExportError(
+            f"format version {version!r}; this savegame reads version {_archive.VERSION}",
+            record=index,
+            offset=offset,
+        )
+    counts = obj.get("counts")
+    if not isinstance(counts, dict):
+        raise DamagedExportError("the header has no counts", record=index, offset=offset)
+    return counts
+
+
+def parse(data: bytes) -> _Contents:
+    """Every record of an export file, each decoded into its dataclass.
+
+    Raises:
+        DamagedExportError: the file is damaged, truncated, or not an export.
+    """
+    got, counts = _Contents(), None
+    for index, offset, obj in _archive.frames(data):
+        kind = obj["type"]
+        try:
+            if counts is None:
+                counts = _header(index, offset, obj)
+            elif kind == "blob":
+                digest, blob = obj.get("digest"), obj.get("data")
+                if not isinstance(digest, str) or not isinstance(blob, str) or digest in got.blobs:
+                    raise ValueError("a blob needs a digest (once) and data")
+                got.blobs[digest] = _archive.decode(bytes, blob)
+            elif kind in _KINDS:
+                key, cls = _KINDS[kind]
+                getattr(
+                    got, {"run": "runs", "checkpoint": "records", "effect": "effects"}[kind]
+                ).append(_archive.from_json(cls, obj.get(key)))
+            else:
+                raise ValueError(f"unknown record type {kind!r}")
+        except (ValueError, TypeError) as exc:
+            raise DamagedExportError(f"{kind}: {exc}", record=index, offset=offset) from None
+    if counts is None:
+        raise DamagedExportError("the file holds no header")
+    found = {k: len(v) for k, v in vars(got).items()}
+    if found != counts:
+        raise DamagedExportError(f"the header counts {counts}, the file holds {found}")
+    return got
+
+
+# -- checking before the first write ---------------------------------------------------------
+
+
+def _consistent(got: _Contents) -> None:
+    """The records hang together: ids unique, every base, head and blob present."""
+    runs = {r.run_id: r for r in got.runs}
+    if len(runs) != len(got.runs):
+        raise DamagedExportError("a run appears twice")
+    by_id: dict[str, CheckpointRecord] = {}
+    for record in got.records:
+        run = runs.get(record.run_id)
+        if run is None or record.header.thread_id != run.thread_id:
+            raise DamagedExportError(
+                f"checkpoint {record.checkpoint_id} belongs to no run of the file"
+            )
+        if by_id.setdefault(record.checkpoint_id, record) is not record:
+            raise DamagedExportError(f"checkpoint {record.checkpoint_id} appears twice")
+    for record in got.records:
+        base = record.header.base_id
+        if base is not None and (base not in by_id or by_id[base].run_id != record.run_id):
+            raise DamagedExportError(
+                f"checkpoint {record.checkpoint_id} needs base {base}, not in its run"
+            )
+        missing = [d for d in record.header.blobs if d not in got.blobs]
+        if missing:
+            raise DamagedExportError(
+                f"checkpoint {record.checkpoint_id} needs blob {missing[0]}, not in the file"
+            )
+    for run in got.runs:
+        head = by_id.get(run.head_checkpoint_id or "")
+        if head is None or head.run_id != run.run_id:
+            raise DamagedExportError(
+                f"run {run.run_id}: its head {run.head_checkpoint_id} is not in the file"
+            )
+    seen: set[tuple[str, str]] = set()
+    for effect in got.effects:
+        if effect.run_id not in runs or (effect.run_id, effect.request_id) in seen:
+            raise DamagedExportError(
+                f"journal entry {effect.run_id}/{effect.request_id} belongs to no run, or appears twice"
+            )
+        seen.add((effect.run_id, effect.request_id))
+
+
+def _verified(got: _Contents, config: StorageConfig) -> None:
+    """Every record's own check, as ``savegame verify`` makes it on a store."""
+    heads = {r.checkpoint_id: r for r in got.records}
+    for run in got.runs:
+        verify_run(run, config)
+        check_head(run, heads[run.head_checkpoint_id or ""])
+    for record in got.records:
+        open_record(record, config)
+    for effect in got.effects:
+        open_entry(effect, config)
+    for digest, data in got.blobs.items():
+        unseal_blob(digest, data, config, full=True)
+
+
+def check(got: _Contents, store: Store, storage: StorageConfig | None) -> None:
+    """Refuse the import before anything is written: damage, forgery, or a run that exists."""
+    _consistent(got)
+    _verified(got, resolve(storage))
+    for run in got.runs:
+        try:
+            there = store.get_run(run.run_id)
+        except NotFoundError:
+            continue
+        raise RunExistsError(
+            run.run_id, there.status.value, "the export file holds a run with this id"
+        )
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _write_run(
+    store: Store,
+    run: RunInfo,
+    records: Sequence[CheckpointRecord],
+    effects: Iterable[EffectRecord],
+    blobs: dict[str, bytes],
+    created: list[str],
+) -> None:
+    def needed(header: CheckpointHeader) -> dict[str, bytes]:
+        # Every blob the record names, even one an earlier run of the file brought: the
+        # store checks each is present in the record's transaction, and inserts if absent.
+        return {d: blobs[d] for d in header.blobs}
+
+    first, *rest = records
+    lease = store.create_run(
+        replace(run, lease=None), first, owner=IMPORTER, ttl=3600, blobs=needed(first.header)
+    )
+    created.append(run.run_id)  # only now: a run someone else created is never deleted
+    for record in rest:
+        store.put_checkpoint(record, lease_token=lease.token, blobs=needed(record.header))
+    for effect in effects:
+        store.record_intent(effect, lease_token=lease.token)
+    store.rewrite(runs=[run])  # the row's error and checks exactly as exported
+    if run.cancel_requested:
+        store.request_cancel(run.run_id)
+    store.release_lease(run.run_id, lease.token)
+
+
+def _ordered(run: RunInfo, records: Iterable[CheckpointRecord]) -> list[CheckpointRecord]:
+    """The run's records oldest first (bases before deltas), its head last (it moves the row)."""
+    mine = sorted((r for r in records if r.run_id == run.run_id), key=lambda r: r.checkpoint_id)
+    head = next(r for r in mine if r.checkpoint_id == run.head_checkpoint_id)
+    return [r for r in mine if r is not head] + [head]
+
+
+def write(got: _Contents, store: Store) -> None:
+    """Load checked contents; on a failure midway, delete every run this call created."""
+    created: list[str] = []
+    try:
+        for run in got.runs:
+            records = _ordered(run, got.records)
+            effects = [e for e in got.effects if e.run_id == run.run_id]
+            _write_run(store, run, records, effects, got.blobs, created)
+    except BaseException:
+        # The original failure is what the caller must see, even if the clean-up fails too
+        # (a lost connection).
+        with contextlib.suppress(Exception):
+            store.delete_runs(created)
+        raise
+
+
+def import_run(
+    store: Store, path: str | os.PathLike[str], storage: StorageConfig | None
+) -> TransferReport:
+    data = Path(path).read_bytes()
+    got = parse(data)
+    check(got, store, storage)
+    write(got, store)
+    return got.report(len(data))
