@@ -27,6 +27,10 @@ PUBLIC_API = [
     "arun",
     "resume",
     "run",
+    # Workspace snapshots
+    "RestoredWorkspace",
+    "Workspace",
+    "restore_workspace",
     # Agents
     "Agent",
     "ChatModel",
@@ -121,6 +125,7 @@ PUBLIC_API = [
     "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
+    "WorkspaceError",
     # The version
     "__version__",
 ]

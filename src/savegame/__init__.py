@@ -48,6 +48,7 @@ from savegame.errors import (
     TimedOutError,
     UnauthenticatedRecordError,
     UnencryptedRecordError,
+    WorkspaceError,
 )
 from savegame.inspect import (
     Change,
@@ -96,9 +97,11 @@ from savegame.runtime import (
     ForkPlan,
     ForkResult,
     Observer,
+    RestoredWorkspace,
     StepContext,
     Worker,
     Workflow,
+    Workspace,
     approve,
     aresume,
     arun,
@@ -110,6 +113,7 @@ from savegame.runtime import (
     plan_fork,
     reject,
     resolve,
+    restore_workspace,
     resume,
     run,
     submit,
@@ -137,6 +141,10 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "arun",
     "resume",
     "run",
+    # Workspace snapshots
+    "RestoredWorkspace",
+    "Workspace",
+    "restore_workspace",
     # Agents
     "Agent",
     "ChatModel",
@@ -231,6 +239,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
+    "WorkspaceError",
     # The version
     "__version__",
 ]

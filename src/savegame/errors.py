@@ -23,6 +23,7 @@ each branch is named for what the caller does next::
     │   ├── ThreadBusyError         a start found the thread's last run unfinished: continue or end it
     │   └── LeaseLostError          our lease was taken over; a stale write was rejected
     ├── CheckpointWriteError        a checkpoint could not be written; the run stopped
+    ├── WorkspaceError              a workspace cannot be saved: too large, a link out of it
     ├── StepError                   a user step raised; the run is marked failed
     ├── TimedOutError               a step or a tool call ran past its timeout (also a TimeoutError)
     ├── InDoubtEffectError          a write effect may or may not have happened: a person decides
@@ -316,6 +317,21 @@ class CheckpointWriteError(SavegameError):
             f"run {run_id}: checkpoint for step {step} could not be written: "
             + describe(cause, with_type=False)
         )
+
+
+class WorkspaceError(SavegameError):
+    """A workflow's workspace cannot be snapshotted as it is: fix the directory or its
+    ``ignore`` patterns (a file too large, a link that leaves the workspace).
+
+    Attributes:
+        root: the workspace directory.
+        reason: what is wrong, naming the files.
+    """
+
+    def __init__(self, root: str, reason: str) -> None:
+        self.root = root
+        self.reason = reason
+        super().__init__(f"workspace {root}: {reason}")
 
 
 class StepError(SavegameError):

@@ -347,3 +347,22 @@ class EffectRecord:
     completed_at: datetime | None = None
     checksum: str = ""
     """Integrity check over identity, arguments and result (see savegame.codec._entries)."""
+
+
+#: The state key under which a workflow with a workspace keeps the manifest of its
+#: files (``{relative path: StoredFile}``): in the state, so it is sealed and
+#: authenticated with it, written as a delta of the entries that changed, and
+#: packed like any long dict in a keyframe.
+WORKSPACE_KEY = "$sg:workspace"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    """One file of a workspace snapshot: its content is the blob ``digest``."""
+
+    digest: str
+    """Name of the blob holding the file's bytes (a symlink's: its target)."""
+    mode: int
+    """``st_mode``'s file type and permission bits (a regular file or a symlink)."""
+    size: int
+    """Bytes of the content."""

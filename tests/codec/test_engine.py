@@ -10,11 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from savegame import MemoryStore, codec
+from savegame.codec import blob_digest
 from savegame.codec.storage import StorageConfig
+from savegame.model import WORKSPACE_KEY, StoredFile
 from tests.codec.chains import (
     PLAIN,
     SECRET,
     Run,
+    make_header,
 )
 
 # -- any sequence of updates loads back equal ---------------------------------------------
@@ -111,3 +114,57 @@ def test_deltas_stay_small_as_the_state_grows() -> None:
     assert len(deltas) > 150
     assert max(r.header.size for r in deltas) < 120
     assert codec.canonical(run.load()) == codec.canonical(state)
+
+
+class BlobReadCounting(MemoryStore):
+    """A real MemoryStore that records which blobs a load reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[str] = []
+
+    def get_blobs(self, digests: Any) -> dict[str, bytes]:
+        self.read.extend(digests)
+        return super().get_blobs(digests)
+
+
+@pytest.mark.parametrize("storage", [PLAIN, SECRET], ids=["plain", "encrypted"])
+def test_workspace_files_are_listed_by_their_records_and_never_read_by_a_load(
+    storage: StorageConfig,
+) -> None:
+
+    store = BlobReadCounting()
+    contents = {f"f{i}.txt": f"file {i} ".encode() * 40 for i in range(4)}
+
+    def manifest(files: dict[str, bytes]) -> dict[str, StoredFile]:
+        return {p: StoredFile(blob_digest(d, storage), 0o100644, len(d)) for p, d in files.items()}
+
+    run = Run(store, storage, {"n": 0})
+    shared = "x" * 500  # a state blob whose content is also a workspace file's
+    contents["same.txt"] = shared.encode()
+    listed: list[set[str]] = []
+    for step in range(1, 6):  # keyframe_every=3: keyframes and deltas both
+        if step == 4:
+            contents["f1.txt"] = b"changed at step 4"
+        state = {"n": step, "doc": shared, WORKSPACE_KEY: manifest(contents)}
+        files = {blob_digest(d, storage): d for d in contents.values()}
+        header = make_header(run.run_id, step, run.records[-1].checkpoint_id)
+        changed = None if step == 1 else ["n", WORKSPACE_KEY]
+        encoded = run.encoder.encode(header, state, changed, files)
+        blobs = run.encoder.to_upload(store, encoded)
+        store.put_checkpoint(encoded.record, lease_token=run.token, blobs=blobs or None)
+        run.encoder.committed(store, encoded.record)
+        run.records.append(encoded.record)
+        listed.append(set(encoded.record.header.blobs))
+        store.read.clear()
+        loaded = codec.load_state(store, encoded.record, storage).state
+        assert loaded == state
+        file_blobs = {e.digest for e in state[WORKSPACE_KEY].values()} - {
+            blob_digest(shared.encode(), storage)
+        }
+        assert not file_blobs & set(store.read), step  # the load left the files unread
+    keyframe = next(r for r in reversed(run.records) if r.header.base_id is None)
+    assert {e.digest for e in manifest(contents).values()} <= set(keyframe.header.blobs)
+    # The delta of step 4 lists the one new file (and the patch's refs), no others.
+    assert blob_digest(b"changed at step 4", storage) in listed[3]
+    assert len(listed[4]) <= 1  # step 5 changed no file: its delta names no new one

@@ -24,7 +24,7 @@ They are private. Two modules stay public, because users build what they hold:
 :mod:`savegame.codec.storage` (``StorageConfig``).
 """
 
-from savegame.codec._blobs import known_blobs, unseal_blob
+from savegame.codec._blobs import blob_digest, known_blobs, unseal_blob
 from savegame.codec._engine import Chain, Encoded, Encoder, load_chain, load_state
 from savegame.codec._entries import (
     decode_value,
@@ -57,6 +57,7 @@ __all__ = [
     "Migration",
     "Renamed",
     "Renamer",
+    "blob_digest",
     "canonical",
     "check_head",
     "decode",

@@ -35,11 +35,12 @@ from typing import Any
 
 from savegame.codec import _values
 from savegame.errors import SerializationError
+from savegame.model import StoredFile
 
 Patch = dict[str, list[Any]]
 _SAME = object()
 _TAG = "$sg:"
-_SCALARS = (str, int, bool)
+_SCALARS = (str, int, bool, StoredFile)  # a workspace file: frozen, compared by value
 
 
 def shallow(value: Any) -> Any:

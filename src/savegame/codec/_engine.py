@@ -20,7 +20,8 @@ the first record that needs them unless this process knows the store has them.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Mapping, Sequence
+import re
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -29,7 +30,7 @@ import orjson
 from savegame.codec import _blobs, _delta, _envelope, _metadata, _packs, _refs, _values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
-from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord
+from savegame.model import WORKSPACE_KEY, Checkpoint, CheckpointHeader, CheckpointRecord
 
 
 class BlobReader(Protocol):
@@ -148,9 +149,15 @@ class Encoder:
         header: CheckpointHeader,
         state: dict[str, Any],
         changed: Collection[str] | None = None,
+        files: Mapping[str, bytes] | None = None,
     ) -> Encoded:
         """Encode ``state``; ``changed`` names the top-level keys set since the last record
         (None: unknown, compare nothing and write a keyframe).
+
+        ``files``: the bytes of workspace files new since the last record, by digest
+        (the state's manifest, :data:`~savegame.model.WORKSPACE_KEY`, refers to them).
+        The record lists every workspace file its payload refers to among its blobs;
+        only those in ``files`` are uploaded, the others must be stored already.
 
         The encoder moves on to this record only when encoding succeeds.
 
@@ -162,7 +169,7 @@ class Encoder:
                 "state", f"the state must be a dict, not {type(state).__qualname__}"
             )
         try:
-            return self._encode(header, state, changed)
+            return self._encode(header, state, changed, files or {})
         except (
             _values.Unsaveable,
             orjson.JSONEncodeError,
@@ -175,7 +182,11 @@ class Encoder:
             raise _values.refusal(state, "state", 0, exc) from None
 
     def _encode(
-        self, header: CheckpointHeader, state: dict[str, Any], changed: Collection[str] | None
+        self,
+        header: CheckpointHeader,
+        state: dict[str, Any],
+        changed: Collection[str] | None,
+        files: Mapping[str, bytes],
     ) -> Encoded:
         config = self.storage
         chain = self._chain
@@ -187,12 +198,14 @@ class Encoder:
         ):
             patch = _delta.diff(self._shadow, state, changed)
             found: dict[str, bytes] = {}
+            refs: set[str] = set()
             body = orjson.dumps(
-                _refs.extract(patch, config, found, config.inline_max),
+                _refs.extract(patch, config, found, config.inline_max, refs),
                 option=orjson.OPT_SORT_KEYS,
             )
+            _attach(found, refs, files)
             record = _envelope.seal_record(
-                replace(header, base_id=self._base_id, blobs=tuple(sorted(found))),
+                replace(header, base_id=self._base_id, blobs=tuple(sorted({*found, *refs}))),
                 body,
                 delta=True,
                 storage=config,
@@ -206,21 +219,36 @@ class Encoder:
                     Chain(chain.depth + 1, grown, chain.keyframe_bytes),
                 )
                 return Encoded(record, found)
-        return self._keyframe(header, state)
+        return self._keyframe(header, state, files)
 
-    def _keyframe(self, header: CheckpointHeader, state: dict[str, Any]) -> Encoded:
+    def _keyframe(
+        self, header: CheckpointHeader, state: dict[str, Any], files: Mapping[str, bytes]
+    ) -> Encoded:
         config = self.storage
         out = _packs.Packed()
+        refs: set[str] = set()
+        rest, manifest = _split_manifest(state)
         if self._packer is not None:
-            tree = self._packer.tree(state, out)
+            tree = self._packer.tree(rest, out)
         else:
-            tree = _refs.extract(_values.encode_at(state, _values.MAX_DEPTH), config, out.found)
+            tree = _refs.extract(_values.encode_at(rest, _values.MAX_DEPTH), config, out.found)
+        if manifest is not None:
+            # Inline, never packed: a load then finds its file references in the record's
+            # own body and leaves their blobs unread (see load_chain).
+            inline = _refs.extract(
+                _values.encode_at(manifest, _values.MAX_DEPTH - 2), config, out.found, None, refs
+            )
+            if rest:
+                tree[WORKSPACE_KEY] = inline
+            else:  # alone in the state: escaped, as any lone "$sg:" key is (_values)
+                tree = {"$sg:dict": {WORKSPACE_KEY: inline}}
+            _attach(out.found, refs, files)
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
         record = _envelope.seal_record(
             replace(
                 header,
                 base_id=None,
-                blobs=tuple(sorted({*out.found, *out.sealed, *out.deferred})),
+                blobs=tuple(sorted({*out.found, *out.sealed, *out.deferred, *refs})),
             ),
             body,
             delta=False,
@@ -272,6 +300,70 @@ class Encoder:
             self._packer.committed(record.header.blobs)
 
 
+def _split_manifest(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The state without its workspace manifest, and the manifest, when the keyframe
+    tree of the rest is a plain dict the manifest can be put back into."""
+    manifest = state.get(WORKSPACE_KEY)
+    if type(manifest) is not dict:
+        return state, None
+    rest = {k: v for k, v in state.items() if k != WORKSPACE_KEY}
+    if not all(type(k) is str for k in rest) or (
+        len(rest) == 1 and next(iter(rest)).startswith("$sg:")
+    ):
+        return state, None  # the rest would be a tagged tree: encode the state whole
+    return rest, manifest
+
+
+def _attach(found: dict[str, bytes], refs: set[str], files: Mapping[str, bytes]) -> None:
+    """Add to ``found`` the bytes of the workspace files ``refs`` names that are at hand."""
+    for name in refs:
+        data = files.get(name)
+        if data is not None:
+            found[name] = data
+
+
+_FILE_REF = re.compile(rb'\{"\$sg:blob":\["f","([0-9a-f]+)"')
+
+
+def _file_refs(body: bytes) -> set[str]:
+    """The workspace files a record's body refers to (canonical JSON: exact pattern)."""
+    if b'"$sg:blob":["f",' not in body:
+        return set()
+    return {m.decode() for m in _FILE_REF.findall(body)}
+
+
+class _Blobs(Mapping[str, bytes]):
+    """The chain's blobs read at once, but for workspace files, read only if asked (a
+    state blob that happens to have a file's content)."""
+
+    def __init__(
+        self,
+        store: ChainReader,
+        read: dict[str, bytes],
+        unread: set[str],
+        listed: Collection[str] = (),
+    ) -> None:
+        self.store, self.read, self.unread, self.listed = store, read, unread, listed
+
+    def of(self, listed: Sequence[str]) -> _Blobs:
+        """The blobs one record lists (it may use no other)."""
+        return _Blobs(self.store, self.read, self.unread, frozenset(listed))
+
+    def __getitem__(self, name: str) -> bytes:
+        if name not in self.listed:
+            raise KeyError(name)
+        if name not in self.read and name in self.unread:
+            self.unread.discard(name)
+            self.read.update(self.store.get_blobs([name]))
+        return self.read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.read)
+
+    def __len__(self) -> int:
+        return len(self.read)
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded:
     checkpoint: Checkpoint
@@ -299,17 +391,19 @@ def load_chain(
             )
     if records[-1].header.base_id is not None:
         raise CorruptRecordError(record.checkpoint_id, "chain does not end at a keyframe")
-    # Every blob of the chain in one read, not one read per record.
-    names = sorted({name for rec in records for name in rec.header.blobs})
-    prefetched = store.get_blobs(names) if names else {}
+    opened = [(rec, *_envelope.open_record(rec, config)) for rec in reversed(records)]
+    # Every blob of the chain in one read, not one read per record; workspace files are
+    # read by restore_workspace, not by a load.
+    files = {name for _, _, body in opened for name in _file_refs(body)}
+    names = sorted({name for rec in records for name in rec.header.blobs} - files)
+    prefetched = _Blobs(store, store.get_blobs(names) if names else {}, files)
 
-    def fetch(wanted: Sequence[str]) -> dict[str, bytes]:
-        return {name: prefetched[name] for name in wanted if name in prefetched}
+    def fetch(wanted: Sequence[str]) -> Mapping[str, bytes]:
+        return prefetched.of(wanted)
 
     head = records[0]
     state: dict[str, Any] | None = None
-    for rec in reversed(records):
-        is_delta, body = _envelope.open_record(rec, config)
+    for rec, is_delta, body in opened:
         tree, revive = _envelope.parse(body, rec, fetch, config)
         if state is None:
             if is_delta:
@@ -326,7 +420,7 @@ def load_chain(
             raise CorruptRecordError(rec.checkpoint_id, f"delta does not apply: {exc}") from exc
     assert state is not None
     header = _metadata.reveal_metadata(head.header, config)
-    sizes = {name: len(data) for name, data in prefetched.items()}
+    sizes = {name: len(data) for name, data in prefetched.read.items()}
     return Loaded(Checkpoint(header=header, state=state), Chain.of(records, sizes))
 
 

@@ -30,30 +30,39 @@ PACK = "$sg:pack"
 """A packed list (:mod:`savegame.codec._packs`): ``{PACK: [packs, tail items, tagged packs]}``."""
 DICT_PACK = "$sg:dpack"
 """A packed dict: ``{DICT_PACK: [packs of [key, value] pairs, the other entries, tagged packs]}``."""
+FILE = "f"
+"""The kind of a workspace file's reference: ``{TAG: ["f", digest, mode, size]}``."""
 _BYTES = "$sg:bytes"
 _ESCAPED = "$sg:dict"
 
 
 def extract(
-    tree: Any, storage: StorageConfig, found: dict[str, bytes], limit: int | None = None
+    tree: Any,
+    storage: StorageConfig,
+    found: dict[str, bytes],
+    limit: int | None = None,
+    files: set[str] | None = None,
 ) -> Any:
     """``tree`` with leaves longer than ``limit`` (default: ``storage.blob_threshold``)
-    replaced by blob references; their bytes are added to ``found``."""
+    replaced by blob references; their bytes are added to ``found``, and the names of
+    the workspace files it refers to (already references) to ``files``."""
     if limit is None or storage.blob_threshold <= 0:
         limit = storage.blob_threshold
     if limit <= 0:
-        return tree
-    return _Extractor(storage, found, limit).walk(tree)
+        limit = 1 << 62  # no blobs, but workspace files are still found
+    return _Extractor(storage, found, limit, files).walk(tree)
 
 
 class _Extractor:
     """One extract's walk, a class for the reason :class:`_Resolver` gives: a
     self-calling closure is a reference cycle, garbage for the collector on every step."""
 
-    __slots__ = ("found", "limit", "storage")
+    __slots__ = ("files", "found", "limit", "storage")
 
-    def __init__(self, storage: StorageConfig, found: dict[str, bytes], limit: int) -> None:
-        self.storage, self.found, self.limit = storage, found, limit
+    def __init__(
+        self, storage: StorageConfig, found: dict[str, bytes], limit: int, files: set[str] | None
+    ) -> None:
+        self.storage, self.found, self.limit, self.files = storage, found, limit, files
 
     def walk(self, node: Any) -> Any:
         kind = type(node)
@@ -75,6 +84,10 @@ class _Extractor:
             if key == _ESCAPED:
                 # An escaped user dict: its keys are data, only its values are walked.
                 return {key: {k: self.walk(v) for k, v in body.items()}}
+            if key == TAG:  # user dicts are escaped: only a workspace file's reference
+                if self.files is not None:
+                    self.files.add(body[1])
+                return node
         return {k: self.walk(v) for k, v in node.items()}
 
     def ref(self, kind: str, data: bytes) -> dict[str, Any]:
@@ -224,7 +237,8 @@ class _Resolver:
         if len(node) == 1:
             ((key, body),) = node.items()
             if key == TAG:
-                return self.value(body)
+                # A workspace file (kind "f") stays a reference: restore_workspace reads it.
+                return node if body[0] == FILE else self.value(body)
             if key == PACK:
                 return self.unpack(body)
             if key == DICT_PACK:
@@ -322,8 +336,8 @@ class Renamer:
         if len(node) == 1:
             ((key, body),) = node.items()
             if key == TAG:
-                kind, name = body
-                return {TAG: [kind, self._renamed(name, False)]}
+                kind, name, *rest = body  # a workspace file's: its mode and size
+                return {TAG: [kind, self._renamed(name, False), *rest]}
             if key in (PACK, DICT_PACK):
                 what, tail = ("list", list) if key == PACK else ("dict", dict)
                 names, rest, tagged = _pack_parts(body, what, tail, self.record_id)

@@ -32,6 +32,7 @@ import orjson
 
 from savegame.codec import _registry
 from savegame.errors import SerializationError
+from savegame.model import StoredFile
 from savegame.secrets import Secret
 
 _TAG = "$sg:"
@@ -171,6 +172,10 @@ def _encode_tagged(value: Any, kind: type, room: int) -> Any:
         return {_TAG + "decimal": str(value)}
     if kind is Secret:
         return {_TAG + "secret": value.name}
+    if kind is StoredFile:
+        # A blob reference of kind "f": listed in the record's header (kept by retention,
+        # renamed by rekey) but never fetched when the state loads.
+        return {_TAG + "blob": ["f", value.digest, value.mode, value.size]}
     name = _registry.name_of(kind)
     if name is not None:
         room -= 3
@@ -386,6 +391,8 @@ def _untag(tag: str, body: Any) -> Any:
         return Decimal(body)
     if tag == "secret":
         return Secret(body)
+    if tag == "blob":
+        return _stored_file(body)
     if tag == "int":
         return int(body)
     if tag == "float":
@@ -404,6 +411,16 @@ def _untag(tag: str, body: Any) -> Any:
             )
         return _registry.build(cls, {key: from_data(item) for key, item in fields.items()})
     raise SerializationError(f"<{tag}>", f"unknown tag {_TAG}{tag} (written by a newer savegame?)")
+
+
+def _stored_file(body: Any) -> StoredFile:
+    """A workspace file's reference (the only blob reference left for ``from_data``)."""
+    if type(body) is not list or len(body) != 4 or body[0] != "f":
+        raise ValueError("a blob reference that was not resolved")
+    _, digest, mode, size = body
+    if type(digest) is not str or type(mode) is not int or type(size) is not int:
+        raise ValueError("a workspace file reference is not [digest, mode, size]")
+    return StoredFile(digest, mode, size)
 
 
 def dumps(value: Any, path: str = "state") -> bytes:

@@ -21,6 +21,8 @@ Where things are, along the path of a run::
     _start.py         start or continue: a run id that exists, a thread that is busy
     _fleet.py         submit, and driving a run a worker claimed
     _worker.py        Worker: claims queued and orphaned runs
+    _workspace.py     Workspace: a directory's files captured at each checkpoint
+    _restore.py       restore_workspace: a checkpoint's files put back
 """
 
 from savegame.runtime._api import aresume, arun, resume, run
@@ -43,9 +45,11 @@ from savegame.runtime._lease import DEFAULT_TTL, owner_id
 from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._restore import RestoredWorkspace, restore_workspace
 from savegame.runtime._start import OnExists, OnThreadBusy
 from savegame.runtime._worker import Worker, WorkerStats
 from savegame.runtime._workflow import END, Workflow
+from savegame.runtime._workspace import Workspace
 
 __all__ = [
     "DEFAULT_TTL",
@@ -60,10 +64,12 @@ __all__ = [
     "Observer",
     "OnExists",
     "OnThreadBusy",
+    "RestoredWorkspace",
     "StepContext",
     "Worker",
     "WorkerStats",
     "Workflow",
+    "Workspace",
     "acquire_lease",
     "approve",
     "aresume",
@@ -79,6 +85,7 @@ __all__ = [
     "plan_fork",
     "reject",
     "resolve",
+    "restore_workspace",
     "resume",
     "run",
     "submit",

@@ -19,6 +19,7 @@ from savegame.model import (
 from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._workflow import Workflow
+from savegame.runtime._workspace import Workspace
 from savegame.stores.base import Store
 
 
@@ -63,6 +64,8 @@ class Execution:
     holds (not migrated): the next checkpoint may then be a delta against it."""
     origin: Origin | None = None
     """When the run is a fork: the run and checkpoint it left, and how it replays."""
+    workspace: Workspace | None = None
+    """The directory snapshotted with every checkpoint and restored before the first step."""
     should_stop: Callable[[], bool] | None = None
     """Polled at every step boundary; True stops the run there (graceful worker shutdown):
     the progress so far is checkpointed and the lease released, status still running."""

@@ -30,8 +30,10 @@ from typing import Any
 from savegame import codec, secrets
 from savegame.codec import Encoded, Encoder, known_blobs, seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
-from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord
+from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord
 from savegame.runtime._execution import Execution
+from savegame.runtime._restore import restore
+from savegame.runtime._workspace import Snapshots, manifest_of
 from savegame.stores.base import Written
 
 _Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, bytes]]
@@ -70,6 +72,21 @@ class Saver:
         )
         self.last = ex.start_record
         """The last record known to be committed."""
+        self.snapshots: Snapshots | None = None
+        """The workspace's captures, once :meth:`restore_workspace` has run."""
+
+    def restore_workspace(self, state: dict[str, Any]) -> bool:
+        """Put the workspace back as ``state`` (the start checkpoint's) holds it, before
+        the first step; False when it holds none (the loop then checkpoints one)."""
+        ws = self.ex.workspace
+        assert ws is not None
+        manifest = manifest_of(state)
+        stats = None
+        if manifest is not None:
+            label = self.ex.start_record.checkpoint_id
+            stats = restore(ws, manifest, self.ex.store, self.ex.storage, label).stats
+        self.snapshots = Snapshots(ws, manifest, dict(stats or {}), self.ex.storage)
+        return manifest is not None
 
     async def save(
         self,
@@ -91,7 +108,15 @@ class Saver:
                 durability, an earlier record's.
             LeaseLostError: another process owns the run now.
         """
-        encoded = self._encode(header, state, dirty)
+        files: dict[str, bytes] = {}
+        if self.snapshots is not None:
+            # The files as this step left them, part of the checkpoint that ends it.
+            capture = await self.ex.io(self.snapshots.capture)
+            if capture.changed or WORKSPACE_KEY not in state:
+                state[WORKSPACE_KEY] = capture.manifest
+                dirty = {*dirty, WORKSPACE_KEY}
+            files = capture.files
+        encoded = self._encode(header, state, dirty, files)
         written = await self._write(encoded, None, effects)
         # Good for the boundary right after this write only, and only if no user code
         # ran since the transaction read it: an on_checkpoint observer may ask to cancel
@@ -150,12 +175,16 @@ class Saver:
         """Stop the writer thread, if any; the loop is done."""
 
     def _encode(
-        self, header: CheckpointHeader, state: dict[str, Any], dirty: Collection[str]
+        self,
+        header: CheckpointHeader,
+        state: dict[str, Any],
+        dirty: Collection[str],
+        files: dict[str, bytes] | None = None,
     ) -> Encoded:
         # The state as saved: declared secret fields become references to their names.
         fields = self.ex.workflow.secrets
         return self.encoder.encode(
-            header, secrets.redact(state, fields) if fields else state, dirty
+            header, secrets.redact(state, fields) if fields else state, dirty, files
         )
 
     async def _write(

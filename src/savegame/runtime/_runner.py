@@ -152,6 +152,10 @@ class _Loop:
         )
         if ex.origin is not None:
             self.replay = await ex.io(self._replay_source)
+        if ex.workspace is not None and not await ex.io(self.saver.restore_workspace, self.state):
+            # A run's first workspace snapshot, before its first step writes a file.
+            header = self._header(RunStatus.RUNNING, self.target, {})
+            await self._boundary("(workspace)", header, self.state)
         self.since_time = time.monotonic()
         while self.target is not None:
             name = self.target

@@ -19,6 +19,7 @@ from savegame.effects import Origin, decisions
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.ids import check_given, new_id
 from savegame.model import (
+    WORKSPACE_KEY,
     Checkpoint,
     CheckpointHeader,
     CheckpointRecord,
@@ -33,6 +34,7 @@ from savegame.runtime._execution import Execution, Observer
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._workflow import Workflow
+from savegame.runtime._workspace import as_workspace
 from savegame.stores.base import Store
 
 
@@ -83,6 +85,7 @@ class Ready:
             chain=self.chain,
             origin=self.origin,
             should_stop=should_stop,
+            workspace=as_workspace(self.workflow.workspace, self.start.run_id),
         )
 
 
@@ -135,6 +138,8 @@ def start_run(
     entry = wf.entry_step()
     state, parent = _thread_state(store, thread_id, wf, storage)
     state.update(input or {})
+    # Each run lists its own workspace files: its first checkpoint captures them anew.
+    state.pop(WORKSPACE_KEY, None)
     now = utcnow()
     header = CheckpointHeader(
         thread_id=thread_id,

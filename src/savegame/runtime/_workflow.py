@@ -14,6 +14,7 @@ from savegame.effects import Backoff, RetryOn, as_backoff, check_retries
 from savegame.errors import ConfigurationError
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._validate import check_workflow
+from savegame.runtime._workspace import WorkspaceSpec, as_workspace
 
 #: Returned as the next step to end the run.
 END = "__end__"
@@ -80,6 +81,11 @@ class Workflow:
     secrets: dict[str, str] = field(default_factory=dict)
     """State keys whose values are secrets: ``{state key: secret name}``. Saved as a
     reference to the name, resolved again from the secrets provider on load."""
+    workspace: WorkspaceSpec = None
+    """A directory the steps edit, snapshotted with every checkpoint and restored before
+    the first step of a resume: a path, a :class:`~savegame.Workspace` (ignore patterns,
+    size limit), or a function of the run id giving one (a directory per run). Part of
+    the workflow, not of one call, so a worker resuming the run finds the same one."""
     steps: dict[str, StepSpec] = field(default_factory=dict, init=False)
     entry: str | None = field(default=None, init=False)
     defined_in: str | None = field(default=None, init=False)
@@ -96,6 +102,8 @@ class Workflow:
             raise ConfigurationError(
                 f"workflow {self.name!r}: durability must be 'sync' or 'async', not {self.durability!r}"
             )
+        if not callable(self.workspace):
+            self.workspace = as_workspace(self.workspace)
         frame = sys._getframe(2)  # caller of the dataclass __init__
         module = frame.f_globals.get("__name__")
         # Modules run as scripts or loaded from a file path are found again by path.
