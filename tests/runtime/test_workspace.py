@@ -287,3 +287,29 @@ def test_an_exported_run_brings_its_workspace_files_along(tmp_path: Path) -> Non
     elsewhere = tmp_path / "elsewhere"
     restore_workspace(get_checkpoint(result.checkpoint_id, store=there), elsewhere, store=there)
     assert tree(elsewhere) == seen[5]
+
+
+def test_a_fork_starts_from_the_files_of_the_checkpoint_it_forks(
+    store: Store, tmp_path: Path
+) -> None:
+    """A file written after the fork point is gone when the fork's next step runs."""
+    ws = tmp_path / "ws"
+    wf = Workflow("forked-files", workspace=str(ws))
+
+    @wf.step(entry=True)
+    def add(state: dict[str, Any], ctx: Any) -> tuple[dict[str, Any], str]:
+        n = state.get("n", 0) + 1
+        ws.mkdir(exist_ok=True)
+        (ws / f"f{n}.txt").write_text(f"file {n}")
+        return {"n": n, "seen": sorted(p.name for p in ws.iterdir())}, ("add" if n < 3 else END)
+
+    done = run(wf, {}, store=store)
+    assert done.state["seen"] == ["f1.txt", "f2.txt", "f3.txt"]
+    [at1] = [h for h in history(done.run_id, store=store) if h.step == 1]
+    forked = savegame.fork(at1.checkpoint_id, store=store, workflow=wf)
+    seen = {
+        h.step: get_checkpoint(h.checkpoint_id, store=store).state.get("seen")
+        for h in history(forked.run_id, store=store)
+    }
+    assert seen[2] == ["f1.txt", "f2.txt"]  # f3.txt, written after step 1, was taken away
+    assert sorted(p.name for p in ws.iterdir()) == ["f1.txt", "f2.txt", "f3.txt"]
