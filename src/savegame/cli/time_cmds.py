@@ -89,7 +89,7 @@ def fork_command(
     out = render.console()
     if not as_json:
         time_view.plan(out, plan, mode)
-    if plan.writes and not yes and not no_run:
+    if (plan.writes or plan.in_doubt) and not yes and not no_run:
         if not sys.stdin.isatty():
             raise UsageError("recorded writes may run again: pass --yes to fork anyway")
         if not typer.confirm("fork?", default=False):

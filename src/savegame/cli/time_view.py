@@ -70,8 +70,19 @@ def plan(out: Console, p: ForkPlan, mode: str) -> None:
     out.print(
         f"fork checkpoint {o.checkpoint_id} of run {o.run_id} at step {o.step}", soft_wrap=True
     )
+    if p.in_doubt:
+        out.print(
+            Text(
+                "in doubt in the origin (started, no result: it may have happened); settle "
+                "it there with `savegame resolve` first, or a redo calls it again:",
+                style="yellow",
+            )
+        )
+        for c in p.in_doubt:
+            out.print(f"  {c.request_id}  {_call(c)}", soft_wrap=True)
     if not p.writes:
-        out.print("no recorded write after it: nothing can happen twice")
+        if not p.in_doubt:
+            out.print("no recorded write after it: nothing can happen twice")
         return
     n = len(p.writes)
     writes = f"{n} recorded write{'s' if n != 1 else ''}"

@@ -27,9 +27,10 @@ from savegame.errors import (
 )
 from savegame.model import CheckpointHeader
 
-ALWAYS_SEALED = frozenset({"error"})
+ALWAYS_SEALED = frozenset({"error", "reason"})
 """Metadata keys sealed whenever a keyring is configured: an error message repeats what
-failed (a call's arguments, a rejection's reason), which may be an encrypted value."""
+failed (a call's arguments, a rejection's reason), which may be an encrypted value, and
+a fork's reason is what a person wrote about the state they edited."""
 SEALED = "$sg:enc:"
 """How a sealed value (a metadata value or a run row's error text) starts."""
 

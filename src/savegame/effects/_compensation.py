@@ -24,6 +24,7 @@ from savegame import codec
 from savegame.codec import decode_value, encode_value, load_state, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.effects._journal import Journal
+from savegame.effects._replay import REPLAY_KEY, REUSED
 from savegame.effects._tools import Tool, registered, tool_named
 from savegame.errors import (
     CompensationError,
@@ -47,10 +48,12 @@ Committed = Callable[[CheckpointRecord], None]
 
 
 def plan(effects: list[EffectRecord]) -> list[EffectRecord]:
-    """Completed writes that declared a compensation, newest first."""
+    """Completed writes that declared a compensation, newest first; a fork's writes
+    reused from its origin happened in the origin run, whose saga it is to undo them."""
     done = [
         e for e in effects
         if e.kind is EffectKind.WRITE and e.status is EffectStatus.DONE and e.metadata.get("compensate")
+        and e.metadata.get(REPLAY_KEY) != REUSED
     ]  # fmt: skip
     return sorted(done, key=lambda e: (e.step, e.call_index, e.created_at), reverse=True)
 

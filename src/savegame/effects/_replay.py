@@ -26,7 +26,9 @@ from savegame.codec import decode_value, encode_value
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
 from savegame.effects._tools import Tool
+from savegame.errors import InDoubtEffectError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
+from savegame.signals import NeedsAttention
 
 Mode = Literal["replay", "redo"]
 """How a fork runs: ``replay`` reuses the origin's matching calls, ``redo`` executes all."""
@@ -135,9 +137,39 @@ class Replay:
             return None
         return entry
 
+    def _refuse_in_doubt(
+        self,
+        step: int,
+        index: int,
+        node: str,
+        tool: Tool,
+        arguments: dict[str, Any],
+        encoded: bytes,
+    ) -> None:
+        """The origin made this very write and nobody knows whether it happened (killed
+        mid-call, or still running): calling it again from the fork could do it twice,
+        so the fork stops for a person, who settles the origin's entry (the fork then
+        reuses what they record) or forks with ``mode="redo"``."""
+        if self.diverged:
+            return
+        entry = self._at.get(f"{step}:{index}")
+        if (
+            entry is not None
+            and entry.node == node
+            and entry.kind is EffectKind.WRITE
+            and entry.status is EffectStatus.PENDING
+            and same_call(entry, tool.name, encoded)
+        ):
+            raise NeedsAttention(
+                InDoubtEffectError(self.origin.run_id, tool.name, arguments, entry.request_id)
+            )
+
     def copy(self, entry: EffectRecord, run_id: str, request_id: str) -> EffectRecord:
         """``entry`` as the fork's own, marked reused (sealed again for the fork when stored)."""
-        meta = {**entry.metadata, REPLAY_KEY: REUSED, "reused_from": entry.request_id}
+        # The write happened in the origin run: undoing it is the origin's saga, never the
+        # fork's, so the copy names no compensation.
+        meta = {k: v for k, v in entry.metadata.items() if k != "compensate"}
+        meta = {**meta, REPLAY_KEY: REUSED, "reused_from": entry.request_id}
         return replace(
             entry, run_id=run_id, request_id=request_id, metadata=meta, checksum="",
             created_at=utcnow(), completed_at=utcnow(),
@@ -170,6 +202,8 @@ class Replay:
             if edit is not None:
                 encoded = encode_value(tool.bind((), edit), f"approval.edit.{tool.name}")
         call = self.recorded(step, index, node)
+        if call is None:
+            self._refuse_in_doubt(step, index, node, tool, arguments, encoded)
         # A done entry with an error kept no result (it was not pure data): not reused.
         if call is None or not same_call(call, tool.name, encoded) or call.error is not None:
             return None, approved

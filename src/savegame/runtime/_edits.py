@@ -86,6 +86,13 @@ def apply_edits(
         raise ConfigurationError(
             f"a fork's update must be a dict of state keys, not {type(update).__qualname__}"
         )
+    for name in [*(update or {}), *(paths or {})]:
+        # Keys of savegame's own ($sg:workspace, the manifest a restore deletes by) are
+        # not the user's to edit: a fork edit must not empty a directory.
+        if str(name).startswith("$sg:"):
+            raise ConfigurationError(
+                f"a fork cannot edit {name!r}: keys starting with '$sg:' are savegame's own"
+            )
     edited = copy.deepcopy(dict(state))
     changed: list[str] = []
     for key, value in (update or {}).items():

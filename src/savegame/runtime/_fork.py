@@ -65,6 +65,11 @@ class ForkPlan:
     writes: tuple[Call, ...]
     """The origin's recorded writes after that checkpoint: ``redo`` would execute each
     again; ``replay`` only those at or after the first call that differs."""
+    in_doubt: tuple[Call, ...] = ()
+    """The origin's writes after that checkpoint that started and have no result (killed
+    mid-call, or the origin is still running): they may have happened. A replay stops
+    for a person at the first (settle it in the origin run, then resume the fork); a
+    redo calls each again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +115,15 @@ def plan_fork(
     with opened_store(store) as s:
         header = s.get_checkpoint(checkpoint_id).header
         entries = [open_entry(e, storage) for e in s.list_effects(header.run_id, limit=ALL_EFFECTS)]
-    writes = sorted(
-        (
-            e
-            for e in entries
-            if e.kind is EffectKind.WRITE and e.step > header.step and e.status is EffectStatus.DONE
-        ),
+    after = sorted(
+        (e for e in entries if e.kind is EffectKind.WRITE and e.step > header.step),
         key=_position,
     )
-    return ForkPlan(codec.reveal_metadata(header, storage), tuple(_call(e) for e in writes))
+    return ForkPlan(
+        codec.reveal_metadata(header, storage),
+        tuple(_call(e) for e in after if e.status is EffectStatus.DONE),
+        tuple(_call(e) for e in after if e.status is EffectStatus.PENDING),
+    )
 
 
 def _workflow_of(
