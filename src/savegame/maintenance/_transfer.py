@@ -31,6 +31,9 @@ from savegame.stores.base import ALL_EFFECTS, Store
 
 #: Who holds an imported run's lease while it is written (released at the end).
 IMPORTER = "savegame-import"
+#: How long: long enough that nobody resumes what a killed import left half written
+#: (its journal may lack entries); the next import of the run replaces it.
+IMPORT_TTL = 30 * 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +257,8 @@ def check(got: _Contents, store: Store, storage: StorageConfig | None) -> None:
             there = store.get_run(run.run_id)
         except NotFoundError:
             continue
+        if there.lease is not None and there.lease.owner == IMPORTER:
+            continue  # what a killed import left: write() replaces it
         raise RunExistsError(
             run.run_id, there.status.value, "the export file holds a run with this id"
         )
@@ -277,13 +282,16 @@ def _write_run(
 
     first, *rest = records
     lease = store.create_run(
-        replace(run, lease=None), first, owner=IMPORTER, ttl=3600, blobs=needed(first.header)
+        replace(run, lease=None), first, owner=IMPORTER, ttl=IMPORT_TTL, blobs=needed(first.header)
     )
     created.append(run.run_id)  # only now: a run someone else created is never deleted
-    for record in rest:
-        store.put_checkpoint(record, lease_token=lease.token, blobs=needed(record.header))
+    # The journal before the checkpoints after the first: a run killed midway never has a
+    # head further on than the calls it has on record. Until the lease is released at the
+    # end, nobody else resumes it, and the next import replaces it.
     for effect in effects:
         store.record_intent(effect, lease_token=lease.token)
+    for record in rest:
+        store.put_checkpoint(record, lease_token=lease.token, blobs=needed(record.header))
     store.rewrite(runs=[run])  # the row's error and checks exactly as exported
     if run.cancel_requested:
         store.request_cancel(run.run_id)
@@ -297,9 +305,20 @@ def _ordered(run: RunInfo, records: Iterable[CheckpointRecord]) -> list[Checkpoi
     return [r for r in mine if r is not head] + [head]
 
 
+def _left_by_an_import(store: Store, run_id: str) -> bool:
+    try:
+        lease = store.get_run(run_id).lease
+    except NotFoundError:
+        return False
+    return lease is not None and lease.owner == IMPORTER
+
+
 def write(got: _Contents, store: Store) -> None:
     """Load checked contents; on a failure midway, delete every run this call created."""
     created: list[str] = []
+    leftovers = [r.run_id for r in got.runs if _left_by_an_import(store, r.run_id)]
+    if leftovers:
+        store.delete_runs(leftovers)
     try:
         for run in got.runs:
             records = _ordered(run, got.records)
