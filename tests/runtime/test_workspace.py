@@ -313,3 +313,22 @@ def test_a_fork_starts_from_the_files_of_the_checkpoint_it_forks(
     }
     assert seen[2] == ["f1.txt", "f2.txt"]  # f3.txt, written after step 1, was taken away
     assert sorted(p.name for p in ws.iterdir()) == ["f1.txt", "f2.txt", "f3.txt"]
+
+
+def test_a_link_that_climbs_after_another_link_is_refused(store: Store, tmp_path: Path) -> None:
+    """Read lexically, ``top/../../../secret`` is inside; on disk ``top`` is the root,
+    and the climb after it leaves the workspace (found by an adversarial review)."""
+    ws = tmp_path / "a" / "b" / "ws"
+    (ws / "d1" / "d2" / "d3").mkdir(parents=True)
+    (tmp_path / "a" / "secret").write_text("outside")
+    os.symlink("../../..", ws / "d1" / "d2" / "d3" / "top")  # the workspace itself
+    os.symlink("d1/d2/d3/top/../../secret", ws / "notes.txt")
+    assert (ws / "notes.txt").read_text() == "outside"  # it does point out
+    wf = Workflow("links-chained", workspace=ws)
+
+    @wf.step(entry=True)
+    def one(state: dict[str, Any], ctx: Any) -> tuple[dict[str, Any], str]:
+        return {}, END
+
+    with pytest.raises(WorkspaceError, match=r"notes\.txt ->"):
+        run(wf, store=store)

@@ -17,6 +17,7 @@ fifos) are skipped. :mod:`savegame.runtime._restore` puts a manifest back.
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 from collections.abc import Callable, Iterator, Sequence
@@ -125,8 +126,19 @@ def stored_mode(st_mode: int) -> int:
 
 
 def link_inside(rel: str, target: str) -> bool:
-    """Whether a link at ``rel`` to ``target`` stays inside the workspace."""
+    """Whether a link at ``rel`` to ``target`` stays inside the workspace.
+
+    Read lexically, ``a/link/../x`` is ``a/x``; on disk, ``..`` after a link climbs
+    from wherever that link points, which may be the root or above. So ``..`` is
+    allowed only at the start of a target (climbing from the link's own directory,
+    which is real); after that the target only descends, and every link it descends
+    through was itself checked to stay inside.
+    """
     if not target or os.path.isabs(target) or "\0" in target:
+        return False
+    parts = [p for p in target.split("/") if p not in ("", ".")]
+    climbs = len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
+    if ".." in parts[climbs:]:
         return False
     joined = os.path.normpath(os.path.join(os.path.dirname(rel), target))
     return joined != ".." and not joined.startswith("../") and not os.path.isabs(joined)
