@@ -246,3 +246,21 @@ def test_a_write_that_fails_midway_leaves_nothing(exported: bytes, tmp_path: Pat
     assert target.list_runs() == []
     with pytest.raises(savegame.NotFoundError):
         target.get_run("victim")
+
+
+def test_a_decompression_bomb_is_refused_before_it_fills_memory(tmp_path: Path) -> None:
+    """Records of 30 MB of one letter each compress to a few kilobytes: a file that small
+    may not unpack to more than its growth budget (found by an adversarial review: an
+    86 KB file reached 4 GB of memory)."""
+    out = io.BytesIO()
+    writer = _archive.Writer(out)
+    counts = {"runs": 0, "records": 0, "effects": 0, "blobs": 3}
+    writer.write({"type": "header", "format": "savegame-export", "version": 1, "counts": counts})
+    for i in range(3):
+        writer.write({"type": "blob", "digest": f"d{i}", "data": "A" * 30_000_000})
+    writer.end()
+    assert len(out.getvalue()) < 100_000
+    (tmp_path / "bomb.sgx").write_bytes(out.getvalue())
+    with pytest.raises(DamagedExportError, match="decompression bomb") as refused:
+        savegame.import_run(tmp_path / "bomb.sgx", store=MemoryStore())
+    assert refused.value.record == 3  # the third blob is over the budget

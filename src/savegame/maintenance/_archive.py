@@ -44,6 +44,10 @@ FORMAT = "savegame-export"
 VERSION = 1
 #: A record's body may not decompress beyond this (a hostile file must not fill memory).
 MAX_RECORD = 1 << 30
+#: Nor the whole file beyond this many times its size (plus a floor). Records travel as
+#: stored, already compressed, so a real export grows about 1.3x; a zstd bomb of a few
+#: kilobytes per record would otherwise be held whole, record after record.
+MAX_GROWTH, GROWTH_FLOOR = 20, 64 << 20
 _FRAME = struct.Struct(">I32s")
 
 T = TypeVar("T")
@@ -176,6 +180,7 @@ def frames(data: bytes) -> Iterator[tuple[int, int, dict[str, Any]]]:
     sha = hashlib.sha256(MAGIC)
     offset, index = len(MAGIC), 0
     unzstd = zstandard.ZstdDecompressor()
+    budget = GROWTH_FLOOR + MAX_GROWTH * len(data)
     while True:
         if offset == len(data):
             raise DamagedExportError(
@@ -205,7 +210,16 @@ def frames(data: bytes) -> Iterator[tuple[int, int, dict[str, Any]]]:
                 raise DamagedExportError(
                     "the record claims more than 1 GiB", record=index, offset=offset
                 )
-            obj = orjson.loads(unzstd.decompress(body, max_output_size=MAX_RECORD))
+            plain = unzstd.decompress(body, max_output_size=min(MAX_RECORD, max(budget, 1)))
+            budget -= len(plain)
+            if budget < 0:
+                raise DamagedExportError(
+                    f"the records decompress to more than {MAX_GROWTH}x the file's size "
+                    "(a decompression bomb, not an export)",
+                    record=index,
+                    offset=offset,
+                )
+            obj = orjson.loads(plain)
         except (zstandard.ZstdError, orjson.JSONDecodeError) as exc:
             raise DamagedExportError(
                 f"the record does not decode: {exc}", record=index, offset=offset
