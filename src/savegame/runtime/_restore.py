@@ -66,7 +66,9 @@ def restore_workspace(
 
     Resume calls it before the first step runs; a fork calls it for the directory its
     new run works in. A checkpoint without a workspace manifest leaves the directory as
-    it is and returns None. Paths ``path``'s ignore patterns match are left alone.
+    it is and returns None. Paths ``path``'s ignore patterns match are left alone; a
+    plain path has none, so pass the workflow's :class:`Workspace` to keep its ignored
+    files (a plain path restores the directory as the manifest has it, and deletes them).
 
     Raises:
         CorruptRecordError: naming the checkpoint, when its manifest would write outside
