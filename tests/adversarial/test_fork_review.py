@@ -157,3 +157,39 @@ def test_a_forks_reason_is_sealed_under_keys(tmp_path: Path) -> None:
          reason="REASON-IN-PLAINTEXT-typo")  # fmt: skip
     stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("s.db"))
     assert b"REASON-IN-PLAINTEXT" not in stored
+
+
+def test_a_fork_that_skips_a_steps_calls_does_not_reuse_the_next_steps(tmp_path: Path) -> None:
+    """The origin's step 2 read what its step 1 wrote; a fork whose step 1 no longer
+    writes has diverged, even though it made no call that differs."""
+    ledger: list[str] = []
+
+    @tool(effect="write", name="review_book")
+    def book(seat: str, *, request_id: str) -> str:
+        ledger.append(f"book {seat}")
+        return f"booked {seat}"
+
+    @tool(effect="read", name="review_seats_left")
+    def seats_left() -> int:
+        ledger.append("count")
+        return 9 - sum(line.startswith("book") for line in ledger)
+
+    wf = Workflow("review-skip")
+
+    @wf.step(entry=True)
+    def reserve(state: dict[str, Any], ctx: Any) -> tuple[dict[str, Any], str]:
+        if state.get("book", True):
+            ctx.call(book, seat="12A")
+        return {}, "count"
+
+    @wf.step
+    def count(state: dict[str, Any], ctx: Any) -> tuple[dict[str, Any], str]:
+        return {"left": ctx.call(seats_left)}, END
+
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    assert run(wf, {}, store=store).state["left"] == 8
+    origin = list_runs(store=store)[0].run_id
+    first = history(origin, store=store)[-1].checkpoint_id
+    forked = fork(first, store=store, workflow=wf, set={"book": False})
+    assert ledger == ["book 12A", "count", "count"]  # counted again, not reused
+    assert forked.result.state["left"] == 8

@@ -97,6 +97,13 @@ class Calls:
         self._cancelled = cancelled
         self._index = 0
 
+    def finished(self) -> None:
+        """The step returned: a fork whose step made fewer calls than its origin's did
+        has diverged (what the origin's next steps returned depended on the calls this
+        one skipped)."""
+        if self.replay is not None:
+            self.replay.step_done(self.step, self.node, self._index)
+
     def _next_id(self) -> tuple[int, str]:
         index = self._index
         self._index += 1

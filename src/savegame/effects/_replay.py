@@ -223,6 +223,16 @@ class Replay:
             return None
         return journal.intent(self.copy(found, journal.run_id, request_id))
 
+    def step_done(self, step: int, node: str, made: int) -> None:
+        """After a step that made ``made`` calls: the origin made more at that step."""
+        if self.diverged:
+            return
+        for position, entry in self._at.items():
+            at_step, index = position.split(":")[:2]
+            if int(at_step) == step and int(index) >= made and entry.node == node:
+                self.diverged = True
+                return
+
     def executed(self, meta: Mapping[str, Any]) -> dict[str, Any]:
         """``meta`` marked executed; from here on the fork has diverged."""
         self.diverged = True

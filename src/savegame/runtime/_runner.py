@@ -242,6 +242,7 @@ class _Loop:
                 except Expired:
                     raise TimedOutError(self.run_id, name, spec.timeout) from None
         update, nxt = _check_result(out, name)
+        calls.finished()
         if before is not None:
             refuse_hidden_mutations(name, before, self.state, update)
         if nxt != END:
