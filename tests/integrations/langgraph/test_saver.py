@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
@@ -112,3 +113,30 @@ def test_send_fan_out_in_a_subgraph_each_durability_mode(sqlite_url: str) -> Non
         state = SavegameSaver(sqlite_url).get_tuple(conf(f"fan-{mode}", checkpoint_ns=""))
         assert state is not None
         assert sorted(state.checkpoint["channel_values"]["results"]) == ["A", "B"]
+
+
+def _extend(state: list[int] | None, writes: list[list[int]]) -> list[int]:
+    out = list(state or [])
+    for write in writes:
+        out.extend(write)
+    return out
+
+
+class Deltas(TypedDict):
+    items: Annotated[list[int], DeltaChannel(_extend)]
+    n: int
+
+
+def test_prune_keep_latest_keeps_what_a_delta_channel_is_rebuilt_from(sqlite_url: str) -> None:
+    def step(state: Deltas) -> dict[str, Any]:
+        return {"items": [len(state.get("items") or [])], "n": state.get("n", 0) + 1}
+
+    g = StateGraph(Deltas)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: END if s["n"] >= 6 else "step")
+    saver = SavegameSaver(sqlite_url)
+    g.compile(checkpointer=saver).invoke({"items": [], "n": 0}, conf("deltas"))
+    saver.prune(["deltas"])
+    after = g.compile(checkpointer=SavegameSaver(sqlite_url)).get_state(conf("deltas"))
+    assert after.values == {"items": [0, 1, 2, 3, 4, 5], "n": 6}

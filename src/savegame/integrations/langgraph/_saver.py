@@ -190,9 +190,32 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 self.delete_thread(thread_id)
                 continue
             for ns, run_id in self._lines.namespaces(thread_id).items():
-                latest = self.store.list_checkpoints(run_id, limit=1)
-                keep = {h.checkpoint_id for h in latest}
+                keep = self._needed(run_id)
                 self._rebuild(thread_id, ns, run_id, thread_id, None, keep=keep)
+
+    def _needed(self, run_id: str) -> set[str]:
+        """The latest checkpoint, and the ancestors its values are rebuilt from: a
+        ``DeltaChannel`` keeps no value in a checkpoint, LangGraph replays the pending
+        writes of the parent chain down to the nearest checkpoint that holds one."""
+        latest = self.store.list_checkpoints(run_id, limit=1)
+        if not latest:
+            return set()
+        keep = {latest[0].checkpoint_id}
+        state = self._lines.load(latest[0].checkpoint_id)
+        if state is None:
+            return keep
+        versions = state[CHECKPOINT].get("channel_versions", {})
+        missing = {name for name in versions if CHANNEL + name not in state}
+        parent = state[PARENT]
+        while missing and parent is not None:
+            ancestor = stored_id(parent, run_id)
+            state = self._lines.load(ancestor)
+            if state is None:
+                break
+            keep.add(ancestor)
+            missing = {name for name in missing if CHANNEL + name not in state}
+            parent = state[PARENT]
+        return keep
 
     def _rebuild(
         self,
