@@ -19,6 +19,10 @@ The mapping, and why:
   channel. Only channels whose version changed are written as changed, so a delta
   holds what a step wrote (a ``messages`` list appended to is an append), through the
   same encoder, blobs, zstd and envelopes (checksums, encryption) as a workflow's state.
+  Three scalars of LangGraph's metadata (``source``, ``step``, ``run_id``: identifiers,
+  as savegame's own step and ids are) are also in the header, authenticated under keys
+  and sealed when listed in ``StorageConfig.sensitive_metadata``, so ``delete_for_runs``
+  asks the store which lines hold a run instead of decoding every checkpoint.
 * **Pending writes** are journal entries of that run (kind ``read``, status ``done``),
   request id ``<langgraph id>|<task id>|<index>``: the journal's insert-if-absent is
   LangGraph's "a normal write is stored once"; a reserved channel (error, interrupt,

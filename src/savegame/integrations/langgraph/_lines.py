@@ -136,6 +136,7 @@ class Lines:
                 node=None,
                 status=RunStatus.COMPLETED,
                 next=None,
+                metadata=_header_metadata(metadata),
             )
             encoded = line.encoder.encode(header, state, None if fresh else changed)
             blobs = line.encoder.to_upload(self.store, encoded)
@@ -249,3 +250,16 @@ class Lines:
 
 
 _ABSENT = object()
+#: LangGraph metadata copied into the header, where the store filters on it
+#: (``delete_for_runs``) and ``savegame history`` shows it: scalars LangGraph writes.
+HEADER_KEYS = ("source", "step", "run_id")
+
+
+def _header_metadata(metadata: Any) -> dict[str, Any]:
+    if not isinstance(metadata, Mapping):
+        return {}
+    return {
+        key: metadata[key]
+        for key in HEADER_KEYS
+        if type(metadata.get(key)) in (str, int) and not str(metadata[key]).startswith("$sg:")
+    }

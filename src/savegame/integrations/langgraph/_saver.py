@@ -174,9 +174,18 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         doomed = set(run_ids)
         for thread_id in self._lines.threads():
             for ns, run_id in self._lines.namespaces(thread_id).items():
-                self._rebuild(
-                    thread_id, ns, run_id, thread_id, lambda s: s[METADATA].get("run_id") in doomed
+                hit = any(
+                    self.store.list_checkpoints(run_id, limit=1, metadata={"run_id": r})
+                    for r in doomed
                 )
+                if hit:
+                    self._rebuild(
+                        thread_id,
+                        ns,
+                        run_id,
+                        thread_id,
+                        lambda s: s[METADATA].get("run_id") in doomed,
+                    )
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         for ns, run_id in self._lines.namespaces(source_thread_id).items():
