@@ -122,3 +122,21 @@ def test_a_node_error_is_kept_as_its_type_and_message(sqlite_url: str) -> None:
     (task,) = SavegameSaver(sqlite_url).get_tuple(config).pending_writes  # type: ignore[union-attr]
     assert task[1] == "__error__"
     assert (task[2].type, task[2].message) == ("builtins.ValueError", "the tool is down")
+
+
+def test_two_savers_take_turns_on_one_thread(sqlite_url: str) -> None:
+    one, two = SavegameSaver(sqlite_url), SavegameSaver(sqlite_url)
+    config = {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}
+    ids = []
+    for saver in (one, two, one, two):
+        checkpoint = empty_checkpoint()
+        if ids:
+            config = {"configurable": {**config["configurable"], "checkpoint_id": ids[-1]}}
+        stored = saver.put(config, checkpoint, {"step": len(ids)}, {})
+        saver.put_writes(stored, [("seen", len(ids))], f"task-{len(ids)}")
+        ids.append(stored["configurable"]["checkpoint_id"])
+    history = list(SavegameSaver(sqlite_url).list({"configurable": {"thread_id": "shared"}}))
+    assert [t.checkpoint["id"] for t in history] == ids[::-1]
+    assert [t.pending_writes for t in history] == [
+        [(f"task-{n}", "seen", n)] for n in reversed(range(4))
+    ]
