@@ -140,3 +140,18 @@ def test_two_savers_take_turns_on_one_thread(sqlite_url: str) -> None:
     assert [t.pending_writes for t in history] == [
         [(f"task-{n}", "seen", n)] for n in reversed(range(4))
     ]
+
+
+def test_writes_that_come_before_their_namespaces_first_checkpoint_are_kept(
+    sqlite_url: str,
+) -> None:
+    # durability="async" runs a subgraph's first put and its writes in parallel threads.
+    saver = SavegameSaver(sqlite_url)
+    checkpoint = empty_checkpoint()
+    config = {"configurable": {"thread_id": "early", "checkpoint_ns": "inner:1"}}
+    early = {"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}}
+    saver.put_writes(early, [("out", 1)], "task-a")
+    assert saver.get_tuple(config) is None
+    stored = saver.put(config, checkpoint, {}, {})
+    found = SavegameSaver(sqlite_url).get_tuple(stored)  # from the store, not this process
+    assert found is not None and found.pending_writes == [("task-a", "out", 1)]

@@ -75,6 +75,7 @@ class Lines:
         self.storage = storage
         self.lock = threading.RLock()
         self._lines: dict[tuple[str, str], Line] = {}
+        self._early: dict[tuple[str, str, str], list[Write]] = {}
 
     # -- finding ------------------------------------------------------------------
     def runs(self, thread_id: str) -> list[RunInfo]:
@@ -110,9 +111,13 @@ class Lines:
         return out
 
     # -- writing ------------------------------------------------------------------
-    def append(self, line: Line | None, thread_id: str, ns: str, state: dict[str, Any]) -> Line:
-        """Store ``state`` (a LangGraph checkpoint as savegame state) as the line's newest record."""
+    def append(
+        self, thread_id: str, ns: str, state: dict[str, Any], *, fresh: bool = False
+    ) -> Line:
+        """Store ``state`` (a LangGraph checkpoint as savegame state) as the newest record
+        of the thread's line in ``ns``, a new line (run) when there is none or ``fresh``."""
         with self.lock:
+            line = None if fresh else self.find(thread_id, ns)
             fresh = line is None
             if line is None:
                 line = Line(new_id(), thread_id, ns)
@@ -148,7 +153,19 @@ class Lines:
                 self._put(line, record, blobs)
             line.encoder.committed(self.store, record)
             line.versions = versions
+            for write in self._early.pop((thread_id, ns, checkpoint["id"]), []):
+                self.put_write(line, checkpoint["id"], write)
             return line
+
+    def early(self, thread_id: str, ns: str, lg_id: str, writes: list[Write]) -> bool:
+        """Hold writes that came before their namespace's first checkpoint; False when
+        the line exists (write them now). With ``durability="async"`` LangGraph runs a put
+        and the next put_writes in parallel threads: a subgraph's first writes can win."""
+        with self.lock:
+            if self.find(thread_id, ns) is not None:
+                return False
+            self._early.setdefault((thread_id, ns, lg_id), []).extend(writes)
+            return True
 
     def _create(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
         now = utcnow()
@@ -232,10 +249,15 @@ class Lines:
             return None
         return codec.load_state(self.store, record, self.storage).state
 
-    def writes(self, run_id: str) -> dict[str, list[Write]]:
-        """The run's pending writes by LangGraph checkpoint id, each list in LangGraph's order."""
+    def writes(self, run_id: str, lg_id: str | None = None) -> dict[str, list[Write]]:
+        """The run's pending writes (of one checkpoint, or all) by LangGraph checkpoint id,
+        each list in LangGraph's order."""
         out: dict[str, list[Write]] = {}
+        prefix = "" if lg_id is None else f"{lg_id}|"
         for entry in self.store.list_effects(run_id, kinds=[EffectKind.READ], limit=ALL_EFFECTS):
+            # The request id names the checkpoint: only those entries are opened and decoded.
+            if not entry.request_id.startswith(prefix):
+                continue
             if dict(entry.metadata).get("langgraph") != "write":
                 continue
             opened = codec.open_entry(entry, self.storage)

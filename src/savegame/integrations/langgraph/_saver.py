@@ -74,7 +74,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         state = self._lines.load(stored_id(lg_id, line.run_id))
         if state is None:
             return None
-        writes = self._lines.writes(line.run_id).get(lg_id, [])
+        writes = self._lines.writes(line.run_id, lg_id).get(lg_id, [])
         return _tuple(thread_id, ns, state, writes)
 
     def list(
@@ -135,7 +135,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
             dict(get_checkpoint_metadata(config, metadata)),
             conf.get("checkpoint_id"),
         )
-        self._lines.append(self._lines.find(thread_id, ns), thread_id, ns, state)
+        self._lines.append(thread_id, ns, state)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -154,13 +154,23 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         lg_id = str(conf["checkpoint_id"])
-        line = self._lines.find(thread_id, ns)
-        if line is None:
-            raise ValueError(f"no checkpoint {lg_id} in thread {thread_id!r} namespace {ns!r}")
-        for index, (channel, raw) in enumerate(writes):
-            value = _types.error_record(raw) if channel == ERROR else raw
-            write = Write(task_id, channel, value, task_path, WRITES_IDX_MAP.get(channel, index))
-            self._lines.put_write(line, lg_id, write)
+        found = [
+            Write(
+                task_id,
+                channel,
+                _types.error_record(raw) if channel == ERROR else raw,
+                task_path,
+                WRITES_IDX_MAP.get(channel, index),
+            )
+            for index, (channel, raw) in enumerate(writes)
+        ]
+        with self._lines.lock:
+            if self._lines.early(thread_id, ns, lg_id, found):
+                return
+            line = self._lines.find(thread_id, ns)
+            assert line is not None
+            for write in found:
+                self._lines.put_write(line, lg_id, write)
 
     # -- housekeeping -----------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
@@ -253,7 +263,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
             writes = self._lines.writes(run_id)
             line: Line | None = None
             for state in kept:
-                line = self._lines.append(line, target, ns, state)
+                line = self._lines.append(target, ns, state, fresh=line is None)
                 for write in writes.get(state[CHECKPOINT]["id"], []):
                     self._lines.put_write(line, state[CHECKPOINT]["id"], write)
             if not copying:
