@@ -1,4 +1,5 @@
-"""Named types that may appear in state: dataclasses, pydantic models, enums.
+"""Named types that may appear in state: dataclasses, pydantic models, enums, and
+other classes given with a pair of functions (their fields out, the object back).
 
 Only registered types are saved, and they are saved by their registered name,
 never by import path, so renaming a module does not orphan old checkpoints and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from savegame.errors import ConfigurationError
@@ -17,21 +19,34 @@ T = TypeVar("T")
 
 _by_name: dict[str, type[Any]] = {}
 _by_type: dict[type[Any], str] = {}
+_adapters: dict[
+    type[Any], tuple[Callable[[Any], dict[str, Any]], Callable[[dict[str, Any]], Any]]
+] = {}
 
 
-def register(cls: type[T] | None = None, *, name: str | None = None) -> Any:
+def register(
+    cls: type[T] | None = None,
+    *,
+    name: str | None = None,
+    fields: Callable[[Any], dict[str, Any]] | None = None,
+    rebuild: Callable[[dict[str, Any]], Any] | None = None,
+) -> Any:
     """Allow a dataclass, pydantic model or Enum in saved state under a stable name.
 
-    Usable as ``@register``, ``@register(name="Order")`` or ``register(Order)``.
+    Usable as ``@register``, ``@register(name="Order")`` or ``register(Order)``. Any
+    other class is allowed with ``fields`` (an instance -> its field values, each saved
+    as state is) and ``rebuild`` (those values -> the instance) given together.
 
     Raises:
-        ConfigurationError: the type is not a dataclass, pydantic model or Enum,
-            or the name is taken by another type.
+        ConfigurationError: the type is not a dataclass, pydantic model or Enum and
+            has no ``fields``/``rebuild`` pair, or the name is taken by another type.
     """
+    if (fields is None) != (rebuild is None):
+        raise ConfigurationError("register: give fields and rebuild together, or neither")
 
     def apply(target: type[T]) -> type[T]:
         key = name or f"{target.__module__}.{target.__qualname__}"
-        if not (
+        if fields is None and not (
             _is_dataclass_type(target) or _is_pydantic_type(target) or issubclass(target, enum.Enum)
         ):
             raise ConfigurationError(
@@ -44,6 +59,8 @@ def register(cls: type[T] | None = None, *, name: str | None = None) -> Any:
             )
         _by_name[key] = target
         _by_type[target] = key
+        if fields is not None and rebuild is not None:
+            _adapters[target] = (fields, rebuild)
         return target
 
     if cls is not None:
@@ -71,6 +88,9 @@ def _is_pydantic_type(cls: type[Any]) -> bool:
 
 def fields_of(obj: Any) -> dict[str, Any]:
     """The field values of a registered dataclass or pydantic instance, shallow."""
+    adapter = _adapters.get(type(obj))
+    if adapter is not None:
+        return adapter[0](obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     # Shallow: nested models stay objects so the encoder can name them itself.
@@ -79,6 +99,9 @@ def fields_of(obj: Any) -> dict[str, Any]:
 
 
 def build(cls: type[Any], values: dict[str, Any]) -> Any:
+    adapter = _adapters.get(cls)
+    if adapter is not None:
+        return adapter[1](values)
     if issubclass(cls, enum.Enum):
         return cls(values["value"])
     if _is_dataclass_type(cls):

@@ -1,0 +1,1 @@
+"""Adapters that plug savegame into other frameworks (optional extras, imported lazily)."""

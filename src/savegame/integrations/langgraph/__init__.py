@@ -1,0 +1,42 @@
+"""A LangGraph checkpointer over any savegame store (``savegame[langgraph]``).
+
+``graph.compile(checkpointer=SavegameSaver("sqlite:///agent.db"))``.
+
+The mapping, and why:
+
+* One savegame **run per (thread_id, checkpoint_ns)**, thread id kept, the namespace in
+  the run's metadata (``checkpoint_ns``) and the run's workflow named ``langgraph``. A
+  namespace is one linear-ish line of checkpoints, which is what savegame's storage
+  engine chains deltas along; a subgraph's checkpoints get their own chain, so
+  deleting or pruning one namespace never touches another's bases. Runs are stored
+  ``completed``: no savegame worker ever claims one.
+* **Checkpoint ids kept**: the stored id is ``<langgraph id>@<run id>``. LangGraph ids
+  (uuid6) are unique per thread only (``copy_thread`` copies them to another thread),
+  savegame's are unique per store; the LangGraph id first keeps savegame's order
+  (lexicographic = creation order) equal to LangGraph's.
+* The **state** of a savegame checkpoint holds ``lg:checkpoint`` (the LangGraph checkpoint
+  without its values), ``lg:metadata``, ``lg:parent`` and one key ``c:<channel>`` per
+  channel. Only channels whose version changed are written as changed, so a delta
+  holds what a step wrote (a ``messages`` list appended to is an append), through the
+  same encoder, blobs, zstd and envelopes (checksums, encryption) as a workflow's state.
+  Three scalars of LangGraph's metadata (``source``, ``step``, ``run_id``: identifiers,
+  as savegame's own step and ids are) are also in the header, authenticated under keys
+  and sealed when listed in ``StorageConfig.sensitive_metadata``, so ``delete_for_runs``
+  asks the store which lines hold a run instead of decoding every checkpoint.
+* **Pending writes** are journal entries of that run (kind ``read``, status ``done``),
+  request id ``<langgraph id>|<task id>|<index>``: the journal's insert-if-absent is
+  LangGraph's "a normal write is stored once"; a reserved channel (error, interrupt,
+  resume, scheduled) has a fixed negative index and its entry is re-settled with the
+  new value, i.e. overwritten. Entries are sealed like every journal entry.
+* ``prune``, ``delete_for_runs`` and ``copy_thread`` **rebuild** a namespace's run:
+  the kept checkpoints are re-encoded into a new run (a keyframe, then deltas) with
+  their writes, then the old run is deleted. A savegame delta needs its bases, so
+  deleting records out of the middle of a chain in place would break the load of the
+  kept ones.
+* LangGraph has no owner for a thread; every SavegameSaver holds the run's lease under
+  one owner name and takes it over when another process moved the token.
+"""
+
+from savegame.integrations.langgraph._saver import SavegameSaver
+
+__all__ = ["SavegameSaver"]

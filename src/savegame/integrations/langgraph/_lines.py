@@ -1,0 +1,287 @@
+"""One savegame run per (thread, namespace): a "line" of LangGraph checkpoints.
+
+What the saver asks of the store, in savegame's terms: find a line, append a
+checkpoint to it (delta-encoded against the line's last record), read one back, and
+journal pending writes. The mapping is described in the package docstring.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from savegame import codec
+from savegame.codec.storage import StorageConfig
+from savegame.errors import LeaseLostError, NotFoundError
+from savegame.ids import new_id
+from savegame.model import (
+    CheckpointHeader,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    RunInfo,
+    RunStatus,
+    utcnow,
+)
+from savegame.stores import Store
+from savegame.stores.base import ALL_EFFECTS
+
+WORKFLOW = "langgraph"
+OWNER = "langgraph"
+#: LangGraph has no owner of a thread: the lease only fences savegame's own writers.
+TTL = 10 * 365 * 24 * 3600.0
+NS_KEY = "checkpoint_ns"
+CHECKPOINT, METADATA, PARENT, CHANNEL = "lg:checkpoint", "lg:metadata", "lg:parent", "c:"
+WRITE_MARK = {"langgraph": "write"}
+
+
+def stored_id(lg_id: str, run_id: str) -> str:
+    return f"{lg_id}@{run_id}"
+
+
+def lg_id_of(checkpoint_id: str) -> str:
+    return checkpoint_id.rpartition("@")[0]
+
+
+@dataclass
+class Line:
+    """A (thread, namespace) run as this process writes it."""
+
+    run_id: str
+    thread_id: str
+    ns: str
+    token: int | None = None
+    encoder: codec.Encoder | None = None
+    versions: dict[str, Any] = field(default_factory=dict)
+    """The channel versions of the encoder's last record: what the next delta compares."""
+
+
+@dataclass(frozen=True)
+class Write:
+    task_id: str
+    channel: str
+    value: Any
+    task_path: str
+    index: int
+
+
+class Lines:
+    """The lines of a store, with their encoders and lease tokens."""
+
+    def __init__(self, store: Store, storage: StorageConfig | None) -> None:
+        self.store = store
+        self.storage = storage
+        self.lock = threading.RLock()
+        self._lines: dict[tuple[str, str], Line] = {}
+        self._early: dict[tuple[str, str, str], list[Write]] = {}
+
+    # -- finding ------------------------------------------------------------------
+    def runs(self, thread_id: str) -> list[RunInfo]:
+        """The thread's LangGraph runs, newest first."""
+        found = self.store.list_runs(thread_id=thread_id, limit=100_000)
+        return [r for r in found if r.workflow == WORKFLOW]
+
+    def threads(self) -> list[str]:
+        return [t.thread_id for t in self.store.list_threads(limit=1_000_000)]
+
+    def find(self, thread_id: str, ns: str) -> Line | None:
+        with self.lock:
+            line = self._lines.get((thread_id, ns))
+            if line is not None:
+                return line
+            for run in self.runs(thread_id):
+                if run.metadata.get(NS_KEY) == ns:
+                    line = Line(run.run_id, thread_id, ns)
+                    self._lines[(thread_id, ns)] = line
+                    return line
+            return None
+
+    def forget(self, thread_id: str, ns: str | None = None) -> None:
+        with self.lock:
+            for key in [k for k in self._lines if k[0] == thread_id and ns in (None, k[1])]:
+                del self._lines[key]
+
+    def namespaces(self, thread_id: str) -> dict[str, str]:
+        """ns -> run id of the thread's lines (the newest run of each namespace)."""
+        out: dict[str, str] = {}
+        for run in self.runs(thread_id):
+            out.setdefault(str(run.metadata.get(NS_KEY, "")), run.run_id)
+        return out
+
+    # -- writing ------------------------------------------------------------------
+    def append(
+        self, thread_id: str, ns: str, state: dict[str, Any], *, fresh: bool = False
+    ) -> Line:
+        """Store ``state`` (a LangGraph checkpoint as savegame state) as the newest record
+        of the thread's line in ``ns``, a new line (run) when there is none or ``fresh``."""
+        with self.lock:
+            line = None if fresh else self.find(thread_id, ns)
+            fresh = line is None
+            if line is None:
+                line = Line(new_id(), thread_id, ns)
+            if line.encoder is None:
+                line.encoder, line.versions = codec.Encoder(self.storage), {}
+            checkpoint = state[CHECKPOINT]
+            versions = dict(checkpoint.get("channel_versions", {}))
+            changed = {CHECKPOINT, METADATA, PARENT}
+            for name in versions.keys() | line.versions.keys():
+                if versions.get(name, _ABSENT) != line.versions.get(name, _ABSENT):
+                    changed.add(CHANNEL + name)
+            metadata = state[METADATA]
+            step = metadata.get("step") if isinstance(metadata, Mapping) else None
+            parent = state[PARENT]
+            header = CheckpointHeader(
+                thread_id=thread_id,
+                run_id=line.run_id,
+                checkpoint_id=stored_id(checkpoint["id"], line.run_id),
+                parent_id=None if parent is None else stored_id(parent, line.run_id),
+                step=max(step, 0) if isinstance(step, int) else 0,
+                node=None,
+                status=RunStatus.COMPLETED,
+                next=None,
+                metadata=_header_metadata(metadata),
+            )
+            encoded = line.encoder.encode(header, state, None if fresh else changed)
+            blobs = line.encoder.to_upload(self.store, encoded)
+            record = encoded.record
+            if fresh:
+                self._create(line, record, blobs)
+                self._lines[(thread_id, ns)] = line
+            else:
+                self._put(line, record, blobs)
+            line.encoder.committed(self.store, record)
+            line.versions = versions
+            for write in self._early.pop((thread_id, ns, checkpoint["id"]), []):
+                self.put_write(line, checkpoint["id"], write)
+            return line
+
+    def early(self, thread_id: str, ns: str, lg_id: str, writes: list[Write]) -> bool:
+        """Hold writes that came before their namespace's first checkpoint; False when
+        the line exists (write them now). With ``durability="async"`` LangGraph runs a put
+        and the next put_writes in parallel threads: a subgraph's first writes can win."""
+        with self.lock:
+            if self.find(thread_id, ns) is not None:
+                return False
+            self._early.setdefault((thread_id, ns, lg_id), []).extend(writes)
+            return True
+
+    def _create(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
+        now = utcnow()
+        info = RunInfo(
+            run_id=line.run_id,
+            thread_id=line.thread_id,
+            workflow=WORKFLOW,
+            workflow_ref=None,
+            status=RunStatus.COMPLETED,
+            step=record.header.step,
+            head_checkpoint_id=record.checkpoint_id,
+            created_at=now,
+            updated_at=now,
+            metadata={NS_KEY: line.ns},
+        )
+        info = replace(info, checksum=codec.run_checksum(info, self.storage))
+        lease = self.store.create_run(info, record, owner=OWNER, ttl=TTL, blobs=blobs)
+        line.token = lease.token
+
+    def _token(self, line: Line, *, again: bool = False) -> int:
+        if line.token is None or again:
+            run = self.store.get_run(line.run_id)
+            held = run.lease.token if run.lease is not None else None
+            line.token = self.store.acquire_lease(
+                line.run_id, OWNER, TTL, takeover_token=held
+            ).token
+        return line.token
+
+    def _put(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
+        try:
+            self.store.put_checkpoint(record, lease_token=self._token(line), blobs=blobs)
+        except LeaseLostError:
+            # Another saver (process) took the lease over: take it back, once.
+            token = self._token(line, again=True)
+            self.store.put_checkpoint(record, lease_token=token, blobs=blobs)
+
+    def put_write(self, line: Line, lg_id: str, write: Write) -> None:
+        """Journal one pending write: insert-if-absent; a reserved channel (index < 0) overwrites."""
+        with self.lock:
+            request_id = f"{lg_id}|{write.task_id}|{write.index}"
+            path = f"writes[{write.task_id}][{write.index}]({write.channel})"
+            plain = EffectRecord(
+                run_id=line.run_id,
+                request_id=request_id,
+                kind=EffectKind.READ,
+                name=write.channel,
+                step=0,
+                node=write.task_path,
+                call_index=write.index,
+                status=EffectStatus.DONE,
+                arguments=codec.encode_value([write.task_id, write.task_path, lg_id], path),
+                result=codec.encode_value(write.value, path),
+                metadata=WRITE_MARK,
+                completed_at=utcnow(),
+            )
+            sealed = codec.seal_entry(plain, self.storage)
+            try:
+                stored = self.store.record_intent(sealed, lease_token=self._token(line))
+            except LeaseLostError:
+                stored = self.store.record_intent(sealed, lease_token=self._token(line, again=True))
+            if write.index >= 0 or stored.checksum == sealed.checksum:
+                return
+            opened = codec.open_entry(stored, self.storage)
+            done = codec.seal_entry(replace(opened, result=plain.result), self.storage)
+            self.store.record_result(
+                line.run_id,
+                request_id,
+                status=EffectStatus.DONE,
+                result=done.result,
+                checksum=done.checksum,
+                lease_token=self._token(line),
+                expect_checksum=stored.checksum,
+            )
+
+    # -- reading ------------------------------------------------------------------
+    def load(self, checkpoint_id: str) -> dict[str, Any] | None:
+        """The savegame state of a stored checkpoint, or None when it is not stored."""
+        try:
+            record = self.store.get_checkpoint(checkpoint_id)
+        except NotFoundError:
+            return None
+        return codec.load_state(self.store, record, self.storage).state
+
+    def writes(self, run_id: str, lg_id: str | None = None) -> dict[str, list[Write]]:
+        """The run's pending writes (of one checkpoint, or all) by LangGraph checkpoint id,
+        each list in LangGraph's order."""
+        out: dict[str, list[Write]] = {}
+        prefix = "" if lg_id is None else f"{lg_id}|"
+        for entry in self.store.list_effects(run_id, kinds=[EffectKind.READ], limit=ALL_EFFECTS):
+            # The request id names the checkpoint: only those entries are opened and decoded.
+            if not entry.request_id.startswith(prefix):
+                continue
+            if dict(entry.metadata).get("langgraph") != "write":
+                continue
+            opened = codec.open_entry(entry, self.storage)
+            task_id, task_path, lg_id = codec.decode_value(opened.arguments)
+            value = codec.decode_value(opened.result)
+            out.setdefault(lg_id, []).append(
+                Write(task_id, entry.name, value, task_path, entry.call_index)
+            )
+        for found in out.values():
+            found.sort(key=lambda w: (w.task_path, w.task_id, w.index))
+        return out
+
+
+_ABSENT = object()
+#: LangGraph metadata copied into the header, where the store filters on it
+#: (``delete_for_runs``) and ``savegame history`` shows it: scalars LangGraph writes.
+HEADER_KEYS = ("source", "step", "run_id")
+
+
+def _header_metadata(metadata: Any) -> dict[str, Any]:
+    if not isinstance(metadata, Mapping):
+        return {}
+    return {
+        key: metadata[key]
+        for key in HEADER_KEYS
+        if type(metadata.get(key)) in (str, int) and not str(metadata[key]).startswith("$sg:")
+    }

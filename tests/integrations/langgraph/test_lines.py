@@ -1,0 +1,157 @@
+"""How SavegameSaver stores a LangGraph thread (integrations/langgraph/_lines.py and
+_types.py): deltas that hold what a step appended, encryption that seals values and
+refuses plaintext rows, the allow-list that refuses an unknown type with its path."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from savegame.codec.crypto import Keyring
+from savegame.codec.storage import StorageConfig
+from savegame.errors import SavegameError, SerializationError
+from savegame.langgraph import SavegameSaver
+from savegame.stores import open_store
+
+MESSAGE = "lorem ipsum dolor sit amet " * 80  # about 2 KB
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def talk(steps: int) -> Any:
+    def say(state: Chat) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"{len(state['messages'])} {MESSAGE}")]}
+
+    g = StateGraph(Chat)
+    g.add_node("say", say)
+    g.add_edge(START, "say")
+    g.add_conditional_edges("say", lambda s: END if len(s["messages"]) > steps else "say")
+    return g
+
+
+def payloads(url: str) -> list[int]:
+    store = open_store(url)
+    (run,) = [r for r in store.list_runs(limit=10) if r.workflow == "langgraph"]
+    return [h.size for h in reversed(store.list_checkpoints(run.run_id))]
+
+
+def test_a_growing_messages_channel_stores_about_what_was_appended(sqlite_url: str) -> None:
+    graph = talk(40).compile(checkpointer=SavegameSaver(sqlite_url))
+    out = graph.invoke(
+        {"messages": [HumanMessage(content="go")]}, {"configurable": {"thread_id": "grow"}}
+    )
+    assert len(out["messages"]) == 41
+    sizes = payloads(sqlite_url)
+    full = 40 * len(MESSAGE)
+    # Every record after the first few is a delta: about one message (compressed),
+    # never the whole list; a keyframe now and then is packed, not the whole list again.
+    assert sum(sizes) < full
+    assert sorted(sizes)[len(sizes) // 2] < len(MESSAGE)
+
+
+def test_with_keys_no_plaintext_is_stored_and_a_plaintext_row_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'lg.db'}"
+    keys = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))
+    graph = talk(3).compile(checkpointer=SavegameSaver(url, storage=keys))
+    config = {"configurable": {"thread_id": "sealed"}}
+    graph.invoke({"messages": [HumanMessage(content="secret-handshake-42")]}, config)
+    raw = b"".join(
+        bytes(str(row), "utf-8")
+        for table in ("checkpoints", "effects", "blobs")
+        for row in sqlite3.connect(tmp_path / "lg.db").execute(f"SELECT * FROM {table}")
+    )
+    assert b"secret-handshake-42" not in raw and b"lorem ipsum" not in raw
+    assert SavegameSaver(url, storage=keys).get_tuple(config) is not None
+
+    # A thread written without keys is refused, not read, once keys are configured.
+    plain = SavegameSaver(url, storage=StorageConfig())
+    plain.put(
+        {"configurable": {"thread_id": "plain", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
+    )
+    with pytest.raises(
+        SavegameError, match="stored without encryption while encryption is configured"
+    ):
+        SavegameSaver(url, storage=keys).get_tuple({"configurable": {"thread_id": "plain"}})
+
+
+class Handle:
+    """Not data: refused wherever it sits."""
+
+
+def test_an_unknown_type_is_refused_at_save_with_its_path(sqlite_url: str) -> None:
+    saver = SavegameSaver(sqlite_url)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"tools": [1, {"conn": Handle()}]}
+    checkpoint["channel_versions"] = {"tools": saver.get_next_version(None, None)}
+    config = {"configurable": {"thread_id": "bad", "checkpoint_ns": ""}}
+    with pytest.raises(SerializationError) as refused:
+        saver.put(config, checkpoint, {}, checkpoint["channel_versions"])
+    assert str(refused.value).startswith("state['c:tools'][1].conn: ")
+    assert saver.get_tuple(config) is None
+
+    stored = saver.put(config, empty_checkpoint(), {}, {})
+    with pytest.raises(SerializationError, match=r"writes\[task-1\]\[0\]\(out\)"):
+        saver.put_writes(stored, [("out", Handle())], "task-1")
+    assert saver.get_tuple(stored).pending_writes == []  # type: ignore[union-attr]
+
+
+def test_a_node_error_is_kept_as_its_type_and_message(sqlite_url: str) -> None:
+    def boom(state: Chat) -> dict[str, Any]:
+        raise ValueError("the tool is down")
+
+    g = StateGraph(Chat)
+    g.add_node("boom", boom)
+    g.add_edge(START, "boom")
+    graph = g.compile(checkpointer=SavegameSaver(sqlite_url))
+    config = {"configurable": {"thread_id": "err"}}
+    with pytest.raises(ValueError, match="the tool is down"):
+        graph.invoke({"messages": [HumanMessage(content="go")]}, config)
+    (task,) = SavegameSaver(sqlite_url).get_tuple(config).pending_writes  # type: ignore[union-attr]
+    assert task[1] == "__error__"
+    assert (task[2].type, task[2].message) == ("builtins.ValueError", "the tool is down")
+
+
+def test_two_savers_take_turns_on_one_thread(sqlite_url: str) -> None:
+    one, two = SavegameSaver(sqlite_url), SavegameSaver(sqlite_url)
+    config = {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}
+    ids = []
+    for saver in (one, two, one, two):
+        checkpoint = empty_checkpoint()
+        if ids:
+            config = {"configurable": {**config["configurable"], "checkpoint_id": ids[-1]}}
+        stored = saver.put(config, checkpoint, {"step": len(ids)}, {})
+        saver.put_writes(stored, [("seen", len(ids))], f"task-{len(ids)}")
+        ids.append(stored["configurable"]["checkpoint_id"])
+    history = list(SavegameSaver(sqlite_url).list({"configurable": {"thread_id": "shared"}}))
+    assert [t.checkpoint["id"] for t in history] == ids[::-1]
+    assert [t.pending_writes for t in history] == [
+        [(f"task-{n}", "seen", n)] for n in reversed(range(4))
+    ]
+
+
+def test_writes_that_come_before_their_namespaces_first_checkpoint_are_kept(
+    sqlite_url: str,
+) -> None:
+    # durability="async" runs a subgraph's first put and its writes in parallel threads.
+    saver = SavegameSaver(sqlite_url)
+    checkpoint = empty_checkpoint()
+    config = {"configurable": {"thread_id": "early", "checkpoint_ns": "inner:1"}}
+    early = {"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}}
+    saver.put_writes(early, [("out", 1)], "task-a")
+    assert saver.get_tuple(config) is None
+    stored = saver.put(config, checkpoint, {}, {})
+    found = SavegameSaver(sqlite_url).get_tuple(stored)  # from the store, not this process
+    assert found is not None and found.pending_writes == [("task-a", "out", 1)]
