@@ -20,7 +20,10 @@ saver is inside ``get_state``).
     python benchmarks/langgraph_saver.py --steps 100,400 --repeat 3
     python benchmarks/langgraph_saver.py --steps 2000 --skip-sqlitesaver-at 2000
 
-PostgreSQL: ``SAVEGAME_TEST_POSTGRES`` or ``postgresql://postgres@127.0.0.1:5432/test``.
+PostgreSQL: ``SAVEGAME_BENCH_PG``, else ``SAVEGAME_TEST_POSTGRES``, else
+``postgresql://postgres@127.0.0.1:5432/test``; each system writes to its own schema
+``lgbench_*``, dropped at the end. ``--skip-sqlitesaver-at 2000`` leaves LangGraph's savers
+out at 2,000 steps: SqliteSaver stores the whole list at every step (about 4 GB there).
 """
 
 from __future__ import annotations
@@ -170,7 +173,11 @@ class Cell:
 
 def postgres_url() -> str | None:
     """The server to use, or None (with a message) when none answers."""
-    url = os.environ.get("SAVEGAME_TEST_POSTGRES", DEFAULT_PG)
+    url = (
+        os.environ.get("SAVEGAME_BENCH_PG")
+        or os.environ.get("SAVEGAME_TEST_POSTGRES")
+        or DEFAULT_PG
+    )
     try:
         import psycopg
 
@@ -202,6 +209,17 @@ def pg_fresh_schema(url: str, schema: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         conn.execute(f'CREATE SCHEMA "{schema}"')
+
+
+def pg_drop_schemas(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        names = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'lgbench\\_%'"
+        ).fetchall()
+        for (name,) in names:
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
 def pg_bytes(url: str, schema: str) -> int:
@@ -353,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     continue
                 print(f"{s.name}, {n} steps", file=sys.stderr, flush=True)
                 cells[s.name, n] = measure(s, n, args, Path(tmp), pg)
+    if pg is not None:
+        pg_drop_schemas(pg)
     print(f"Machine: {machine(lg_versions())}")
     print()
     print(results_table(found, args.steps, cells))
