@@ -18,12 +18,13 @@ config))`` (the child's imports and graph compile are outside both timings; open
 saver is inside ``get_state``).
 
     python benchmarks/langgraph_saver.py --steps 100,400 --repeat 3
-    python benchmarks/langgraph_saver.py --steps 2000 --skip-sqlitesaver-at 2000
+    python benchmarks/langgraph_saver.py --steps 2000 --repeat 1 --skip-postgressaver-at 2000
 
 PostgreSQL: ``SAVEGAME_BENCH_PG``, else ``SAVEGAME_TEST_POSTGRES``, else
 ``postgresql://postgres@127.0.0.1:5432/test``; each system writes to its own schema
-``lgbench_*``, dropped at the end. ``--skip-sqlitesaver-at 2000`` leaves LangGraph's savers
-out at 2,000 steps: SqliteSaver stores the whole list at every step (about 4 GB there).
+``lgbench_*``, dropped at the end. ``--skip-sqlitesaver-at 2000`` / ``--skip-postgressaver-at 2000`` leave
+LangGraph's savers out at 2,000 steps: they store the whole list at every step (about 4 GB
+there, minutes of run); without SqliteSaver that step count has no ratios.
 """
 
 from __future__ import annotations
@@ -352,9 +353,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeat", default=3, type=int, help="runs per cell; medians reported")
     parser.add_argument("--children", default=5, type=int,
                         help="fresh processes per get_state measurement (default: 5)")  # fmt: skip
-    parser.add_argument("--skip-sqlitesaver-at", default="", metavar="STEPS",
-                        type=lambda t: {int(p) for p in t.split(",") if p},
-                        help="step counts at which LangGraph's savers are not run (slow)")  # fmt: skip
+    for kind in ("sqlitesaver", "postgressaver"):
+        parser.add_argument(f"--skip-{kind}-at", default="", metavar="STEPS",
+                            type=lambda t: {int(p) for p in t.split(",") if p},
+                            help=f"step counts at which LangGraph's {kind} is not run (slow)")  # fmt: skip
     parser.add_argument("--no-postgres", action="store_true", help="SQLite systems only")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -366,8 +368,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="savegame-lg-bench-") as tmp:
         for n in args.steps:
             for s in found:
-                if s.kind != "savegame" and n in args.skip_sqlitesaver_at:
-                    print(f"{s.name} at {n} steps skipped (--skip-sqlitesaver-at)", file=sys.stderr)
+                if s.kind != "savegame" and n in getattr(args, f"skip_{s.kind}_at"):
+                    print(f"{s.name} at {n} steps skipped (--skip-{s.kind}-at)", file=sys.stderr)
                     continue
                 print(f"{s.name}, {n} steps", file=sys.stderr, flush=True)
                 cells[s.name, n] = measure(s, n, args, Path(tmp), pg)
