@@ -109,6 +109,15 @@ class Calls:
         self._index += 1
         return index, f"{self.run_id}:{self.step}:{index}"
 
+    def _done(self, prepared: Prepared, kind: EffectKind, result: bytes) -> EffectRecord:
+        """The entry of a call that had none before it returned (a read, a model call)."""
+        index = int(prepared.request_id.rsplit(":", 1)[1])
+        arguments = encode_value(prepared.arguments, "arguments")
+        entry = self._entry(
+            prepared.request_id, index, kind, prepared.name, arguments, prepared.meta or {}
+        )
+        return replace(entry, status=EffectStatus.DONE, result=result)
+
     def _entry(
         self,
         request_id: str,
@@ -365,16 +374,7 @@ class Calls:
         if entry is not None:
             self._settle_write(prepared, entry, EffectStatus.DONE, result=encoded)
         else:
-            index = int(prepared.request_id.rsplit(":", 1)[1])
-            done = self._entry(
-                prepared.request_id,
-                index,
-                prepared.kind,
-                prepared.name,
-                encode_value(prepared.arguments, "arguments"),
-                prepared.meta or {},
-            )
-            done = replace(done, status=EffectStatus.DONE, result=encoded)
+            done = self._done(prepared, prepared.kind, encoded)
             if prepared.tool is not None and prepared.tool.durable:
                 # Committed before the step goes on, not with the next checkpoint: a read
                 # that cost money or time is not paid again if the process dies first.
@@ -414,24 +414,11 @@ class Calls:
         return Prepared(request_id, EffectKind.LLM, call.name, arguments, None, meta=meta)
 
     def after_llm(self, prepared: Prepared, response: Any) -> Any:
-        index = int(prepared.request_id.rsplit(":", 1)[1])
-        entry = self._entry(
-            prepared.request_id,
-            index,
-            EffectKind.LLM,
-            prepared.name,
-            encode_value(prepared.arguments, "arguments"),
-            prepared.meta or {},
+        done = self._done(
+            prepared, EffectKind.LLM, encode_value(response, f"result.{prepared.name}")
         )
         # Committed at once, complete: a resume must never pay for this call again.
-        self.journal.intent(
-            replace(
-                entry,
-                status=EffectStatus.DONE,
-                result=encode_value(response, f"result.{prepared.name}"),
-                completed_at=utcnow(),
-            )
-        )
+        self.journal.intent(replace(done, completed_at=utcnow()))
         return response
 
     def interrupt(self, name: str, payload: Any) -> Any:

@@ -248,20 +248,26 @@ def _verified(got: _Contents, config: StorageConfig) -> None:
         unseal_blob(digest, data, config, full=True)
 
 
-def check(got: _Contents, store: Store, storage: StorageConfig | None) -> None:
-    """Refuse the import before anything is written: damage, forgery, or a run that exists."""
+def check(got: _Contents, store: Store, storage: StorageConfig | None) -> list[str]:
+    """Refuse the import before anything is written: damage, forgery, or a run that exists.
+
+    Returns the runs a killed import left (held by :data:`IMPORTER`), for write() to replace.
+    """
     _consistent(got)
     _verified(got, resolve(storage))
+    leftovers: list[str] = []
     for run in got.runs:
         try:
             there = store.get_run(run.run_id)
         except NotFoundError:
             continue
         if there.lease is not None and there.lease.owner == IMPORTER:
-            continue  # what a killed import left: write() replaces it
+            leftovers.append(run.run_id)
+            continue
         raise RunExistsError(
             run.run_id, there.status.value, "the export file holds a run with this id"
         )
+    return leftovers
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -305,18 +311,9 @@ def _ordered(run: RunInfo, records: Iterable[CheckpointRecord]) -> list[Checkpoi
     return [r for r in mine if r is not head] + [head]
 
 
-def _left_by_an_import(store: Store, run_id: str) -> bool:
-    try:
-        lease = store.get_run(run_id).lease
-    except NotFoundError:
-        return False
-    return lease is not None and lease.owner == IMPORTER
-
-
-def write(got: _Contents, store: Store) -> None:
+def write(got: _Contents, store: Store, leftovers: list[str] | None = None) -> None:
     """Load checked contents; on a failure midway, delete every run this call created."""
     created: list[str] = []
-    leftovers = [r.run_id for r in got.runs if _left_by_an_import(store, r.run_id)]
     if leftovers:
         store.delete_runs(leftovers)
     try:
@@ -337,6 +334,6 @@ def import_run(
 ) -> TransferReport:
     data = Path(path).read_bytes()
     got = parse(data)
-    check(got, store, storage)
-    write(got, store)
+    leftovers = check(got, store, storage)
+    write(got, store, leftovers)
     return got.report(len(data))

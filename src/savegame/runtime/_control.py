@@ -261,7 +261,6 @@ def reject(
         )  # fmt: skip
 
 
-#: ``resolve(..., done=True)`` without ``result=``: refused, never recorded as None.
 def resolve(
     run_id: str,
     request_id: str,
