@@ -142,6 +142,19 @@ def test_the_errors_the_readme_promises_are_exported() -> None:
         assert issubclass(getattr(savegame, name), savegame.SavegameError)
 
 
+#: What ``savegame.langgraph`` (``savegame[langgraph]``) gives a LangGraph user.
+LANGGRAPH_API = ["SavegameSaver", "durable_tool"]
+
+
+def test_the_langgraph_api_is_pinned() -> None:
+    pytest.importorskip("langgraph")
+    import savegame.integrations.langgraph
+    import savegame.langgraph
+
+    assert savegame.langgraph.__all__ == LANGGRAPH_API
+    assert savegame.integrations.langgraph.__all__ == LANGGRAPH_API
+
+
 @pytest.mark.parametrize(
     "package",
     [

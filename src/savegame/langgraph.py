@@ -3,6 +3,6 @@
 See :mod:`savegame.integrations.langgraph`.
 """
 
-from savegame.integrations.langgraph import SavegameSaver
+from savegame.integrations.langgraph import SavegameSaver, durable_tool
 
-__all__ = ["SavegameSaver"]
+__all__ = ["SavegameSaver", "durable_tool"]

@@ -60,7 +60,7 @@ def record_attempt(
         name=prepared.name,
         step=calls.step,
         node=calls.node,
-        call_index=int(prepared.request_id.rsplit(":", 1)[1]),
+        call_index=prepared.index,
         status=EffectStatus.FAILED,
         arguments=encode_value(prepared.arguments, "arguments"),
         error=describe(error),

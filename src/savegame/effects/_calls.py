@@ -52,6 +52,8 @@ class Prepared:
     meta: Mapping[str, Any] | None = None
     tool: Tool | None = None
     """The tool being called (None for model calls)."""
+    index: int = 0
+    """The call's position in its step execution (the entry's ``call_index``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,8 @@ class Calls:
         node: str,
         cancelled: Callable[[], bool],
         replay: Replay | None = None,
+        request_ids: Callable[[int], str] | None = None,
+        first_index: int = 0,
     ) -> None:
         self.journal = journal
         self.replay = replay
@@ -95,7 +99,10 @@ class Calls:
         self.step = step
         self.node = node
         self._cancelled = cancelled
-        self._index = 0
+        self._index = first_index
+        self._request_ids = request_ids
+        """Another request-id scheme than ``<run>:<step>:<index>``: a LangGraph node's
+        calls are named by its task (:mod:`savegame.integrations.langgraph`)."""
 
     def finished(self) -> None:
         """The step returned: a fork whose step made fewer calls than its origin's did
@@ -107,14 +114,15 @@ class Calls:
     def _next_id(self) -> tuple[int, str]:
         index = self._index
         self._index += 1
+        if self._request_ids is not None:
+            return index, self._request_ids(index)
         return index, f"{self.run_id}:{self.step}:{index}"
 
     def _done(self, prepared: Prepared, kind: EffectKind, result: bytes) -> EffectRecord:
         """The entry of a call that had none before it returned (a read, a model call)."""
-        index = int(prepared.request_id.rsplit(":", 1)[1])
         arguments = encode_value(prepared.arguments, "arguments")
         entry = self._entry(
-            prepared.request_id, index, kind, prepared.name, arguments, prepared.meta or {}
+            prepared.request_id, prepared.index, kind, prepared.name, arguments, prepared.meta or {}
         )
         return replace(entry, status=EffectStatus.DONE, result=result)
 
@@ -157,6 +165,13 @@ class Calls:
         if self._cancelled():
             raise Cancel()
         index, request_id = self._next_id()
+        prepared = self._before(tool, arguments, index, request_id)
+        prepared.index = index
+        return prepared
+
+    def _before(
+        self, tool: Tool, arguments: dict[str, Any], index: int, request_id: str
+    ) -> Prepared:
         encoded = encode_value(arguments, f"call[{index}].{tool.name}")
         meta: dict[str, Any] = {"idempotent": tool.idempotent}
         if tool.compensate:
@@ -411,7 +426,9 @@ class Calls:
         if existing is not None and existing.status is EffectStatus.DONE:
             result = decode_value(existing.result)
             return Prepared(request_id, EffectKind.LLM, call.name, {}, existing, True, result)
-        return Prepared(request_id, EffectKind.LLM, call.name, arguments, None, meta=meta)
+        return Prepared(
+            request_id, EffectKind.LLM, call.name, arguments, None, meta=meta, index=index
+        )
 
     def after_llm(self, prepared: Prepared, response: Any) -> Any:
         done = self._done(

@@ -33,10 +33,14 @@ The mapping, and why:
   their writes, then the old run is deleted. A savegame delta needs its bases, so
   deleting records out of the middle of a chain in place would break the load of the
   kept ones.
+* **Durable tools** (:func:`durable_tool`) journal their calls in the same run, under
+  ``tool:<checkpoint>:<task>:<call>``; a rebuild copies the calls of the checkpoints it
+  keeps. See :mod:`savegame.integrations.langgraph._tools` for the naming and why.
 * LangGraph has no owner for a thread; every SavegameSaver holds the run's lease under
   one owner name and takes it over when another process moved the token.
 """
 
 from savegame.integrations.langgraph._saver import SavegameSaver
+from savegame.integrations.langgraph._tools import durable_tool
 
-__all__ = ["SavegameSaver"]
+__all__ = ["SavegameSaver", "durable_tool"]

@@ -8,13 +8,15 @@ journal pending writes. The mapping is described in the package docstring.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from savegame import codec
 from savegame.codec.storage import StorageConfig
-from savegame.errors import LeaseLostError, NotFoundError
+from savegame.effects import Journal
+from savegame.errors import ConfigurationError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
 from savegame.model import (
     CheckpointHeader,
@@ -35,6 +37,9 @@ TTL = 10 * 365 * 24 * 3600.0
 NS_KEY = "checkpoint_ns"
 CHECKPOINT, METADATA, PARENT, CHANNEL = "lg:checkpoint", "lg:metadata", "lg:parent", "c:"
 WRITE_MARK = {"langgraph": "write"}
+#: The request ids of durable tools' calls: ``tool:<checkpoint>:<task>:<call>``
+#: (:mod:`savegame.integrations.langgraph._tools`); pending writes' are ``<checkpoint>|...``.
+TOOL_PREFIX = "tool:"
 
 
 def stored_id(lg_id: str, run_id: str) -> str:
@@ -56,6 +61,9 @@ class Line:
     encoder: codec.Encoder | None = None
     versions: dict[str, Any] = field(default_factory=dict)
     """The channel versions of the encoder's last record: what the next delta compares."""
+    stored: set[str] = field(default_factory=set)
+    """LangGraph ids of the checkpoints this process stored or found stored (a durable
+    tool's call waits for its task's checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,7 @@ class Lines:
         self.store = store
         self.storage = storage
         self.lock = threading.RLock()
+        self._appended = threading.Condition(self.lock)
         self._lines: dict[tuple[str, str], Line] = {}
         self._early: dict[tuple[str, str, str], list[Write]] = {}
 
@@ -153,6 +162,8 @@ class Lines:
                 self._put(line, record, blobs)
             line.encoder.committed(self.store, record)
             line.versions = versions
+            line.stored.add(checkpoint["id"])
+            self._appended.notify_all()
             for write in self._early.pop((thread_id, ns, checkpoint["id"]), []):
                 self.put_write(line, checkpoint["id"], write)
             return line
@@ -239,6 +250,57 @@ class Lines:
                 lease_token=self._token(line),
                 expect_checksum=stored.checksum,
             )
+
+    # -- durable tools ----------------------------------------------------------------
+    def wait_stored(self, thread_id: str, ns: str, lg_id: str, timeout: float = 60.0) -> Line:
+        """The line once checkpoint ``lg_id`` is stored in it: with ``durability="async"``
+        a task may call a tool while LangGraph still writes the checkpoint it runs from."""
+        deadline = time.monotonic() + timeout
+        with self._appended:
+            while True:
+                line = self.find(thread_id, ns)
+                if line is not None and (
+                    lg_id in line.stored or self._has(stored_id(lg_id, line.run_id))
+                ):
+                    line.stored.add(lg_id)
+                    return line
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConfigurationError(
+                        f"thread {thread_id!r}, namespace {ns!r}: checkpoint {lg_id} was not "
+                        f"stored within {timeout:g}s, so a durable tool's call has nothing to "
+                        "hang on (is the graph run with a checkpointer other than this one?)"
+                    )
+                self._appended.wait(min(left, 0.5))
+
+    def _has(self, checkpoint_id: str) -> bool:
+        try:
+            self.store.get_checkpoint(checkpoint_id)
+        except NotFoundError:
+            return False
+        return True
+
+    def journal(self, line: Line, request_id: str, *, fresh_lease: bool = False) -> Journal:
+        """A journal holding one call's entries (its own, its attempts'), written under the
+        line's lease."""
+        entries = self._entries(line.run_id, request_id)
+        token = self._token(line, again=fresh_lease)
+        return Journal(self.store, line.run_id, token, entries, storage=self.storage)
+
+    def _entries(self, run_id: str, prefix: str) -> list[EffectRecord]:
+        found = self.store.list_effects(run_id, limit=ALL_EFFECTS)
+        return [e for e in found if e.request_id.startswith(prefix)]
+
+    def copy_tool_calls(self, run_id: str, line: Line, lg_ids: set[str]) -> None:
+        """Copy the durable tools' entries of checkpoints ``lg_ids`` of run ``run_id`` into
+        ``line`` (a rebuilt or copied line): a node re-run from a kept checkpoint must find
+        its calls, or it would make them again."""
+        for entry in self._entries(run_id, TOOL_PREFIX):
+            if entry.request_id.split(":")[1] not in lg_ids:
+                continue
+            opened = replace(codec.open_entry(entry, self.storage), run_id=line.run_id)
+            sealed = codec.seal_entry(opened, self.storage)
+            self.store.record_intent(sealed, lease_token=self._token(line))
 
     # -- reading ------------------------------------------------------------------
     def load(self, checkpoint_id: str) -> dict[str, Any] | None:

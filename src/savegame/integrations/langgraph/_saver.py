@@ -224,7 +224,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         if state is None:
             return keep
         versions = state[CHECKPOINT].get("channel_versions", {})
-        missing = {name for name in versions if CHANNEL + name not in state}
+        missing = {name for name in versions if CHANNEL + name not in state and not _trigger(name)}
         parent = state[PARENT]
         while missing and parent is not None:
             ancestor = stored_id(parent, run_id)
@@ -266,6 +266,9 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 line = self._lines.append(target, ns, state, fresh=line is None)
                 for write in writes.get(state[CHECKPOINT]["id"], []):
                     self._lines.put_write(line, state[CHECKPOINT]["id"], write)
+            if line is not None:
+                kept_ids = {state[CHECKPOINT]["id"] for state in kept}
+                self._lines.copy_tool_calls(run_id, line, kept_ids)
             if not copying:
                 self.store.delete_runs([run_id])
                 self._lines.forget(thread_id, ns)
@@ -332,6 +335,12 @@ class SavegameSaver(BaseCheckpointSaver[str]):
 
     def close(self) -> None:
         self.store.close()
+
+
+def _trigger(channel: str) -> bool:
+    """LangGraph's own trigger channels (the input, a node's ``branch:to:``): one without a
+    value in a checkpoint was consumed, never a ``DeltaChannel`` to rebuild from its parents."""
+    return channel == "__start__" or channel.startswith("branch:to:")
 
 
 def _state(checkpoint: Checkpoint, metadata: dict[str, Any], parent: str | None) -> dict[str, Any]:
