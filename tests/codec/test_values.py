@@ -28,6 +28,7 @@ scalars = st.one_of(
     st.datetimes(timezones=st.one_of(st.none(), st.timezones())),
     st.dates(),
     st.times(),
+    st.timedeltas(),
     st.uuids(),
     st.decimals(allow_nan=False),
 )

@@ -2,7 +2,7 @@
 
 What may be saved: ``None``, ``bool``, ``int``, ``float``, ``str``, ``list``,
 ``dict``, and through tags ``tuple``, ``set``/``frozenset``, ``bytes``,
-``datetime`` (zoneinfo zones kept by name), ``date``, ``time``, ``UUID``, ``Decimal``, non-finite floats,
+``datetime`` (zoneinfo zones kept by name), ``date``, ``time``, ``timedelta``, ``UUID``, ``Decimal``, non-finite floats,
 integers beyond 64 bits, dicts with non-string keys, and registered dataclasses,
 pydantic models and enums. Everything else is refused with the exact path where
 it sits, at save time, so a bad value never reaches the store.
@@ -166,6 +166,9 @@ def _encode_tagged(value: Any, kind: type, room: int) -> Any:
         return {_TAG + "date": value.isoformat()}
     if kind is dt.time:
         return {_TAG + "time": value.isoformat()}
+    if kind is dt.timedelta:
+        # Its own three integers: exact, where total_seconds() rounds past 2**53 microseconds.
+        return {_TAG + "timedelta": [value.days, value.seconds, value.microseconds]}
     if kind is uuid.UUID:
         return {_TAG + "uuid": str(value)}
     if kind is Decimal:
@@ -385,6 +388,9 @@ def _untag(tag: str, body: Any) -> Any:
         return dt.date.fromisoformat(body)
     if tag == "time":
         return dt.time.fromisoformat(body)
+    if tag == "timedelta":
+        days, seconds, microseconds = body
+        return dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
     if tag == "uuid":
         return uuid.UUID(body)
     if tag == "decimal":

@@ -19,6 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
 
+from savegame import codec
 from savegame.langgraph import SavegameSaver
 
 
@@ -140,3 +141,33 @@ def test_prune_keep_latest_keeps_what_a_delta_channel_is_rebuilt_from(sqlite_url
     saver.prune(["deltas"])
     after = g.compile(checkpointer=SavegameSaver(sqlite_url)).get_state(conf("deltas"))
     assert after.values == {"items": [0, 1, 2, 3, 4, 5], "n": 6}
+
+
+class Snapshots(TypedDict):
+    items: Annotated[list[int], DeltaChannel(_extend, snapshot_frequency=3)]
+    n: int
+
+
+def test_a_delta_channels_snapshots_and_a_sends_timeout_are_saved(sqlite_url: str) -> None:
+    """A DeltaChannel writes its whole value every ``snapshot_frequency`` updates (LangGraph's
+    ``_DeltaSnapshot``); a Send may carry a timeout policy of timedeltas."""
+    import datetime as dt
+
+    def step(state: Snapshots) -> dict[str, Any]:
+        return {"items": [len(state.get("items") or [])], "n": state.get("n", 0) + 1}
+
+    def route(state: Snapshots) -> Any:
+        if state["n"] >= 7:
+            return END
+        return [Send("step", state) if state["n"] % 2 else "step"]
+
+    g = StateGraph(Snapshots)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", route, ["step", END])
+    g.compile(checkpointer=SavegameSaver(sqlite_url)).invoke({"items": [], "n": 0}, conf("snap"))
+    after = g.compile(checkpointer=SavegameSaver(sqlite_url)).get_state(conf("snap"))
+    assert after.values["items"] == list(range(7))
+    # A Send's timeout (async nodes only) turns into a TimeoutPolicy of timedeltas.
+    sent = Send("step", {"n": 1}, timeout=dt.timedelta(minutes=5, microseconds=1))
+    assert codec.decode_value(codec.encode_value(sent, "send")).timeout == sent.timeout

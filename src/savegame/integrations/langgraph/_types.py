@@ -72,6 +72,7 @@ def register_langgraph_types() -> None:
             return
         for name, cls in _allowed().items():
             codec.register(cls, name=name)
+        from langgraph.checkpoint.serde.types import _DeltaSnapshot
         from langgraph.types import Send
 
         codec.register(
@@ -79,5 +80,12 @@ def register_langgraph_types() -> None:
             name="langgraph.Send",
             fields=lambda s: {"node": s.node, "arg": s.arg, "timeout": s.timeout},
             rebuild=lambda v: Send(v["node"], v["arg"], timeout=v.get("timeout")),
+        )
+        # What a DeltaChannel stores every ``snapshot_frequency`` updates: its whole value.
+        codec.register(
+            _DeltaSnapshot,
+            name="langgraph.DeltaSnapshot",
+            fields=lambda s: {"value": s.value},
+            rebuild=lambda v: _DeltaSnapshot(v["value"]),
         )
         _done = True
