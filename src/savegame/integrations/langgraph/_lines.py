@@ -37,6 +37,10 @@ TTL = 10 * 365 * 24 * 3600.0
 NS_KEY = "checkpoint_ns"
 CHECKPOINT, METADATA, PARENT, CHANNEL = "lg:checkpoint", "lg:metadata", "lg:parent", "c:"
 WRITE_MARK = {"langgraph": "write"}
+#: A rebuilt line's run names the run it replaces, a copied one the run it copies; the
+#: journal entry FINISHED, written last, says the whole line is there. Until then
+#: readers go on with the old run, so a kill mid-rebuild loses nothing.
+REBUILD_OF, COPY_OF, FINISHED = "lg_rebuild_of", "lg_copy_of", "lg:finished"
 #: The request ids of durable tools' calls: ``tool:<checkpoint>:<task>:<call>``
 #: (:mod:`savegame.integrations.langgraph._tools`); pending writes' are ``<checkpoint>|...``.
 TOOL_PREFIX = "tool:"
@@ -61,6 +65,8 @@ class Line:
     encoder: codec.Encoder | None = None
     versions: dict[str, Any] = field(default_factory=dict)
     """The channel versions of the encoder's last record: what the next delta compares."""
+    origin: dict[str, str] = field(default_factory=dict)
+    """A rebuilt or copied line's ``{REBUILD_OF or COPY_OF: run id}``, in its run's metadata."""
     stored: set[str] = field(default_factory=set)
     """LangGraph ids of the checkpoints this process stored or found stored (a durable
     tool's call waits for its task's checkpoint)."""
@@ -87,10 +93,37 @@ class Lines:
         self._early: dict[tuple[str, str, str], list[Write]] = {}
 
     # -- finding ------------------------------------------------------------------
-    def runs(self, thread_id: str) -> list[RunInfo]:
-        """The thread's LangGraph runs, newest first."""
+    def runs(self, thread_id: str, *, unfinished: bool = False) -> list[RunInfo]:
+        """The thread's LangGraph lines, newest first; with ``unfinished``, every run,
+        those a killed rebuild or copy left and those a rebuild replaced too."""
         found = self.store.list_runs(thread_id=thread_id, limit=100_000)
-        return [r for r in found if r.workflow == WORKFLOW]
+        runs = [r for r in found if r.workflow == WORKFLOW]
+        if unfinished:
+            return runs
+        finished = [r for r in runs if self._finished(r)]
+        replaced = {r.metadata.get(REBUILD_OF) for r in finished}
+        return [r for r in finished if r.run_id not in replaced]
+
+    def _finished(self, run: RunInfo) -> bool:
+        """A run written by a rebuild or a copy counts once its marker says all of it was."""
+        if REBUILD_OF not in run.metadata and COPY_OF not in run.metadata:
+            return True
+        try:
+            self.store.get_effect(run.run_id, FINISHED)
+        except NotFoundError:
+            return False
+        return True
+
+    def leftovers(self, thread_id: str, ns: str) -> list[str]:
+        """Runs of the namespace no reader uses (readers use its newest whole run): a killed
+        rebuild's or copy's, one a rebuild replaced but was killed before deleting, an
+        older copy."""
+        used = self.namespaces(thread_id).get(ns)
+        return [
+            r.run_id
+            for r in self.runs(thread_id, unfinished=True)
+            if r.metadata.get(NS_KEY) == ns and r.run_id != used
+        ]
 
     def threads(self) -> list[str]:
         return [t.thread_id for t in self.store.list_threads(limit=1_000_000)]
@@ -121,15 +154,22 @@ class Lines:
 
     # -- writing ------------------------------------------------------------------
     def append(
-        self, thread_id: str, ns: str, state: dict[str, Any], *, fresh: bool = False
+        self,
+        thread_id: str,
+        ns: str,
+        state: dict[str, Any],
+        *,
+        fresh: bool = False,
+        origin: dict[str, str] | None = None,
     ) -> Line:
         """Store ``state`` (a LangGraph checkpoint as savegame state) as the newest record
-        of the thread's line in ``ns``, a new line (run) when there is none or ``fresh``."""
+        of the thread's line in ``ns``, a new line (run) when there is none or ``fresh``
+        (then ``origin`` names the run it rebuilds or copies)."""
         with self.lock:
             line = None if fresh else self.find(thread_id, ns)
             fresh = line is None
             if line is None:
-                line = Line(new_id(), thread_id, ns)
+                line = Line(new_id(), thread_id, ns, origin=dict(origin or {}))
             if line.encoder is None:
                 line.encoder, line.versions = codec.Encoder(self.storage), {}
             checkpoint = state[CHECKPOINT]
@@ -190,7 +230,7 @@ class Lines:
             head_checkpoint_id=record.checkpoint_id,
             created_at=now,
             updated_at=now,
-            metadata={NS_KEY: line.ns},
+            metadata={NS_KEY: line.ns, **line.origin},
         )
         info = replace(info, checksum=codec.run_checksum(info, self.storage))
         lease = self.store.create_run(info, record, owner=OWNER, ttl=TTL, blobs=blobs)
@@ -250,6 +290,25 @@ class Lines:
                 lease_token=self._token(line),
                 expect_checksum=stored.checksum,
             )
+
+    def finish(self, line: Line) -> None:
+        """Mark a rebuilt or copied line whole: from now on readers use it."""
+        marker = EffectRecord(
+            run_id=line.run_id,
+            request_id=FINISHED,
+            kind=EffectKind.READ,
+            name="langgraph.finished",
+            step=0,
+            node="",
+            call_index=0,
+            status=EffectStatus.DONE,
+            arguments=codec.encode_value(line.origin, FINISHED),
+            result=codec.encode_value(None, FINISHED),
+            metadata={"langgraph": "finished"},
+            completed_at=utcnow(),
+        )
+        sealed = codec.seal_entry(marker, self.storage)
+        self.store.record_intent(sealed, lease_token=self._token(line))
 
     # -- durable tools ----------------------------------------------------------------
     def wait_stored(self, thread_id: str, ns: str, lg_id: str, timeout: float = 60.0) -> Line:

@@ -28,8 +28,10 @@ from savegame.integrations.langgraph import _types
 from savegame.integrations.langgraph._lines import (
     CHANNEL,
     CHECKPOINT,
+    COPY_OF,
     METADATA,
     PARENT,
+    REBUILD_OF,
     Line,
     Lines,
     Write,
@@ -175,7 +177,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
     # -- housekeeping -----------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
         with self._lines.lock:
-            runs = [r.run_id for r in self._lines.runs(thread_id)]
+            runs = [r.run_id for r in self._lines.runs(thread_id, unfinished=True)]
             if runs:
                 self.store.delete_runs(runs)
             self._lines.forget(thread_id)
@@ -261,19 +263,26 @@ class SavegameSaver(BaseCheckpointSaver[str]):
             if not copying and len(kept) == len(headers):
                 return
             writes = self._lines.writes(run_id)
+            origin = {COPY_OF if copying else REBUILD_OF: run_id}
             line: Line | None = None
             for state in kept:
-                line = self._lines.append(target, ns, state, fresh=line is None)
+                line = self._lines.append(target, ns, state, fresh=line is None, origin=origin)
                 for write in writes.get(state[CHECKPOINT]["id"], []):
                     self._lines.put_write(line, state[CHECKPOINT]["id"], write)
             if line is not None:
                 kept_ids = {state[CHECKPOINT]["id"] for state in kept}
                 self._lines.copy_tool_calls(run_id, line, kept_ids)
-            if not copying:
-                self.store.delete_runs([run_id])
-                self._lines.forget(thread_id, ns)
+                # Readers switch to the new run here, in one write; a kill before it
+                # leaves them on the old run, a kill after it a run nobody reads.
+                self._lines.finish(line)
+            # Then every other run of the namespace goes: the one rebuilt (not the source
+            # of a copy, which is in another thread), and what a killed rebuild, a copy
+            # before or a rebuild killed before this delete left (readers skip them).
             if line is not None:
-                self._lines.forget(target, ns)
+                self.store.delete_runs(self._lines.leftovers(target, ns))
+            elif not copying:
+                self.store.delete_runs([run_id])  # nothing kept: the namespace goes
+            self._lines.forget(target, ns)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """``<32-digit counter>.<random>``: ordered by the counter, unique across branches."""
