@@ -399,3 +399,30 @@ def test_sync_durability(sqlite_url: str, ledger: Ledger) -> None:
     out = graph.invoke(Command(resume="ok"), conf("sy"), durability="sync")
     assert out["messages"][-1].content == "sent #1, sent #2"
     assert len(ledger.calls()) == 2
+
+
+def test_a_write_that_raised_is_settled_by_its_reconcile(sqlite_url: str, ledger: Ledger) -> None:
+    outcomes = iter([TimeoutError("gateway timeout")])
+    happened: dict[str, str] = {}
+
+    def look_up(request_id: str) -> str | None:
+        return happened.get(request_id)  # the outside system's own record
+
+    @durable_tool(reconcile=look_up)
+    def refund(order: str, request_id: str) -> str:
+        ledger.add(order=order)
+        happened[request_id] = "re_9"
+        raise next(outcomes)
+
+    def node(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=refund("o1"))]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("refund", node)
+    g.add_edge(START, "refund")
+    g.add_edge("refund", END)
+    out = g.compile(checkpointer=SavegameSaver(sqlite_url)).invoke(
+        {"messages": [HumanMessage(content="refund")]}, conf("rc")
+    )
+    assert out["messages"][-1].content == "re_9"
+    assert len(ledger.calls()) == 1
