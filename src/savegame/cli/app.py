@@ -14,6 +14,7 @@ from savegame.cli import (
     export_cmds,
     fleet_cmds,
     jsonview,
+    langgraph_view,
     render,
     storage_cmds,
     time_cmds,
@@ -25,6 +26,7 @@ from savegame.cli.options import (
     DebugOption,
     InputOption,
     JsonOption,
+    LangGraphThreadOption,
     LimitOption,
     OnExistsOption,
     OnThreadBusyOption,
@@ -33,6 +35,7 @@ from savegame.cli.options import (
     ThreadOption,
 )
 from savegame.cli.starting import starting
+from savegame.integrations import langgraph
 from savegame.model import RunStatus
 
 app = typer.Typer(
@@ -151,19 +154,32 @@ def runs_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first; a LangGraph thread's runs (one per namespace) as LangGraph sees them."""
     items = savegame.list_runs(
         thread_id=thread, status=_parse_status(status), limit=limit, store=store
     )
+    heads = langgraph.line_heads(items, store=store)
     if as_json:
-        jsonview.emit_many(jsonview.run(info) for info in items)
+        jsonview.emit_many(
+            langgraph_view.run_json(info, heads[info.run_id])
+            if info.run_id in heads
+            else jsonview.run(info)
+            for info in items
+        )
+    elif heads:
+        langgraph_view.runs(render.console(), items, heads)
     else:
         render.runs(render.console(), items)
 
 
 @app.command("history")
 def history_command(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_ID|THREAD", help="A run, or a LangGraph thread (its root namespace)."
+        ),
+    ],
     limit: Annotated[
         int | None,
         typer.Option("--limit", min=1, max=MAX_ROWS, help="Show at most this many checkpoints."),
@@ -171,7 +187,18 @@ def history_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List a run's checkpoints, newest first; a checkpoint other runs started from shows them."""
+    """List a run's checkpoints, newest first; a checkpoint other runs started from shows them.
+
+    A LangGraph run (or thread) lists LangGraph's checkpoint ids, steps and next nodes.
+    """
+    found = langgraph.line_history(run_id, limit=limit, store=store)
+    if found is not None:
+        line, rows = found
+        if as_json:
+            jsonview.emit(langgraph_view.history_json(rows))
+        else:
+            langgraph_view.history(render.console(), line, rows)
+        return
     items = savegame.history(run_id, limit=limit, store=store)
     # Forks are marked where they left: the runs started from each checkpoint.
     forks = {
@@ -191,13 +218,26 @@ def show_command(
     ident: Annotated[
         str,
         typer.Argument(
-            metavar="RUN_ID|CHECKPOINT_ID", help="A checkpoint, or a run (its latest checkpoint)."
+            metavar="RUN_ID|CHECKPOINT_ID",
+            help="A checkpoint, or a run (its latest checkpoint); a LangGraph thread, "
+            "or a LangGraph checkpoint id.",
         ),
     ],
+    thread: LangGraphThreadOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show one checkpoint with its full state."""
+    """Show one checkpoint with its full state.
+
+    A LangGraph checkpoint shows its channels, next nodes and pending writes.
+    """
+    found = langgraph.find_checkpoint(ident, thread=thread, store=store)
+    if found is not None:
+        if as_json:
+            jsonview.emit(langgraph_view.checkpoint_json(found))
+        else:
+            langgraph_view.checkpoint(render.console(), found)
+        return
     cp = savegame.get_checkpoint(ident, store=store)
     if as_json:
         jsonview.emit(jsonview.checkpoint(cp))

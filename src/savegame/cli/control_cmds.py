@@ -21,6 +21,7 @@ from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
 from savegame.cli.options import JsonOption, StoreOption
 from savegame.effects import decisions
+from savegame.integrations import langgraph
 from savegame.model import EffectKind, EffectRecord, RunStatus
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
@@ -39,7 +40,12 @@ ByOption = Annotated[
 
 
 def effects_command(run_id: RunArg, store: StoreOption = None, as_json: JsonOption = False) -> None:
-    """Show a run's journal: every tool call, model call, approval and compensation, oldest first."""
+    """Show a run's journal: every tool call, model call, approval and compensation, oldest first.
+
+    A LangGraph run's journal holds its pending writes (kind read, named by channel).
+    """
+    if langgraph.line_of(savegame.get_run(run_id, store=store)) is not None:
+        langgraph.decodable()  # its writes hold LangChain's types (when LangGraph is installed)
     items = savegame.list_effects(run_id, store=store)
     if as_json:
         jsonview.emit_many(jsonview.effect(e) for e in items)

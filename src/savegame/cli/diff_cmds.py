@@ -7,10 +7,11 @@ from typing import Annotated
 import typer
 
 import savegame
-from savegame.cli import diff_view, jsonview, render
-from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli import diff_view, jsonview, langgraph_view, render
+from savegame.cli.options import JsonOption, LangGraphThreadOption, StoreOption
+from savegame.integrations import langgraph
 
-_IDENT = "A checkpoint id, or a run id (its latest checkpoint)."
+_IDENT = "A checkpoint id, or a run id (its latest checkpoint); or LangGraph's (a thread, a checkpoint id)."
 
 
 def diff_command(
@@ -27,10 +28,21 @@ def diff_command(
             help="Also show up to N unchanged siblings on each side of a change.",
         ),
     ] = 0,
+    thread: LangGraphThreadOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show what changed in the state from A to B: paths added, removed, changed; lists that grew."""
+    """Show what changed in the state from A to B: paths added, removed, changed; lists that grew.
+
+    Two LangGraph checkpoints are compared channel by channel.
+    """
+    found = langgraph.diff_checkpoints(a, b, thread=thread, context=context, store=store)
+    if found is not None:
+        if as_json:
+            jsonview.emit(langgraph_view.diff_json(found))
+        else:
+            langgraph_view.diff(render.console(), found)
+        return
     result = savegame.diff(a, b, context=context, store=store)
     if as_json:
         jsonview.emit(jsonview.diff(result))

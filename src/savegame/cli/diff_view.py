@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -49,7 +50,7 @@ def value(v: Any, width: int = WIDTH) -> str:
     return shown if cut is text else f"{shown} ({len(text):,} chars)"
 
 
-def _changed(v: Any, other: Any) -> str:
+def _changed(v: Any, other: Any, show: Callable[[Any], str] = value) -> str:
     """A long string that differs from ``other`` is shown from where they part."""
     if isinstance(v, str) and isinstance(other, str) and len(v) > WIDTH:
         start = next(
@@ -62,7 +63,7 @@ def _changed(v: Any, other: Any) -> str:
                 "…" + tail[: WIDTH - 1] + ("…" if len(tail) >= WIDTH else "")
             ).decode()
             return f"{shown} ({len(v):,} chars, differs from char {start:,})"
-    return value(v)
+    return show(v)
 
 
 def _header(h: CheckpointHeader) -> str:
@@ -70,7 +71,7 @@ def _header(h: CheckpointHeader) -> str:
     return f"{h.checkpoint_id} (run {h.run_id}, step {h.step}, {where}, {h.status.value})"
 
 
-def _line(change: Change) -> Text:
+def _line(change: Change, show: Callable[[Any], str] = value) -> Text:
     mark, style = _MARK[change.kind]
     line = Text(f"{mark} ", style=style)
     line.append(
@@ -78,15 +79,15 @@ def _line(change: Change) -> Text:
     )
     line.append(": ")
     if change.kind is ChangeKind.ADDED:
-        line.append(value(change.new))
+        line.append(show(change.new))
     elif change.kind is ChangeKind.REMOVED:
-        line.append(value(change.old), style="dim")
+        line.append(show(change.old), style="dim")
     elif change.kind is ChangeKind.CHANGED:
-        line.append(_changed(change.old, change.new), style="red")
+        line.append(_changed(change.old, change.new, show), style="red")
         line.append(" -> ")
-        line.append(_changed(change.new, change.old), style="green")
+        line.append(_changed(change.new, change.old, show), style="green")
     elif change.kind is ChangeKind.UNCHANGED:
-        line.append(value(change.new), style="dim")
+        line.append(show(change.new), style="dim")
     else:
         n = len(change.items)
         sign = "+" if change.kind is ChangeKind.GREW else "-"
@@ -102,14 +103,21 @@ def diff(out: Console, result: StateDiff) -> None:
         if old != new:
             old, new = ("(end)" if v is None else v for v in (old, new))
             out.print(Text(f"  {name}: {old} -> {new}", style="yellow"))
+    changes(out, result)
+
+
+def changes(
+    out: Console, result: StateDiff, show: Callable[[Any], str] = value, what: str = "states"
+) -> None:
+    """One line per change, values (and the items a list gained or lost) shown by ``show``."""
     if result.same:
-        out.print("states are equal")
+        out.print(f"{what} are equal")
         return
     for change in result.changes:
-        out.print(_line(change))
+        out.print(_line(change, show))
         if change.kind in (ChangeKind.GREW, ChangeKind.SHRANK):
             start = change.at or 0
-            for i, item in enumerate(change.items[:ITEMS]):
-                out.print(Text(f"    [{start + i}] {value(item)}"))
+            for i, new in enumerate(change.items[:ITEMS]):
+                out.print(Text(f"    [{start + i}] {show(new)}"))
             if len(change.items) > ITEMS:
                 out.print(Text(f"    ... and {len(change.items) - ITEMS} more", style="dim"))

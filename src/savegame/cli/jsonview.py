@@ -152,6 +152,7 @@ def pruned(plan: PrunePlan) -> dict[str, Any]:
         "checkpoint_bytes": plan.checkpoint_bytes,
         "kept_as_base": plan.kept_as_base,
         "exempt_runs": plan.exempt_runs,
+        "skipped": dict(plan.skipped),
         "blobs": plan.blobs,
         "blob_bytes": plan.blob_bytes,
     }

@@ -44,6 +44,16 @@ JsonOption = Annotated[
 #: The most rows a listing asks a store for: a bigger --limit overflowed SQLite's integers.
 MAX_ROWS = 1_000_000
 
+LangGraphThreadOption = Annotated[
+    str | None,
+    typer.Option(
+        "--thread",
+        metavar="THREAD",
+        help="The LangGraph thread a LangGraph checkpoint id belongs to (needed only when "
+        "copy_thread put it in several).",
+    ),
+]
+
 LimitOption = Annotated[
     int,
     typer.Option("--limit", min=1, max=MAX_ROWS, help="Show at most this many rows."),

@@ -19,6 +19,7 @@ from savegame.cli.errors import DamageFound, UsageError
 from savegame.cli.options import JsonOption, LimitOption, StoreOption
 from savegame.codec.crypto import new_key
 from savegame.errors import EncryptionKeyError
+from savegame.integrations import langgraph
 from savegame.model import utcnow
 
 RunOption = Annotated[
@@ -101,7 +102,12 @@ def prune_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Delete old checkpoints and finished runs; what a kept checkpoint needs to load stays."""
+    """Delete old checkpoints and finished runs; what a kept checkpoint needs to load stays.
+
+    A LangGraph thread goes as one (all its namespaces), once finished and idle for
+    --finished-for; one with tasks left (an interrupt, a breakpoint) waits for a
+    person, as an interrupted run does.
+    """
     if keep_last is None and ttl is None and finished_for is None:
         raise UsageError(
             "say what to delete: --keep-last N, --ttl DURATION or --finished-for DURATION"
@@ -114,7 +120,9 @@ def prune_command(
         ),
         include_waiting=include_waiting,
     )
-    plan = savegame.prune(policy, store=store, dry_run=dry_run)
+    plan = savegame.prune(
+        policy, store=store, dry_run=dry_run, rules={"langgraph": langgraph.retention()}
+    )
     if as_json:
         jsonview.emit(jsonview.pruned(plan))
     else:

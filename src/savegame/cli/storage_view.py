@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from rich import progress as bars
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from savegame.cli.render import new_table, size, status
@@ -100,6 +101,11 @@ def pruned(out: Console, plan: PrunePlan) -> None:
             "exempt",
             f"{plural(len(plan.exempt_runs), 'run')} waiting for a person "
             "(--include-waiting prunes them too)",
+        ),
+        *(
+            [("skipped", f"{plural(len(plan.skipped), 'run')}: {escape(reason)}")]
+            if (reason := next(iter(plan.skipped.values()), None))
+            else []
         ),
         (
             "blobs",

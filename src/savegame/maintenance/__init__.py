@@ -3,7 +3,8 @@
 The public functions take ``store=`` as a Store or URL, like the rest of the API.
 Where things are::
 
-    _retention.py     RetentionPolicy, plan and prune (what may go, in which order)
+    _retention.py     RetentionPolicy, plan and prune (what may go, in which order;
+                      a FOREIGN workflow's runs by its framework's rules)
     _integrity.py     verify: every record's check, reported by id
     _reencrypt.py     rekey: every record sealed again under the active key
     _archive.py       the export file: frames, checks, records as JSON by their fields
@@ -19,7 +20,15 @@ from savegame.codec.storage import StorageConfig
 from savegame.maintenance import _integrity, _reencrypt, _transfer
 from savegame.maintenance._integrity import Damage, Progress, VerifyReport
 from savegame.maintenance._reencrypt import RekeyReport
-from savegame.maintenance._retention import PrunePlan, RetentionPolicy, prune
+from savegame.maintenance._retention import (
+    FOREIGN,
+    ForeignRun,
+    PrunePlan,
+    RetentionPolicy,
+    RetentionRules,
+    Verdict,
+    prune,
+)
 from savegame.maintenance._transfer import TransferReport
 from savegame.stores import opened_store
 from savegame.stores.base import RunSize, Store, StoreStats
@@ -114,12 +123,16 @@ def import_run(
 
 
 __all__ = [
+    "FOREIGN",
     "Damage",
+    "ForeignRun",
     "PrunePlan",
     "RekeyReport",
     "RetentionPolicy",
+    "RetentionRules",
     "StoreReport",
     "TransferReport",
+    "Verdict",
     "VerifyReport",
     "export_run",
     "import_run",

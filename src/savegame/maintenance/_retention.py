@@ -13,6 +13,13 @@ Rules, in order:
   down to the keyframe) stays, whatever the rules above said;
 * blobs no remaining checkpoint refers to go last.
 
+Runs another framework's checkpointer wrote (``FOREIGN``: LangGraph's SavegameSaver)
+mean more than their headers say: a LangGraph thread is one unit across its
+namespace runs, a run stored ``completed`` may wait for a person, a kept checkpoint
+may be rebuilt from its ancestors. Their framework's rules (``rules=``) say which go
+whole, which wait for a person, and which checkpoints kept ones need; without them
+such runs are left alone and listed as ``skipped``.
+
 Checkpoints go in batches, each record after every doomed record that uses it
 as a delta base (:func:`deletion_order`), so a prune killed between two batches
 leaves no delta without its base: what remains loads and ``verify`` passes.
@@ -22,7 +29,7 @@ Planning reads only headers, so a dry run is cheap and never decodes a state.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar
@@ -36,6 +43,9 @@ from savegame.stores.base import Store
 #: Runs a person must act on. compensation_failed counts as finished, yet its journal is
 #: what ``compensate`` needs to release what the run still holds once the cause is fixed.
 WAITING = (RunStatus.INTERRUPTED, RunStatus.NEEDS_ATTENTION, RunStatus.COMPENSATION_FAILED)
+
+#: Workflows whose runs another framework writes (``savegame.integrations``), by name.
+FOREIGN = frozenset({"langgraph"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +99,47 @@ class PrunePlan:
     """Checkpoints the rules would drop but a kept checkpoint needs to load."""
     exempt_runs: list[str] = field(default_factory=list)
     """Runs waiting for a person (see ``WAITING``), left alone."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Runs of a ``FOREIGN`` workflow left alone, with why (no rules for it, or its
+    rules could not read them)."""
     blobs: int = 0
     blob_bytes: int = 0
     """Filled after the blobs were collected (0 in a dry run)."""
     dry_run: bool = True
 
 
-def _run_plan(
+@dataclass(frozen=True, slots=True)
+class ForeignRun:
+    """A run of a ``FOREIGN`` workflow, as retention hands it to that framework's rules."""
+
+    run: RunInfo
+    headers: list[CheckpointHeader]
+    doomed: frozenset[str]
+    """The checkpoints keep_last, ttl and expires_at would delete (never the head)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a framework's rules decide for its runs (run ids not named: per checkpoint)."""
+
+    delete: frozenset[str] = frozenset()
+    """Runs that go whole (finished, idle longer than ``finished_for``)."""
+    exempt: frozenset[str] = frozenset()
+    """Runs left alone whole: waiting for a person (unless ``include_waiting``)."""
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """Runs left alone whole because the rules cannot read them, with why."""
+    keep: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Per run, doomed checkpoints that stay: what kept ones need besides their delta bases."""
+
+
+RetentionRules = Callable[[Store, Sequence[ForeignRun], RetentionPolicy, datetime], Verdict]
+"""A framework's retention: its runs (of one workflow), the policy, the time -> a verdict."""
+
+
+def _doomed(
     run: RunInfo, headers: list[CheckpointHeader], policy: RetentionPolicy, now: datetime
-) -> tuple[list[CheckpointHeader], int]:
-    """The checkpoints of one live run to delete, and how many were saved as bases."""
+) -> set[str]:
+    """What the per-checkpoint rules drop of one run, before its bases are saved."""
     newest_first = sorted(headers, key=lambda h: h.checkpoint_id, reverse=True)
     drop: set[str] = set()
     for index, header in enumerate(newest_first):
@@ -109,6 +150,20 @@ def _run_plan(
         expired = header.expires_at is not None and header.expires_at <= now
         if too_many or too_old or expired:
             drop.add(header.checkpoint_id)
+    return drop
+
+
+def _run_plan(
+    run: RunInfo,
+    headers: list[CheckpointHeader],
+    policy: RetentionPolicy,
+    now: datetime,
+    keep: frozenset[str] = frozenset(),
+) -> tuple[list[CheckpointHeader], int]:
+    """The checkpoints of one live run to delete, and how many were saved as bases
+    (or because ``keep`` says a kept one needs them)."""
+    doomed = _doomed(run, headers, policy, now)
+    drop = doomed - keep
     by_id = {h.checkpoint_id: h for h in headers}
     needed: set[str] = set()
     for header in headers:
@@ -119,7 +174,7 @@ def _run_plan(
             needed.add(base)
             parent = by_id.get(base)
             base = parent.base_id if parent is not None else None
-    saved = len(drop & needed)
+    saved = len(drop & needed) + len(doomed & keep)
     return [by_id[cid] for cid in sorted(drop - needed)], saved
 
 
@@ -150,12 +205,24 @@ def deletion_order(doomed: Sequence[CheckpointHeader]) -> list[str]:
     return sorted(by_id, key=lambda ident: (-depth[ident], ident))
 
 
-def plan(store: Store, policy: RetentionPolicy, *, now: datetime | None = None) -> PrunePlan:
-    """Work out what ``policy`` deletes, reading headers only."""
+def plan(
+    store: Store,
+    policy: RetentionPolicy,
+    *,
+    now: datetime | None = None,
+    rules: Mapping[str, RetentionRules] | None = None,
+) -> PrunePlan:
+    """Work out what ``policy`` deletes, reading headers only (``rules`` may read more)."""
     now = now or utcnow()
     result = PrunePlan()
     doomed_all: list[CheckpointHeader] = []
+    foreign: dict[str, list[ForeignRun]] = {}
     for run in store.list_runs(limit=1_000_000):
+        if run.workflow in FOREIGN:
+            headers = store.list_checkpoints(run.run_id)
+            dropped = frozenset(_doomed(run, headers, policy, now))
+            foreign.setdefault(run.workflow, []).append(ForeignRun(run, headers, dropped))
+            continue
         if run.status in WAITING and not policy.include_waiting:
             result.exempt_runs.append(run.run_id)
             continue
@@ -174,8 +241,45 @@ def plan(store: Store, policy: RetentionPolicy, *, now: datetime | None = None) 
         doomed_all.extend(doomed)
         result.checkpoint_bytes += sum(h.size for h in doomed)
         result.kept_as_base += saved
+    for workflow, runs in foreign.items():
+        doomed_all.extend(_foreign_plan(store, workflow, runs, policy, now, rules, result))
     result.checkpoints = deletion_order(doomed_all)
     return result
+
+
+def _foreign_plan(
+    store: Store,
+    workflow: str,
+    runs: list[ForeignRun],
+    policy: RetentionPolicy,
+    now: datetime,
+    rules: Mapping[str, RetentionRules] | None,
+    result: PrunePlan,
+) -> list[CheckpointHeader]:
+    """Apply a framework's verdict to its runs; the checkpoints that go."""
+    rule = (rules or {}).get(workflow)
+    if rule is None:
+        why = f"a {workflow} run: pruned only with its framework's rules (rules={{{workflow!r}: ...}})"
+        result.skipped.update({f.run.run_id: why for f in runs})
+        return []
+    verdict = rule(store, runs, policy, now)
+    doomed_all: list[CheckpointHeader] = []
+    for f in runs:
+        run_id = f.run.run_id
+        if run_id in verdict.skipped:
+            result.skipped[run_id] = verdict.skipped[run_id]
+        elif run_id in verdict.exempt:
+            result.exempt_runs.append(run_id)
+        elif run_id in verdict.delete:
+            result.runs.append(run_id)
+            result.checkpoint_bytes += sum(h.size for h in f.headers)
+        else:
+            keep = verdict.keep.get(run_id, frozenset())
+            doomed, saved = _run_plan(f.run, f.headers, policy, now, keep)
+            doomed_all.extend(doomed)
+            result.checkpoint_bytes += sum(h.size for h in doomed)
+            result.kept_as_base += saved
+    return doomed_all
 
 
 def prune(
@@ -185,6 +289,7 @@ def prune(
     dry_run: bool = False,
     now: datetime | None = None,
     batch_size: int = 500,
+    rules: Mapping[str, RetentionRules] | None = None,
 ) -> PrunePlan:
     """Apply ``policy``: delete what :func:`plan` finds, then unreferenced blobs.
 
@@ -195,6 +300,9 @@ def prune(
         now: the time the rules count from (default: now).
         batch_size: checkpoints deleted per store call; each call is short, and a
             prune stopped between two leaves every remaining checkpoint loadable.
+        rules: per ``FOREIGN`` workflow, its framework's retention (LangGraph's:
+            ``savegame.integrations.langgraph.retention()``); runs of a workflow
+            without rules are left alone and listed in ``skipped``.
 
     Raises:
         ConfigurationError: ``batch_size`` is below 1.
@@ -202,7 +310,7 @@ def prune(
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be at least 1, not {batch_size}")
     with opened_store(store, create=False) as handle:
-        return _apply(handle, policy, dry_run=dry_run, now=now, batch_size=batch_size)
+        return _apply(handle, policy, dry_run=dry_run, now=now, batch_size=batch_size, rules=rules)
 
 
 def _apply(
@@ -212,8 +320,9 @@ def _apply(
     dry_run: bool,
     now: datetime | None,
     batch_size: int,
+    rules: Mapping[str, RetentionRules] | None,
 ) -> PrunePlan:
-    result = plan(store, policy, now=now)
+    result = plan(store, policy, now=now, rules=rules)
     result.dry_run = dry_run
     if dry_run:
         return result

@@ -38,9 +38,67 @@ The mapping, and why:
   keeps. See :mod:`savegame.integrations.langgraph._tools` for the naming and why.
 * LangGraph has no owner for a thread; every SavegameSaver holds the run's lease under
   one owner name and takes it over when another process moved the token.
+* **Reading without the graph** (``_view``, ``_reading``): what ``savegame show``,
+  ``history``, ``diff`` and ``runs`` print for a LangGraph thread (channels, next nodes,
+  pending writes), and the rules ``savegame prune`` applies to its runs
+  (``_retention``: a thread is one unit, a waiting one is exempt); importable without
+  LangGraph, which only decoding needs.
+
+The saver is imported on first use, so the readers (and ``savegame`` on a machine
+without ``savegame[langgraph]``) do not import LangGraph.
 """
 
-from savegame.integrations.langgraph._saver import SavegameSaver
-from savegame.integrations.langgraph._tools import durable_tool
+from __future__ import annotations
 
-__all__ = ["SavegameSaver", "durable_tool"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from savegame.integrations.langgraph._reading import (
+    UNDECODED,
+    LangGraphCheckpoint,
+    LangGraphDiff,
+    ThreadLine,
+    decodable,
+    diff_checkpoints,
+    find_checkpoint,
+    line_heads,
+    line_history,
+    line_of,
+)
+from savegame.integrations.langgraph._retention import retention
+from savegame.integrations.langgraph._view import PendingWrite, Reading, Task, message_line
+
+if TYPE_CHECKING:
+    from savegame.integrations.langgraph._saver import SavegameSaver
+    from savegame.integrations.langgraph._tools import durable_tool
+
+#: Names that need LangGraph installed, and the module that holds each.
+_LAZY = {"SavegameSaver": "_saver", "durable_tool": "_tools"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "UNDECODED",
+    "LangGraphCheckpoint",
+    "LangGraphDiff",
+    "PendingWrite",
+    "Reading",
+    "SavegameSaver",
+    "Task",
+    "ThreadLine",
+    "decodable",
+    "diff_checkpoints",
+    "durable_tool",
+    "find_checkpoint",
+    "line_heads",
+    "line_history",
+    "line_of",
+    "message_line",
+    "retention",
+]

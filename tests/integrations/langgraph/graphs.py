@@ -1,0 +1,69 @@
+"""LangGraph graphs the CLI and retention tests share: a superstep that stops half-way, a
+subgraph that interrupts, a Send fan-out (the chat graph is ``test_saver.chat_graph``)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send, interrupt
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def parallel_graph() -> Any:
+    """a, then b and c in one superstep (c interrupts), then d once both are in."""
+
+    def c(state: Log) -> dict[str, Any]:
+        return {"log": [f"c {interrupt('ok?')}"]}
+
+    g = StateGraph(Log)
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_node("b", lambda s: {"log": ["b"]})
+    g.add_node("c", c)
+    g.add_node("d", lambda s: {"log": ["d"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("a", "c")
+    g.add_edge(["b", "c"], "d")
+    g.add_edge("d", END)
+    return g
+
+
+def nested_graph() -> Any:
+    """``inner`` (i1, then i2 interrupts) as a node of the outer graph, then ``after``."""
+
+    def i2(state: Log) -> dict[str, Any]:
+        return {"log": [f"i2 {interrupt('inner?')}"]}
+
+    inner = StateGraph(Log)
+    inner.add_node("i1", lambda s: {"log": ["i1"]})
+    inner.add_node("i2", i2)
+    inner.add_edge(START, "i1")
+    inner.add_edge("i1", "i2")
+    inner.add_edge("i2", END)
+    outer = StateGraph(Log)
+    outer.add_node("inner", inner.compile())
+    outer.add_node("after", lambda s: {"log": ["after"]})
+    outer.add_edge(START, "inner")
+    outer.add_edge("inner", "after")
+    outer.add_edge("after", END)
+    return outer
+
+
+class Fan(TypedDict):
+    topics: list[str]
+    results: Annotated[list[str], operator.add]
+
+
+def fan_graph() -> Any:
+    g = StateGraph(Fan)
+    g.add_node("work", lambda arg: {"results": [arg["topic"].upper()]})
+    g.add_conditional_edges(
+        START, lambda s: [Send("work", {"topic": t}) for t in s["topics"]], ["work"]
+    )
+    g.add_edge("work", END)
+    return g
