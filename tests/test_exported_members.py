@@ -156,3 +156,13 @@ def test_the_errors_the_readme_promises_are_exported() -> None:
 def test_a_package_exports_only_names_it_has(package: str) -> None:
     module = importlib.import_module(package)
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
+
+
+def test_the_langgraph_integration_is_pinned() -> None:
+    pytest.importorskip("langgraph")
+    import savegame.integrations.langgraph
+    import savegame.langgraph
+
+    names = ["MigrationReport", "SavegameSaver", "ThreadResult", "migrate"]
+    assert savegame.langgraph.__all__ == savegame.integrations.langgraph.__all__ == names
+    assert all(hasattr(savegame.langgraph, name) for name in names)

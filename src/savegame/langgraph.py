@@ -3,6 +3,6 @@
 See :mod:`savegame.integrations.langgraph`.
 """
 
-from savegame.integrations.langgraph import SavegameSaver
+from savegame.integrations.langgraph import MigrationReport, SavegameSaver, ThreadResult, migrate
 
-__all__ = ["SavegameSaver"]
+__all__ = ["MigrationReport", "SavegameSaver", "ThreadResult", "migrate"]

@@ -14,6 +14,7 @@ from savegame.cli import (
     export_cmds,
     fleet_cmds,
     jsonview,
+    migrate_cmds,
     render,
     storage_cmds,
     time_cmds,
@@ -257,3 +258,4 @@ fleet_cmds.register(app)
 diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)
+migrate_cmds.register(app)

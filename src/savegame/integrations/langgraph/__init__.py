@@ -35,8 +35,13 @@ The mapping, and why:
   kept ones.
 * LangGraph has no owner for a thread; every SavegameSaver holds the run's lease under
   one owner name and takes it over when another process moved the token.
+
+:func:`migrate` (``savegame migrate langgraph``) moves threads from LangGraph's own
+SqliteSaver and PostgresSaver into a store through SavegameSaver, resumable and
+verified; how it keeps each thread whole is in its module, ``_migrate``.
 """
 
+from savegame.integrations.langgraph._migrate import MigrationReport, ThreadResult, migrate
 from savegame.integrations.langgraph._saver import SavegameSaver
 
-__all__ = ["SavegameSaver"]
+__all__ = ["MigrationReport", "SavegameSaver", "ThreadResult", "migrate"]
