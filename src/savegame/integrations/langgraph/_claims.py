@@ -63,7 +63,13 @@ class Held(Exception):
     """Another live migration holds the thread (or one on another host, not yet expired)."""
 
     def __init__(self, cause: LeaseHeldError) -> None:
-        super().__init__(f"being migrated by another process ({cause})")
+        host, _, rest = cause.owner.partition(":")
+        pid = rest.partition(":")[0]
+        who = f"PID {pid} on host {host}" if pid.isdigit() else cause.owner
+        super().__init__(
+            f"being migrated by another process ({who}; its hold expires in "
+            f"{max(cause.expires_in, 0):.0f}s unless renewed): run the migration again later"
+        )
 
 
 class TakenOver(Exception):
@@ -79,10 +85,21 @@ class TakenOver(Exception):
 class Claims:
     """The markers of one target store."""
 
-    def __init__(self, store: Store, storage: StorageConfig | None, source: str) -> None:
+    def __init__(
+        self,
+        store: Store,
+        storage: StorageConfig | None,
+        source: str,
+        *,
+        owner: str | None = None,
+        ttl: float = TTL,
+    ) -> None:
         self.store = store
         self.storage = storage
         self.source = source
+        self.owner = owner or owner_id()
+        """Who creates a marker: this process (``host:pid:start``); a takeover is always ours."""
+        self.ttl = ttl
 
     def marker(self, thread_id: str) -> Marker:
         try:
@@ -122,7 +139,7 @@ class Claims:
         )
         info = replace(info, checksum=codec.run_checksum(info, self.storage))
         try:
-            lease = self.store.create_run(info, first, owner=owner_id(), ttl=TTL)
+            lease = self.store.create_run(info, first, owner=self.owner, ttl=self.ttl)
         except ConflictError:
             pass  # a marker exists: done, or left by a migration that is alive or dead
         else:
@@ -132,7 +149,7 @@ class Claims:
         try:
             # A holder that is provably dead (this host) is taken over at once, an
             # expired one anywhere; a live one keeps it.
-            lease = acquire_lease(self.store, run_id, ttl=TTL)
+            lease = acquire_lease(self.store, run_id, ttl=self.ttl)
         except LeaseHeldError as exc:
             raise Held(exc) from None
         head = self.store.list_checkpoints(run_id, limit=1)[0]
@@ -150,7 +167,7 @@ class Claims:
         if not now and time.monotonic() - claim.renewed_at < RENEW_EVERY:
             return
         try:
-            self.store.renew_lease(claim.run_id, claim.token, TTL)
+            self.store.renew_lease(claim.run_id, claim.token, self.ttl)
         except LeaseLostError:
             raise TakenOver(claim.thread_id) from None
         claim.renewed_at = time.monotonic()
