@@ -8,11 +8,14 @@ import hashlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 pytest.importorskip("langgraph.checkpoint.sqlite")
 
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from savegame.langgraph import SavegameSaver, migrate
@@ -27,6 +30,15 @@ from tests.integrations.langgraph.graphs import (
 from tests.services import POSTGRES_URL, postgres_schema, postgres_url, with_query
 
 SHAPES = ["done", "forked", "waiting"]
+
+
+def extend(state: list[int] | None, writes: list[list[int]]) -> list[int]:
+    return [*(state or []), *(item for write in writes for item in write)]
+
+
+class Deltas(TypedDict):
+    items: Annotated[list[int], DeltaChannel(extend)]
+    n: int
 
 
 def digest(path: Path) -> str:
@@ -190,3 +202,24 @@ def test_a_postgres_saver_database_moves_to_postgres_and_resumes(pg_source: str)
         saver.close()
     with postgres_saver(pg_source) as lg:  # the source is as it was
         assert {t: states(lg, t) for t in SHAPES} == before
+
+
+def test_latest_only_keeps_what_a_delta_channel_is_rebuilt_from(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    def step(state: Deltas) -> dict[str, Any]:
+        return {"items": [len(state.get("items") or [])], "n": state.get("n", 0) + 1}
+
+    g = StateGraph(Deltas)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: END if s["n"] >= 6 else "step")
+    path = tmp_path / "deltas.db"
+    with sqlite_saver(path) as lg:
+        g.compile(checkpointer=lg).invoke({"items": [], "n": 0}, conf("d"))
+        rows = len(list(lg.list(conf("d"))))
+    # The newest checkpoint holds no value of `items`: LangGraph replays its ancestors' writes.
+    report = migrate(str(path), sqlite_url, latest_only=True)
+    assert [(r.status, r.checkpoints) for r in report.results] == [("migrated", rows)]
+    moved = g.compile(checkpointer=SavegameSaver(sqlite_url)).get_state(conf("d"))
+    assert moved.values == {"items": [0, 1, 2, 3, 4, 5], "n": 6}

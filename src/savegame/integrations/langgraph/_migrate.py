@@ -198,13 +198,37 @@ class _Migration:
             raise _Skip("it left the source during the migration", checkpoint=checkpoint_id)
         return tup
 
-    def plan(self, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def plan(self, thread_id: str, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """What to write, oldest first: every row, or with ``latest_only`` the newest of
+        each namespace, and the ancestors LangGraph rebuilds its DeltaChannels from."""
         if not self.latest_only:
             return rows
         newest: dict[str, str] = {}
         for ns, cid in rows:  # oldest first: the last one seen is the newest
             newest[ns] = cid
-        return sorted(((ns, cid) for ns, cid in newest.items()), key=lambda r: r[1])
+        keep = set(newest.items())
+        for ns, cid in newest.items():
+            keep.update((ns, ancestor) for ancestor in self._deltas(thread_id, ns, cid))
+        return sorted(keep, key=lambda r: r[1])
+
+    def _deltas(self, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
+        """The ancestors a DeltaChannel's value is replayed from: a DeltaChannel keeps no
+        value in a checkpoint (only a snapshot now and then, and its name in the metadata's
+        ``counters_since_delta_snapshot``); LangGraph folds the writes of the parent chain
+        down to the nearest checkpoint that holds one."""
+        tup = self.read(thread_id, ns, checkpoint_id)
+        missing = {
+            name
+            for name in tup.metadata.get("counters_since_delta_snapshot") or {}
+            if name not in tup.checkpoint.get("channel_values", {})
+        }
+        found: list[str] = []
+        while missing and tup.parent_config is not None:
+            parent = str(tup.parent_config["configurable"]["checkpoint_id"])
+            tup = self.read(thread_id, ns, parent)
+            found.append(parent)
+            missing -= set(tup.checkpoint.get("channel_values", {}))
+        return found
 
     def each(self, thread_id: str, plan: list[tuple[str, str]]) -> Iterable[Any]:
         """The planned tuples, read and checked, oldest first."""
@@ -233,7 +257,6 @@ class _Migration:
         rows = self.source.checkpoints(thread_id)
         if not rows:
             return ThreadResult(thread_id, SKIPPED, reason="no such thread in the source")
-        plan = self.plan(rows)
         namespaces = sorted({ns for ns, _ in rows})
         marker = self.claims.marker(thread_id)
         if marker.phase == DONE:
@@ -246,6 +269,10 @@ class _Migration:
                 "migration wrote: left as they are",
             )
         size = self.source.thread_bytes(thread_id)
+        try:
+            plan = self.plan(thread_id, rows)
+        except _Skip as why:
+            return _skipped(thread_id, why, size)
         if dry_run:
             try:
                 writes = sum(len(t.pending_writes) for t in self.each(thread_id, plan))

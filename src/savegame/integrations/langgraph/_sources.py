@@ -80,10 +80,12 @@ class SqliteSource(Source):
     _paths = (
         "SELECT checkpoint_ns, checkpoint_id, task_id, task_path FROM writes WHERE thread_id = ?"
     )
+    # length() of a BLOB reads its size from the row header, not the value (SqliteSaver
+    # writes bytes to all three; a TEXT metadata of an old file counts characters).
     _bytes = (
-        "SELECT sum(length(CAST(checkpoint AS BLOB)) + coalesce(length(CAST(metadata AS BLOB)), 0))"
+        "SELECT sum(length(checkpoint) + coalesce(length(metadata), 0))"
         " FROM checkpoints WHERE thread_id = ?",
-        "SELECT sum(length(CAST(value AS BLOB))) FROM writes WHERE thread_id = ?",
+        "SELECT sum(length(value)) FROM writes WHERE thread_id = ?",
     )
 
     def __init__(self, path: Path, serde: Any) -> None:

@@ -9,6 +9,7 @@ checkpoint and what differs (``channel 'messages'``).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 from itertools import zip_longest
 from typing import Any
@@ -26,15 +27,28 @@ def _conf(thread_id: str, **more: str) -> Any:
     return {"configurable": {"thread_id": thread_id, **more}}
 
 
-def history(saver: Any, thread_id: str) -> Iterator[Any]:
-    """Every checkpoint tuple of the thread (all namespaces), newest first, a page at a time."""
+def _pages(saver: Any, thread_id: str, ns: str) -> Iterator[Any]:
     before = None
     while True:
-        page = list(saver.list(_conf(thread_id), before=before, limit=PAGE))
+        page = list(saver.list(_conf(thread_id, checkpoint_ns=ns), before=before, limit=PAGE))
         yield from page
         if len(page) < PAGE:
             return
         before = _conf(thread_id, checkpoint_id=page[-1].config["configurable"]["checkpoint_id"])
+
+
+def history(saver: Any, thread_id: str, namespaces: Iterable[str]) -> Iterator[Any]:
+    """Every checkpoint tuple of the thread's namespaces, newest first, a page at a time.
+
+    Paged per namespace and merged: a page of one namespace is read along the tables'
+    index (thread, namespace, id), where a page across namespaces had SqliteSaver sort
+    every row of the thread, payloads and all, once per page (measured: half the
+    migration's time at 400 steps)."""
+    return heapq.merge(
+        *(_pages(saver, thread_id, ns) for ns in namespaces),
+        key=lambda t: t.config["configurable"]["checkpoint_id"],
+        reverse=True,
+    )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -125,12 +139,13 @@ def verify_thread(
     only); their source tuples are read one by one instead of the source's history.
     """
     found: list[str] = []
+    namespaces = list(namespaces)
     if kept is None:
-        expected: Iterator[Any] = history(source, thread_id)
+        expected: Iterator[Any] = history(source, thread_id, namespaces)
     else:
         expected = (source.get_tuple(_conf(thread_id, checkpoint_ns=ns, checkpoint_id=cid))
                     for ns, cid in kept)  # fmt: skip
-    for src, dst in zip_longest(expected, history(target, thread_id)):
+    for src, dst in zip_longest(expected, history(target, thread_id, namespaces)):
         if src is None:
             found.append(f"checkpoint {_id(dst.config)} is only in the target")
         elif dst is not None and _id(dst.config) != _id(src.config):
