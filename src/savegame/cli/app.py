@@ -15,6 +15,7 @@ from savegame.cli import (
     fleet_cmds,
     jsonview,
     langgraph_view,
+    migrate_cmds,
     render,
     storage_cmds,
     time_cmds,
@@ -297,3 +298,4 @@ fleet_cmds.register(app)
 diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)
+migrate_cmds.register(app)
