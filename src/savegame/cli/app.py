@@ -17,6 +17,7 @@ from savegame.cli import (
     render,
     storage_cmds,
     time_cmds,
+    ui_cmds,
 )
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
@@ -257,3 +258,4 @@ fleet_cmds.register(app)
 diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)
+ui_cmds.register(app)
