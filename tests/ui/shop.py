@@ -39,3 +39,21 @@ def pay(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
 @wf.step
 def done(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
     return {"log": [*state["log"], "done"]}, END
+
+
+class Timeout(Exception):
+    """The payment provider did not answer: the charge may or may not have happened."""
+
+
+@tool(effect="write")
+def flaky_charge(order_id: str, amount: int) -> dict[str, Any]:
+    raise Timeout(f"no answer about {order_id}")
+
+
+flaky = Workflow("flaky-shop")
+
+
+@flaky.step(entry=True)
+def pay_flaky(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+    receipt = ctx.call(flaky_charge, order_id="o9", amount=9)
+    return {"receipt": receipt}, END

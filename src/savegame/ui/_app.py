@@ -32,6 +32,9 @@ def _page(site: Site, view: Callable[[Site, Request], Response]) -> Callable[[Re
             return view(site, request)
         except NotFoundError as exc:
             return site.page(request, "error.html", 404, title="Not found", message=str(exc))
+        except _run.UNREADABLE as exc:
+            message = _run.unreadable(exc)
+            return site.page(request, "error.html", 503, title="Cannot read it", message=message)
         except (RunStateError, ConflictError) as exc:
             return site.page(
                 request, "error.html", 409, title="Cannot do that now", message=str(exc)

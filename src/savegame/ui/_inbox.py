@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 import savegame
 from savegame import PendingInterrupt
+from savegame.ui._run import UNREADABLE, unreadable
 from savegame.ui._site import Site, fragment
 
 #: Seconds between two polls of an open inbox.
@@ -29,7 +30,10 @@ def etag(waiting: list[PendingInterrupt]) -> str:
 
 
 def inbox_page(site: Site, request: Request) -> Response:
-    waiting = savegame.pending_interrupts(store=site.store, storage=site.storage)
+    try:
+        waiting = savegame.pending_interrupts(store=site.store, storage=site.storage)
+    except UNREADABLE as exc:  # one sealed entry the UI has no key for hides the list
+        return site.page(request, "error.html", 503, title="Approvals", message=unreadable(exc))
     tag = etag(waiting)
     if request.headers.get("if-none-match") == tag:
         return Response(status_code=304, headers={"etag": tag})

@@ -73,7 +73,10 @@ def run_page(site: Site, request: Request) -> Response:
     found, tree_error = _tree(site, run_id)
     forks: dict[str, list[RunNode]] = {} if found is None else found.forks_at(run_id)
     effects, journal_error = _journal(site, run_id)
-    waiting = savegame.pending_interrupts(run_id, **opts)
+    try:
+        waiting = savegame.pending_interrupts(run_id, **opts)
+    except UNREADABLE as exc:
+        waiting, journal_error = [], unreadable(exc)
     head = headers[0] if headers and before is None else None
     return site.page(
         request, "run.html", run=info, run_metadata=site.metadata(info.metadata),
