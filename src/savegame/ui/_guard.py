@@ -48,7 +48,8 @@ HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer a form POST says `Origin: null`.
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
 
