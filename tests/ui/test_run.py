@@ -30,7 +30,7 @@ def test_the_run_page_shows_its_timeline_journal_and_tree(
     assert "waits for " in html and "resumed after the pause" in html  # the approval's pause
     assert "by ana at " in html  # the decision's audit entry
     assert "ch_o1" in html  # the write's result in the journal
-    assert f"⑂ {fork.run_id}" in html  # the fork, at the checkpoint it left
+    assert f"fork: {fork.run_id}" in html  # the fork, at the checkpoint it left
     assert "fork of step 0 (replay, by bo: again)" in html  # and in the thread's tree
 
 

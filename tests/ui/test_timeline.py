@@ -29,12 +29,14 @@ def test_oldest_first_with_the_time_each_step_took() -> None:
     assert earlier[0].took == 1.5
 
 
-def test_pauses_resumes_retries_and_a_change_of_writer_are_marked() -> None:
+def test_pauses_resumes_retries_and_a_takeover_are_marked() -> None:
     moments = timeline(
         [
+            _h(7, writer="host-c:9:3"),
+            _h(6, RunStatus.INTERRUPTED),
             _h(5, writer="host-b:77:2"),
-            _h(4, writer="host-a:42:1"),
-            _h(3, retrying="work", attempt=2),
+            _h(4),
+            _h(3, retrying="work", attempt=2, writer="host-a:42:1"),
             _h(2, RunStatus.FAILED),
             _h(1, RunStatus.INTERRUPTED, interrupt="r:1:0:approval"),
             replace(
@@ -44,8 +46,20 @@ def test_pauses_resumes_retries_and_a_change_of_writer_are_marked() -> None:
         ]
     )
     kinds = [[kind for kind, _ in m.marks] for m in moments]
-    assert kinds == [["fork"], ["pause"], ["resume"], ["resume", "retry"], [], ["crash"]]
+    assert kinds == [
+        ["fork"],
+        ["pause"],
+        ["resume"],
+        ["resume", "retry"],
+        [],
+        ["crash"],
+        [],
+        ["resume"],
+    ]
     assert moments[0].marks[0][1] == "forked from step 3 of run o, edited a.b"
     assert moments[2].marks[0][1] == "resumed after the pause"
     assert moments[3].marks[0][1] == "resumed after the failure"
-    assert moments[5].marks[0][1] == "another process went on: host-a:42:1 → host-b:77:2"
+    # host-a's last checkpoint said running and host-b went on: host-a was killed.
+    assert moments[5].marks[0][1] == "taken over: host-a:42:1 stopped mid-run, host-b:77:2 went on"
+    # After a pause, another process going on is a resume, not a crash.
+    assert moments[7].marks[0][1] == "resumed after the pause by host-c:9:3"

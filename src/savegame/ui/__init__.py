@@ -34,9 +34,18 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 TOKEN_VAR = "SAVEGAME_UI_TOKEN"
 
 
-def _needs_extra(exc: ImportError) -> ConfigurationError:
+#: What the ui extra installs; a missing one is named in the error.
+EXTRA = frozenset({"starlette", "uvicorn", "jinja2", "markupsafe"})
+
+
+def _needs_extra(exc: ImportError) -> Exception:
+    """The error for a failed import: the extra to install when one of its packages is
+    missing, else the import error itself (a bug is not a missing extra)."""
+    missing = (exc.name or "").partition(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or missing not in EXTRA:
+        return exc
     return ConfigurationError(
-        f"savegame ui needs the ui extra: pip install 'savegame[ui]' (missing: {exc.name or exc})"
+        f"savegame ui needs the ui extra: pip install 'savegame[ui]' (missing: {missing})"
     )
 
 

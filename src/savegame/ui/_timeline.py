@@ -3,9 +3,10 @@ where the run stopped and went on.
 
 What a checkpoint records says where a run paused, failed, retried, was cancelled
 or started as a fork; a checkpoint after a pause or a failure is where it was
-resumed. Which process wrote a checkpoint is recorded only when a writer left its
-name in the metadata (:data:`WRITER_KEYS`); where one did, a change of writer marks
-a takeover: the process before it died or let go, and another went on.
+resumed. The first checkpoint of each execution names the process that wrote it
+(``metadata["writer"]``, :data:`savegame.model.WRITER_KEY`): where it differs from
+the writer before while the checkpoint before still said ``running``, the process
+before stopped without a word: it was killed (or lost its lease), and another took over.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from savegame import CheckpointHeader, RunNode, RunStatus
-
-#: Metadata keys under which a checkpoint may name the process that wrote it.
-WRITER_KEYS = ("writer", "owner", "worker", "host")
+from savegame.model import WRITER_KEY
 
 #: A run that stopped in one of these states went on only because someone resumed it.
 STOPPED = {
@@ -42,22 +41,25 @@ class Moment:
 
 
 def _writer(metadata: Mapping[str, Any]) -> str | None:
-    for key in WRITER_KEYS:
-        value = metadata.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    value = metadata.get(WRITER_KEY)
+    return value if isinstance(value, str) and value else None
 
 
-def _marks(h: CheckpointHeader, before: CheckpointHeader | None) -> list[tuple[str, str]]:
+def _marks(
+    h: CheckpointHeader, before: CheckpointHeader | None, writer: str | None
+) -> list[tuple[str, str]]:
+    """``writer``: the last process named on the timeline before ``h``."""
     meta = h.metadata
     marks: list[tuple[str, str]] = []
+    now = _writer(meta)
+    moved = writer is not None and now is not None and writer != now
     if before is not None:
-        was, now = _writer(before.metadata), _writer(meta)
-        if was is not None and now is not None and was != now:
-            marks.append(("crash", f"another process went on: {was} → {now}"))
         if before.status in STOPPED and h.status is not before.status:
-            marks.append(("resume", STOPPED[before.status]))
+            marks.append(("resume", STOPPED[before.status] + (f" by {now}" if moved else "")))
+        elif moved and before.status is RunStatus.RUNNING:
+            marks.append(("crash", f"taken over: {writer} stopped mid-run, {now} went on"))
+        elif moved:
+            marks.append(("resume", f"another process went on: {now}"))
     if meta.get("source") in ("fork", "update") and isinstance(meta.get("fork"), Mapping):
         origin = meta["fork"]
         edited = origin.get("edited") or []
@@ -86,9 +88,11 @@ def timeline(
     """
     out: list[Moment] = []
     before = earlier
+    writer = None if earlier is None else _writer(earlier.metadata)
     for h in reversed(headers):
         took = None if before is None else (h.created_at - before.created_at).total_seconds()
         forks = tuple((forks_at or {}).get(h.checkpoint_id, ()))
-        out.append(Moment(h, took, tuple(_marks(h, before)), forks))
+        out.append(Moment(h, took, tuple(_marks(h, before, writer)), forks))
+        writer = _writer(h.metadata) or writer
         before = h
     return out
