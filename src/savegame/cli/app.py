@@ -19,6 +19,7 @@ from savegame.cli import (
     render,
     storage_cmds,
     time_cmds,
+    ui_cmds,
 )
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
@@ -299,3 +300,4 @@ diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)
 migrate_cmds.register(app)
+ui_cmds.register(app)

@@ -135,6 +135,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 6: the run row's own check (RunInfo.checksum): its workflow reference is what
     # resume imports. A constant default: SQLite fills old rows without a rewrite.
     ("ALTER TABLE runs ADD COLUMN checksum TEXT NOT NULL DEFAULT ''",),
+    # 7: list_runs pages by keyset (created_at, run_id) newest first, of all runs or of
+    # one workflow: without these a page of the web UI sorted the whole table.
+    (
+        "CREATE INDEX runs_by_created ON runs (created_at, run_id)",
+        "CREATE INDEX runs_by_workflow ON runs (workflow, created_at, run_id)",
+    ),
 )
 
 #: The schema version this code writes and understands.
