@@ -34,10 +34,15 @@ PUBLIC_API = [
     # Agents
     "Agent",
     "ChatModel",
+    "ModelCallRecord",
     "ModelResponse",
+    "ModelUsage",
+    "RunModelUsage",
     "ScriptedModel",
     "ToolCall",
     "ToolSpec",
+    "model_calls",
+    "model_usage",
     # Side effects, people and sagas
     "Decision",
     "Effect",
@@ -112,6 +117,9 @@ PUBLIC_API = [
     "LeaseHeldError",
     "LeaseLostError",
     "MissingBlobsError",
+    "ModelError",
+    "ModelRequestError",
+    "ModelTransientError",
     "NonDeterminismError",
     "NotFoundError",
     "RunExistsError",
@@ -137,6 +145,15 @@ def test_the_public_api_is_pinned() -> None:
     assert len(set(PUBLIC_API)) == len(PUBLIC_API)
 
 
+MODELS_API = ["Anthropic", "LiteLLM", "OpenAI", "Price", "lookup_price"]
+
+
+def test_the_model_adapters_are_pinned() -> None:
+    import savegame.models
+
+    assert savegame.models.__all__ == MODELS_API
+
+
 def test_the_errors_the_readme_promises_are_exported() -> None:
     for name in ("EncryptionKeyError", "UnencryptedRecordError", "MissingBlobsError"):
         assert issubclass(getattr(savegame, name), savegame.SavegameError)
@@ -150,6 +167,7 @@ def test_the_errors_the_readme_promises_are_exported() -> None:
         "savegame.effects",
         "savegame.inspect",
         "savegame.maintenance",
+        "savegame.models",
         "savegame.runtime",
     ],
 )

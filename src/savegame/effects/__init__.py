@@ -36,6 +36,7 @@ from savegame.effects._llm import (
     as_response,
     tool_spec,
 )
+from savegame.effects._prompts import AskedRequest, asked
 from savegame.effects._replay import (
     EXECUTED,
     FORK_KEY,
@@ -73,6 +74,7 @@ __all__ = [
     "MODES",
     "REPLAY_KEY",
     "REUSED",
+    "AskedRequest",
     "Backoff",
     "Calls",
     "ChatModel",
@@ -94,6 +96,7 @@ __all__ = [
     "as_backoff",
     "as_response",
     "as_tool",
+    "asked",
     "check_approval",
     "check_retries",
     "close_match",

@@ -130,15 +130,18 @@ class StepContext:
         *,
         tools: Sequence[ToolSpec | Tool | Callable[..., Any]] = (),
     ) -> ModelResponse:
-        """Async twin of :meth:`llm`, for plain and async models; journal writes run in a
-        worker thread."""
+        """Async twin of :meth:`llm`, for plain and async models (a model's ``acomplete``
+        is awaited when it has one); journal writes run in a worker thread."""
         call = ModelCall.of(model, messages, tools)
         calls = self._calls()
         prepared = await asyncio.to_thread(calls.before_llm, call)
         if prepared.replay:
             response = as_response(prepared.result, 0)
         else:
-            out = model.complete(call.messages, call.specs)
+            # A model with an async twin (the savegame.models adapters) is awaited, not
+            # run on the event loop's thread.
+            acomplete = getattr(model, "acomplete", None)
+            out = (acomplete or model.complete)(call.messages, call.specs)
             response = call.checked(await out if inspect.isawaitable(out) else out)
             await asyncio.to_thread(calls.after_llm, prepared, response.to_dict())
         return self._count(response)
@@ -147,7 +150,7 @@ class StepContext:
         self.add_usage(
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
-            cost_usd=response.cost_usd,
+            cost_usd=response.cost_usd or 0.0,  # an unknown price adds nothing, never a guess
             llm_calls=1,
         )
         return response
