@@ -15,6 +15,7 @@ the network, and the test counts what was asked.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -94,6 +95,7 @@ class FakeProvider:
 
 
 def serve() -> Iterator[FakeProvider]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     provider = FakeProvider()
     provider.server.start()
     try:

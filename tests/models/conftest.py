@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 
@@ -13,7 +12,6 @@ from tests import provider
 # LiteLLM's import fetches its cost map from the network unless told not to; the tests
 # never go online.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 
 @pytest.fixture(scope="module")
