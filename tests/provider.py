@@ -36,6 +36,8 @@ class Reply:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    events: list[tuple[str | None, Any]] | None = None
+    """A streamed answer: server-sent events, (event name or None, data)."""
 
 
 @dataclass
@@ -86,12 +88,20 @@ class FakeProvider:
             )
             queue = self._script.get(request.path) or []
             reply = queue.pop(0) if queue else Reply(599, {"error": {"message": "unscripted"}})
+        if reply.events is not None:
+            return Response(_sse(reply.events), status=200, content_type="text/event-stream")
         return Response(
             json.dumps(reply.body),
             status=reply.status,
             headers=reply.headers,
             content_type="application/json",
         )
+
+
+def _sse(events: list[tuple[str | None, Any]]) -> Iterator[bytes]:
+    for name, data in events:
+        text = data if isinstance(data, str) else json.dumps(data)
+        yield ((f"event: {name}\n" if name else "") + f"data: {text}\n\n").encode()
 
 
 def serve() -> Iterator[FakeProvider]:
@@ -247,3 +257,164 @@ def error(status: int, message: str = "scripted failure", **headers: str) -> Rep
         "error": {"type": kinds.get(status, "api_error"), "message": message, "code": None},
     }
     return Reply(status, body, {k.replace("_", "-"): v for k, v in headers.items()})
+
+
+def chat_stream(pieces: Sequence[str], calls: Sequence[Call] = (), **kwargs: Any) -> Reply:
+    """A streamed Chat Completion: the text in ``pieces``, each tool call's arguments in
+    two fragments, then the usage chunk ``include_usage`` asks for, then ``[DONE]``."""
+    whole = chat("".join(pieces) if pieces else None, calls, **kwargs).body
+    head = {k: whole[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
+    events += [(None, chunk({"content": piece})) for piece in pieces]
+    for n, call in enumerate(whole["choices"][0]["message"].get("tool_calls") or ()):
+        args = call["function"]["arguments"]
+        start = {"index": n, "id": call["id"], "type": "function"}
+        events.append(
+            (
+                None,
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                **start,
+                                "function": {
+                                    "name": call["function"]["name"],
+                                    "arguments": args[:3],
+                                },
+                            }
+                        ]
+                    }
+                ),
+            )
+        )
+        events.append(
+            (None, chunk({"tool_calls": [{"index": n, "function": {"arguments": args[3:]}}]}))
+        )
+    events.append((None, chunk({}, whole["choices"][0]["finish_reason"])))
+    events.append((None, {**head, "choices": [], "usage": whole["usage"]}))
+    events.append((None, "[DONE]"))
+    return Reply(200, {}, events=events)
+
+
+def responses_stream(pieces: Sequence[str], **kwargs: Any) -> Reply:
+    """A streamed Responses API answer: its text deltas, then ``response.completed``."""
+    final = responses("".join(pieces), **kwargs).body
+    message = final["output"][0]
+    started = {**final, "status": "in_progress", "output": [], "usage": None}
+    events: list[tuple[str | None, Any]] = []
+
+    def add(kind: str, **data: Any) -> None:
+        events.append((kind, {"type": kind, "sequence_number": len(events), **data}))
+
+    add("response.created", response=started)
+    add(
+        "response.output_item.added",
+        output_index=0,
+        item={**message, "status": "in_progress", "content": []},
+    )
+    part = {"type": "output_text", "text": "", "annotations": []}
+    add(
+        "response.content_part.added",
+        item_id=message["id"],
+        output_index=0,
+        content_index=0,
+        part=part,
+    )
+    for piece in pieces:
+        add(
+            "response.output_text.delta",
+            item_id=message["id"], output_index=0, content_index=0, delta=piece, logprobs=[],
+        )  # fmt: skip
+    text = "".join(pieces)
+    add(
+        "response.output_text.done",
+        item_id=message["id"],
+        output_index=0,
+        content_index=0,
+        text=text,
+        logprobs=[],
+    )
+    add(
+        "response.content_part.done",
+        item_id=message["id"],
+        output_index=0,
+        content_index=0,
+        part={**part, "text": text},
+    )
+    add("response.output_item.done", output_index=0, item=message)
+    add("response.completed", response=final)
+    return Reply(200, {}, events=events)
+
+
+def messages_stream(pieces: Sequence[str], calls: Sequence[Call] = (), **kwargs: Any) -> Reply:
+    """A streamed Messages answer: a text block in ``pieces``, tool_use blocks whose input
+    arrives as JSON fragments, then the stop reason and output usage."""
+    final = messages("".join(pieces), calls, **kwargs).body
+    usage = final["usage"]
+    start = {**final, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for index, block in enumerate(final["content"]):
+        if block["type"] == "text":
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
+            )
+            for piece in pieces:
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "text_delta", "text": piece},
+                        },
+                    )
+                )
+        else:
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {**block, "input": {}},
+                    },
+                )
+            )
+            raw = json.dumps(block["input"])
+            for fragment in (raw[:3], raw[3:]):
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": fragment},
+                        },
+                    )
+                )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": final["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return Reply(200, {}, events=events)

@@ -4,7 +4,8 @@ local provider (``SAVEGAME_MODEL_URL``), for the crash tests of real model calls
 ``SAVEGAME_HOOK=<name>`` makes the process print ``HOOK <name>`` and block on stdin
 there, so the parent's SIGKILL lands exactly at it: ``tools:mid`` (the agent's tool
 round, after its first of two parallel calls), ``ask:after_llm`` (the step, after its
-model call was journaled, before its checkpoint).
+model call was journaled, before its checkpoint), ``stream:mid`` (a streamed call, at
+its first chunk).
 """
 
 from __future__ import annotations
@@ -42,4 +43,17 @@ ask = Workflow("model-step-crash")
 def question(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
     response = ctx.llm(MODEL, [{"role": "user", "content": state["question"]}])
     hook("ask:after_llm")
+    return {"answer": response.content}, END
+
+
+def on_chunk(piece: str) -> None:
+    hook("stream:mid")
+
+
+tell = Workflow("model-stream-crash")
+
+
+@tell.step(entry=True)
+def streamed(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+    response = ctx.llm(MODEL, [{"role": "user", "content": state["question"]}], stream=on_chunk)
     return {"answer": response.content}, END

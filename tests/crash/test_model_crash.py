@@ -1,5 +1,6 @@
 """Real model calls (the openai SDK over HTTP to a local provider) are paid once across
-a SIGKILL, a resume, a replayed fork.
+a SIGKILL, a resume, a replayed fork; a stream a SIGKILL cut off is asked again, and
+the journal says so.
 
 A child process runs an agent whose model is ``savegame.models.OpenAI``; the provider
 runs in the test's process and counts what it is asked. The child is SIGKILLed in the
@@ -16,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from savegame import RunStatus, fork, history, model_calls
+from savegame import EffectStatus, RunStatus, fork, history, list_effects, model_calls
+from savegame.effects import ABANDONED
 from savegame.runtime import load
 from tests import provider
-from tests.provider import CHAT, FakeProvider, chat
+from tests.provider import CHAT, FakeProvider, chat, chat_stream
 
 from .harness import kill_at_hook, run_to_end
 
@@ -101,3 +103,26 @@ def test_a_kill_after_the_call_was_journaled_does_not_pay_it_again(
     [call] = model_calls("run", store=url)
     assert call.response is not None and call.response.input_tokens == 120
     assert call.request is not None and call.request.params["base_url"] == fake.openai_url
+
+
+def test_a_kill_mid_stream_asks_again_and_the_journal_says_so(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    fake.script(CHAT, chat_stream(["The answer ", "is 42."]), chat_stream(["It is ", "42."]))
+    given = env(fake, "tell", '{"question": "what is 6 x 7?"}')
+
+    killed = kill_at_hook("start", url, "run", "stream:mid", script=CHILD, env=given)
+    assert killed.hooks == ["stream:mid"], killed.stderr[-2000:]
+    assert killed.returncode == -9
+    resumed = run_to_end("resume", url, "run", script=CHILD, env=given)
+    assert resumed.done == "completed", (resumed.error, resumed.stderr[-2000:])
+    # Nothing was recorded of the stream the kill cut: the model was asked again, once.
+    assert len(fake.bodies(CHAT)) == 2
+    [call] = model_calls("run", store=url)
+    assert call.response is not None and call.response.content == "It is 42."
+    assert call.abandoned_streams == 1
+    marks = [
+        (e.status, e.error) for e in list_effects("run", store=url) if ":stream:" in e.request_id
+    ]
+    assert marks == [(EffectStatus.NOT_DONE, ABANDONED), (EffectStatus.DONE, None)]

@@ -37,6 +37,8 @@ class Agent:
             it) is tried again; each failed attempt is checkpointed before the wait. A
             ModelRequestError (a 4xx) is not retried.
         backoff: the waits between those attempts (seconds, or a Backoff).
+        stream: called with each piece of a model's answer as it arrives (``ctx.llm``'s
+            ``stream=``: only final messages are journaled).
     """
 
     def __init__(
@@ -49,10 +51,12 @@ class Agent:
         max_turns: int = 20,
         retries: int = 2,
         backoff: Backoff | float = MODEL_BACKOFF,
+        stream: Callable[[str], Any] | None = None,
         state_version: int = 1,
         policy: CheckpointPolicy | None = None,
     ) -> None:
         self.model = model
+        self.stream = stream
         declared = [as_tool(fn) for fn in tools]
         self.tools: dict[str, Tool] = {t.name: t for t in declared}
         if len(self.tools) != len(declared):
@@ -89,7 +93,9 @@ class Agent:
         if turns >= self.max_turns:
             return {"stopped": "max_turns"}, END
         # Journaled and replayed by ctx.allm: a re-executed turn is never paid twice.
-        response = await ctx.allm(self.model, state["messages"], tools=self.specs)
+        response = await ctx.allm(
+            self.model, state["messages"], tools=self.specs, stream=self.stream
+        )
         update = {"messages": [*state["messages"], response.to_message()], "turns": turns + 1}
         if response.tool_calls:
             return update, "tools"

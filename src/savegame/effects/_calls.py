@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from savegame.codec import canonical, decode_value, encode_value
+from savegame.effects import _streams as streams
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
 from savegame.effects._prompts import REQUEST, request_of
@@ -420,6 +421,13 @@ class Calls:
             return Prepared(request_id, EffectKind.LLM, call.name, {}, existing, True, result)
         arguments[REQUEST] = request_of(call, self.journal.parts())
         return Prepared(request_id, EffectKind.LLM, call.name, arguments, None, meta=meta)
+
+    def stream_started(self, prepared: Prepared) -> EffectRecord:
+        """A stream of this model call is about to start (:mod:`savegame.effects._streams`)."""
+        return streams.started(self.journal, self._done(prepared, EffectKind.LLM, b""))
+
+    def stream_ended(self, marker: EffectRecord, error: BaseException | None = None) -> None:
+        streams.ended(self.journal, marker, error)
 
     def after_llm(self, prepared: Prepared, response: Any) -> Any:
         done = self._done(

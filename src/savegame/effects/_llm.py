@@ -117,7 +117,9 @@ class ChatModel(Protocol):
       journaled position is refused;
     - ``params``: what else the model is asked with (temperature, an output schema, the
       server's URL), pure data, recorded with each call's request;
-    - ``acomplete``: an async twin of ``complete``, which ``ctx.allm`` prefers.
+    - ``acomplete``: an async twin of ``complete``, which ``ctx.allm`` prefers;
+    - ``stream(messages, tools, on_chunk)`` (and ``astream``): ``complete`` calling
+      ``on_chunk`` with each piece of text as it arrives, for ``ctx.llm(stream=...)``.
 
     The adapters of ``savegame.models`` (OpenAI, Anthropic, LiteLLM) implement it over
     the vendors' SDKs, each an optional extra; the runtime itself depends on none.

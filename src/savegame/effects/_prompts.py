@@ -35,6 +35,13 @@ from savegame.model import EffectKind, EffectRecord
 
 REQUEST = "request"
 """The key of a model call entry's arguments that holds its request."""
+STREAM_MARK = ":stream:"
+"""Between a model call's request id and a stream's number, in the id of the marker a
+streamed call's attempt leaves (:mod:`savegame.effects._streams`)."""
+
+
+def is_stream_marker(entry: EffectRecord) -> bool:
+    return entry.kind is EffectKind.LLM and STREAM_MARK in entry.request_id
 
 
 def part_id(value: Any) -> str:
@@ -128,7 +135,7 @@ def asked(entries: Iterable[EffectRecord]) -> dict[str, AskedRequest | None]:
         parts.update(parts_of(entry))
     out: dict[str, AskedRequest | None] = {}
     for entry in entries:
-        if entry.kind is not EffectKind.LLM:
+        if entry.kind is not EffectKind.LLM or is_stream_marker(entry):
             continue
         request = _request(entry)
         if request is None:

@@ -14,7 +14,17 @@ from typing import Any
 
 from savegame.codec import decode_value, open_entry
 from savegame.codec.storage import StorageConfig
-from savegame.effects import REPLAY_KEY, REUSED, AskedRequest, ModelResponse, as_response, asked
+from savegame.effects import (
+    ABANDONED,
+    REPLAY_KEY,
+    REUSED,
+    STREAM_MARK,
+    AskedRequest,
+    ModelResponse,
+    as_response,
+    asked,
+    is_stream_marker,
+)
 from savegame.model import EffectKind, EffectStatus
 from savegame.stores import Store, opened_store
 from savegame.stores.base import ALL_EFFECTS
@@ -39,6 +49,9 @@ class ModelCallRecord:
     """What it answered; None while nothing was recorded."""
     reused: bool
     """A fork's call answered from its origin's journal: not paid again."""
+    abandoned_streams: int
+    """Streams of this call a crash cut off before it was answered: nothing was recorded,
+    the model was asked again (each probably paid)."""
     created_at: datetime
     completed_at: datetime | None
 
@@ -90,9 +103,14 @@ def model_calls(
         s.get_run(run_id)
         entries = [open_entry(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
     requests = asked(entries)
+    abandoned: dict[str, int] = {}
+    for entry in entries:
+        if is_stream_marker(entry) and entry.error == ABANDONED:
+            call_id = entry.request_id.split(STREAM_MARK)[0]
+            abandoned[call_id] = abandoned.get(call_id, 0) + 1
     calls = []
     for entry in entries:
-        if entry.kind is not EffectKind.LLM:
+        if entry.kind is not EffectKind.LLM or is_stream_marker(entry):
             continue
         result: Any = decode_value(entry.result) if entry.result is not None else None
         calls.append(
@@ -106,6 +124,7 @@ def model_calls(
                 requests.get(entry.request_id),
                 as_response(result, 0) if isinstance(result, dict) else None,
                 entry.metadata.get(REPLAY_KEY) == REUSED,
+                abandoned.get(entry.request_id, 0),
                 entry.created_at,
                 entry.completed_at,
             )

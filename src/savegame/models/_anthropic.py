@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from savegame.effects import ToolCall, ToolSpec
-from savegame.models._base import Adapter, Parsed, number, options, require, text_of
+from savegame.models._base import Adapter, OnChunk, Parsed, number, options, require, text_of
 from savegame.models._chat import role_of
 from savegame.models._prices import Price
 
@@ -152,6 +152,18 @@ class Anthropic(Adapter):
 
     async def asend(self, client: Any, body: dict[str, Any]) -> Any:
         return await client.messages.create(**body)
+
+    def send_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
+        with client.messages.stream(**body) as events:
+            for text in events.text_stream:
+                on_chunk(text)
+            return events.get_final_message()
+
+    async def asend_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
+        async with client.messages.stream(**body) as events:
+            async for text in events.text_stream:
+                on_chunk(text)
+            return await events.get_final_message()
 
     def parse(self, data: dict[str, Any]) -> Parsed:
         texts: list[str] = []

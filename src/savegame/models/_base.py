@@ -17,7 +17,7 @@ import enum
 import importlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
@@ -31,6 +31,8 @@ from savegame.errors import (
     describe,
 )
 from savegame.models._prices import Price, lookup_price
+
+OnChunk = Callable[[str], Any]
 
 #: Statuses another attempt may get past, as the SDKs themselves retry them.
 _TRANSIENT = {408, 409, 429}
@@ -204,6 +206,13 @@ class Adapter(ABC):
     async def asend(self, client: Any, body: dict[str, Any]) -> Any: ...
 
     @abstractmethod
+    def send_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
+        """Stream the answer, text pieces to ``on_chunk``; return the final message."""
+
+    @abstractmethod
+    async def asend_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any: ...
+
+    @abstractmethod
     def parse(self, data: dict[str, Any]) -> Parsed:
         """The answer (as plain data) read."""
 
@@ -215,25 +224,51 @@ class Adapter(ABC):
     def complete(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec] = ()
     ) -> ModelResponse:
-        body = self.body(messages, tools)
-        if self._clients.sync is None:
-            self._clients.sync = self.new_client(False)
-        try:
-            raw = self.send(self._clients.sync, body)
-        except Exception as exc:
-            raise self._mapped(exc) from exc
-        return self._response(raw)
+        return self._ask(messages, tools, None)
+
+    def stream(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], on_chunk: OnChunk
+    ) -> ModelResponse:
+        """Like :meth:`complete`, calling ``on_chunk`` with each piece of text as it arrives."""
+        return self._ask(messages, tools, on_chunk)
 
     async def acomplete(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec] = ()
     ) -> ModelResponse:
+        return await self._aask(messages, tools, None)
+
+    async def astream(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], on_chunk: OnChunk
+    ) -> ModelResponse:
+        return await self._aask(messages, tools, on_chunk)
+
+    def _ask(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], on: OnChunk | None
+    ) -> ModelResponse:
+        body = self.body(messages, tools)
+        if self._clients.sync is None:
+            self._clients.sync = self.new_client(False)
+        try:
+            client = self._clients.sync
+            raw = self.send(client, body) if on is None else self.send_stream(client, body, on)
+        except Exception as exc:
+            raise self._mapped(exc) from exc
+        return self._response(raw)
+
+    async def _aask(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], on: OnChunk | None
+    ) -> ModelResponse:
         given_sync, given_async = self._given
         if given_sync is not None and given_async is None:
             # A client the user made is sync: call it from a thread, off the event loop.
-            return await asyncio.to_thread(self.complete, messages, tools)
+            return await asyncio.to_thread(self._ask, messages, tools, on)
         body = self.body(messages, tools)
         try:
-            raw = await self.asend(self._async_client(), body)
+            client = self._async_client()
+            if on is None:
+                raw = await self.asend(client, body)
+            else:
+                raw = await self.asend_stream(client, body, on)
         except Exception as exc:
             raise self._mapped(exc) from exc
         return self._response(raw)

@@ -16,7 +16,7 @@ from typing import Any
 
 from savegame.effects import ToolSpec
 from savegame.models import _chat
-from savegame.models._base import Adapter, Parsed, options, require
+from savegame.models._base import Adapter, OnChunk, Parsed, options, require
 from savegame.models._prices import Price
 
 
@@ -78,9 +78,33 @@ class LiteLLM(Adapter):
     async def asend(self, client: Any, body: dict[str, Any]) -> Any:
         return await client.acompletion(**body)
 
+    def send_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
+        chunks = []
+        for chunk in client.completion(**body, stream=True, stream_options=_USAGE):
+            chunks.append(chunk)
+            _deliver(chunk, on_chunk)
+        return client.stream_chunk_builder(chunks, messages=body["messages"])
+
+    async def asend_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
+        chunks = []
+        async for chunk in await client.acompletion(**body, stream=True, stream_options=_USAGE):
+            chunks.append(chunk)
+            _deliver(chunk, on_chunk)
+        return client.stream_chunk_builder(chunks, messages=body["messages"])
+
     def parse(self, data: dict[str, Any]) -> Parsed:
         return _chat.parse(self.name, data)
 
     def sdk_errors(self) -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
         sdk = require("openai", "litellm", "LiteLLM")
         return (sdk.APIStatusError,), (sdk.APIConnectionError,)
+
+
+_USAGE = {"include_usage": True}
+
+
+def _deliver(chunk: Any, on_chunk: OnChunk) -> None:
+    choices = getattr(chunk, "choices", None) or ()
+    text = getattr(getattr(choices[0], "delta", None), "content", None) if choices else None
+    if text:
+        on_chunk(text)

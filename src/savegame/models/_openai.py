@@ -13,10 +13,13 @@ from typing import Any, Literal
 from savegame.effects import ToolSpec
 from savegame.errors import ConfigurationError
 from savegame.models import _chat, _responses
-from savegame.models._base import Adapter, Parsed, options, require
+from savegame.models._base import Adapter, OnChunk, Parsed, options, require
 from savegame.models._prices import Price
 
 Api = Literal["chat", "responses"]
+
+_USAGE = {"include_usage": True}
+"""A streamed Chat Completion reports its usage only when asked to, in a last chunk."""
 
 
 class OpenAI(Adapter):
@@ -107,6 +110,32 @@ class OpenAI(Adapter):
     async def asend(self, client: Any, body: dict[str, Any]) -> Any:
         api = client.responses if self.api == "responses" else client.chat.completions
         return await api.create(**body)
+
+    def send_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
+        if self.api == "responses":
+            with client.responses.stream(**body) as events:
+                for event in events:
+                    if event.type == "response.output_text.delta":
+                        on_chunk(event.delta)
+                return events.get_final_response()
+        with client.chat.completions.stream(**body, stream_options=_USAGE) as events:
+            for event in events:
+                if event.type == "content.delta" and event.delta:
+                    on_chunk(event.delta)
+            return events.get_final_completion()
+
+    async def asend_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
+        if self.api == "responses":
+            async with client.responses.stream(**body) as events:
+                async for event in events:
+                    if event.type == "response.output_text.delta":
+                        on_chunk(event.delta)
+                return await events.get_final_response()
+        async with client.chat.completions.stream(**body, stream_options=_USAGE) as events:
+            async for event in events:
+                if event.type == "content.delta" and event.delta:
+                    on_chunk(event.delta)
+            return await events.get_final_completion()
 
     def parse(self, data: dict[str, Any]) -> Parsed:
         if self.api == "responses":
