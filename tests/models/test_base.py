@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from savegame import ConfigurationError
+from savegame import ConfigurationError, SerializationError
 from savegame.models import Anthropic, LiteLLM, OpenAI
 from savegame.models._base import text_of
 
@@ -50,6 +50,9 @@ def test_bad_setups_are_refused() -> None:
         OpenAI("gpt-4o", output=42)
     with pytest.raises(ConfigurationError, match="price must be a Price"):
         OpenAI("gpt-4o", price=2.5)  # type: ignore[arg-type]
+    # Settings are recorded with every call: pure data only, refused when made.
+    with pytest.raises(SerializationError, match=r"OpenAI\('gpt-4o'\) settings\.user"):
+        OpenAI("gpt-4o", user=object())
 
 
 def test_a_message_without_a_role_is_named() -> None:

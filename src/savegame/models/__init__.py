@@ -6,7 +6,8 @@ OpenAI-compatible server by ``base_url``), ``Anthropic`` (``savegame[anthropic]`
 adapter imports its own at its first call, and says which extra to install when it
 is missing. A provider's failure is a ``ModelTransientError`` (rate limit, 5xx, a lost
 connection: a step's ``retries`` retry it) or a ``ModelRequestError`` (4xx: not
-retried). ``Price`` overrides LiteLLM's model cost map, which prices calls by default.
+retried). Each adapter also streams (``ctx.llm(..., stream=on_chunk)``). ``Price``
+overrides LiteLLM's model cost map, which prices calls by default.
 """
 
 from savegame.models._anthropic import Anthropic

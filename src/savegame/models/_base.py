@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
 
+from savegame.codec import encode_value
 from savegame.effects import ModelResponse, ToolCall, ToolSpec
 from savegame.errors import (
     ConfigurationError,
@@ -173,6 +174,8 @@ class Adapter(ABC):
         """Per million tokens; None when neither given nor in LiteLLM's cost map."""
         self.settings = dict(settings or {})
         """Passed to each request as they are (temperature, max_tokens ...)."""
+        # Recorded with every call: refused now, by name, rather than at the first call.
+        encode_value(self.settings, f"{type(self).__name__}({model!r}) settings")
         self._given = (client, async_client)
         self._clients = _Clients(sync=client)
 
