@@ -36,6 +36,7 @@ from savegame.effects._llm import (
     as_response,
     tool_spec,
 )
+from savegame.effects._prompts import STREAM_MARK, AskedRequest, asked, is_stream_marker
 from savegame.effects._replay import (
     EXECUTED,
     FORK_KEY,
@@ -56,6 +57,7 @@ from savegame.effects._retry import (
     retryable,
     within,
 )
+from savegame.effects._streams import ABANDONED
 from savegame.effects._tools import (
     Tool,
     as_tool,
@@ -68,11 +70,14 @@ from savegame.effects._tools import (
 from savegame.effects.decisions import PendingInterrupt, default_actor
 
 __all__ = [
+    "ABANDONED",
     "EXECUTED",
     "FORK_KEY",
     "MODES",
     "REPLAY_KEY",
     "REUSED",
+    "STREAM_MARK",
+    "AskedRequest",
     "Backoff",
     "Calls",
     "ChatModel",
@@ -94,12 +99,14 @@ __all__ = [
     "as_backoff",
     "as_response",
     "as_tool",
+    "asked",
     "check_approval",
     "check_retries",
     "close_match",
     "decisions",
     "default_actor",
     "invoke_call",
+    "is_stream_marker",
     "registered",
     "retryable",
     "run_compensation",
