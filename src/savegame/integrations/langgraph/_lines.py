@@ -253,11 +253,11 @@ class Lines:
         """The run's pending writes (of one checkpoint, or all) by LangGraph checkpoint id,
         each list in LangGraph's order."""
         out: dict[str, list[Write]] = {}
-        prefix = "" if lg_id is None else f"{lg_id}|"
-        for entry in self.store.list_effects(run_id, kinds=[EffectKind.READ], limit=ALL_EFFECTS):
-            # The request id names the checkpoint: only those entries are opened and decoded.
-            if not entry.request_id.startswith(prefix):
-                continue
+        # The request id names the checkpoint: one checkpoint's writes are an index range.
+        prefix = None if lg_id is None else f"{lg_id}|"
+        for entry in self.store.list_effects(
+            run_id, kinds=[EffectKind.READ], request_prefix=prefix, limit=ALL_EFFECTS
+        ):
             if dict(entry.metadata).get("langgraph") != "write":
                 continue
             opened = codec.open_entry(entry, self.storage)
