@@ -11,6 +11,8 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
+import savegame
+
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -155,3 +157,31 @@ def test_writes_that_come_before_their_namespaces_first_checkpoint_are_kept(
     stored = saver.put(config, checkpoint, {}, {})
     found = SavegameSaver(sqlite_url).get_tuple(stored)  # from the store, not this process
     assert found is not None and found.pending_writes == [("task-a", "out", 1)]
+
+
+def test_a_long_pending_write_is_stored_compressed_and_read_back_by_every_reader(
+    tmp_path: Path,
+) -> None:
+    # The message a node appends is most of what a step journals: compressed alone, as
+    # a journal row is not compressed as a whole (a checkpoint record is).
+    url = f"sqlite:///{tmp_path / 'lg.db'}"
+    value = [{"role": "assistant", "content": MESSAGE}]
+    for storage, compressed in ((None, True), (StorageConfig(compress_threshold=0), False)):
+        saver = SavegameSaver(url, storage=storage)
+        config = {"configurable": {"thread_id": f"w-{compressed}", "checkpoint_ns": ""}}
+        stored = saver.put(config, empty_checkpoint(), {}, {})
+        saver.put_writes(stored, [("messages", value), ("small", 1)], "task-1")
+        found = SavegameSaver(url, storage=storage).get_tuple(stored)
+        assert found is not None
+        assert found.pending_writes == [("task-1", "messages", value), ("task-1", "small", 1)]
+        (run,) = [r for r in saver.store.list_runs(thread_id=f"w-{compressed}")]
+        results = {e.name: e.result for e in savegame.list_effects(run.run_id, store=url)}
+        assert results == {"messages": value, "small": 1}  # savegame's own reader too
+        rows = dict(
+            sqlite3.connect(tmp_path / "lg.db").execute(
+                "SELECT name, result FROM effects WHERE run_id = ?", (run.run_id,)
+            )
+        )
+        assert rows["small"] == b"1"
+        assert (rows["messages"][:4] == b"\x28\xb5\x2f\xfd") is compressed
+        assert (len(rows["messages"]) < len(MESSAGE) // 4) is compressed
