@@ -196,8 +196,10 @@ class PostgresStore(SqlStore):
             yield conn
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        # Results in binary: a bytea column (payloads, blobs) in text format travels as hex,
+        # twice its size, decoded on arrival (332 KB of blobs: 1.3-1.7 ms in text, 0.5 binary).
         with self._pool.connection() as conn:
-            return conn.execute(sql, params).fetchall()
+            return conn.execute(sql, params, binary=True).fetchall()
 
     # -- runs and checkpoints -----------------------------------------------------------
     def create_run(
