@@ -144,6 +144,38 @@ def test_two_savers_take_turns_on_one_thread(sqlite_url: str) -> None:
     ]
 
 
+def test_every_listed_checkpoint_gets_its_own_writes_however_long_the_listing(
+    sqlite_url: str,
+) -> None:
+    # list() reads the first tuples' writes one checkpoint at a time, then the run's at once.
+    saver = SavegameSaver(sqlite_url)
+    config: dict[str, Any] = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+    ids: list[str] = []
+    for n in range(20):
+        if ids:
+            config = {"configurable": {**config["configurable"], "checkpoint_id": ids[-1]}}
+        stored = saver.put(config, empty_checkpoint(), {"step": n}, {})
+        writes = [("seen", n)] + ([("even", MESSAGE)] if n % 2 == 0 else [])
+        saver.put_writes(stored, writes, f"task-{n}")
+        ids.append(stored["configurable"]["checkpoint_id"])
+
+    def expected(n: int) -> list[Any]:
+        return [(f"task-{n}", "seen", n)] + ([(f"task-{n}", "even", MESSAGE)] if n % 2 == 0 else [])
+
+    reader = SavegameSaver(sqlite_url)
+    thread = {"configurable": {"thread_id": "long"}}
+    listed = list(reader.list(thread))
+    assert [t.checkpoint["id"] for t in listed] == ids[::-1]
+    assert [t.pending_writes for t in listed] == [expected(n) for n in reversed(range(20))]
+    assert [t.pending_writes for t in reader.list(thread, limit=3)] == [
+        expected(n) for n in (19, 18, 17)
+    ]
+    before = {"configurable": {"thread_id": "long", "checkpoint_id": ids[12]}}
+    assert [t.pending_writes for t in reader.list(thread, before=before, limit=10)] == [
+        expected(n) for n in reversed(range(2, 12))
+    ]
+
+
 def test_writes_that_come_before_their_namespaces_first_checkpoint_are_kept(
     sqlite_url: str,
 ) -> None:
