@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from savegame import codec
-from savegame.codec.storage import StorageConfig, resolve
+from savegame.codec.storage import StorageConfig
 from savegame.errors import LeaseLostError, NotFoundError
 from savegame.ids import new_id
 from savegame.model import (
@@ -34,9 +34,9 @@ OWNER = "langgraph"
 TTL = 10 * 365 * 24 * 3600.0
 NS_KEY = "checkpoint_ns"
 CHECKPOINT, METADATA, PARENT, CHANNEL = "lg:checkpoint", "lg:metadata", "lg:parent", "c:"
-WRITE_MARK = {"langgraph": "write"}
 #: Shorter pending writes stay plain JSON: compressed alone they shrink by little.
 WRITE_COMPRESS_FROM = 512
+WRITE_MARK = {"langgraph": "write"}
 
 
 def stored_id(lg_id: str, run_id: str) -> str:
@@ -219,7 +219,9 @@ class Lines:
                 call_index=write.index,
                 status=EffectStatus.DONE,
                 arguments=codec.encode_value([write.task_id, write.task_path, lg_id], path),
-                result=codec.encode_value(write.value, path, compress_from=self._compress_from()),
+                result=codec.encode_value(
+                    write.value, path, compress_from=_compress_from(self.storage)
+                ),
                 metadata=WRITE_MARK,
                 completed_at=utcnow(),
             )
@@ -241,11 +243,6 @@ class Lines:
                 lease_token=self._token(line),
                 expect_checksum=stored.checksum,
             )
-
-    def _compress_from(self) -> int:
-        """A pending write of this many bytes is stored compressed (0: never, as configured):
-        a message appended to a channel is about all a step's journal holds."""
-        return min(resolve(self.storage).compress_threshold, WRITE_COMPRESS_FROM)
 
     # -- reading ------------------------------------------------------------------
     def load(self, checkpoint_id: str) -> dict[str, Any] | None:
@@ -292,3 +289,9 @@ def _header_metadata(metadata: Any) -> dict[str, Any]:
         for key in HEADER_KEYS
         if type(metadata.get(key)) in (str, int) and not str(metadata[key]).startswith("$sg:")
     }
+
+
+def _compress_from(storage: StorageConfig | None) -> int:
+    """A pending write of this many bytes is stored compressed (0: never, as configured):
+    a message appended to a channel is about all a step's journal holds."""
+    return min(codec.storage.resolve(storage).compress_threshold, WRITE_COMPRESS_FROM)
