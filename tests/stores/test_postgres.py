@@ -125,8 +125,11 @@ def test_a_schema_from_a_newer_savegame_is_refused(url: str, schema: str) -> Non
     PostgresStore.from_url(url).close()
     with psycopg.connect(CONNINFO, autocommit=True) as conn:
         conn.execute(f'INSERT INTO "{schema}".savegame_schema (version) VALUES (999)')
+    before = set(threading.enumerate())
     with pytest.raises(ConfigurationError, match="upgrade savegame"):
         PostgresStore.from_url(url)
+    # The pool, opened while the schema was checked, is closed with the refusal.
+    assert not [t for t in set(threading.enumerate()) - before if t.name.startswith("savegame-")]
 
 
 # -- leases and fencing across store instances -----------------------------------------
