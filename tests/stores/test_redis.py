@@ -319,6 +319,38 @@ def test_url_drops_the_password() -> None:
     assert redis_store._without_password("redis://:s3cret@h/0") == "redis://h/0"
 
 
+def test_a_layout_1_journal_is_indexed_when_a_store_opens_it(
+    raw: Any, open_scratch: Opener
+) -> None:
+    """Layout 2 adds each run's request-id index (``fxi``); keys written by layout 1 (the
+    same keys without it) are indexed on open, so a prefix lists entries journaled before."""
+    store = open_scratch()
+    runs = []
+    for _ in range(3):
+        run, first = make_run()
+        lease = store.create_run(run, first, owner=OWNER, ttl=TTL)
+        for i in range(1200):  # more than one ZADD slice of the migration
+            store.record_intent(make_effect(run.run_id, f"c{i % 3}|t|{i}"), lease_token=lease.token)
+        store.put_checkpoint(
+            next_record(first), lease_token=lease.token, effects=[make_effect(run.run_id, "c1|v|0")]
+        )
+        runs.append(run.run_id)
+    p = "{" + store.prefix + "}:"
+    expected = {r: store.list_effects(r, request_prefix="c1|") for r in runs}
+    assert all(len(found) == 401 for found in expected.values())
+    # What layout 1 left: no index keys, and its number.
+    raw.delete(*[p + "fxi:" + r for r in runs])
+    raw.set(p + "layout", 1)
+    assert store.list_effects(runs[0], request_prefix="c1|") == []
+    reopened = open_scratch(store.prefix)
+    assert int(raw.get(p + "layout")) == 2
+    for r in runs:
+        assert reopened.list_effects(r, request_prefix="c1|") == expected[r]
+    assert raw.zcard(p + "fxi:" + runs[0]) == 1201
+    open_scratch(store.prefix)  # layout 2 already: nothing to do
+    assert raw.zcard(p + "fxi:" + runs[0]) == 1201
+
+
 def test_keys_from_a_newer_layout_are_refused(raw: Any, open_scratch: Opener) -> None:
     store = open_scratch()
     raw.set("{" + store.prefix + "}:layout", 99)
