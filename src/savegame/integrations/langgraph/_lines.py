@@ -351,8 +351,7 @@ class Lines:
         return Journal(self.store, line.run_id, token, entries, storage=self.storage)
 
     def _entries(self, run_id: str, prefix: str) -> list[EffectRecord]:
-        found = self.store.list_effects(run_id, limit=ALL_EFFECTS)
-        return [e for e in found if e.request_id.startswith(prefix)]
+        return self.store.list_effects(run_id, request_prefix=prefix, limit=ALL_EFFECTS)
 
     def copy_tool_calls(self, run_id: str, line: Line, lg_ids: set[str]) -> None:
         """Copy the durable tools' entries of checkpoints ``lg_ids`` of run ``run_id`` into

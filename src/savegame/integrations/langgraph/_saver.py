@@ -268,6 +268,8 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 if state is not None and not (drop is not None and drop(state)):
                     kept.append(state)
             copying = target != thread_id
+            # Runs no reader uses (what a killed rebuild or copy left) go first.
+            self.store.delete_runs(self._lines.leftovers(target, ns))
             if not copying and len(kept) == len(headers):
                 return
             writes = self._lines.writes(run_id)
