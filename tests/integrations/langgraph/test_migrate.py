@@ -223,3 +223,29 @@ def test_latest_only_keeps_what_a_delta_channel_is_rebuilt_from(
     assert [(r.status, r.checkpoints) for r in report.results] == [("migrated", rows)]
     moved = g.compile(checkpointer=SavegameSaver(sqlite_url)).get_state(conf("d"))
     assert moved.values == {"items": [0, 1, 2, 3, 4, 5], "n": 6}
+
+
+class Snapshotted(TypedDict):
+    items: Annotated[list[int], DeltaChannel(extend, snapshot_frequency=3)]
+    n: int
+
+
+def test_a_delta_channels_snapshots_move_too(tmp_path: Path, sqlite_url: str) -> None:
+    """Every third update of this channel LangGraph stores its whole value (a
+    ``_DeltaSnapshot``): migrated like any other value, and read back the same."""
+
+    def step(state: Snapshotted) -> dict[str, Any]:
+        return {"items": [len(state.get("items") or [])], "n": state.get("n", 0) + 1}
+
+    g = StateGraph(Snapshotted)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: END if s["n"] >= 8 else "step")
+    path = tmp_path / "snapshots.db"
+    with sqlite_saver(path) as lg:
+        g.compile(checkpointer=lg).invoke({"items": [], "n": 0}, conf("s"))
+        rows = len(list(lg.list(conf("s"))))
+    report = migrate(str(path), sqlite_url)
+    assert [(r.status, r.checkpoints) for r in report.results] == [("migrated", rows)]
+    moved = g.compile(checkpointer=SavegameSaver(sqlite_url)).get_state(conf("s"))
+    assert moved.values == {"items": list(range(8)), "n": 8}
