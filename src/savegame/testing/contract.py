@@ -14,7 +14,8 @@ Tests of optional behaviour skip, with the reason, when the store's
 cancel-flag tests live in :mod:`savegame.testing._journal_contract`, the
 storage-engine tests (chains, blobs, pruning, rewrite, sizes) in
 :mod:`savegame.testing._engine_contract`, the worker-fleet tests (unowned runs,
-``claim_run``, blob references) in :mod:`savegame.testing._fleet_contract`; all
+``claim_run``, blob references) in :mod:`savegame.testing._fleet_contract`, the
+waiting-run tests (wake times, events) in :mod:`savegame.testing._waits_contract`; all
 come with :class:`StoreContract` by inheritance. Tests that need a
 second handle on the same data call :meth:`StoreContract.reopen`; override it
 when ``open_store(store.url)`` cannot reach the data (a URL without secrets).
@@ -38,6 +39,7 @@ from savegame.testing._contract_base import TTL
 from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
 from savegame.testing._journal_contract import JournalContract
+from savegame.testing._waits_contract import WaitsContract
 from savegame.testing.builders import (
     OTHER_OWNER,
     OWNER,
@@ -51,8 +53,9 @@ from savegame.testing.together import together
 __all__ = ["StoreContract"]
 
 
-class StoreContract(JournalContract, EngineContract, FleetContract):
-    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine and fleet tests inherited)."""
+class StoreContract(JournalContract, EngineContract, FleetContract, WaitsContract):
+    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet
+    and waiting-run tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:

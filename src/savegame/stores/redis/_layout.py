@@ -14,6 +14,8 @@ Key layout, ``P`` being the prefix ``{name}:``::
     P:threads            zset: thread ids scored by the latest updated_at of their runs
     P:blob:<digest>      string: blob bytes
     P:blobs              set: stored digests;   P:refs  hash: digest -> referring checkpoints
+    P:wake               zset: waiting runs with a wake time, scored by it (0: woken by events)
+    P:evs:<run_id>       hash: request_id -> topic of the run's pending event entries
     P:layout             this key layout's version
 
 Like the SQL schemas, the layout is versioned: ``P:layout`` holds the version
@@ -29,8 +31,9 @@ import redis
 
 from savegame.errors import ConfigurationError
 
-LAYOUT = 1
-"""The key layout this code writes and understands."""
+LAYOUT = 2
+"""The key layout this code writes and understands. 2: waiting runs (``P:wake``,
+``P:evs:*``, a run's wake fields); layout 1 keys read as they are."""
 
 
 def check_layout(client: redis.Redis, p: str, prefix: str) -> None:
@@ -42,6 +45,11 @@ def check_layout(client: redis.Redis, p: str, prefix: str) -> None:
     key = p + "layout"
     client.set(key, LAYOUT, nx=True)
     found = int(cast(bytes, client.get(key) or LAYOUT))
+    if found < LAYOUT:
+        # Every layout so far only adds keys: an older one is this one without them, and
+        # the mark keeps an older savegame from misreading a waiting run.
+        client.set(key, LAYOUT)
+        found = LAYOUT
     if found > LAYOUT:
         raise ConfigurationError(
             f"the keys under Redis prefix {prefix!r} use layout {found}, written by a "
