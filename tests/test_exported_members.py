@@ -57,6 +57,9 @@ PUBLIC_API = [
     # A worker fleet
     "Worker",
     "submit",
+    # Waiting without a process: events, timers, child runs
+    "Sent",
+    "send",
     # Reading a store, time travel
     "Change",
     "ChangeKind",
@@ -125,6 +128,7 @@ PUBLIC_API = [
     "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
+    "WaitTimedOutError",
     "WorkspaceError",
     # The version
     "__version__",

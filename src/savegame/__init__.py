@@ -48,6 +48,7 @@ from savegame.errors import (
     TimedOutError,
     UnauthenticatedRecordError,
     UnencryptedRecordError,
+    WaitTimedOutError,
     WorkspaceError,
 )
 from savegame.inspect import (
@@ -98,6 +99,7 @@ from savegame.runtime import (
     ForkResult,
     Observer,
     RestoredWorkspace,
+    Sent,
     StepContext,
     Worker,
     Workflow,
@@ -116,6 +118,7 @@ from savegame.runtime import (
     restore_workspace,
     resume,
     run,
+    send,
     submit,
 )
 from savegame.secrets import Secret
@@ -171,6 +174,9 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # A worker fleet
     "Worker",
     "submit",
+    # Waiting without a process: events, timers, child runs
+    "Sent",
+    "send",
     # Reading a store, time travel
     "Change",
     "ChangeKind",
@@ -239,6 +245,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
+    "WaitTimedOutError",
     "WorkspaceError",
     # The version
     "__version__",

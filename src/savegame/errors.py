@@ -26,6 +26,8 @@ each branch is named for what the caller does next::
     ├── WorkspaceError              a workspace cannot be saved: too large, a link out of it
     ├── StepError                   a user step raised; the run is marked failed
     ├── TimedOutError               a step or a tool call ran past its timeout (also a TimeoutError)
+    ├── WaitTimedOutError           nothing came for a ctx.wait_for before its timeout (a step may catch it)
+    ├── ChildRunError               a child run ended without a result: failed, cancelled (a step may catch it)
     ├── InDoubtEffectError          a write effect may or may not have happened: a person decides
     ├── NonDeterminismError         a re-executed step made a different call than the journal holds
     ├── ApprovalRejected            a person rejected a gated tool call (a step may catch it)
@@ -376,6 +378,43 @@ class TimedOutError(SavegameError, TimeoutError):
         else:
             how = "the call was cancelled"
         super().__init__(f"run {run_id}: {what} timed out after {seconds:g}s; {how}")
+
+
+class WaitTimedOutError(SavegameError, TimeoutError):
+    """Nothing came for a ``ctx.wait_for`` (or a child run for ``ctx.wait_children``)
+    before its timeout. Journaled: the step re-executed gets this error again, at the
+    same position, whatever arrives later (a later event waits for the next wait).
+
+    Attributes:
+        topic: what the step waited for.
+        until: the due time the wait recorded (ISO 8601, UTC).
+    """
+
+    def __init__(self, run_id: str, step: str, topic: str, until: str) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.topic = topic
+        self.until = until
+        super().__init__(f"run {run_id}: step {step!r} waited for {topic!r} until {until}")
+
+
+class ChildRunError(SavegameError):
+    """A child run the step waits for ended without a result: it failed, or was cancelled
+    (or compensated). Journaled like its result would be.
+
+    Attributes:
+        child_run_id: the child run.
+        status: how it ended (``failed``, ``cancelled``, ``compensating`` ...).
+        error: why, as the child recorded it, when it did.
+    """
+
+    def __init__(self, run_id: str, child_run_id: str, status: str, error: str | None) -> None:
+        self.run_id = run_id
+        self.child_run_id = child_run_id
+        self.status = status
+        self.error = error
+        why = f": {error}" if error else ""
+        super().__init__(f"run {run_id}: child run {child_run_id} ended {status}{why}")
 
 
 class InDoubtEffectError(SavegameError):

@@ -11,6 +11,7 @@ import savegame
 from savegame.cli import (
     control_cmds,
     diff_cmds,
+    events_cmds,
     export_cmds,
     fleet_cmds,
     jsonview,
@@ -118,6 +119,14 @@ def resume_command(
             "(e.g. when `savegame verify` finds the latest damaged; see `savegame history`).",
         ),
     ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="A run waiting for a timer, an event or child runs: wait here until it is "
+            "woken (and whenever it waits again) instead of refusing.",
+        ),
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -132,6 +141,7 @@ def resume_command(
         store=store,
         observer=progress(as_json),
         from_checkpoint=from_checkpoint,
+        wait=wait,
         **options,
     )
     finish(res, as_json=as_json, verb="resumed and ended", store=store)
@@ -292,6 +302,7 @@ def demo_command(
 
 
 control_cmds.register(app)
+events_cmds.register(app)
 storage_cmds.register(app)
 fleet_cmds.register(app)
 diff_cmds.register(app)

@@ -20,7 +20,9 @@ Where things are, along the path of a run::
     _decision.py      after a decision: continue the run here if its workflow loads, else queue it
     _start.py         start or continue: a run id that exists, a thread that is busy
     _fleet.py         submit, and driving a run a worker claimed
-    _worker.py        Worker: claims queued and orphaned runs
+    _worker.py        Worker: claims queued, orphaned and woken runs
+    _waiting.py       waiting runs from outside: woken yet? why not; blocking until they are
+    _events.py        send: an event to a run, from any process
     _workspace.py     Workspace: a directory's files captured at each checkpoint
     _restore.py       restore_workspace: a checkpoint's files put back
 """
@@ -38,6 +40,7 @@ from savegame.runtime._control import (
     resolve,
 )
 from savegame.runtime._decision import Decision
+from savegame.runtime._events import Sent, send
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
 from savegame.runtime._fork import Call, ForkPlan, ForkResult, fork, plan_fork
@@ -65,6 +68,7 @@ __all__ = [
     "OnExists",
     "OnThreadBusy",
     "RestoredWorkspace",
+    "Sent",
     "StepContext",
     "Worker",
     "WorkerStats",
@@ -88,5 +92,6 @@ __all__ = [
     "restore_workspace",
     "resume",
     "run",
+    "send",
     "submit",
 ]

@@ -7,6 +7,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from savegame.codec import refuse_reserved
@@ -17,9 +18,12 @@ from savegame.effects import (
     ModelResponse,
     Tool,
     ToolSpec,
+    Waits,
     ainvoke_call,
+    as_delta,
     as_response,
     as_tool,
+    check_topic,
     invoke_call,
 )
 from savegame.errors import ConfigurationError
@@ -161,6 +165,39 @@ class StepContext:
         then returns the value.
         """
         return self._calls().interrupt(name, payload)
+
+    def _waits(self, what: str) -> Waits:
+        calls = self._calls()
+        store = calls.journal.store
+        if not store.capabilities.waits:
+            raise ConfigurationError(
+                f"{what}: the store {store.url} cannot keep a run waiting "
+                "(it does not claim Capabilities.waits)"
+            )
+        return Waits(calls)
+
+    def wait_for(self, topic: str, *, timeout: timedelta | float | None = None) -> Any:
+        """Wait for an event on ``topic`` and return its value, holding no process meanwhile.
+
+        Events come from ``savegame.send(run_id, topic, value)`` or ``savegame send``, from
+        any process. An event sent before the run waits is kept for it; each is taken by
+        one wait, oldest first. The first time, when none is there, the run is checkpointed
+        ``waiting`` and this process is done with it; the event wakes it (a worker, or
+        ``resume``, continues it) and the step runs again from its start, its recorded
+        calls replayed, this call then returning the value.
+
+        Args:
+            topic: what to wait for (not starting with ``$``: savegame's own topics).
+            timeout: a timedelta or seconds; the due time is computed the first time and
+                recorded, so a resume does not wait from a new start.
+
+        Raises:
+            WaitTimedOutError: nothing came before the due time (recorded: a re-executed
+                step gets the same error; a later event waits for the next wait).
+        """
+        check_topic(topic)
+        delta = None if timeout is None else as_delta(timeout, "wait_for timeout")
+        return self._waits(f"wait_for({topic!r})").events([topic], delta)[0]
 
     def secret(self, name: str) -> Secret:
         """A secret from the secrets provider (environment variables by default).

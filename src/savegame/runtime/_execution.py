@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from savegame.codec import Chain
@@ -15,6 +15,7 @@ from savegame.model import (
     EffectRecord,
     Lease,
     RunInfo,
+    Waiting,
 )
 from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._policy import CheckpointPolicy, Durability
@@ -69,3 +70,7 @@ class Execution:
     should_stop: Callable[[], bool] | None = None
     """Polled at every step boundary; True stops the run there (graceful worker shutdown):
     the progress so far is checkpointed and the lease released, status still running."""
+    block: Callable[[Waiting], Awaitable[None]] | None = None
+    """Where a step waits (a timer, events, child runs), after the run is checkpointed
+    waiting: None returns the waiting result (no process waits); else awaited, the lease
+    still held, until the run is woken (``run(..., wait=True)``), and the step runs again."""

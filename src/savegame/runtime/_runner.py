@@ -58,9 +58,9 @@ from savegame.runtime._context import StepContext
 from savegame.runtime._execution import Execution
 from savegame.runtime._lease import Heartbeat
 from savegame.runtime._mutations import fingerprints, refuse_hidden_mutations
-from savegame.runtime._persist import saver
+from savegame.runtime._persist import NOTHING, Beside, saver
 from savegame.runtime._workflow import END, StepSpec
-from savegame.signals import Cancel, NeedsAttention, Pause
+from savegame.signals import Cancel, NeedsAttention, Pause, Suspend
 from savegame.stores.base import ALL_EFFECTS, Store
 
 
@@ -167,6 +167,14 @@ class _Loop:
                 if await self._cancelled():
                     raise Cancel()
                 update, nxt, ctx, key = await self._attempts(name)
+            except Suspend as suspend:
+                waiting = await self._suspend(name, suspend)
+                if ex.block is None:
+                    return waiting
+                # A caller that wants to block: the lease is kept (with its heartbeat)
+                # while the store says the run waits, then the step runs again.
+                await ex.block(suspend.waiting)
+                continue
             except (Pause, Cancel, NeedsAttention) as signal:
                 return await self._on_signal(name, signal)
             except LeaseLostError:
@@ -297,6 +305,15 @@ class _Loop:
         self.cancel_seen = None if saved.written is None else saved.written.cancel_requested
         self.since_steps, self.since_time = 0, time.monotonic()
 
+    async def _suspend(self, name: str, suspend: Suspend) -> RunResult:
+        """A step waits for a timer, events or child runs: checkpoint the run waiting,
+        ``name`` to run again when the store wakes it."""
+        meta = {"waiting": {"for": suspend.reason, **suspend.waiting.to_metadata()}}
+        record = await self._stop(
+            RunStatus.WAITING, name, metadata=meta, beside=Beside(waiting=suspend.waiting)
+        )
+        return self._result(record)
+
     async def _on_signal(self, name: str, signal: Pause | Cancel | NeedsAttention) -> RunResult:
         """A step paused for a person, a cancel was asked, or an in-doubt effect needs a
         person: write the checkpoint that says so, with ``name`` to run on resume."""
@@ -350,10 +367,12 @@ class _Loop:
         error: BaseException | None = None,
         metadata: Mapping[str, Any] | None = None,
         effects: Sequence[EffectRecord] = (),
+        beside: Beside = NOTHING,
     ) -> CheckpointRecord:
         """Write the checkpoint that ends this process's work on the run.
 
-        ``effects``: buffered journal entries already taken for a save that failed."""
+        ``effects``: buffered journal entries already taken for a save that failed;
+        ``beside``: what a waiting record waits for, events for other runs."""
         meta = dict(metadata or {})
         if error is not None:
             meta["error"] = describe(error)
@@ -364,6 +383,7 @@ class _Loop:
             self.dirty,
             [*effects, *self.journal.take_buffered()],
             error=None if error is None else describe(error, with_type=False),
+            beside=beside,
         )
         self.parent = record.checkpoint_id
         return record

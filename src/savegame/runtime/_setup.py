@@ -7,7 +7,7 @@ turns that into the :class:`Execution` the loop drives, the one place one is bui
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -26,6 +26,7 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
+    Waiting,
     utcnow,
 )
 from savegame.runtime import _lease as leases
@@ -33,6 +34,7 @@ from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._execution import Execution, Observer
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
 from savegame.runtime._workspace import as_workspace
 from savegame.stores.base import Store
@@ -68,6 +70,7 @@ class Ready:
         policy: CheckpointPolicy | None = None,
         durability: Durability | None = None,
         should_stop: Callable[[], bool] | None = None,
+        block: Callable[[Waiting], Awaitable[None]] | None = None,
     ) -> Execution:
         """What the loop drives: the workflow's policy and durability unless overridden."""
         return Execution(
@@ -86,6 +89,7 @@ class Ready:
             origin=self.origin,
             should_stop=should_stop,
             workspace=as_workspace(self.workflow.workspace, self.start.run_id),
+            block=block,
         )
 
 
@@ -241,6 +245,11 @@ def prepare_resume(
     reason = decisions.waiting_reason(store, run_id, storage)
     if reason is not None:
         raise RunStateError(run_id, f"interrupted: {reason}", "resume")
+    waiting = waits_for(store, info)
+    if waiting is not None:
+        raise RunStateError(
+            run_id, f"waiting: {waiting} (resume it then, or wait for it: wait=True)", "resume"
+        )
     wf = workflow_of(info, workflow, "resume")
     # A worker arrives holding the lease it claimed (and keeps it on failure: it may
     # hold the run back rather than release it); everyone else takes it here.

@@ -1,0 +1,97 @@
+"""Workflows that wait (events, timers, child runs) for the crash tests, and their world.
+
+The outside world is a SQLite file the test owns (``SAVEGAME_WORLD``): ``record`` writes
+a row per real execution, so the test counts what happened across process deaths.
+
+``SAVEGAME_HOOK=<name>`` makes the process print ``HOOK <name>`` and block on stdin at
+that point, so the parent's SIGKILL lands exactly there:
+``event-taken`` (an event is settled taken by a wait, the wait not settled yet: between
+the two writes), ``after-wait`` (the wait answered, the step's checkpoint not written).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import time
+from typing import Any
+
+from savegame import END, StepContext, Workflow, tool
+from savegame.effects import Journal
+from savegame.model import EffectKind, EffectStatus
+
+State = dict[str, Any]
+
+
+def hook(name: str) -> None:
+    if os.environ.get("SAVEGAME_HOOK") == name:
+        sys.stdout.write(f"HOOK {name}\n")
+        sys.stdout.flush()
+        sys.stdin.readline()
+
+
+def _hook_event_taken() -> None:
+    """Stop right after a wait took an event (the first of its two writes)."""
+    settle = Journal.settle
+
+    def settled(self: Journal, effect: Any, status: EffectStatus, **kw: Any) -> Any:
+        out = settle(self, effect, status, **kw)
+        if effect.kind is EffectKind.EVENT and status is EffectStatus.DONE:
+            hook("event-taken")
+        return out
+
+    Journal.settle = settled  # type: ignore[method-assign]
+
+
+_hook_event_taken()
+
+
+def world() -> sqlite3.Connection:
+    conn = sqlite3.connect(os.environ["SAVEGAME_WORLD"], timeout=30, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS records (request_id TEXT, body TEXT, at REAL)")
+    return conn
+
+
+def records(path: str) -> list[tuple[str, str]]:
+    if not os.path.exists(path):
+        return []
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT request_id, body FROM records ORDER BY at").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+
+
+@tool(effect="write", idempotent=True)
+def record(body: str, *, request_id: str) -> str:
+    """A write to the outside world; idempotent by request id, as a provider would be."""
+    conn = world()
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        if not conn.execute("SELECT 1 FROM records WHERE request_id = ?", (request_id,)).fetchone():
+            conn.execute("INSERT INTO records VALUES (?, ?, ?)", (request_id, body, time.time()))
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return body
+
+
+orders = Workflow("orders")
+
+
+@orders.step(entry=True)
+def first_order(state: State, ctx: StepContext) -> tuple[State, str]:
+    order = ctx.wait_for("order")
+    hook("after-wait")
+    return {"first": ctx.call(record, f"first {order}")}, "second_order"
+
+
+@orders.step()
+def second_order(state: State, ctx: StepContext) -> tuple[State, str]:
+    order = ctx.wait_for("order")
+    hook("after-wait")
+    return {"second": ctx.call(record, f"second {order}")}, END

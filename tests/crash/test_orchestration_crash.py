@@ -1,0 +1,99 @@
+"""Waiting runs under real SIGKILL: events taken once, sleeps that keep their clock,
+child runs started once.
+
+Children run the workloads of ``orchestration_workload.py`` against a real SQLite store;
+their tools write to a separate SQLite file (the outside world), so the test counts
+what really happened across process deaths.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from savegame import EffectKind, EffectStatus, RunStatus, get_run, list_effects, send
+
+from .harness import kill_after_delay, kill_at_hook, run_to_end
+from .orchestration_workload import records
+
+pytestmark = pytest.mark.crash
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHILD = os.path.join(HERE, "effects_child.py")
+SENDER = os.path.join(HERE, "send_child.py")
+
+
+def _env(tmp_path: Path, workload: str) -> dict[str, str]:
+    return {
+        "SAVEGAME_WORLD": str(tmp_path / "world.db"),
+        "SAVEGAME_WORKLOAD": f"orchestration_workload.py:{workload}",
+    }
+
+
+def _until_done(url: str, run_id: str, env: dict[str, str], rng: random.Random) -> RunStatus:
+    """Resume, killed at random moments, until a child gets to the end of what it can do."""
+    for _ in range(50):
+        if rng.random() < 0.5:
+            kill_after_delay("resume", url, run_id, rng.uniform(0.0, 0.4), script=CHILD, env=env)
+            continue
+        out = run_to_end("resume", url, run_id, script=CHILD, env=env)
+        if out.done is not None:
+            return RunStatus(out.done)
+        assert out.error in ("LeaseHeldError", None), (out.error, out.stderr)
+    raise AssertionError("the run never got to the end")
+
+
+def test_an_event_sent_twice_with_one_key_is_taken_once_across_kills(tmp_path: Path) -> None:
+    url, run_id = f"sqlite:///{tmp_path / 'store.db'}", "orders-1"
+    env = _env(tmp_path, "orders")
+    rng = random.Random(18)
+    assert run_to_end("start", url, run_id, script=CHILD, env=env).done == "waiting"
+
+    # A webhook sender killed at any moment, then retried with the same key.
+    first = {**env, "SAVEGAME_TOPIC": "order", "SAVEGAME_VALUE": '"A"', "SAVEGAME_KEY": "o-1"}
+    for delay in (0.0, 0.05, 0.15, 0.3):
+        kill_after_delay("send", url, run_id, delay, script=SENDER, env=first)
+    sent = run_to_end("send", url, run_id, script=SENDER, env=first)
+    assert sent.done in ("delivered", "dropped"), sent.stderr
+    assert get_run(run_id, store=url).wake_at is not None
+
+    # Killed between the two writes of taking it, then after the wait was answered.
+    out = kill_at_hook("resume", url, run_id, "event-taken", script=CHILD, env=env)
+    assert out.hooks == ["event-taken"], out.stderr
+    (taken,) = [e for e in list_effects(run_id, store=url) if e.kind is EffectKind.EVENT]
+    (wait,) = [e for e in list_effects(run_id, store=url) if e.kind is EffectKind.WAIT]
+    assert (taken.status, taken.metadata["taken_by"]) == (EffectStatus.DONE, wait.request_id)
+    assert wait.status is EffectStatus.PENDING  # the second write never happened
+    out = kill_at_hook("resume", url, run_id, "after-wait", script=CHILD, env=env)
+    assert out.hooks == ["after-wait"], out.stderr
+    assert _until_done(url, run_id, env, rng) is RunStatus.WAITING
+    assert records(env["SAVEGAME_WORLD"]) and [b for _, b in records(env["SAVEGAME_WORLD"])] == [
+        "first A"
+    ]
+
+    # The same key again, now that the run waits for its second order: dropped, not woken.
+    again = run_to_end("send", url, run_id, script=SENDER, env={**first, "SAVEGAME_VALUE": '"A2"'})
+    assert again.done == "dropped"
+    assert get_run(run_id, store=url).wake_at is None
+    second = {**first, "SAVEGAME_VALUE": '"B"', "SAVEGAME_KEY": "o-2"}
+    assert run_to_end("send", url, run_id, script=SENDER, env=second).done == "delivered"
+    assert _until_done(url, run_id, env, rng) is RunStatus.COMPLETED
+
+    assert [b for _, b in records(env["SAVEGAME_WORLD"])] == ["first A", "second B"]
+    journal = list_effects(run_id, store=url)
+    events = [e for e in journal if e.kind is EffectKind.EVENT]
+    waits = {e.request_id: e for e in journal if e.kind is EffectKind.WAIT}
+    assert sorted(e.arguments for e in events) == ["A", "B"]
+    assert all(e.status is EffectStatus.DONE for e in events)
+    takers = [e.metadata["taken_by"] for e in events]
+    assert sorted(takers) == sorted(waits)  # each event taken by one wait, each wait by one
+    for event in events:
+        assert waits[event.metadata["taken_by"]].result == {
+            "value": event.arguments,
+            "event": event.request_id,
+        }
+    with pytest.raises(Exception, match="completed"):
+        send(run_id, "order", "late", store=url)
