@@ -3,12 +3,14 @@
 An event decides what ``ctx.wait_for`` returns, so with keys configured it must carry the
 sender's authentication: one forged without the key (a row inserted straight into the
 journal, or a send from a process that holds no key) is refused by name, never taken;
-one edited after it was sent (another amount) is refused the same way.
+one edited after it was sent is refused the same way. A row edited to wake a run early
+(``wake_at``) only makes it look again: the due time that decides is in its journal.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -37,6 +39,15 @@ def wait_for_amount(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, 
     return {"refund": ctx.wait_for("approved_amount")}, END
 
 
+sleeper = Workflow("sleeper")
+
+
+@sleeper.step(entry=True)
+def nap(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+    ctx.sleep(timedelta(days=2))
+    return {"woke": True}, END
+
+
 def test_an_event_sent_without_the_key_is_refused(raw: Raw) -> None:
     waiting = run(refunds, {}, store=raw.url, storage=KEYS)
     assert waiting.status is RunStatus.WAITING
@@ -55,3 +66,10 @@ def test_an_event_edited_after_it_was_sent_is_refused(raw: Raw) -> None:
     )
     with pytest.raises(CorruptRecordError):
         resume(waiting.run_id, store=raw.url, storage=KEYS)
+
+
+def test_a_run_woken_early_by_an_edited_row_sleeps_again(raw: Raw) -> None:
+    waiting = run(sleeper, {}, store=raw.url, storage=KEYS)
+    raw.execute("UPDATE runs SET wake_at = 0 WHERE run_id = ?", (waiting.run_id,))
+    again = resume(waiting.run_id, store=raw.url, storage=KEYS)
+    assert (again.status, again.state) == (RunStatus.WAITING, {})

@@ -6,7 +6,8 @@ a row per real execution, so the test counts what happened across process deaths
 ``SAVEGAME_HOOK=<name>`` makes the process print ``HOOK <name>`` and block on stdin at
 that point, so the parent's SIGKILL lands exactly there:
 ``event-taken`` (an event is settled taken by a wait, the wait not settled yet: between
-the two writes), ``after-wait`` (the wait answered, the step's checkpoint not written).
+the two writes), ``after-wait`` (the wait answered, the step's checkpoint not written),
+``sleep-recorded`` (a sleep's wake-up time journaled, the run not yet checkpointed waiting).
 """
 
 from __future__ import annotations
@@ -44,7 +45,21 @@ def _hook_event_taken() -> None:
     Journal.settle = settled  # type: ignore[method-assign]
 
 
+def _hook_sleep_recorded() -> None:
+    """Stop right after a sleep's wake-up time was committed."""
+    intent = Journal.intent
+
+    def recorded(self: Journal, effect: Any) -> Any:
+        out = intent(self, effect)
+        if effect.kind is EffectKind.SLEEP:
+            hook("sleep-recorded")
+        return out
+
+    Journal.intent = recorded  # type: ignore[method-assign]
+
+
 _hook_event_taken()
+_hook_sleep_recorded()
 
 
 def world() -> sqlite3.Connection:
@@ -95,3 +110,12 @@ def second_order(state: State, ctx: StepContext) -> tuple[State, str]:
     order = ctx.wait_for("order")
     hook("after-wait")
     return {"second": ctx.call(record, f"second {order}")}, END
+
+
+naps = Workflow("naps")
+
+
+@naps.step(entry=True)
+def nap(state: State, ctx: StepContext) -> tuple[State, str]:
+    ctx.sleep(state["nap"])
+    return {"woke": ctx.call(record, "woke")}, END

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,16 @@ pytestmark = pytest.mark.crash
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "effects_child.py")
 SENDER = os.path.join(HERE, "send_child.py")
+
+
+def records_at(world: str) -> float:
+    """When the outside world saw the (one) record."""
+    conn = sqlite3.connect(world)
+    try:
+        (at,) = conn.execute("SELECT at FROM records").fetchone()
+    finally:
+        conn.close()
+    return float(at)
 
 
 def _env(tmp_path: Path, workload: str) -> dict[str, str]:
@@ -97,3 +109,25 @@ def test_an_event_sent_twice_with_one_key_is_taken_once_across_kills(tmp_path: P
         }
     with pytest.raises(Exception, match="completed"):
         send(run_id, "order", "late", store=url)
+
+
+def test_a_sleep_resumed_after_kills_keeps_the_wake_up_time_it_recorded(tmp_path: Path) -> None:
+    url, run_id = f"sqlite:///{tmp_path / 'store.db'}", "nap-1"
+    env = {**_env(tmp_path, "naps"), "SAVEGAME_INPUT": '{"nap": 1.5}', "SAVEGAME_WAIT": "1"}
+    # Killed right after the wake-up time was journaled, before the waiting checkpoint.
+    out = kill_at_hook("start", url, run_id, "sleep-recorded", script=CHILD, env=env)
+    assert out.hooks == ["sleep-recorded"], out.stderr
+    (entry,) = [e for e in list_effects(run_id, store=url) if e.kind is EffectKind.SLEEP]
+    until = entry.arguments["until"]
+    # Killed again while blocked in the sleep (each resume computes nothing anew).
+    for delay in (0.2, 0.4, 0.3):
+        kill_after_delay("resume", url, run_id, delay, script=CHILD, env=env)
+        (again,) = [e for e in list_effects(run_id, store=url) if e.kind is EffectKind.SLEEP]
+        assert again.arguments["until"] == until
+    done = run_to_end("resume", url, run_id, script=CHILD, env=env)
+    assert done.done == "completed", (done.error, done.stderr)
+    (slept,) = [e for e in list_effects(run_id, store=url) if e.kind is EffectKind.SLEEP]
+    assert slept.arguments["until"] == until and slept.result["woke"] >= until
+    assert [b for _, b in records(env["SAVEGAME_WORLD"])] == ["woke"]
+    woke_at = records_at(env["SAVEGAME_WORLD"])
+    assert woke_at >= datetime.fromisoformat(until).timestamp()

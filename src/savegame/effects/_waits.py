@@ -250,7 +250,7 @@ class Waits:
         assert due is not None
         now = self.now()
         if now < due:
-            raise Suspend(Waiting(until=due), f"sleep until {due.isoformat()}")
+            raise Suspend(Waiting(until=due), f"its wake-up time {due.isoformat()}")
         calls.journal.settle(
             entry, EffectStatus.DONE, result=encode_value({"woke": _iso(now)}, "sleep")
         )

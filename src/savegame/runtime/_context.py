@@ -7,7 +7,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from savegame.codec import refuse_reserved
@@ -198,6 +198,35 @@ class StepContext:
         check_topic(topic)
         delta = None if timeout is None else as_delta(timeout, "wait_for timeout")
         return self._waits(f"wait_for({topic!r})").events([topic], delta)[0]
+
+    def sleep(self, duration: timedelta | float) -> None:
+        """Sleep ``duration`` (a timedelta or seconds), durably, holding no process.
+
+        The wake-up time is computed once, the first time, and journaled: a step run
+        again after a crash or a resume sleeps until that time, never from a new start,
+        and once it has passed the call returns at once. Until then the run is
+        checkpointed ``waiting`` with its due time; a worker (or ``resume``, or
+        ``run(..., wait=True)`` blocking here) continues it when due, the step running
+        again from its start, its recorded calls replayed.
+        """
+        delta = as_delta(duration, "sleep duration")
+        self._waits("sleep").sleep(lambda now: now + delta)
+
+    def sleep_until(self, when: datetime) -> None:
+        """Sleep until ``when`` (a timezone-aware datetime), durably: see :meth:`sleep`.
+
+        The time given the first time is the one recorded; a step that computes another
+        when it runs again still wakes at the first.
+
+        Raises:
+            ConfigurationError: ``when`` is not a datetime, or is naive.
+        """
+        if not isinstance(when, datetime) or when.tzinfo is None or when.utcoffset() is None:
+            raise ConfigurationError(
+                f"sleep_until needs a timezone-aware datetime, not {when!r} "
+                "(datetime.now(timezone.utc) + ..., say)"
+            )
+        self._waits("sleep_until").sleep(lambda now: when)
 
     def secret(self, name: str) -> Secret:
         """A secret from the secrets provider (environment variables by default).
