@@ -58,6 +58,7 @@ PUBLIC_API = [
     "Worker",
     "submit",
     # Waiting without a process: events, timers, child runs
+    "ChildRun",
     "Sent",
     "send",
     # Reading a store, time travel
@@ -104,6 +105,7 @@ PUBLIC_API = [
     # Errors (the tree is drawn in savegame.errors)
     "ApprovalRejected",
     "CheckpointWriteError",
+    "ChildRunError",
     "CompensationError",
     "ConfigurationError",
     "ConflictError",

@@ -24,6 +24,7 @@ from savegame.effects import Backoff, PendingInterrupt, Tool, tool
 from savegame.errors import (
     ApprovalRejected,
     CheckpointWriteError,
+    ChildRunError,
     CompensationError,
     ConfigurationError,
     ConflictError,
@@ -93,6 +94,7 @@ from savegame.model import (
 from savegame.runtime import (
     END,
     CheckpointPolicy,
+    ChildRun,
     Decision,
     Effect,
     ForkPlan,
@@ -175,6 +177,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "Worker",
     "submit",
     # Waiting without a process: events, timers, child runs
+    "ChildRun",
     "Sent",
     "send",
     # Reading a store, time travel
@@ -221,6 +224,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # Errors (the tree is drawn in savegame.errors)
     "ApprovalRejected",
     "CheckpointWriteError",
+    "ChildRunError",
     "CompensationError",
     "ConfigurationError",
     "ConflictError",

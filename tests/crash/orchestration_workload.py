@@ -7,7 +7,10 @@ a row per real execution, so the test counts what happened across process deaths
 that point, so the parent's SIGKILL lands exactly there:
 ``event-taken`` (an event is settled taken by a wait, the wait not settled yet: between
 the two writes), ``after-wait`` (the wait answered, the step's checkpoint not written),
-``sleep-recorded`` (a sleep's wake-up time journaled, the run not yet checkpointed waiting).
+``sleep-recorded`` (a sleep's wake-up time journaled, the run not yet checkpointed waiting),
+``child-intent`` (a child's id journaled, the child not created), ``child-created`` (the
+child created, its entry in the parent not settled), ``child-recorded`` (a child's write
+happened, its step not checkpointed).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from savegame import END, StepContext, Workflow, tool
 from savegame.effects import Journal
 from savegame.model import EffectKind, EffectStatus
+from savegame.runtime import _children
 
 State = dict[str, Any]
 
@@ -58,8 +62,30 @@ def _hook_sleep_recorded() -> None:
     Journal.intent = recorded  # type: ignore[method-assign]
 
 
+def _hook_children() -> None:
+    """Stop right after a child's id was journaled, and right after it was created."""
+    intent = Journal.intent
+
+    def journaled(self: Journal, effect: Any) -> Any:
+        out = intent(self, effect)
+        if effect.kind is EffectKind.CHILD:
+            hook("child-intent")
+        return out
+
+    Journal.intent = journaled  # type: ignore[method-assign]
+    start_run = _children.start_run
+
+    def created(*args: Any, **kwargs: Any) -> Any:
+        out = start_run(*args, **kwargs)
+        hook("child-created")
+        return out
+
+    _children.start_run = created  # type: ignore[assignment]
+
+
 _hook_event_taken()
 _hook_sleep_recorded()
+_hook_children()
 
 
 def world() -> sqlite3.Connection:
@@ -119,3 +145,27 @@ naps = Workflow("naps")
 def nap(state: State, ctx: StepContext) -> tuple[State, str]:
     ctx.sleep(state["nap"])
     return {"woke": ctx.call(record, "woke")}, END
+
+
+sub = Workflow("sub")
+
+
+@sub.step(entry=True)
+def sub_work(state: State, ctx: StepContext) -> tuple[State, str]:
+    done = ctx.call(record, f"child {state['n']}")
+    hook("child-recorded")
+    return {"done": done}, END
+
+
+boss = Workflow("boss")
+
+
+@boss.step(entry=True)
+def boss_plan(state: State, ctx: StepContext) -> tuple[State, str]:
+    return {"kids": [ctx.start_child(sub, {"n": n}) for n in range(3)]}, "boss_gather"
+
+
+@boss.step()
+def boss_gather(state: State, ctx: StepContext) -> tuple[State, str]:
+    results = ctx.wait_children(state["kids"])
+    return {"result": ctx.call(record, "boss " + ",".join(r["done"] for r in results))}, END

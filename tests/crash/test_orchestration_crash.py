@@ -131,3 +131,55 @@ def test_a_sleep_resumed_after_kills_keeps_the_wake_up_time_it_recorded(tmp_path
     assert [b for _, b in records(env["SAVEGAME_WORLD"])] == ["woke"]
     woke_at = records_at(env["SAVEGAME_WORLD"])
     assert woke_at >= datetime.fromisoformat(until).timestamp()
+
+
+def _child_runs(url: str, parent: str) -> list[str]:
+    from savegame import list_runs
+
+    return sorted(r.run_id for r in list_runs(store=url) if r.run_id != parent)
+
+
+BOSS_RECORDS = ["boss child 0,child 1,child 2", "child 0", "child 1", "child 2"]
+
+
+def test_a_parent_killed_mid_start_child_starts_each_child_once(tmp_path: Path) -> None:
+    url, run_id = f"sqlite:///{tmp_path / 'store.db'}", "boss-1"
+    env = {**_env(tmp_path, "boss"), "SAVEGAME_INPUT": "{}", "SAVEGAME_WAIT": "1"}
+    out = kill_at_hook("start", url, run_id, "child-intent", script=CHILD, env=env)
+    assert out.hooks == ["child-intent"], out.stderr
+    assert _child_runs(url, run_id) == []  # journaled, not created
+    out = kill_at_hook("resume", url, run_id, "child-created", script=CHILD, env=env)
+    assert out.hooks == ["child-created"], out.stderr
+    assert _child_runs(url, run_id) == [f"{run_id}:1:0"]  # created, its entry not settled
+    rng = random.Random(1)
+    for _ in range(3):  # and killed at random while it drives its children here
+        if get_run(run_id, store=url).status is RunStatus.COMPLETED:
+            break
+        kill_after_delay("resume", url, run_id, rng.uniform(0.05, 0.3), script=CHILD, env=env)
+    if get_run(run_id, store=url).status is not RunStatus.COMPLETED:
+        done = run_to_end("resume", url, run_id, script=CHILD, env=env)
+        assert done.done == "completed", (done.error, done.stderr)
+    assert _child_runs(url, run_id) == [f"{run_id}:1:{i}" for i in range(3)]
+    assert sorted(b for _, b in records(env["SAVEGAME_WORLD"])) == BOSS_RECORDS
+    journal = list_effects(run_id, store=url)
+    assert [e.status for e in journal if e.kind is EffectKind.CHILD] == [EffectStatus.DONE] * 3
+    ends = [e for e in journal if e.kind is EffectKind.EVENT]
+    assert len(ends) == 3 and all(e.status is EffectStatus.DONE for e in ends)
+
+
+def test_a_child_killed_mid_step_ends_once_for_its_parent(tmp_path: Path) -> None:
+    url, run_id = f"sqlite:///{tmp_path / 'store.db'}", "boss-2"
+    env = {**_env(tmp_path, "boss"), "SAVEGAME_INPUT": "{}"}
+    assert run_to_end("start", url, run_id, script=CHILD, env=env).done == "waiting"
+    first, *others = _child_runs(url, run_id)
+    out = kill_at_hook("resume", url, first, "child-recorded", script=CHILD, env=env)
+    assert out.hooks == ["child-recorded"], out.stderr
+    rng = random.Random(2)
+    for child in (first, *others):
+        assert _until_done(url, child, env, rng) is RunStatus.COMPLETED
+        woken = get_run(run_id, store=url).wake_at is not None
+        assert woken is (child == others[-1])  # the parent wakes with its last child
+    assert _until_done(url, run_id, env, rng) is RunStatus.COMPLETED
+    assert sorted(b for _, b in records(env["SAVEGAME_WORLD"])) == BOSS_RECORDS
+    ends = [e for e in list_effects(run_id, store=url) if e.kind is EffectKind.EVENT]
+    assert sorted(e.name for e in ends) == sorted(f"$child:{c}" for c in (first, *others))

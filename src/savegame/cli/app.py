@@ -19,6 +19,7 @@ from savegame.cli import (
     render,
     storage_cmds,
     time_cmds,
+    time_view,
 )
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
@@ -211,16 +212,16 @@ def history_command(
         return
     items = savegame.history(run_id, limit=limit, store=store)
     # Forks are marked where they left: the runs started from each checkpoint.
-    forks = {
-        cp: [n.run_id for n in nodes]
-        for cp, nodes in savegame.tree(run_id, store=store).forks_at(run_id).items()
-    }
+    lineage = savegame.tree(run_id, store=store)
+    forks = {cp: [n.run_id for n in nodes] for cp, nodes in lineage.forks_at(run_id).items()}
     if as_json:
         jsonview.emit_many(
             {**jsonview.header(h), "forks": forks.get(h.checkpoint_id, [])} for h in items
         )
     else:
-        render.history(render.console(), run_id, items, forks)
+        out = render.console()
+        render.history(out, run_id, items, forks)
+        time_view.kin(out, lineage.node(run_id))
 
 
 @app.command("show")

@@ -68,20 +68,27 @@ from savegame.effects._tools import (
     unknown_compensation,
 )
 from savegame.effects._waits import (
+    CHILD_TOPIC,
     EVENT_NODE,
+    PARENT_KEY,
     Waits,
     as_delta,
     check_topic,
+    child_topic,
+    end_event,
     event_entry,
     event_request_id,
+    parent_of,
 )
 from savegame.effects.decisions import PendingInterrupt, default_actor
 
 __all__ = [
+    "CHILD_TOPIC",
     "EVENT_NODE",
     "EXECUTED",
     "FORK_KEY",
     "MODES",
+    "PARENT_KEY",
     "REPLAY_KEY",
     "REUSED",
     "Backoff",
@@ -110,12 +117,15 @@ __all__ = [
     "check_approval",
     "check_retries",
     "check_topic",
+    "child_topic",
     "close_match",
     "decisions",
     "default_actor",
+    "end_event",
     "event_entry",
     "event_request_id",
     "invoke_call",
+    "parent_of",
     "registered",
     "retryable",
     "run_compensation",

@@ -6,6 +6,11 @@ sends it, outside any lease: pending until a wait takes it, then done, naming th
 that took it (``taken_by``). Its request id is ``event:<len>:<topic>:<key>``, so a second
 send with the same key is the same entry, which the store's insert-if-absent drops.
 
+A child run (``ctx.start_child``) is an entry at its position naming the child's id,
+journaled before the child is created; the child's end reaches the parent as an event on
+``$child:<id>`` (keyed ``end``), delivered with the child's last checkpoint, so waiting for
+children is waiting for events.
+
 A wait is an entry at its call position (kind wait) holding its topic and its due time,
 both recorded the first time: done with the event it took (its value and request id), or
 failed once its due time passed first. Until one of these happened, the step raises
@@ -22,7 +27,7 @@ is taken once, by one wait, and a replay gets the same answer.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,6 +46,45 @@ MAX_TOPIC = 200
 TIMED_OUT = "timed out"
 
 
+PARENT_KEY = "parent"
+"""A child run's row metadata: ``{"run": the parent run, "call": the request id that
+started it}`` (under the run row's check, like a fork's origin)."""
+CHILD_TOPIC = "$child:"
+"""The topic of a child run's end, in its parent's journal: ``$child:<child run id>``."""
+END_KEY = "end"
+"""The key of a child's end event: a run ends once for its parent (a failed child that is
+resumed and completes later does not tell it again)."""
+
+
+def child_topic(child_run_id: str) -> str:
+    return CHILD_TOPIC + child_run_id
+
+
+def parent_of(metadata: Mapping[str, Any]) -> str | None:
+    """The parent run a child run's metadata names, or None for a run that is no child."""
+    data = metadata.get(PARENT_KEY)
+    run = data.get("run") if isinstance(data, Mapping) else None
+    return run if isinstance(run, str) else None
+
+
+def end_event(
+    parent_run_id: str,
+    child_run_id: str,
+    status: str,
+    *,
+    state: Any = None,
+    error: str | None = None,
+    storage: StorageConfig | None,
+) -> EffectRecord:
+    """The event that tells a parent how its child ended: its status, and its final state
+    (completed) or its error."""
+    value = {"status": status, "state": state, "error": error}
+    return event_entry(
+        parent_run_id, child_topic(child_run_id), value, key=END_KEY,
+        by=f"run {child_run_id}", storage=storage, internal=True,
+    )  # fmt: skip
+
+
 def check_topic(topic: Any, *, internal: bool = False) -> str:
     """``topic`` if it can name events: a non-empty string without control characters.
 
@@ -50,7 +94,7 @@ def check_topic(topic: Any, *, internal: bool = False) -> str:
     """
     if not isinstance(topic, str) or not topic:
         raise ConfigurationError(f"an event topic must be a non-empty string, not {topic!r}")
-    if len(topic) > MAX_TOPIC:
+    if len(topic) > MAX_TOPIC and not internal:
         raise ConfigurationError(f"event topic {topic[:40]!r}... is longer than {MAX_TOPIC}")
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in topic):
         raise ConfigurationError(f"event topic {topic!r} holds a control or invisible character")
@@ -218,6 +262,63 @@ class Waits:
             return decode_value(wait.result)["value"]
         until = decode_value(wait.arguments).get("until") or "?"
         raise WaitTimedOutError(self.calls.run_id, self.calls.node, wait.name, until)
+
+    # -- child runs ---------------------------------------------------------------------
+    def child(
+        self,
+        workflow: str,
+        run_id: str | None,
+        input_digest: str,
+        create: Callable[[str, str], None],
+    ) -> str:
+        """The id of the child run this position starts, created once across crashes.
+
+        The intent (the child's id: ``run_id``, else this call's request id, so it is
+        derived from the position) is journaled before ``create(child_id, request_id)``
+        makes the run, which must find it made when a crash came between; the entry is
+        settled done after. A step that starts another workflow, another input or
+        another id at this position is refused.
+
+        Raises:
+            NonDeterminismError: the journal holds another call at this position.
+        """
+        calls = self.calls
+        if calls._cancelled():
+            raise Cancel()
+        index, request_id = calls._next_id()
+        entry = calls.journal.get(request_id)
+        if entry is None:
+            child_id = run_id or request_id
+            arguments = encode_value(
+                {"workflow": workflow, "run_id": child_id, "input": input_digest}, "child"
+            )
+            # The child's id in metadata too: plain (never encrypted), so a tree of runs
+            # is drawn without a key.
+            meta = {"child": child_id}
+            entry = calls.journal.intent(
+                calls._entry(request_id, index, EffectKind.CHILD, workflow, arguments, meta)
+            )
+        else:
+            recorded = decode_value(entry.arguments) if entry.kind is EffectKind.CHILD else {}
+            child_id = recorded.get("run_id", "")
+            if (
+                entry.kind is not EffectKind.CHILD
+                or entry.name != workflow
+                or recorded.get("input") != input_digest
+                or (run_id is not None and run_id != child_id)
+            ):
+                raise NonDeterminismError(
+                    calls.run_id,
+                    request_id,
+                    f"{entry.kind.value} {entry.name!r} {recorded or ''}".rstrip(),
+                    f"child {workflow!r} {run_id or '(derived id)'}",
+                )
+        if entry.status is not EffectStatus.DONE:
+            create(child_id, request_id)
+            calls.journal.settle(
+                entry, EffectStatus.DONE, result=encode_value({"run_id": child_id}, "child")
+            )
+        return child_id
 
     # -- timers -------------------------------------------------------------------------
     def sleep(self, until_of: Callable[[datetime], datetime]) -> None:

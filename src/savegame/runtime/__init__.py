@@ -23,11 +23,13 @@ Where things are, along the path of a run::
     _worker.py        Worker: claims queued, orphaned and woken runs
     _waiting.py       waiting runs from outside: woken yet? why not; blocking until they are
     _events.py        send: an event to a run, from any process
+    _children.py      child runs: started once, their ends told to their parents
     _workspace.py     Workspace: a directory's files captured at each checkpoint
     _restore.py       restore_workspace: a checkpoint's files put back
 """
 
 from savegame.runtime._api import aresume, arun, resume, run
+from savegame.runtime._children import ChildRun
 from savegame.runtime._context import StepContext
 from savegame.runtime._control import (
     Effect,
@@ -59,6 +61,7 @@ __all__ = [
     "END",
     "Call",
     "CheckpointPolicy",
+    "ChildRun",
     "Decision",
     "Durability",
     "Effect",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
-from savegame.model import RunResult, RunStatus
+from savegame.errors import LeaseHeldError, RunStateError, describe
+from savegame.model import RunResult, RunStatus, Waiting
 from savegame.runtime import _lease as leases
 from savegame.runtime._bridge import Io, direct_io, run_sync, threaded_io
 from savegame.runtime._execution import Observer
@@ -19,6 +21,8 @@ from savegame.runtime._setup import prepare_resume
 from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_run
 from savegame.runtime._waiting import blocker, until_woken
 from savegame.stores import Store, opened_store
+
+log = logging.getLogger("savegame")
 
 #: Marks "no value given" so that ``resume(run_id, value=None)`` can supply None.
 _NO_VALUE: Any = object()
@@ -56,7 +60,7 @@ async def _arun(
             observer=observer,
             policy=policy,
             durability=durability,
-            block=blocker(s, ready.start.run_id, io) if wait else None,
+            block=_blocker(s, ready.start.run_id, io, start.ttl, start.storage) if wait else None,
         )
         return await execute(ex)
 
@@ -91,9 +95,31 @@ async def _aresume(
             observer=observer,
             policy=policy,
             durability=durability,
-            block=blocker(s, run_id, io) if wait else None,
+            block=_blocker(s, run_id, io, lease_ttl, storage) if wait else None,
         )
         return await execute(ex)
+
+
+def _blocker(
+    s: Store, run_id: str, io: Io, lease_ttl: float, storage: StorageConfig | None
+) -> Callable[[Waiting], Awaitable[None]]:
+    """Where a run that waits blocks (``wait=True``): until it is woken, its child runs
+    that nobody executes run here meanwhile, each waiting here too."""
+
+    async def drive(child: str) -> None:
+        try:
+            await _aresume(
+                child, value=_NO_VALUE, interrupt_id=None, store=s, workflow=None,
+                from_checkpoint=None, policy=None, durability=None, observer=None,
+                lease_ttl=lease_ttl, io=io, storage=storage, wait=True,
+            )  # fmt: skip
+        except (LeaseHeldError, RunStateError):
+            return  # a worker took it meanwhile, or it waits for a person
+        except Exception as exc:
+            # The child's failure is the child's (recorded there, and its parent is told).
+            log.warning("child run %s stopped: %s", child, describe(exc))
+
+    return blocker(s, run_id, io, drive=drive)
 
 
 def run(

@@ -24,10 +24,13 @@ from savegame.effects import (
     as_response,
     as_tool,
     check_topic,
+    child_topic,
     invoke_call,
 )
 from savegame.errors import ConfigurationError
 from savegame.model import Usage
+from savegame.runtime._children import ChildRun, creator, input_digest, outcome, started
+from savegame.runtime._loader import as_workflow
 from savegame.secrets import Secret
 
 
@@ -227,6 +230,76 @@ class StepContext:
                 "(datetime.now(timezone.utc) + ..., say)"
             )
         self._waits("sleep_until").sleep(lambda now: when)
+
+    def start_child(
+        self, workflow: Any, input: Mapping[str, Any] | None = None, *, run_id: str | None = None
+    ) -> ChildRun:
+        """Start a child run of ``workflow`` on this run's store, exactly once across crashes.
+
+        Its id is ``run_id`` or, by default, derived from this call's position, and is
+        journaled before the run is created queued: a step run again gets the same child
+        back, never a second one. A worker claims it, or a parent that blocks
+        (``run(..., wait=True)``) runs it here; its workflow must import from a module or
+        file (as for ``submit``). Wait for it with :meth:`wait_children`.
+
+        Raises:
+            NonDeterminismError: this position started another workflow, input or id before.
+            ConfigurationError: ``run_id`` is taken by a run that is not this call's child.
+        """
+        waits = self._waits("start_child")
+        calls = self._calls()
+        wf = as_workflow(workflow)
+        create = creator(calls.journal.store, calls.journal.storage, self.run_id, workflow, input)
+        child_id = waits.child(wf.name, run_id, input_digest(input), create)
+        return ChildRun(child_id, wf.name)
+
+    def wait_children(
+        self,
+        children: Sequence[ChildRun | str],
+        *,
+        timeout: timedelta | float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Wait until every one of ``children`` has ended; their final states, in order.
+
+        No process waits: the run is checkpointed ``waiting`` and the store wakes it when
+        the last of them ends (each child's end is an event for this run, delivered with
+        its last checkpoint). What each ended with is journaled here, so a replay gets
+        the same answer.
+
+        Raises:
+            ChildRunError: one ended without a result (failed, cancelled ...): the first
+                such, in the order given.
+            WaitTimedOutError: ``timeout`` passed before all had ended.
+            ConfigurationError: one is not a child this run started.
+        """
+        ids = [c.run_id if isinstance(c, ChildRun) else c for c in children]
+        mine = set(started(self._calls().journal.entries()))
+        strangers = [i for i in ids if i not in mine]
+        if strangers:
+            raise ConfigurationError(
+                f"run {self.run_id}: {', '.join(map(repr, strangers))} is not a child run "
+                "it started (ctx.start_child)"
+            )
+        delta = None if timeout is None else as_delta(timeout, "wait_children timeout")
+        ends = self._waits("wait_children").events([child_topic(i) for i in ids], delta)
+        return [outcome(self.run_id, i, end) for i, end in zip(ids, ends, strict=True)]
+
+    def wait_child(
+        self, child: ChildRun | str, *, timeout: timedelta | float | None = None
+    ) -> dict[str, Any]:
+        """Wait until ``child`` has ended; its final state (see :meth:`wait_children`)."""
+        return self.wait_children([child], timeout=timeout)[0]
+
+    def run_child(
+        self,
+        workflow: Any,
+        input: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        timeout: timedelta | float | None = None,
+    ) -> dict[str, Any]:
+        """Start a child run and wait for it: :meth:`start_child`, then :meth:`wait_child`."""
+        return self.wait_child(self.start_child(workflow, input, run_id=run_id), timeout=timeout)
 
     def secret(self, name: str) -> Secret:
         """A secret from the secrets provider (environment variables by default).

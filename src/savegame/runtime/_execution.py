@@ -65,6 +65,9 @@ class Execution:
     holds (not migrated): the next checkpoint may then be a delta against it."""
     origin: Origin | None = None
     """When the run is a fork: the run and checkpoint it left, and how it replays."""
+    parent: str | None = None
+    """When the run is a child run: its parent, whose journal its ending checkpoint
+    delivers an event to (``runtime/_children.py``)."""
     workspace: Workspace | None = None
     """The directory snapshotted with every checkpoint and restored before the first step."""
     should_stop: Callable[[], bool] | None = None

@@ -54,6 +54,7 @@ from savegame.model import (
     Usage,
     utcnow,
 )
+from savegame.runtime._children import ending, final_state
 from savegame.runtime._context import StepContext
 from savegame.runtime._execution import Execution
 from savegame.runtime._lease import Heartbeat
@@ -274,7 +275,7 @@ class _Loop:
         if target is None or due or ctx.forced or key:
             status = RunStatus.COMPLETED if target is None else RunStatus.RUNNING
             header = self._header(status, target, ctx.metadata, after=(self.step + 1, name, usage))
-            await self._boundary(name, header, state)
+            await self._boundary(name, header, state, ending=target is None)
         self.state, self.step, self.node, self.usage, self.target = (
             state,
             self.step + 1,
@@ -283,11 +284,19 @@ class _Loop:
             target,
         )
 
-    async def _boundary(self, name: str, header: CheckpointHeader, state: dict[str, Any]) -> None:
-        """Checkpoint the state after step ``name``; a state that will not save fails the run."""
+    async def _boundary(
+        self, name: str, header: CheckpointHeader, state: dict[str, Any], *, ending: bool = False
+    ) -> None:
+        """Checkpoint the state after step ``name``; a state that will not save fails the run.
+
+        ``ending``: the run completes here (a child's parent is told, with its state)."""
         effects = self.journal.take_buffered()
         try:
-            saved = await self.saver.save(header, state, self.dirty, effects)
+            beside = NOTHING
+            if ending and self.ex.parent is not None:
+                done = final_state(state, self.ex.workflow.secrets)
+                beside = Beside(events=self._ending(RunStatus.COMPLETED, state=done))
+            saved = await self.saver.save(header, state, self.dirty, effects, beside)
         except (LeaseLostError, CheckpointWriteError):
             raise
         except Exception as exc:
@@ -376,6 +385,9 @@ class _Loop:
         meta = dict(metadata or {})
         if error is not None:
             meta["error"] = describe(error)
+        told = self._ending(status, error=None if error is None else describe(error))
+        if told:
+            beside = Beside(beside.waiting, (*beside.events, *told))
         header = self._header(status, next_step, meta)
         record = await self.saver.stop(
             header,
@@ -387,6 +399,14 @@ class _Loop:
         )
         self.parent = record.checkpoint_id
         return record
+
+    def _ending(
+        self, status: RunStatus, *, state: Any = None, error: str | None = None
+    ) -> tuple[EffectRecord, ...]:
+        """A child run's end, for its parent (none for a run without one, or not ending)."""
+        return ending(
+            self.ex.parent, self.run_id, status, state=state, error=error, storage=self.ex.storage
+        )
 
     def _cancel_requested(self) -> bool:
         return self.ex.store.get_run(self.run_id).cancel_requested

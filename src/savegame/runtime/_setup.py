@@ -15,7 +15,7 @@ from typing import Any
 from savegame import codec, secrets
 from savegame.codec import Chain, load_chain
 from savegame.codec.storage import StorageConfig
-from savegame.effects import Origin, decisions
+from savegame.effects import Origin, decisions, parent_of
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.ids import check_given, new_id
 from savegame.model import (
@@ -58,6 +58,8 @@ class Ready:
     """The run was created here (``start``, its input checkpoint, is new)."""
     origin: Origin | None = None
     """When the run is a fork: where it came from (its calls replay against that journal)."""
+    parent: str | None = None
+    """When the run is a child run: its parent, told how it ends."""
 
     def execution(
         self,
@@ -87,6 +89,7 @@ class Ready:
             storage=storage,
             chain=self.chain,
             origin=self.origin,
+            parent=self.parent,
             should_stop=should_stop,
             workspace=as_workspace(self.workflow.workspace, self.start.run_id),
             block=block,
@@ -167,7 +170,8 @@ def start_run(
     # A queued run is created unowned: the first worker to claim it leases it.
     lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
     start = Checkpoint(header=record.header, state=state)
-    return Ready(wf, start, record, Chain(0, 0, record.header.size), lease, created=True)
+    chain = Chain(0, 0, record.header.size)
+    return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))
 
 
 def _thread_state(
@@ -269,4 +273,5 @@ def prepare_resume(
         if not claimed:
             store.release_lease(run_id, lease.token)
         raise
-    return Ready(wf, cp, record, chain, lease, origin=Origin.of(info.metadata))
+    origin, parent = Origin.of(info.metadata), parent_of(info.metadata)
+    return Ready(wf, cp, record, chain, lease, origin=origin, parent=parent)

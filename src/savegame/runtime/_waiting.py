@@ -10,12 +10,15 @@ that, ``resume`` refuses it, naming what it waits for, unless asked to wait
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from savegame.effects import CHILD_TOPIC
 from savegame.errors import NotFoundError
 from savegame.model import RunInfo, RunStatus, Waiting, utcnow
 from savegame.runtime._bridge import Io
+from savegame.runtime._lease import holder_is_dead
 from savegame.stores.base import Store
 
 #: Seconds between looks at the run row while a caller blocks on a waiting run.
@@ -40,21 +43,57 @@ def waits_for(store: Store, info: RunInfo) -> str | None:
 
 
 def blocker(
-    store: Store, run_id: str, io: Io, *, poll: float = POLL
+    store: Store,
+    run_id: str,
+    io: Io,
+    *,
+    drive: Callable[[str], Awaitable[None]] | None = None,
+    poll: float = POLL,
 ) -> Callable[[Waiting], Awaitable[None]]:
     """``Execution.block`` for a caller that waits: returns once the run is woken, no longer
-    waiting, or asked to stop (cancel), looking at its row every ``poll`` seconds at most."""
+    waiting, or asked to stop (cancel), looking at its row every ``poll`` seconds at most.
+
+    ``drive``: runs a child run here; each child the run waits for that nobody runs
+    (queued, or woken, its lease free) is driven here first, so a parent run in one
+    process needs no worker for its children."""
 
     async def block(waiting: Waiting) -> None:
-        await until_woken(store, run_id, io, waiting.until, poll=poll)
+        children = [t[len(CHILD_TOPIC) :] for t in waiting.topics if t.startswith(CHILD_TOPIC)]
+        while True:
+            # A child nobody runs (queued; woken; its holder dead) runs here, each look.
+            if drive is not None and children:
+                for child in await io(_runnable, store, children):
+                    await drive(child)
+            info = await until_woken(store, run_id, io, waiting.until, poll=poll, once=True)
+            if info is not None:
+                return
 
     return block
 
 
+def _runnable(store: Store, run_ids: list[str]) -> list[str]:
+    """The runs among ``run_ids`` nobody executes that may go on now."""
+    out = []
+    for run_id in run_ids:
+        info = store.get_run(run_id)
+        lease = info.lease
+        free = lease is None or lease.expires_at <= time.time() or holder_is_dead(lease.owner)
+        if free and (info.status in (RunStatus.QUEUED, RunStatus.RUNNING) or woken(info)):
+            out.append(run_id)
+    return out
+
+
 async def until_woken(
-    store: Store, run_id: str, io: Io, until: datetime | None = None, *, poll: float = POLL
-) -> RunInfo:
-    """The run's row once it is woken, not waiting any more, or asked to stop."""
+    store: Store,
+    run_id: str,
+    io: Io,
+    until: datetime | None = None,
+    *,
+    poll: float = POLL,
+    once: bool = False,
+) -> RunInfo | None:
+    """The run's row once it is woken, not waiting any more, or asked to stop; with
+    ``once``, None when it is still waiting after one look and one ``poll``."""
     while True:
         info: RunInfo = await io(store.get_run, run_id)
         now = utcnow()
@@ -63,3 +102,5 @@ async def until_woken(
         due = info.wake_at or until
         left = poll if due is None else (due - now).total_seconds()
         await asyncio.sleep(min(poll, max(left, 0.0)))
+        if once:
+            return None
