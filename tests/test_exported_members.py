@@ -149,7 +149,7 @@ def test_the_errors_the_readme_promises_are_exported() -> None:
 
 
 #: What ``savegame.langgraph`` (``savegame[langgraph]``) gives a LangGraph user.
-LANGGRAPH_API = ["SavegameSaver", "durable_tool"]
+LANGGRAPH_API = ["MigrationReport", "SavegameSaver", "ThreadResult", "durable_tool", "migrate"]
 
 
 def test_the_langgraph_api_is_pinned() -> None:

@@ -19,9 +19,10 @@ SRC = Path(savegame.__file__).resolve().parent
 #: A unit is a top-level package or module of ``savegame``; ``savegame`` is the package's
 #: own ``__init__`` (the public API).
 LAYERS: list[tuple[str, ...]] = [
-    # the command line and ``python -m savegame``; the contract suite shipped for users' tests;
-    # adapters to other frameworks (``savegame.langgraph`` is the path users type)
-    ("cli", "__main__", "testing", "integrations", "langgraph"),
+    # the command line and ``python -m savegame``; the web UI (``savegame ui``); the contract
+    # suite shipped for users' tests; adapters to other frameworks (``savegame.langgraph``
+    # is the path users type)
+    ("cli", "__main__", "ui", "testing", "integrations", "langgraph"),
     # the demo the CLI runs: an agent, its outside world, its processes, over the public API
     ("demo",),
     # the public API: run / resume / inspect / prune ... and what savegame/__init__ exports

@@ -3,6 +3,12 @@
 See :mod:`savegame.integrations.langgraph`.
 """
 
-from savegame.integrations.langgraph import SavegameSaver, durable_tool
+from savegame.integrations.langgraph import (
+    MigrationReport,
+    SavegameSaver,
+    ThreadResult,
+    durable_tool,
+    migrate,
+)
 
-__all__ = ["SavegameSaver", "durable_tool"]
+__all__ = ["MigrationReport", "SavegameSaver", "ThreadResult", "durable_tool", "migrate"]

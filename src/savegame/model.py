@@ -397,6 +397,12 @@ class EffectRecord:
     """Integrity check over identity, arguments and result (see savegame.codec._entries)."""
 
 
+#: The checkpoint metadata key naming the process (its lease owner, ``host:pid:start``)
+#: that wrote the first checkpoint of an execution: where it differs from the writer
+#: before, another process went on (a resume, a worker's takeover after a crash).
+WRITER_KEY = "writer"
+
+
 #: The state key under which a workflow with a workspace keeps the manifest of its
 #: files (``{relative path: StoredFile}``): in the state, so it is sealed and
 #: authenticated with it, written as a delta of the entries that changed, and

@@ -16,10 +16,12 @@ from savegame.cli import (
     fleet_cmds,
     jsonview,
     langgraph_view,
+    migrate_cmds,
     render,
     storage_cmds,
     time_cmds,
     time_view,
+    ui_cmds,
 )
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import Group, UsageError
@@ -309,3 +311,5 @@ fleet_cmds.register(app)
 diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)
+migrate_cmds.register(app)
+ui_cmds.register(app)

@@ -9,7 +9,7 @@ from savegame.codec import load_state, reveal_metadata, reveal_run_metadata
 from savegame.codec.storage import StorageConfig
 from savegame.errors import NotFoundError
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus
-from savegame.stores import Store, opened_store
+from savegame.stores import RunPosition, Store, opened_store
 from savegame.stores.base import ThreadInfo
 
 
@@ -27,14 +27,28 @@ def list_runs(
     thread_id: str | None = None,
     status: RunStatus | str | None = None,
     limit: int = 100,
+    workflow: str | None = None,
+    search: str | None = None,
+    before: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
 ) -> list[RunInfo]:
-    """Runs, newest first, optionally of one thread and one status (metadata as in :func:`get_run`)."""
+    """Runs, newest first (metadata as in :func:`get_run`), a page at a time.
+
+    Args:
+        thread_id, status, workflow: only runs of that thread, status, workflow name.
+        search: only runs whose run id or thread id contains this text (any case).
+        before: the last run id of the previous page: the next page starts after it.
+
+    Raises:
+        NotFoundError: ``before`` names no run.
+    """
     with opened_store(store, create=False) as s:
+        after = None if before is None else RunPosition.of(s.get_run(before))
         runs = s.list_runs(
-            thread_id=thread_id, status=RunStatus(status) if status else None, limit=limit
-        )
+            thread_id=thread_id, status=RunStatus(status) if status else None, limit=limit,
+            workflow=workflow, search=search or None, before=after,
+        )  # fmt: skip
         return [reveal_run_metadata(r, storage) for r in runs]
 
 

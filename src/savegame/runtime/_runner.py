@@ -45,6 +45,7 @@ from savegame.errors import (
 )
 from savegame.ids import new_id
 from savegame.model import (
+    WRITER_KEY,
     CheckpointHeader,
     CheckpointRecord,
     EffectRecord,
@@ -131,6 +132,10 @@ class _Loop:
         retried = meta.get("attempt") if meta.get("retrying") == start.next else None
         self.retried = retried if isinstance(retried, int) else 0
         self.attempt = 0
+        # The first checkpoint of each execution names the process writing it (the
+        # lease owner), so a reader sees where another process went on: after a
+        # pause, or after the one before died (its last checkpoint still running).
+        self.writer: str | None = ex.lease.owner or None
 
     async def run(self) -> RunResult:
         with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:
@@ -431,6 +436,9 @@ class _Loop:
         now = utcnow()
         ttl = self.ex.policy.ttl
         step, node, usage = (self.step, self.node, self.usage) if after is None else after
+        if self.writer is not None:
+            metadata = {**metadata, WRITER_KEY: self.writer}
+            self.writer = None
         return CheckpointHeader(
             thread_id=self.thread_id,
             run_id=self.run_id,

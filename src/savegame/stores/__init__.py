@@ -30,7 +30,14 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from savegame.errors import ConfigurationError, NotFoundError
-from savegame.stores.base import Capabilities, Store, StoreStats, ThreadInfo, Written
+from savegame.stores.base import (
+    Capabilities,
+    RunPosition,
+    Store,
+    StoreStats,
+    ThreadInfo,
+    Written,
+)
 
 # Both are stdlib-only, so exporting them eagerly costs nothing; driver-backed
 # stores are reached only through open_store's lazy table below.
@@ -135,6 +142,7 @@ def opened_store(store: str | Store | None, *, create: bool = True) -> Iterator[
 __all__ = [
     "Capabilities",
     "MemoryStore",
+    "RunPosition",
     "SqliteStore",
     "Store",
     "StoreStats",

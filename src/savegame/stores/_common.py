@@ -33,7 +33,7 @@ from savegame.model import (
     RunStatus,
     Waiting,
 )
-from savegame.stores.base import RunSize
+from savegame.stores.base import RunPosition, RunSize
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -411,6 +411,30 @@ def check_workflows(workflows: Sequence[str] | None) -> list[str] | None:
     if isinstance(workflows, str):
         raise ValueError(f"workflows must be a sequence of names, not the string {workflows!r}")
     return [str(name) for name in workflows]
+
+
+def run_wanted(
+    info: RunInfo,
+    *,
+    thread_id: str | None,
+    status: str | None,
+    workflow: str | None,
+    search: str | None,
+    before: RunPosition | None,
+) -> bool:
+    """Whether ``list_runs`` with these filters lists ``info``: the rule the SQL
+    statement writes as its WHERE, for the backends that filter in Python."""
+    if before is not None and (info.created_at, info.run_id) >= (before.created_at, before.run_id):
+        return False
+    if search is not None:
+        needle = search.lower()
+        if needle not in info.run_id.lower() and needle not in info.thread_id.lower():
+            return False
+    return (
+        (thread_id is None or info.thread_id == thread_id)
+        and (status is None or info.status.value == status)
+        and (workflow is None or info.workflow == workflow)
+    )
 
 
 # -- waiting runs and events -----------------------------------------------------------

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from savegame.model import (
@@ -129,6 +130,18 @@ class RunSize:
     """Sum of the run's journal argument and result sizes."""
 
 
+@dataclass(frozen=True, slots=True)
+class RunPosition:
+    """Where a run sorts in :meth:`Store.list_runs`: the keyset a next page starts after."""
+
+    created_at: datetime
+    run_id: str
+
+    @classmethod
+    def of(cls, run: RunInfo) -> RunPosition:
+        return cls(run.created_at, run.run_id)
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where checkpoints, runs and leases live."""
@@ -172,8 +185,18 @@ class Store(Protocol):
         thread_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 100,
+        workflow: str | None = None,
+        search: str | None = None,
+        before: RunPosition | None = None,
     ) -> list[RunInfo]:
-        """Runs, newest first, optionally of one thread and/or one status."""
+        """Runs, newest first (``created_at``, then ``run_id``, descending), filtered.
+
+        Args:
+            thread_id, status, workflow: only runs with that thread, status, workflow name.
+            search: only runs whose run id or thread id contains this text, ignoring case.
+            before: a page's last run (its position): only the runs that sort after it, so
+                pages follow each other by keyset, each as fast as the first.
+        """
         ...
 
     def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:

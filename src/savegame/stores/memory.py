@@ -35,7 +35,14 @@ from savegame.model import (
 from savegame.stores import _common
 from savegame.stores._memory_state import Run
 from savegame.stores._memory_storage import MemoryStorage
-from savegame.stores.base import Capabilities, Delivery, StoreStats, ThreadInfo, Written
+from savegame.stores.base import (
+    Capabilities,
+    Delivery,
+    RunPosition,
+    StoreStats,
+    ThreadInfo,
+    Written,
+)
 
 _CAPABILITIES = Capabilities(persistent=False, multi_process=False, waits=True)
 
@@ -136,13 +143,23 @@ class MemoryStore(MemoryStorage):
         thread_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 100,
+        workflow: str | None = None,
+        search: str | None = None,
+        before: RunPosition | None = None,
     ) -> list[RunInfo]:
+        wanted = None if status is None else RunStatus(status).value
         with self._lock:
             rows = [
                 r.snapshot()
                 for r in self._runs.values()
-                if (thread_id is None or r.info.thread_id == thread_id)
-                and (status is None or r.info.status == status)
+                if _common.run_wanted(
+                    r.info,
+                    thread_id=thread_id,
+                    status=wanted,
+                    workflow=workflow,
+                    search=search,
+                    before=before,
+                )
             ]
         rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         return rows[:limit]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 
@@ -34,7 +35,7 @@ from savegame.codec import decode
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
 from savegame.model import CheckpointRecord, Lease, RunStatus, Usage, utcnow
-from savegame.stores.base import Store
+from savegame.stores.base import RunPosition, Store
 from savegame.testing._contract_base import TTL
 from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
@@ -312,6 +313,38 @@ class StoreContract(JournalContract, EngineContract, FleetContract, WaitsContrac
         assert ids(status=RunStatus.COMPLETED) == [a1.run_id]
         assert ids(thread_id=thread_a, status=RunStatus.RUNNING) == [a2.run_id]
         assert ids(thread_id=new_id()) == []
+
+    def test_list_runs_pages_by_keyset_and_filters_by_workflow_and_text(self, store: Store) -> None:
+        now = utcnow()
+        made = []
+        # Two runs share a created_at: the run id orders them, and a page boundary
+        # between them neither repeats nor skips one.
+        for n, (run_id, workflow, age) in enumerate(
+            [("a_1%x", "alpha", 4), ("B-2", "beta", 3), ("c-3", "alpha", 2), ("C-4", "beta", 2)]
+        ):
+            run, first = make_run(f"thread-{n}", run_id=run_id, workflow=workflow)
+            run = replace(run, created_at=now - timedelta(seconds=age))
+            store.create_run(run, first, owner=OWNER, ttl=TTL)
+            made.append(run)
+        newest_first = ["c-3", "C-4", "B-2", "a_1%x"]
+
+        def ids(**filters: object) -> list[str]:
+            return [r.run_id for r in store.list_runs(**filters)]  # type: ignore[arg-type]
+
+        assert ids() == newest_first
+        pages, before = [], None
+        while page := store.list_runs(limit=1, before=before):
+            pages.append(page[0].run_id)
+            before = RunPosition.of(page[0])
+        assert pages == newest_first
+        assert ids(before=RunPosition.of(made[2])) == ["C-4", "B-2", "a_1%x"]
+        assert ids(workflow="alpha") == ["c-3", "a_1%x"]
+        assert ids(workflow="alpha", before=RunPosition.of(made[2])) == ["a_1%x"]
+        assert ids(search="c-") == ["c-3", "C-4"]  # any case
+        assert ids(search="THREAD-1") == ["B-2"]  # the thread id too
+        assert ids(search="_1%") == ["a_1%x"]  # LIKE's wildcards are plain text
+        assert ids(search="%") == ["a_1%x"] and ids(search="1_") == []
+        assert ids(search="-", workflow="beta", status=RunStatus.RUNNING) == ["C-4", "B-2"]
 
     def test_list_threads_most_recently_updated_first(self, store: Store) -> None:
         a1, a1_first, a1_lease = self.start(store)

@@ -44,6 +44,10 @@ The mapping, and why:
   (``_retention``: a thread is one unit, a waiting one is exempt); importable without
   LangGraph, which only decoding needs.
 
+:func:`migrate` (``savegame migrate langgraph``) moves threads from LangGraph's own
+SqliteSaver and PostgresSaver into a store through SavegameSaver, resumable and
+verified; how it keeps each thread whole is in its module, ``_migrate``.
+
 The saver is imported on first use, so the readers (and ``savegame`` on a machine
 without ``savegame[langgraph]``) do not import LangGraph.
 """
@@ -69,11 +73,18 @@ from savegame.integrations.langgraph._retention import retention
 from savegame.integrations.langgraph._view import PendingWrite, Reading, Task, message_line
 
 if TYPE_CHECKING:
+    from savegame.integrations.langgraph._migrate import MigrationReport, ThreadResult, migrate
     from savegame.integrations.langgraph._saver import SavegameSaver
     from savegame.integrations.langgraph._tools import durable_tool
 
 #: Names that need LangGraph installed, and the module that holds each.
-_LAZY = {"SavegameSaver": "_saver", "durable_tool": "_tools"}
+_LAZY = {
+    "MigrationReport": "_migrate",
+    "SavegameSaver": "_saver",
+    "ThreadResult": "_migrate",
+    "durable_tool": "_tools",
+    "migrate": "_migrate",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -87,11 +98,13 @@ __all__ = [
     "UNDECODED",
     "LangGraphCheckpoint",
     "LangGraphDiff",
+    "MigrationReport",
     "PendingWrite",
     "Reading",
     "SavegameSaver",
     "Task",
     "ThreadLine",
+    "ThreadResult",
     "decodable",
     "diff_checkpoints",
     "durable_tool",
@@ -100,5 +113,6 @@ __all__ = [
     "line_history",
     "line_of",
     "message_line",
+    "migrate",
     "retention",
 ]

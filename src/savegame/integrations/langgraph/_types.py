@@ -64,6 +64,13 @@ def _allowed() -> dict[str, type[Any]]:
     return found
 
 
+def allowed_classes() -> list[type[Any]]:
+    """The LangGraph and LangChain classes savegame stores (the allow-list, and Send)."""
+    from langgraph.types import Send
+
+    return [*_allowed().values(), Send]
+
+
 def register_langgraph_types() -> None:
     """Put the allow-list in the registry (once per process)."""
     global _done

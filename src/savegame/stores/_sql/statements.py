@@ -11,12 +11,14 @@ claim and its journal upsert) lives in that backend's ``_statements`` module.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from savegame.model import EffectKind, EffectStatus
 from savegame.stores import _common
 from savegame.stores._sql.rows import EFFECT_COLS, HEADER_COLS, RECORD_COLS, RUN_COLS
+from savegame.stores.base import RunPosition
 
 #: Epoch seconds on PostgreSQL's clock: every process judges lease expiry by one clock.
 PG_NOW = "extract(epoch FROM clock_timestamp())::float8"
@@ -372,20 +374,41 @@ class Statements:
         """
 
     def list_runs(
-        self, thread_id: str | None, status: str | None, limit: int
+        self,
+        thread_id: str | None,
+        status: str | None,
+        limit: int,
+        *,
+        workflow: str | None = None,
+        search: str | None = None,
+        before: RunPosition | None = None,
     ) -> tuple[str, tuple[Any, ...]]:
-        """The SELECT behind ``list_runs``: newest first, optionally of one thread and status."""
+        """The SELECT behind ``list_runs``: newest first, filtered, a page after ``before``.
+
+        The keyset is ``(created_at, run_id)``, the ORDER BY's columns, so a page deep
+        in the list reads as few index entries as the first (no OFFSET).
+        """
+        p = self.dialect.p
         where: list[str] = [self.dialect.true]
         params: list[Any] = []
-        if thread_id is not None:
-            where.append(f"thread_id = {self.dialect.p}")
-            params.append(thread_id)
-        if status is not None:
-            where.append(f"status = {self.dialect.p}")
-            params.append(status)
+        for column, value in (("thread_id", thread_id), ("status", status), ("workflow", workflow)):
+            if value is not None:
+                where.append(f"{column} = {p}")
+                params.append(value)
+        if search is not None:
+            # LIKE's own wildcards in the text are matched as themselves.
+            pattern = "%" + re.sub(r"([\\%_])", r"\\\1", search.lower()) + "%"
+            where.append(
+                f"(lower(run_id) LIKE {p} ESCAPE '\\' OR lower(thread_id) LIKE {p} ESCAPE '\\')"
+            )
+            params.extend((pattern, pattern))
+        if before is not None:
+            # A row value, which both planners turn into one range of the index.
+            where.append(f"(created_at, run_id) < ({p}, {self.dialect.key})")
+            params.extend((_common.to_micros(before.created_at), before.run_id))
         sql = (
             f"SELECT {RUN_COLS} FROM runs WHERE {' AND '.join(where)}"
-            f" ORDER BY created_at DESC, run_id DESC LIMIT {self.dialect.p}"
+            f" ORDER BY created_at DESC, run_id DESC LIMIT {p}"
         )
         return sql, (*params, self.dialect.limit(limit))
 

@@ -30,7 +30,7 @@ from savegame.model import (
 from savegame.stores import _common
 from savegame.stores._sql import rows
 from savegame.stores._sql.statements import Dialect, Statements
-from savegame.stores.base import RunSize, StoreStats, ThreadInfo
+from savegame.stores.base import RunPosition, RunSize, StoreStats, ThreadInfo
 
 
 class Cursor(Protocol):
@@ -142,9 +142,14 @@ class SqlStore:
         thread_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 100,
+        workflow: str | None = None,
+        search: str | None = None,
+        before: RunPosition | None = None,
     ) -> list[RunInfo]:
         wanted = None if status is None else RunStatus(status).value
-        sql, params = self._sql.list_runs(thread_id, wanted, limit)
+        sql, params = self._sql.list_runs(
+            thread_id, wanted, limit, workflow=workflow, search=search, before=before
+        )
         return [rows.run_info(row, self._sql.dialect.loads) for row in self._read(sql, params)]
 
     def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:

@@ -19,7 +19,7 @@ from savegame.model import (
     RunInfo,
     RunStatus,
 )
-from savegame.stores.base import Delivery, RunSize, Store, StoreStats, ThreadInfo
+from savegame.stores.base import Delivery, RunPosition, RunSize, Store, StoreStats, ThreadInfo
 
 
 class Delegated:
@@ -31,9 +31,19 @@ class Delegated:
         return self._inner.get_run(run_id)
 
     def list_runs(
-        self, *, thread_id: str | None = None, status: RunStatus | None = None, limit: int = 100
+        self,
+        *,
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        workflow: str | None = None,
+        search: str | None = None,
+        before: RunPosition | None = None,
     ) -> list[RunInfo]:
-        return self._inner.list_runs(thread_id=thread_id, status=status, limit=limit)
+        return self._inner.list_runs(
+            thread_id=thread_id, status=status, limit=limit, workflow=workflow,
+            search=search, before=before,
+        )  # fmt: skip
 
     def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
         return self._inner.list_threads(limit=limit)

@@ -28,7 +28,7 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
-from savegame.stores.base import Capabilities, ThreadInfo, Written
+from savegame.stores.base import Capabilities, RunPosition, ThreadInfo, Written
 from savegame.stores.redis import _rows as rows
 from savegame.stores.redis._client import BATCH
 from savegame.stores.redis._journal import RedisJournal
@@ -237,6 +237,9 @@ class RedisStore(RedisJournal, RedisStorage):
         thread_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 100,
+        workflow: str | None = None,
+        search: str | None = None,
+        before: RunPosition | None = None,
     ) -> list[RunInfo]:
         if thread_id is not None:
             index = self._key("truns", thread_id)
@@ -244,15 +247,24 @@ class RedisStore(RedisJournal, RedisStorage):
             index = self._key("status", RunStatus(status).value)
         else:
             index = self._p + "runs"
-        wanted = None if status is None else RunStatus(status)
+        wanted = None if status is None else RunStatus(status).value
+        # The indexes are scored by created_at: a later page starts at its score.
+        top = "+inf" if before is None else _common.to_micros(before.created_at)
         out: list[RunInfo] = []
         start = 0
         while len(out) < limit:
-            found = self._client.zrevrange(index, start, start + BATCH - 1)
+            found = self._client.zrevrangebyscore(index, top, "-inf", start=start, num=BATCH)
             ids = [m.decode() for m in cast(list[bytes], found)]
             for row in self._pipeline(ids, "hgetall", "run"):
                 info = rows.run_info(row) if row else None  # empty: deleted meanwhile
-                if info is not None and (wanted is None or info.status == wanted):
+                if info is not None and _common.run_wanted(
+                    info,
+                    thread_id=thread_id,
+                    status=wanted,
+                    workflow=workflow,
+                    search=search,
+                    before=before,
+                ):
                     out.append(info)
             if len(ids) < BATCH:
                 break

@@ -135,7 +135,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 6: the run row's own check (RunInfo.checksum): its workflow reference is what
     # resume imports. A constant default: SQLite fills old rows without a rewrite.
     ("ALTER TABLE runs ADD COLUMN checksum TEXT NOT NULL DEFAULT ''",),
-    # 7: waiting runs (timers, events, child runs). wake_at is integer microseconds
+    # 7: list_runs pages by keyset (created_at, run_id) newest first, of all runs or of
+    # one workflow: without these a page of the web UI sorted the whole table.
+    (
+        "CREATE INDEX runs_by_created ON runs (created_at, run_id)",
+        "CREATE INDEX runs_by_workflow ON runs (workflow, created_at, run_id)",
+    ),
+    # 8: waiting runs (timers, events, child runs). wake_at is integer microseconds
     # (WOKEN_MICROS, 0, once its events arrived); wait_topics a JSON array like blobs.
     (
         "ALTER TABLE runs ADD COLUMN wake_at INTEGER",

@@ -1,0 +1,121 @@
+"""``savegame ui``: a local web UI over the public API (``savegame[ui]``).
+
+Server-rendered pages (Starlette, Jinja2) with htmx, which ships inside the package
+(``static/htmx.min.js``, its license beside it): no CDN, no Node toolchain, works
+offline. The pages read the store only through the public API (``savegame.list_runs``,
+``history``, ``get_checkpoint``, ``diff``, ``list_effects``, ``tree``,
+``pending_interrupts``) and act only through it (``approve``, ``reject``,
+``resolve``, ``cancel``, ``fork``, ``resume``), like the CLI.
+
+Where things are::
+
+    _app.py        the routes, the guard in front of them, errors as pages
+    _guard.py      binding, Host header, token, CSRF, security headers
+    _site.py       what every page shares: the store, the templates, hidden metadata
+    _runs.py       the runs page: filters, keyset pages
+    _run.py        a run: timeline, journal, tree; a checkpoint's state; a diff
+    _timeline.py   checkpoints as a timeline: durations, resumes, retries, forks
+    _inbox.py      the approvals inbox, polled with ETags
+    _actions.py    approve, reject, resolve, cancel, resume, fork: confirm, then do
+    _values.py     any value as an escaped, collapsible tree
+    templates/     the pages (Jinja2, autoescaped)
+    static/        htmx, the stylesheet
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from savegame.errors import ConfigurationError
+
+#: Where ``savegame ui`` listens unless told otherwise.
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+TOKEN_VAR = "SAVEGAME_UI_TOKEN"
+
+
+#: What the ui extra installs; a missing one is named in the error.
+EXTRA = frozenset({"starlette", "uvicorn", "jinja2", "markupsafe"})
+
+
+def _needs_extra(exc: ImportError) -> Exception:
+    """The error for a failed import: the extra to install when one of its packages is
+    missing, else the import error itself (a bug is not a missing extra)."""
+    missing = (exc.name or "").partition(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or missing not in EXTRA:
+        return exc
+    return ConfigurationError(
+        f"savegame ui needs the ui extra: pip install 'savegame[ui]' (missing: {missing})"
+    )
+
+
+def create_app(
+    store: Any = None,
+    *,
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    hosts: frozenset[str] | None = None,
+    storage: Any = None,
+    continue_runs: bool = True,
+) -> Any:
+    """The ASGI app of the UI over ``store`` (a URL, a Store, or None for $SAVEGAME_STORE).
+
+    Args:
+        port: the port it is served on (a request's Host header must name it).
+        token: requests must carry it (see :mod:`savegame.ui._guard`).
+        hosts: the host names requests may address (default: the loopback names;
+            with a token, any).
+        storage: the keyring and settings to read records with (default: $SAVEGAME_KEYS ...).
+        continue_runs: after a decision, continue the run in this process where its
+            workflow imports (else it stays queued for ``savegame worker``).
+
+    Raises:
+        ConfigurationError: the ui extra is not installed, or the store cannot be opened.
+    """
+    try:
+        from savegame.ui._app import build
+        from savegame.ui._guard import Guard
+        from savegame.ui._site import Site
+    except ImportError as exc:
+        raise _needs_extra(exc) from None
+    from savegame import open_store
+    from savegame.codec.storage import resolve
+
+    handle = open_store(store, create=False)
+    site = Site(handle, resolve(storage), continue_runs=continue_runs)
+    default = None if token else frozenset({"127.0.0.1", "localhost", "[::1]"})
+    guard = Guard(port, token, default if hosts is None else hosts)
+    return build(site, guard)
+
+
+def serve(
+    store: Any = None,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    continue_runs: bool = True,
+    on_ready: Any = None,
+) -> None:
+    """Serve the UI with uvicorn until interrupted.
+
+    Raises:
+        ConfigurationError: a host other machines can reach without a token, a token
+            shorter than 16 characters, or the ui extra is not installed.
+    """
+    try:
+        import uvicorn
+
+        from savegame.ui._guard import check_bind
+    except ImportError as exc:
+        raise _needs_extra(exc) from None
+    token = token or os.environ.get(TOKEN_VAR) or None
+    check_bind(host, token)
+    hosts = None if token else frozenset({"127.0.0.1", "localhost", "[::1]", host})
+    app = create_app(store, port=port, token=token, hosts=hosts, continue_runs=continue_runs)
+    if on_ready is not None:
+        on_ready()
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "TOKEN_VAR", "create_app", "serve"]

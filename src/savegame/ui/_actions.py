@@ -1,0 +1,191 @@
+"""What a person does from the UI: approve, reject, resolve, cancel, resume, fork.
+
+Each action is two POSTs: the first shows what will happen (the call and its
+arguments, the writes a fork may repeat) on a confirmation page; the second, with
+``confirmed=1``, does it through the public API with ``by=`` the name the person
+gave, which the journal keeps beside the decision (who and when: the audit entry).
+Both pass the CSRF check of :mod:`savegame.ui._guard` first.
+
+A decided run goes on in the UI's process, on a thread of its own, where its
+workflow imports here (``savegame.resume``); where it does not, or with
+``--no-continue``, the decision leaves it queued for ``savegame worker``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+import savegame
+from savegame import ConfigurationError, RunStatus, SavegameError
+from savegame.ui._guard import form_of
+from savegame.ui._site import Site
+
+log = logging.getLogger("savegame.ui")
+BY_COOKIE = "sg_by"
+
+
+class BadInput(ValueError):
+    """A form field the action cannot use; shown on the confirmation page."""
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise BadInput(f"{what} is not JSON: {exc}") from None
+
+
+def _object(text: str, what: str) -> dict[str, Any] | None:
+    if not text.strip():
+        return None
+    value = _json(text, what)
+    if not isinstance(value, dict):
+        raise BadInput(f'{what} must be a JSON object, e.g. {{"amount": 20}}')
+    return value
+
+
+def _paths(text: str) -> dict[str, Any] | None:
+    """``path=JSON`` lines, as ``savegame fork --set`` takes them."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        path, eq, value = line.partition("=")
+        if not eq or not path.strip():
+            raise BadInput(f"{line!r} must read PATH=JSON, e.g. order.amount=20")
+        out[path.strip()] = _json(value, f"the value of {path.strip()}")
+    return out or None
+
+
+def continue_in_background(site: Site, run_id: str) -> None:
+    """Resume a decided run on a thread of this process (it stays queued where that fails)."""
+    if not site.continue_runs:
+        return
+
+    def go() -> None:
+        try:
+            savegame.resume(run_id, store=site.store, storage=site.storage)
+        except Exception as exc:  # the run stays where it is (queued, failed): the page shows it
+            log.warning("run %s was not continued here: %s", run_id, exc)
+
+    thread = threading.Thread(target=go, name=f"savegame-ui-resume-{run_id}", daemon=True)
+    site.workers.append(thread)
+    thread.start()
+
+
+def _back(request: Request, target: str, done: str, by: str) -> Response:
+    response = RedirectResponse(f"{target}?{urlencode({'done': done})}", 303)
+    response.set_cookie(BY_COOKIE, by[:200], samesite="strict", httponly=True, path="/")
+    return response
+
+
+async def act(site: Site, request: Request, action: str) -> Response:
+    form = await form_of(request)
+    by = form.get("by", "").strip()
+    ident = request.path_params.get("run_id") or request.path_params["checkpoint_id"]
+    context: dict[str, Any] = {"action": action, "form": form, "ident": ident,
+                               "by": by or request.cookies.get(BY_COOKIE, ""), "error": None}  # fmt: skip
+    try:
+        context.update(await _preview(site, action, ident, form))
+        if form.get("confirmed") != "1":
+            return site.page(request, "confirm.html", **context)
+        if not by and action not in ("cancel", "resume"):
+            raise BadInput("say who you are (the journal records who decided)")
+        target, done = await _do(site, action, ident, form, by)
+    except (BadInput, SavegameError) as exc:
+        context["error"] = str(exc)
+        return site.page(request, "confirm.html", 400, **context)
+    return _back(request, target, done, by)
+
+
+async def _preview(site: Site, action: str, ident: str, form: dict[str, str]) -> dict[str, Any]:
+    """What the confirmation page shows, read before anything is written."""
+    from starlette.concurrency import run_in_threadpool
+
+    opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
+    if action == "fork":
+        plan = await run_in_threadpool(lambda: savegame.plan_fork(ident, **opts))
+        return {"plan": plan, "run": None}
+    run = await run_in_threadpool(lambda: savegame.get_run(ident, **opts))
+    waiting = await run_in_threadpool(lambda: savegame.pending_interrupts(ident, **opts))
+    chosen = [w for w in waiting if w.interrupt_id == form.get("interrupt_id")]
+    effect = None
+    if action == "resolve":
+        effects = await run_in_threadpool(lambda: savegame.list_effects(ident, **opts))
+        found = [e for e in effects if e.request_id == form.get("request_id")]
+        if not found:
+            raise BadInput(f"run {ident} has no journal entry {form.get('request_id')!r}")
+        effect = found[0]
+    if action in ("approve", "reject") and not chosen:
+        raise BadInput(
+            f"run {ident} does not wait for {form.get('interrupt_id')!r} (decided already?)"
+        )
+    return {"run": run, "waiting": chosen[0] if chosen else None, "effect": effect, "plan": None}
+
+
+async def _do(
+    site: Site, action: str, ident: str, form: dict[str, str], by: str
+) -> tuple[str, str]:
+    """Do it; returns the page to go back to and what was done."""
+    from starlette.concurrency import run_in_threadpool
+
+    opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
+    page = f"/runs/{quote(ident, safe='')}"
+    if action == "approve":
+        edit = _object(form.get("edit", ""), "the edited arguments")
+        await run_in_threadpool(lambda: savegame.approve(
+            ident, interrupt_id=form["interrupt_id"], edit=edit, by=by, resume=False, **opts
+        ))  # fmt: skip
+        continue_in_background(site, ident)
+        return page, "approved"
+    if action == "reject":
+        reason = form.get("reason", "").strip()
+        if not reason:
+            raise BadInput("a rejection needs a reason (the step is told it)")
+        await run_in_threadpool(lambda: savegame.reject(
+            ident, reason=reason, interrupt_id=form["interrupt_id"], by=by, resume=False, **opts
+        ))  # fmt: skip
+        continue_in_background(site, ident)
+        return page, "rejected"
+    if action == "resolve":
+        done = form.get("done")
+        if done not in ("yes", "no"):
+            raise BadInput("say whether the call happened (done) or not")
+        extra = {"result": _json(form.get("result", ""), "the result")} if done == "yes" else {}
+        await run_in_threadpool(lambda: savegame.resolve(
+            ident, form["request_id"], done=done == "yes", by=by, **extra, **opts
+        ))  # fmt: skip
+        return page, "resolved"
+    if action == "cancel":
+        compensate = form.get("compensate") == "on"
+        await run_in_threadpool(
+            lambda: savegame.cancel(ident, compensate_effects=compensate, wait=10.0, **opts)
+        )
+        return page, "cancelled"
+    if action == "resume":
+        info = await run_in_threadpool(lambda: savegame.get_run(ident, **opts))
+        if info.status.finished or (info.status is RunStatus.RUNNING and info.lease is not None):
+            raise BadInput(f"run {ident} is {info.status.value}: nothing to resume")
+        continue_in_background(site, ident)
+        return page, "resumed"
+    if action == "fork":
+        mode = form.get("mode", "replay")
+        if mode not in ("replay", "redo"):
+            raise BadInput("mode is replay or redo")
+        update = _object(form.get("update", ""), "the state keys")
+        paths = _paths(form.get("set", ""))
+        why = form.get("reason", "").strip() or None
+        result = await run_in_threadpool(lambda: savegame.fork(
+            ident, update=update, set=paths, reason=why, by=by, mode=mode,  # type: ignore[arg-type]
+            run=False, **opts,
+        ))  # fmt: skip
+        continue_in_background(site, result.run_id)
+        return f"/runs/{quote(result.run_id, safe='')}", "forked"
+    raise ConfigurationError(f"unknown action {action!r}")

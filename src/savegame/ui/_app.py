@@ -1,0 +1,72 @@
+"""The ASGI app: routes, the guard in front of them, errors as pages.
+
+Every route is one page module's function; reading pages are plain functions,
+which Starlette runs on its thread pool (the store's calls block), and actions are
+``async`` only to read their form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from savegame import ConflictError, NotFoundError, RunStateError, SavegameError
+from savegame.ui import _actions, _inbox, _run, _runs
+from savegame.ui._guard import Guard
+from savegame.ui._site import HERE, Site
+
+ACTIONS = ("approve", "reject", "resolve", "cancel", "resume")
+
+
+def _page(site: Site, view: Callable[[Site, Request], Response]) -> Callable[[Request], Response]:
+    def endpoint(request: Request) -> Response:
+        try:
+            return view(site, request)
+        except NotFoundError as exc:
+            return site.page(request, "error.html", 404, title="Not found", message=str(exc))
+        except _run.UNREADABLE as exc:
+            message = _run.unreadable(exc)
+            return site.page(request, "error.html", 503, title="Cannot read it", message=message)
+        except (RunStateError, ConflictError) as exc:
+            return site.page(
+                request, "error.html", 409, title="Cannot do that now", message=str(exc)
+            )
+        except SavegameError as exc:
+            return site.page(request, "error.html", 400, title=type(exc).__name__, message=str(exc))
+
+    return endpoint
+
+
+def _action(site: Site, name: str) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        return await _actions.act(site, request, name)
+
+    return endpoint
+
+
+def build(site: Site, guard: Guard) -> Starlette:
+    """The app serving ``site`` behind ``guard``."""
+    routes = [
+        Route("/", lambda request: RedirectResponse("/runs", 303)),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
+        Route("/runs", _page(site, _runs.runs_page)),
+        Route("/runs/{run_id:str}", _page(site, _run.run_page)),
+        Route("/checkpoints/{checkpoint_id:str}", _page(site, _run.checkpoint_page)),
+        Route("/diff", _page(site, _run.diff_page)),
+        Route("/approvals", _page(site, _inbox.inbox_page)),
+        *(
+            Route(f"/runs/{{run_id:str}}/{name}", _action(site, name), methods=["POST"])
+            for name in ACTIONS
+        ),
+        Route("/checkpoints/{checkpoint_id:str}/fork", _action(site, "fork"), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])

@@ -1,0 +1,43 @@
+"""The approvals inbox: what every run waits for from a person, oldest first, live.
+
+The list polls itself (htmx, every few seconds) with ``If-None-Match`` set to the
+ETag of what it shows; the server answers ``304 Not Modified`` while nothing
+changed, so an open inbox costs one small read of the journal's pending entries
+per poll and repaints only when a run arrives or leaves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+import savegame
+from savegame import PendingInterrupt
+from savegame.ui._run import UNREADABLE, unreadable
+from savegame.ui._site import Site, fragment
+
+#: Seconds between two polls of an open inbox.
+POLL = 2
+
+
+def etag(waiting: list[PendingInterrupt]) -> str:
+    digest = hashlib.sha256()
+    for p in waiting:
+        digest.update(f"{p.run_id}\0{p.interrupt_id}\0".encode())
+    return f'"{digest.hexdigest()[:32]}"'
+
+
+def inbox_page(site: Site, request: Request) -> Response:
+    try:
+        waiting = savegame.pending_interrupts(store=site.store, storage=site.storage)
+    except UNREADABLE as exc:  # one sealed entry the UI has no key for hides the list
+        return site.page(request, "error.html", 503, title="Approvals", message=unreadable(exc))
+    tag = etag(waiting)
+    if request.headers.get("if-none-match") == tag:
+        return Response(status_code=304, headers={"etag": tag})
+    name = "inbox_list.html" if fragment(request) else "inbox.html"
+    response = site.page(request, name, waiting=waiting, etag=tag, poll=POLL)
+    response.headers["etag"] = tag
+    return response

@@ -1,0 +1,115 @@
+"""A run's page: its row, the timeline of its checkpoints, the journal, the thread's tree;
+a checkpoint's state; the diff of two checkpoints.
+
+What cannot be read is said where it would have been shown: a journal or a state
+sealed with a key this UI was not given (``EncryptionKeyError``), or a record that
+failed its check (``CorruptRecordError``), names the record and leaves the rest of the
+page standing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+import savegame
+from savegame import (
+    CorruptRecordError,
+    Effect,
+    EffectKind,
+    EffectStatus,
+    EncryptionKeyError,
+    RunNode,
+    Tree,
+)
+from savegame.ui._site import Site, fragment
+from savegame.ui._timeline import timeline
+
+#: Checkpoints on one page of a timeline.
+TIMELINE_PAGE = 200
+UNREADABLE = (EncryptionKeyError, CorruptRecordError)
+
+
+def unreadable(exc: Exception) -> str:
+    if isinstance(exc, EncryptionKeyError) or "keyring" in str(exc) or "encrypt" in str(exc):
+        return (
+            f"Encrypted, and this UI cannot open it: {exc}. Start `savegame ui` with the "
+            "store's keys in SAVEGAME_KEYS to see it."
+        )
+    return f"This record failed its integrity check and is not shown: {exc}"
+
+
+def in_doubt(e: Effect) -> bool:
+    """A write that started and has no result: it may or may not have happened."""
+    return e.kind is EffectKind.WRITE and e.status is EffectStatus.PENDING
+
+
+def _journal(site: Site, run_id: str) -> tuple[list[Effect], str | None]:
+    try:
+        return savegame.list_effects(run_id, store=site.store, storage=site.storage), None
+    except UNREADABLE as exc:
+        return [], unreadable(exc)
+
+
+def _tree(site: Site, run_id: str) -> tuple[Tree | None, str | None]:
+    try:
+        return savegame.tree(run_id, store=site.store, storage=site.storage), None
+    except UNREADABLE as exc:
+        return None, unreadable(exc)
+
+
+def run_page(site: Site, request: Request) -> Response:
+    run_id = request.path_params["run_id"]
+    info = savegame.get_run(run_id, store=site.store, storage=site.storage)
+    before = request.query_params.get("before") or None
+    opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
+    headers = savegame.history(run_id, limit=TIMELINE_PAGE, before=before, **opts)
+    earlier = None
+    if len(headers) == TIMELINE_PAGE:
+        older = savegame.history(run_id, limit=1, before=headers[-1].checkpoint_id, **opts)
+        earlier = older[0] if older else None
+    found, tree_error = _tree(site, run_id)
+    forks: dict[str, list[RunNode]] = {} if found is None else found.forks_at(run_id)
+    effects, journal_error = _journal(site, run_id)
+    try:
+        waiting = savegame.pending_interrupts(run_id, **opts)
+    except UNREADABLE as exc:
+        waiting, journal_error = [], unreadable(exc)
+    head = headers[0] if headers and before is None else None
+    return site.page(
+        request, "run.html", run=info, run_metadata=site.metadata(info.metadata),
+        run_error=site.text(info.error), head=head,
+        moments=timeline(headers, forks, earlier), earlier=earlier, paged=before is not None,
+        effects=effects, journal_error=journal_error, in_doubt=in_doubt, waiting=waiting,
+        found=found, tree_error=tree_error, shown_metadata=site.metadata,
+    )  # fmt: skip
+
+
+def checkpoint_page(site: Site, request: Request) -> Response:
+    ident = request.path_params["checkpoint_id"]
+    name = "state.html" if fragment(request) else "checkpoint.html"
+    try:
+        cp = savegame.get_checkpoint(ident, store=site.store, storage=site.storage)
+    except UNREADABLE as exc:
+        return site.page(request, name, cp=None, error=unreadable(exc), ident=ident,
+                         shown_metadata=site.metadata)  # fmt: skip
+    return site.page(request, name, cp=cp, error=None, ident=ident, shown_metadata=site.metadata)
+
+
+def diff_page(site: Site, request: Request) -> Response:
+    a = request.query_params.get("a", "")
+    b = request.query_params.get("b", "")
+    name = "diff_body.html" if fragment(request) else "diff.html"
+    if not a or not b:
+        return site.page(request, name, 400, d=None, a=a, b=b, error="pick two checkpoints")
+    if a == b:
+        return site.page(
+            request, name, 400, d=None, a=a, b=b, error="pick two different checkpoints"
+        )
+    try:
+        found = savegame.diff(a, b, store=site.store, storage=site.storage)
+    except UNREADABLE as exc:
+        return site.page(request, name, d=None, a=a, b=b, error=unreadable(exc))
+    return site.page(request, name, d=found, a=a, b=b, error=None)

@@ -1,0 +1,97 @@
+"""The runs page: every run, newest first, filtered, a page at a time.
+
+Pages follow each other by keyset (``savegame.list_runs(before=<last run id>)``), so
+the hundredth page costs what the first does; the list asks for one run more than it
+shows to know whether an older page exists, and never counts the table. Each row's
+usage is its head checkpoint's (``savegame.history(run, limit=1)``): one indexed read
+per shown run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+import savegame
+from savegame import RunInfo, RunStatus, Usage
+from savegame.ui._site import Site, fragment
+
+PAGE = 50
+MAX_PAGE = 500
+FILTERS = ("status", "workflow", "thread", "q")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    run: RunInfo
+    usage: Usage
+
+
+class BadFilter(ValueError):
+    """A query parameter the runs page cannot use; shown on the page."""
+
+
+def _limit(text: str | None) -> int:
+    if not text:
+        return PAGE
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadFilter(f"limit must be a number, not {text!r}") from None
+    if not 1 <= value <= MAX_PAGE:
+        raise BadFilter(f"limit must be between 1 and {MAX_PAGE}")
+    return value
+
+
+def _status(text: str) -> RunStatus | None:
+    if not text:
+        return None
+    try:
+        return RunStatus(text)
+    except ValueError:
+        raise BadFilter(f"unknown status {text!r}") from None
+
+
+def rows(site: Site, request: Request) -> dict[str, Any]:
+    """The page's context: filters, rows, the link to the next page."""
+    q = request.query_params
+    filters = {name: q.get(name, "").strip() for name in FILTERS}
+    limit = _limit(q.get("limit"))
+    found = savegame.list_runs(
+        status=_status(filters["status"]), workflow=filters["workflow"] or None,
+        thread_id=filters["thread"] or None, search=filters["q"] or None,
+        before=q.get("before") or None, limit=limit + 1, store=site.store, storage=site.storage,
+    )  # fmt: skip
+    shown = found[:limit]
+    listed = []
+    for info in shown:
+        head = savegame.history(info.run_id, limit=1, store=site.store, storage=site.storage)
+        listed.append(Row(info, head[0].usage if head else Usage()))
+    kept = {k: v for k, v in filters.items() if v}
+    if q.get("limit"):
+        kept["limit"] = str(limit)
+    older = None
+    if len(found) > limit:
+        older = "/runs?" + urlencode({**kept, "before": shown[-1].run_id})
+    return {
+        "filters": filters,
+        "rows": listed,
+        "older": older,
+        "first": "/runs" + (f"?{urlencode(kept)}" if kept else ""),
+        "paged": bool(q.get("before")),
+    }
+
+
+def runs_page(site: Site, request: Request) -> Response:
+    try:
+        context = rows(site, request)
+    except BadFilter as exc:
+        filters = {name: request.query_params.get(name, "") for name in FILTERS}
+        return site.page(request, "runs.html", 400, error=str(exc), filters=filters, rows=[],
+                         older=None, first="/runs", paged=False)  # fmt: skip
+    name = "runs_table.html" if fragment(request) else "runs.html"
+    return site.page(request, name, error=None, **context)

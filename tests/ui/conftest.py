@@ -1,0 +1,47 @@
+"""The UI's tests: the real app over a real SQLite file, through Starlette's test client,
+and (``test_browser.py``) a real uvicorn server driven by Chromium."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from savegame import open_store
+from savegame.ui import create_app
+
+ORIGIN = "http://127.0.0.1:8765"
+
+
+@pytest.fixture
+def ui_url(tmp_path: Path) -> str:
+    """An SQLite store that exists (empty): the UI opens stores, it never creates one."""
+    url = f"sqlite:///{tmp_path / 'ui.db'}"
+    open_store(url).close()
+    return url
+
+
+@pytest.fixture
+def client(ui_url: str) -> Iterator[Callable[..., TestClient]]:
+    """``client(**create_app options)``: a test client of a fresh app over ``ui_url``."""
+    made: list[TestClient] = []
+
+    def make(**options: Any) -> TestClient:
+        app = create_app(ui_url, **options)
+        c = TestClient(app, base_url=ORIGIN)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def csrf_of(c: TestClient) -> str:
+    """The CSRF token a page gave this browser (its cookie), after one GET."""
+    if "sg_csrf" not in c.cookies:
+        c.get("/runs")
+    return str(c.cookies["sg_csrf"])

@@ -1,0 +1,126 @@
+"""Actions from the UI: a confirmation first, then the public API with the person's name."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from starlette.testclient import TestClient
+
+import savegame
+from savegame import EffectKind, RunStatus
+from tests.ui.conftest import csrf_of
+from tests.ui.shop import flaky, wf
+
+
+def _settled(url: str, run_id: str, *statuses: RunStatus) -> RunStatus:
+    """The run's status once it is one of ``statuses`` (it goes on in the UI's thread)."""
+    deadline = time.monotonic() + 20
+    status = savegame.get_run(run_id, store=url).status
+    while status not in statuses and time.monotonic() < deadline:
+        time.sleep(0.05)
+        status = savegame.get_run(run_id, store=url).status
+    return status
+
+
+def _do(c: TestClient, path: str, **form: str) -> tuple[str, str]:
+    """POST the action unconfirmed (the confirmation page), then confirmed."""
+    form["csrf_token"] = csrf_of(c)
+    asked = c.post(path, data=form)
+    assert asked.status_code == 200 and "Confirm:" in asked.text
+    done = c.post(path, data={**form, "confirmed": "1"}, follow_redirects=False)
+    return asked.text, done.headers.get("location", done.text)
+
+
+def test_approve_with_edited_arguments_continues_the_run(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    r = savegame.run(wf, {"amount": 42}, store=ui_url)
+    c = client()
+    asked, went = _do(c, f"/runs/{r.run_id}/approve", interrupt_id=r.interrupt_id or "",
+                      edit='{"order_id": "o1", "amount": 20}', by="ana")  # fmt: skip
+    assert "<b>charge</b>" in asked and ">42<" in asked and "&#34;amount&#34;: 20" in asked
+    assert went == f"/runs/{r.run_id}?done=approved"
+    assert _settled(ui_url, r.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
+    approval, write = savegame.list_effects(r.run_id, store=ui_url)
+    assert approval.kind is EffectKind.APPROVAL and approval.metadata["by"] == "ana"
+    assert write.result == {"charge_id": "ch_o1", "amount": 20}
+
+
+def test_an_edit_the_tool_cannot_take_is_refused_before_it_is_recorded(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    r = savegame.run(wf, {}, store=ui_url)
+    c = client()
+    form = {"interrupt_id": r.interrupt_id or "", "edit": '{"amount": 1, "tip": 2}', "by": "ana",
+            "csrf_token": csrf_of(c), "confirmed": "1"}  # fmt: skip
+    refused = c.post(f"/runs/{r.run_id}/approve", data=form)
+    assert refused.status_code == 400 and "tip" in refused.text
+    not_json = c.post(f"/runs/{r.run_id}/approve", data={**form, "edit": "{amount"})
+    assert not_json.status_code == 400 and "not JSON" in not_json.text
+    anonymous = c.post(f"/runs/{r.run_id}/approve", data={**form, "edit": "", "by": ""})
+    assert anonymous.status_code == 400 and "say who you are" in anonymous.text
+    assert savegame.pending_interrupts(r.run_id, store=ui_url)  # still waiting
+
+
+def test_reject_needs_a_reason_and_records_it(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    r = savegame.run(wf, {}, store=ui_url)
+    c = client()
+    path = f"/runs/{r.run_id}/reject"
+    form = {"interrupt_id": r.interrupt_id or "", "by": "ana", "csrf_token": csrf_of(c)}
+    assert c.post(path, data={**form, "confirmed": "1"}).status_code == 400
+    _do(c, path, interrupt_id=r.interrupt_id or "", by="ana", reason="too <b>much</b>")
+    (entry,) = savegame.list_effects(r.run_id, store=ui_url)
+    assert entry.error == "too <b>much</b>" and entry.metadata["by"] == "ana"
+    # The step did not catch ApprovalRejected: the run failed with it.
+    assert _settled(ui_url, r.run_id, RunStatus.FAILED) is RunStatus.FAILED
+    assert "too &lt;b&gt;much&lt;/b&gt;" in c.get(f"/runs/{r.run_id}").text
+
+
+def test_resolve_an_in_doubt_write_then_resume(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    with pytest.raises(savegame.InDoubtEffectError):
+        savegame.run(flaky, {}, store=ui_url)
+    (stuck,) = savegame.list_runs(store=ui_url)
+    (entry,) = savegame.list_effects(stuck.run_id, store=ui_url)
+    c = client()
+    asked, _ = _do(c, f"/runs/{stuck.run_id}/resolve", request_id=entry.request_id, done="yes",
+                   result='{"charge_id": "ch_by_hand"}', by="ana")  # fmt: skip
+    assert "flaky_charge" in asked
+    (settled,) = savegame.list_effects(stuck.run_id, store=ui_url)
+    assert settled.result == {"charge_id": "ch_by_hand"} and settled.metadata["by"] == "ana"
+    _do(c, f"/runs/{stuck.run_id}/resume")  # the module imports here: it ends in the UI's thread
+    assert _settled(ui_url, stuck.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
+    assert savegame.get_checkpoint(stuck.run_id, store=ui_url).state["receipt"] == {
+        "charge_id": "ch_by_hand"
+    }
+
+
+def test_cancel_a_waiting_run(client: Callable[..., TestClient], ui_url: str) -> None:
+    r = savegame.run(wf, {}, store=ui_url)
+    _do(client(), f"/runs/{r.run_id}/cancel")
+    assert savegame.get_run(r.run_id, store=ui_url).status is RunStatus.CANCELLED
+    assert savegame.pending_interrupts(r.run_id, store=ui_url) == []
+
+
+def test_fork_from_a_checkpoint_with_an_edit(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    r = savegame.run(wf, {"amount": 42}, store=ui_url)
+    planned = next(h for h in savegame.history(r.run_id, store=ui_url) if h.node == "plan")
+    c = client(continue_runs=False)
+    asked, went = _do(c, f"/checkpoints/{planned.checkpoint_id}/fork", set="order.amount=7",
+                      reason="cheaper", by="bo", mode="replay")  # fmt: skip
+    assert "order.amount=7" in asked and "The origin run is not changed" in asked
+    forked = went.split("?")[0].rsplit("/", 1)[1]
+    node = savegame.tree(r.run_id, store=ui_url).node(forked)
+    assert node.forked and (node.by, node.reason, node.edited) == (
+        "bo",
+        "cheaper",
+        ("order.amount",),
+    )
+    assert savegame.get_checkpoint(forked, store=ui_url).state["order"]["amount"] == 7

@@ -1,0 +1,33 @@
+"""The approvals inbox: every run's waiting calls, oldest first, and 304 while nothing changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.testclient import TestClient
+
+import savegame
+from tests.ui.shop import wf
+
+
+def test_the_inbox_lists_oldest_first_and_answers_304_until_it_changes(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    c = client()
+    empty = c.get("/approvals")
+    assert "Nothing waits for a person" in empty.text
+    first = savegame.run(wf, {"order_id": "o1"}, store=ui_url)
+    second = savegame.run(wf, {"order_id": "o2"}, store=ui_url)
+    page = c.get("/approvals")
+    tag = page.headers["etag"]
+    assert tag != empty.headers["etag"]
+    assert page.text.index(first.run_id) < page.text.index(second.run_id)
+    # The list asks again with what it shows: htmx sends this header with each poll.
+    assert '"If-None-Match": "\\"' + tag.strip('"') + '\\""' in page.text
+    same = c.get("/approvals", headers={"If-None-Match": tag, "HX-Request": "true"})
+    assert same.status_code == 304 and same.text == ""
+    savegame.approve(first.run_id, by="ana", store=ui_url, workflow=wf)
+    moved = c.get("/approvals", headers={"If-None-Match": tag, "HX-Request": "true"})
+    assert moved.status_code == 200 and moved.headers["etag"] != tag
+    assert moved.text.lstrip().startswith('<div id="inbox"')
+    assert first.run_id not in moved.text and second.run_id in moved.text

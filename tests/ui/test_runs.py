@@ -1,0 +1,65 @@
+"""The runs page: filters, keyset pages, the htmx fragment, bad filters said on the page."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from starlette.testclient import TestClient
+
+import savegame
+from tests.ui.shop import wf
+
+ROW = re.compile(r'<tr data-run="([^"]+)">')
+
+
+def _ids(html: str) -> list[str]:
+    return ROW.findall(html)
+
+
+def test_the_list_filters_and_pages_through_every_run_once(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    started = [
+        savegame.run(wf, {"order_id": f"o{n}"}, thread_id=f"shop-{n}", store=ui_url).run_id
+        for n in range(7)
+    ]
+    savegame.approve(started[2], by="ana", store=ui_url, workflow=wf)  # completes it
+    c = client()
+    page = c.get("/runs?limit=3")
+    assert _ids(page.text) == started[::-1][:3]
+    seen: list[str] = []
+    url: str | None = "/runs?limit=3"
+    while url:
+        html = c.get(url).text
+        seen += _ids(html)
+        found = re.search(r'class="older" href="([^"]+)"', html)
+        url = found.group(1).replace("&amp;", "&") if found else None
+    assert seen == started[::-1]
+    assert _ids(c.get("/runs?status=completed").text) == [started[2]]
+    assert _ids(c.get("/runs?thread=shop-4").text) == [started[4]]
+    assert _ids(c.get(f"/runs?q={started[5][-8:].lower()}").text) == [started[5]]
+    assert _ids(c.get("/runs?workflow=shop&status=interrupted&limit=2").text) == [
+        started[6],
+        started[5],
+    ]
+    assert "No runs match these filters" in c.get("/runs?workflow=nope").text
+    # Each row shows the head checkpoint's usage: the completed run made one tool call.
+    row = c.get("/runs?status=completed").text
+    assert "0 llm · 1 tool" in row
+
+
+def test_htmx_gets_the_table_alone_and_a_bad_filter_is_said(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    savegame.run(wf, {}, store=ui_url)
+    c = client()
+    part = c.get("/runs", headers={"HX-Request": "true"})
+    assert part.text.lstrip().startswith("<table") and "<html" not in part.text
+    full = c.get("/runs", headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert "<html" in full.text
+    bad = c.get("/runs?status=sleeping")
+    assert bad.status_code == 400 and "unknown status &#39;sleeping&#39;" in bad.text
+    assert c.get("/runs?limit=0").status_code == 400
+    gone = c.get("/runs?before=no-such-run")
+    assert gone.status_code == 404 and "no-such-run" in gone.text
