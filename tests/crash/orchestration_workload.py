@@ -36,43 +36,22 @@ def hook(name: str) -> None:
         sys.stdin.readline()
 
 
-def _hook_event_taken() -> None:
-    """Stop right after a wait took an event (the first of its two writes)."""
-    settle = Journal.settle
+def _stop_after(
+    method: str, kind: EffectKind, name: str, status: EffectStatus | None = None
+) -> None:
+    """Make ``Journal.<method>`` of an entry of ``kind`` (settled to ``status``) stop at hook ``name``."""
+    original = getattr(Journal, method)
 
-    def settled(self: Journal, effect: Any, status: EffectStatus, **kw: Any) -> Any:
-        out = settle(self, effect, status, **kw)
-        if effect.kind is EffectKind.EVENT and status is EffectStatus.DONE:
-            hook("event-taken")
+    def hooked(self: Journal, effect: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, effect, *args, **kwargs)
+        if effect.kind is kind and (status is None or args[:1] == (status,)):
+            hook(name)
         return out
 
-    Journal.settle = settled  # type: ignore[method-assign]
+    setattr(Journal, method, hooked)
 
 
-def _hook_sleep_recorded() -> None:
-    """Stop right after a sleep's wake-up time was committed."""
-    intent = Journal.intent
-
-    def recorded(self: Journal, effect: Any) -> Any:
-        out = intent(self, effect)
-        if effect.kind is EffectKind.SLEEP:
-            hook("sleep-recorded")
-        return out
-
-    Journal.intent = recorded  # type: ignore[method-assign]
-
-
-def _hook_children() -> None:
-    """Stop right after a child's id was journaled, and right after it was created."""
-    intent = Journal.intent
-
-    def journaled(self: Journal, effect: Any) -> Any:
-        out = intent(self, effect)
-        if effect.kind is EffectKind.CHILD:
-            hook("child-intent")
-        return out
-
-    Journal.intent = journaled  # type: ignore[method-assign]
+def _stop_after_child_created() -> None:
     start_run = _children.start_run
 
     def created(*args: Any, **kwargs: Any) -> Any:
@@ -83,9 +62,12 @@ def _hook_children() -> None:
     _children.start_run = created  # type: ignore[assignment]
 
 
-_hook_event_taken()
-_hook_sleep_recorded()
-_hook_children()
+# A wait took an event (the first of its two writes); a sleep's wake-up time was
+# committed; a child's id was journaled; a child was created.
+_stop_after("settle", EffectKind.EVENT, "event-taken", EffectStatus.DONE)
+_stop_after("intent", EffectKind.SLEEP, "sleep-recorded")
+_stop_after("intent", EffectKind.CHILD, "child-intent")
+_stop_after_child_created()
 
 
 def world() -> sqlite3.Connection:

@@ -177,6 +177,14 @@ class Waits:
         self.calls = calls
         self.now = now
 
+    def _position(self) -> tuple[int, str, EffectRecord | None]:
+        """The next call position of the step: its index, request id and journal entry."""
+        calls = self.calls
+        if calls._cancelled():
+            raise Cancel()
+        index, request_id = calls._next_id()
+        return index, request_id, calls.journal.get(request_id)
+
     # -- events -------------------------------------------------------------------------
     def events(self, topics: Sequence[str], timeout: timedelta | None) -> list[Any]:
         """The value of one event on each of ``topics`` (each wait at its own position),
@@ -187,8 +195,6 @@ class Waits:
             WaitTimedOutError: the due time passed first (journaled: raised again on replay).
             NonDeterminismError: the journal holds another call at one of the positions.
         """
-        if self.calls._cancelled():
-            raise Cancel()
         until = None if timeout is None else self.now() + timeout
         waits = [self._wait_entry(topic, until) for topic in topics]
         if any(w.status is EffectStatus.PENDING for w in waits):
@@ -214,8 +220,7 @@ class Waits:
 
     def _wait_entry(self, topic: str, until: datetime | None) -> EffectRecord:
         calls = self.calls
-        index, request_id = calls._next_id()
-        existing = calls.journal.get(request_id)
+        index, request_id, existing = self._position()
         if existing is None:
             arguments = encode_value({"topic": topic, "until": _iso(until)}, "wait")
             entry = calls._entry(request_id, index, EffectKind.WAIT, topic, arguments, {})
@@ -283,10 +288,7 @@ class Waits:
             NonDeterminismError: the journal holds another call at this position.
         """
         calls = self.calls
-        if calls._cancelled():
-            raise Cancel()
-        index, request_id = calls._next_id()
-        entry = calls.journal.get(request_id)
+        index, request_id, entry = self._position()
         if entry is None:
             child_id = run_id or request_id
             arguments = encode_value(
@@ -329,10 +331,7 @@ class Waits:
             Suspend: the time has not come; the run waits until it.
         """
         calls = self.calls
-        if calls._cancelled():
-            raise Cancel()
-        index, request_id = calls._next_id()
-        entry = calls.journal.get(request_id)
+        index, request_id, entry = self._position()
         if entry is None:
             until = until_of(self.now())
             if until.tzinfo is None or until.utcoffset() is None:

@@ -266,13 +266,6 @@ class PostgresStore(SqlStore):
                 self._deliver(conn, event, missing_ok=True)
         return Written(bool(row and row[0]))
 
-    def deliver_event(self, event: EffectRecord) -> Delivery:
-        event = _common.check_event(event)
-        with self._tx() as conn:
-            delivery = self._deliver(conn, event, missing_ok=False)
-        assert delivery is not None
-        return delivery
-
     def _deliver(self, conn: Conn, event: EffectRecord, *, missing_ok: bool) -> Delivery | None:
         """Journal a checked event and wake its run, its row locked first (so the wake
         check and a put of a waiting record are ordered); None for a missing run when

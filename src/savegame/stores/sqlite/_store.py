@@ -284,13 +284,6 @@ class SqliteStore(SqlStore):
             (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
         return Written(bool(cancel))
 
-    def deliver_event(self, event: EffectRecord) -> Delivery:
-        event = _common.check_event(event)
-        with self._tx() as conn:
-            stored = self._deliver(conn, event, missing_ok=False)
-        assert stored is not None
-        return stored
-
     def _deliver(
         self, conn: sqlite3.Connection, event: EffectRecord, *, missing_ok: bool
     ) -> Delivery | None:
