@@ -10,11 +10,12 @@ the two writes), ``after-wait`` (the wait answered, the step's checkpoint not wr
 ``sleep-recorded`` (a sleep's wake-up time journaled, the run not yet checkpointed waiting),
 ``child-intent`` (a child's id journaled, the child not created), ``child-created`` (the
 child created, its entry in the parent not settled), ``child-recorded`` (a child's write
-happened, its step not checkpointed).
+happened, its step not checkpointed), ``mid-gather`` (three of a gather's calls made).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import sys
@@ -92,15 +93,7 @@ def records(path: str) -> list[tuple[str, str]]:
 @tool(effect="write", idempotent=True)
 def record(body: str, *, request_id: str) -> str:
     """A write to the outside world; idempotent by request id, as a provider would be."""
-    conn = world()
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        if not conn.execute("SELECT 1 FROM records WHERE request_id = ?", (request_id,)).fetchone():
-            conn.execute("INSERT INTO records VALUES (?, ?, ?)", (request_id, body, time.time()))
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-    return body
+    return _record(body, request_id)
 
 
 orders = Workflow("orders")
@@ -151,3 +144,57 @@ def boss_plan(state: State, ctx: StepContext) -> tuple[State, str]:
 def boss_gather(state: State, ctx: StepContext) -> tuple[State, str]:
     results = ctx.wait_children(state["kids"])
     return {"result": ctx.call(record, "boss " + ",".join(r["done"] for r in results))}, END
+
+
+def executions(path: str) -> dict[str, int]:
+    """How often each request id was really executed (not deduplicated)."""
+    if not os.path.exists(path):
+        return {}
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT request_id, count(*) FROM executions GROUP BY request_id")
+        return dict(rows.fetchall())
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        conn.close()
+
+
+@tool(effect="write", idempotent=True)
+async def record_slowly(body: str, delay: float, *, request_id: str) -> str:
+    """``record``, after a wait, every execution counted (the idempotent provider keeps one)."""
+    await asyncio.sleep(delay)
+    conn = world()
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS executions (request_id TEXT, at REAL)")
+        conn.execute("INSERT INTO executions VALUES (?, ?)", (request_id, time.time()))
+    finally:
+        conn.close()
+    recorded = _record(body, request_id)
+    if len(executions(os.environ["SAVEGAME_WORLD"])) == 3:
+        hook("mid-gather")  # three of the eight calls made, the others in flight or not begun
+    return recorded
+
+
+def _record(body: str, request_id: str) -> str:
+    conn = world()
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        if not conn.execute("SELECT 1 FROM records WHERE request_id = ?", (request_id,)).fetchone():
+            conn.execute("INSERT INTO records VALUES (?, ?, ?)", (request_id, body, time.time()))
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return body
+
+
+fanout = Workflow("fanout")
+
+
+@fanout.step(entry=True)
+async def fan(state: State, ctx: StepContext) -> tuple[State, str]:
+    async def branch(c: StepContext, k: int) -> list[str]:
+        first = await c.acall(record_slowly, f"{k}a", 0.05 * (4 - k))
+        return [first, await c.acall(record_slowly, f"{k}b", 0.05 * k)]
+
+    return {"got": await ctx.map(branch, range(4))}, END

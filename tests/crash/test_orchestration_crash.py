@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from savegame import EffectKind, EffectStatus, RunStatus, get_run, list_effects, send
+from savegame import (
+    EffectKind,
+    EffectStatus,
+    NotFoundError,
+    RunStatus,
+    get_run,
+    list_effects,
+    send,
+)
 
 from .harness import kill_after_delay, kill_at_hook, run_to_end
 from .orchestration_workload import records
@@ -183,3 +191,53 @@ def test_a_child_killed_mid_step_ends_once_for_its_parent(tmp_path: Path) -> Non
     assert sorted(b for _, b in records(env["SAVEGAME_WORLD"])) == BOSS_RECORDS
     ends = [e for e in list_effects(run_id, store=url) if e.kind is EffectKind.EVENT]
     assert sorted(e.name for e in ends) == sorted(f"$child:{c}" for c in (first, *others))
+
+
+def test_a_worker_killed_mid_gather_makes_only_the_unfinished_calls_again(tmp_path: Path) -> None:
+    from .orchestration_workload import executions
+
+    url, run_id = f"sqlite:///{tmp_path / 'store.db'}", "fan-1"
+    env = {**_env(tmp_path, "fanout"), "SAVEGAME_INPUT": "{}"}
+    world = env["SAVEGAME_WORLD"]
+    out = kill_at_hook("start", url, run_id, "mid-gather", script=CHILD, env=env)
+    assert out.hooks == ["mid-gather"], out.stderr
+    assert len(executions(world)) == 3
+    # Each call whose result is journaled, with how often it had been made by then.
+    finished = _finished(url, run_id, world)
+    assert 0 < len(finished) < 8
+    rng = random.Random(3)
+    for _ in range(8):
+        if get_run(run_id, store=url).status is RunStatus.COMPLETED:
+            break
+        kill_after_delay("resume", url, run_id, rng.uniform(0.3, 0.9), script=CHILD, env=env)
+        # A call that had finished is never made again; those in flight are (same id).
+        ran = executions(world)
+        assert {rid: ran[rid] for rid in finished} == finished
+        finished = {**_finished(url, run_id, world), **finished}
+    if get_run(run_id, store=url).status is not RunStatus.COMPLETED:
+        done = run_to_end("resume", url, run_id, script=CHILD, env=env)
+        assert done.done == "completed", (done.error, done.stderr)
+    ran = executions(world)
+    assert {rid: ran[rid] for rid in finished} == finished
+    assert sorted(b for _, b in records(world)) == sorted(f"{k}{x}" for k in range(4) for x in "ab")
+    writes = [e.request_id for e in list_effects(run_id, store=url) if e.kind is EffectKind.WRITE]
+    assert sorted(writes) == sorted(f"{run_id}:1:0:b{k}:{n}" for k in range(4) for n in range(2))
+
+
+def _finished(url: str, run_id: str, world: str) -> dict[str, int]:
+    from .orchestration_workload import executions
+
+    ran = executions(world)
+    return {
+        e.request_id: ran[e.request_id]
+        for e in list_effects(run_id, store=url)
+        if e.kind is EffectKind.WRITE and e.status is EffectStatus.DONE
+    }
+
+
+def _exists(url: str, run_id: str) -> bool:
+    try:
+        get_run(run_id, store=url)
+    except NotFoundError:
+        return False
+    return True

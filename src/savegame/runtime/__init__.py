@@ -24,6 +24,7 @@ Where things are, along the path of a run::
     _waiting.py       waiting runs from outside: woken yet? why not; blocking until they are
     _events.py        send: an event to a run, from any process
     _children.py      child runs: started once, their ends told to their parents
+    _branches.py      ctx.gather / ctx.map: parallel branches, each numbering its own calls
     _workspace.py     Workspace: a directory's files captured at each checkpoint
     _restore.py       restore_workspace: a checkpoint's files put back
 """

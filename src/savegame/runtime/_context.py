@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +29,7 @@ from savegame.effects import (
 )
 from savegame.errors import ConfigurationError
 from savegame.model import Usage
+from savegame.runtime._branches import as_branches, branch_calls, run_branches
 from savegame.runtime._children import ChildRun, creator, input_digest, outcome, started
 from savegame.runtime._loader import as_workflow
 from savegame.secrets import Secret
@@ -300,6 +301,50 @@ class StepContext:
     ) -> dict[str, Any]:
         """Start a child run and wait for it: :meth:`start_child`, then :meth:`wait_child`."""
         return self.wait_child(self.start_child(workflow, input, run_id=run_id), timeout=timeout)
+
+    async def gather(
+        self,
+        *branches: Callable[[StepContext], Awaitable[Any]],
+        concurrency: int | None = None,
+    ) -> list[Any]:
+        """Run ``branches`` concurrently; their results, in the order given.
+
+        A branch is ``async def branch(ctx)`` given a context of its own: its calls
+        (``await ctx.acall``, ``await ctx.allm``, ``ctx.start_child`` ...) are numbered
+        within the branch, so their request ids are the same whatever order the
+        branches finish in, and each is journaled as in a step (a crash mid-way re-runs
+        only the calls that had not finished). Every branch runs to its end even if one
+        raises; then the first error, in branch order, is raised. ``concurrency``: at
+        most that many at once. For an async step; a fork makes a gather's calls again.
+        """
+        calls = self._calls()
+        if calls.replay is not None:
+            calls.replay.executed({})  # a fork diverges here: the branches are not reused
+        _, base = calls._next_id()
+        contexts = [self._branch(branch_calls(calls, base, k)) for k in range(len(branches))]
+        try:
+            return await run_branches(contexts, branches, concurrency)
+        finally:
+            for branch in contexts:
+                self._usage = self._usage + branch._usage
+                self._metadata.update(branch._metadata)
+                self._force = self._force or branch._force
+
+    async def map(
+        self,
+        fn: Callable[[StepContext, Any], Awaitable[Any]],
+        items: Iterable[Any],
+        *,
+        concurrency: int | None = None,
+    ) -> list[Any]:
+        """``await fn(ctx, item)`` for each item, concurrently (at most ``concurrency`` at
+        once), each a branch of :meth:`gather`; the results in the items' order."""
+        return await self.gather(*as_branches(fn, items), concurrency=concurrency)
+
+    def _branch(self, calls: Calls) -> StepContext:
+        return StepContext(
+            self.run_id, self.thread_id, self.node, self.step, self.parent_checkpoint_id, calls
+        )
 
     def secret(self, name: str) -> Secret:
         """A secret from the secrets provider (environment variables by default).
