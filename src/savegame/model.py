@@ -86,6 +86,22 @@ class Waiting:
     need: int = 0
     """How many of ``topics`` must have an event for the run to wake."""
 
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> Waiting:
+        """What a waiting checkpoint's metadata (``to_metadata``, under ``"waiting"``) says
+        it waits for: how an exported run is put back waiting."""
+        data = metadata.get("waiting")
+        data = data if isinstance(data, Mapping) else {}
+        until = data.get("until")
+        topics = data.get("topics")
+        topics = tuple(str(t) for t in topics) if isinstance(topics, list) else ()
+        need = data.get("need")
+        return cls(
+            until=datetime.fromisoformat(until) if isinstance(until, str) else None,
+            topics=topics,
+            need=need if isinstance(need, int) and 0 <= need <= len(topics) else len(topics),
+        )
+
     def to_metadata(self) -> dict[str, Any]:
         """The checkpoint metadata that tells people (and ``resume``) what the run waits for."""
         out: dict[str, Any] = {}
