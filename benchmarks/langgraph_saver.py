@@ -15,7 +15,9 @@ the tables of the system's own schema, as left after the run, no VACUUM), the me
 interval between two node calls (per-step time, the checkpoint write included), and in
 a fresh child process ``graph.get_state(config)`` and ``list(graph.get_state_history(
 config))`` (the child's imports and graph compile are outside both timings; opening the
-saver is inside ``get_state``).
+saver is timed apart). At each step count the systems are interleaved: their runs
+round-robin, then one child per system per round, so load from elsewhere on the machine
+falls on all of them alike.
 
     python benchmarks/langgraph_saver.py --steps 100,400 --repeat 3
     python benchmarks/langgraph_saver.py --steps 2000 --repeat 1 --skip-postgressaver-at 2000
@@ -118,15 +120,19 @@ def open_saver(kind: str, where: str, *, setup: bool = True) -> Iterator[Any]:
             saver.close()
 
 
-def preload(kind: str) -> None:
-    """Import what ``open_saver(kind, ...)`` needs, so a child's timings leave imports out."""
+def preload(kind: str, where: str) -> None:
+    """Import what ``open_saver(kind, where)`` needs, so a child's timings leave imports out
+    (the store's driver too: ``open_store`` imports it lazily, 0.1 s for psycopg here)."""
     if kind == "sqlitesaver":
         import langgraph.checkpoint.sqlite
     elif kind == "postgressaver":
         import langgraph.checkpoint.postgres  # noqa: F401
         import psycopg.rows  # noqa: F401
     else:
-        import savegame.langgraph  # noqa: F401
+        import savegame.langgraph
+
+        if where.startswith("postgresql:"):
+            import savegame.stores.postgres  # noqa: F401
 
 
 def config(steps: int) -> Any:
@@ -139,7 +145,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import langgraph_saver as bench
 kind, where, steps = sys.argv[2], sys.argv[3], int(sys.argv[4])
-bench.preload(kind)
+bench.preload(kind, where)
 graph = bench.build_graph(steps)
 t0 = time.perf_counter()
 with bench.open_saver(kind, where, setup=False) as saver:
@@ -279,18 +285,33 @@ def child(system: System, where: str, steps: int) -> dict[str, float]:
 
 
 def measure(
-    system: System, steps: int, args: argparse.Namespace, tmp: Path, pg: str | None
-) -> Cell:
-    step_ms: list[float] = []
+    systems: list[System], steps: int, args: argparse.Namespace, tmp: Path, pg: str | None
+) -> dict[str, Cell]:
+    """Every system at ``steps``, interleaved: the runs round-robin over the systems, then
+    the fresh-process reads, one child per system per round in a rotating order, so a
+    burst of load on the shared machine falls on every system alike, not on one."""
+    step_ms: dict[str, list[float]] = {s.name: [] for s in systems}
+    stores: dict[str, tuple[str, Callable[[], int]]] = {}
     for _ in range(args.repeat):
-        where, count = location(system, tmp, steps, pg)
-        step_ms.append(run_once(system, where, steps))
-    stored = count()  # the last run's store is the one the children read
-    reads = [child(system, where, steps) for _ in range(args.children)]
+        for s in systems:
+            print(f"{s.name}, {steps} steps", file=sys.stderr, flush=True)
+            stores[s.name] = location(s, tmp, steps, pg)
+            step_ms[s.name].append(run_once(s, stores[s.name][0], steps))
+    stored = {name: count() for name, (_, count) in stores.items()}  # the last runs' stores
+    reads: dict[str, list[dict[str, float]]] = {s.name: [] for s in systems}
+    for i in range(args.children):
+        for s in systems[i % len(systems) :] + systems[: i % len(systems)]:
+            reads[s.name].append(child(s, stores[s.name][0], steps))
+    return {name: _cell(stored[name], step_ms[name], reads[name]) for name in stored}
+
+
+def _cell(stored: int, step_ms: list[float], reads: list[dict[str, float]]) -> Cell:
+    def ms(key: str) -> float:
+        return statistics.median(r[key] for r in reads) * 1e3
+
     return Cell(
-        stored, statistics.median(step_ms), statistics.median(r["open"] for r in reads) * 1e3,
-        statistics.median(r["get_state"] for r in reads) * 1e3,
-        statistics.median(r["history"] for r in reads) * 1e3, int(reads[0]["checkpoints"]),
+        stored, statistics.median(step_ms), ms("open"), ms("get_state"), ms("history"),
+        int(reads[0]["checkpoints"]),
     )  # fmt: skip
 
 
@@ -367,12 +388,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     cells: dict[tuple[str, int], Cell] = {}
     with tempfile.TemporaryDirectory(prefix="savegame-lg-bench-") as tmp:
         for n in args.steps:
+            here = []
             for s in found:
                 if s.kind != "savegame" and n in getattr(args, f"skip_{s.kind}_at"):
                     print(f"{s.name} at {n} steps skipped (--skip-{s.kind}-at)", file=sys.stderr)
                     continue
-                print(f"{s.name}, {n} steps", file=sys.stderr, flush=True)
-                cells[s.name, n] = measure(s, n, args, Path(tmp), pg)
+                here.append(s)
+            for name, cell in measure(here, n, args, Path(tmp), pg).items():
+                cells[name, n] = cell
     if pg is not None:
         pg_drop_schemas(pg)
     print(f"Machine: {machine(lg_versions())}")

@@ -34,10 +34,15 @@ PUBLIC_API = [
     # Agents
     "Agent",
     "ChatModel",
+    "ModelCallRecord",
     "ModelResponse",
+    "ModelUsage",
+    "RunModelUsage",
     "ScriptedModel",
     "ToolCall",
     "ToolSpec",
+    "model_calls",
+    "model_usage",
     # Side effects, people and sagas
     "Decision",
     "Effect",
@@ -117,6 +122,9 @@ PUBLIC_API = [
     "LeaseHeldError",
     "LeaseLostError",
     "MissingBlobsError",
+    "ModelError",
+    "ModelRequestError",
+    "ModelTransientError",
     "NonDeterminismError",
     "NotFoundError",
     "RunExistsError",
@@ -141,6 +149,15 @@ def test_the_public_api_is_pinned() -> None:
     """Grouped by what a user does with it; a change here is a change to the public API."""
     assert savegame.__all__ == PUBLIC_API
     assert len(set(PUBLIC_API)) == len(PUBLIC_API)
+
+
+MODELS_API = ["Anthropic", "LiteLLM", "OpenAI", "Price", "lookup_price"]
+
+
+def test_the_model_adapters_are_pinned() -> None:
+    import savegame.models
+
+    assert savegame.models.__all__ == MODELS_API
 
 
 def test_the_errors_the_readme_promises_are_exported() -> None:
@@ -170,6 +187,7 @@ def test_the_langgraph_api_is_pinned() -> None:
         "savegame.effects",
         "savegame.inspect",
         "savegame.maintenance",
+        "savegame.models",
         "savegame.runtime",
     ],
 )

@@ -31,6 +31,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("agent",),
     # workflows, the runner, setup, the saver, leases, control (approve, cancel ...), workers
     ("runtime",),
+    # model adapters over the vendors' SDKs: they implement effects' ChatModel protocol and
+    # need nothing of the runner
+    ("models",),
     # request ids, journal, calls, approvals, compensation
     ("effects",),
     # pure-data check, encode, delta, compress, encrypt, migrate

@@ -26,6 +26,9 @@ each branch is named for what the caller does next::
     ├── WorkspaceError              a workspace cannot be saved: too large, a link out of it
     ├── StepError                   a user step raised; the run is marked failed
     ├── TimedOutError               a step or a tool call ran past its timeout (also a TimeoutError)
+    ├── ModelError                  a model provider failed a call (savegame.models adapters)
+    │   ├── ModelTransientError     try again: rate limited, overloaded, 5xx, connection lost
+    │   └── ModelRequestError       fix the request: the provider refused it (4xx), not retried
     ├── WaitTimedOutError           nothing came for a ctx.wait_for before its timeout (a step may catch it)
     ├── ChildRunError               a child run ended without a result: failed, cancelled (a step may catch it)
     ├── InDoubtEffectError          a write effect may or may not have happened: a person decides
@@ -378,6 +381,51 @@ class TimedOutError(SavegameError, TimeoutError):
         else:
             how = "the call was cancelled"
         super().__init__(f"run {run_id}: {what} timed out after {seconds:g}s; {how}")
+
+
+class ModelError(SavegameError):
+    """A model provider failed a call (raised by the ``savegame.models`` adapters).
+
+    Attributes:
+        model: the model asked (``gpt-4o``).
+        status: the HTTP status the provider answered, or None (no answer: the connection
+            failed, or the answer did not parse).
+        reason: what went wrong, as the provider or the SDK said it.
+        provider_request_id: the provider's id of the request, when it gave one (for its
+            support).
+    """
+
+    retryable = False
+    """Whether another attempt may succeed: a step's ``retries`` apply only then."""
+
+    def __init__(
+        self,
+        model: str,
+        reason: str,
+        *,
+        status: int | None = None,
+        provider_request_id: str | None = None,
+    ) -> None:
+        self.model = model
+        self.reason = reason
+        self.status = status
+        self.provider_request_id = provider_request_id
+        answered = f"answered {status}" if status is not None else "failed"
+        ident = f" (request {provider_request_id})" if provider_request_id else ""
+        super().__init__(f"model {model} {answered}{ident}: {reason}")
+
+
+class ModelTransientError(ModelError):
+    """Another attempt may succeed: rate limited (429), overloaded or a server error (5xx),
+    a timeout (408), a lost connection, an answer that did not parse. A step's ``retries``
+    retry it (savegame's own errors are not retried otherwise)."""
+
+    retryable = True
+
+
+class ModelRequestError(ModelError):
+    """The provider refused this request (400, 401, 403, 404, 422 ...): the same request
+    gets the same answer, so it is not retried; fix the request, the key or the model."""
 
 
 class WaitTimedOutError(SavegameError, TimeoutError):

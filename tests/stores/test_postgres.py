@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from savegame.errors import ConfigurationError, ConflictError, LeaseHeldError, LeaseLostError
-from savegame.model import Lease
+from savegame.model import EffectKind, Lease
 from savegame.stores import open_store
-from savegame.testing.builders import OTHER_OWNER, OWNER, make_run, next_record
+from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
 from tests import services
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
@@ -125,8 +125,11 @@ def test_a_schema_from_a_newer_savegame_is_refused(url: str, schema: str) -> Non
     PostgresStore.from_url(url).close()
     with psycopg.connect(CONNINFO, autocommit=True) as conn:
         conn.execute(f'INSERT INTO "{schema}".savegame_schema (version) VALUES (999)')
+    before = set(threading.enumerate())
     with pytest.raises(ConfigurationError, match="upgrade savegame"):
         PostgresStore.from_url(url)
+    # The pool, opened while the schema was checked, is closed with the refusal.
+    assert not [t for t in set(threading.enumerate()) - before if t.name.startswith("savegame-")]
 
 
 # -- leases and fencing across store instances -----------------------------------------
@@ -250,6 +253,25 @@ def test_the_claim_of_woken_runs_uses_the_waking_index(url: str) -> None:
             assert "runs_waking" in " ".join(row[0] for row in plan.fetchall())
         plan = conn.execute("EXPLAIN " + SQL.wake, ("r",))
         assert "effects_pending_events" in " ".join(row[0] for row in plan.fetchall())
+
+
+def test_a_request_prefix_reads_a_range_of_the_primary_key(url: str) -> None:
+    """One checkpoint's writes of a long journal, on a fresh table (no statistics yet):
+    the range is the index condition of effects_pkey, not a filter over the whole run."""
+    with PostgresStore.from_url(url) as store, psycopg.connect(CONNINFO) as conn:
+        run, first = make_run()
+        lease = store.create_run(run, first, owner=OWNER, ttl=TTL)
+        for i in range(300):
+            effect = make_effect(run.run_id, f"{i:05d}|task|0", kind=EffectKind.READ)
+            store.record_intent(effect, lease_token=lease.token)
+        query = store._sql.list_effects(run.run_id, [EffectKind.READ], None, "00150|", 10**9)
+        assert query is not None
+        conn.execute(f'SET search_path TO "{store.schema}"')
+        plan = " ".join(row[0] for row in conn.execute("EXPLAIN " + query[0], query[1]))
+        assert "Index Scan using effects_pkey" in plan, plan
+        assert "request_id >= '00150|'" in plan and "request_id < '00150}'" in plan
+        found = store.list_effects(run.run_id, request_prefix="00150|")
+        assert [e.request_id for e in found] == ["00150|task|0"]
 
 
 def test_a_put_waits_for_a_blob_collection_then_sees_the_blob_gone(url: str) -> None:

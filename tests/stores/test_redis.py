@@ -31,6 +31,7 @@ from savegame.model import Lease, RunStatus, utcnow
 from savegame.stores import open_store
 from savegame.stores.redis import RedisStore, durability, parse_url
 from savegame.stores.redis import _store as redis_store
+from savegame.stores.redis._layout import LAYOUT
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
 from tests import services
 
@@ -317,6 +318,38 @@ def test_url_drops_the_password() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0?prefix=p"
     assert redis_store._without_password(url) == "redis://user@127.0.0.1:1/0?prefix=p"
     assert redis_store._without_password("redis://:s3cret@h/0") == "redis://h/0"
+
+
+def test_a_layout_1_journal_is_indexed_when_a_store_opens_it(
+    raw: Any, open_scratch: Opener
+) -> None:
+    """Layout 2 adds each run's request-id index (``fxi``); keys written by layout 1 (the
+    same keys without it) are indexed on open, so a prefix lists entries journaled before."""
+    store = open_scratch()
+    runs = []
+    for _ in range(3):
+        run, first = make_run()
+        lease = store.create_run(run, first, owner=OWNER, ttl=TTL)
+        for i in range(1200):  # more than one ZADD slice of the migration
+            store.record_intent(make_effect(run.run_id, f"c{i % 3}|t|{i}"), lease_token=lease.token)
+        store.put_checkpoint(
+            next_record(first), lease_token=lease.token, effects=[make_effect(run.run_id, "c1|v|0")]
+        )
+        runs.append(run.run_id)
+    p = "{" + store.prefix + "}:"
+    expected = {r: store.list_effects(r, request_prefix="c1|") for r in runs}
+    assert all(len(found) == 401 for found in expected.values())
+    # What layout 1 left: no index keys, and its number.
+    raw.delete(*[p + "fxi:" + r for r in runs])
+    raw.set(p + "layout", 1)
+    assert store.list_effects(runs[0], request_prefix="c1|") == []
+    reopened = open_scratch(store.prefix)
+    assert int(raw.get(p + "layout")) == LAYOUT  # 3: waiting runs' keys need nothing
+    for r in runs:
+        assert reopened.list_effects(r, request_prefix="c1|") == expected[r]
+    assert raw.zcard(p + "fxi:" + runs[0]) == 1201
+    open_scratch(store.prefix)  # the layout of this code already: nothing to do
+    assert raw.zcard(p + "fxi:" + runs[0]) == 1201
 
 
 def test_keys_from_a_newer_layout_are_refused(raw: Any, open_scratch: Opener) -> None:

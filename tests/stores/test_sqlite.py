@@ -245,14 +245,18 @@ def test_the_environment_variable_names_the_default_store(
 
 
 @pytest.mark.parametrize(
-    ("run_id", "kinds", "statuses", "index"),
+    ("run_id", "kinds", "statuses", "prefix", "index"),
     [
-        ("r1", None, None, "effects_by_run"),
-        ("r1", [EffectKind.WRITE], None, "effects_by_run"),
+        ("r1", None, None, None, "effects_by_run"),
+        ("r1", [EffectKind.WRITE], None, None, "effects_by_run"),
+        # A prefix is a range of the primary key (run_id, request_id), not a scan of the run.
+        ("r1", None, None, "cp|", "sqlite_autoindex_effects_1 (run_id=? AND request_id>? AND"),
+        ("r1", [EffectKind.READ], None, "c%_", "sqlite_autoindex_effects_1 (run_id=? AND"),
         (
             None,
             [EffectKind.APPROVAL, EffectKind.INTERRUPT],
             [EffectStatus.PENDING],
+            None,
             "effects_by_kind_status",
         ),
     ],
@@ -262,10 +266,13 @@ def test_journal_listings_use_their_index(
     run_id: str | None,
     kinds: list[EffectKind] | None,
     statuses: list[EffectStatus] | None,
+    prefix: str | None,
     index: str,
 ) -> None:
     """A run's journal and the cross-run pending queries must not scan every entry ever made."""
-    sql, params = SQL.list_effects(run_id, kinds, statuses, 100)
+    query = SQL.list_effects(run_id, kinds, statuses, prefix, 100)
+    assert query is not None
+    sql, params = query
     with SqliteStore(tmp_path / "s.db") as store:
         plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
     assert f"USING INDEX {index}" in plan

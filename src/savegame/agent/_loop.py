@@ -10,9 +10,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from savegame.effects import ChatModel, Message, Tool, as_tool, tool_spec
-from savegame.errors import ApprovalRejected, ConfigurationError
+from savegame.effects import Backoff, ChatModel, Message, Tool, as_tool, tool_spec
+from savegame.errors import ApprovalRejected, ConfigurationError, ModelTransientError
 from savegame.runtime import END, CheckpointPolicy, StepContext, Workflow
+
+MODEL_BACKOFF = Backoff(initial=1.0, maximum=30.0)
+"""Waits between a failed model turn's attempts: a rate limit needs seconds, not 0.1."""
 
 
 class Agent:
@@ -29,6 +32,13 @@ class Agent:
             the model may call; every call goes through the journal.
         system: a system prompt put first in a new conversation.
         max_turns: model calls per run before the run stops with ``stopped="max_turns"``.
+        retries: how many times a model turn that failed with a ModelTransientError (a
+            rate limit, a 5xx, a lost connection: the ``savegame.models`` adapters raise
+            it) is tried again; each failed attempt is checkpointed before the wait. A
+            ModelRequestError (a 4xx) is not retried.
+        backoff: the waits between those attempts (seconds, or a Backoff).
+        stream: called with each piece of a model's answer as it arrives (``ctx.llm``'s
+            ``stream=``: only final messages are journaled).
     """
 
     def __init__(
@@ -39,10 +49,14 @@ class Agent:
         *,
         system: str | None = None,
         max_turns: int = 20,
+        retries: int = 2,
+        backoff: Backoff | float = MODEL_BACKOFF,
+        stream: Callable[[str], Any] | None = None,
         state_version: int = 1,
         policy: CheckpointPolicy | None = None,
     ) -> None:
         self.model = model
+        self.stream = stream
         declared = [as_tool(fn) for fn in tools]
         self.tools: dict[str, Tool] = {t.name: t for t in declared}
         if len(self.tools) != len(declared):
@@ -60,7 +74,9 @@ class Agent:
         else:
             self.workflow.defined_in = module
         self.workflow.add_step(self._receive, name="receive", entry=True)
-        self.workflow.add_step(self._llm, name="llm")
+        self.workflow.add_step(
+            self._llm, name="llm", retries=retries, backoff=backoff, retry_on=ModelTransientError
+        )
         self.workflow.add_step(self._tools, name="tools")
 
     def _receive(self, state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
@@ -77,7 +93,9 @@ class Agent:
         if turns >= self.max_turns:
             return {"stopped": "max_turns"}, END
         # Journaled and replayed by ctx.allm: a re-executed turn is never paid twice.
-        response = await ctx.allm(self.model, state["messages"], tools=self.specs)
+        response = await ctx.allm(
+            self.model, state["messages"], tools=self.specs, stream=self.stream
+        )
         update = {"messages": [*state["messages"], response.to_message()], "turns": turns + 1}
         if response.tool_calls:
             return update, "tools"

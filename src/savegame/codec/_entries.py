@@ -9,7 +9,9 @@ inverse for readers, and it checks first: no entry is used unverified.
 
 A stored value is ``b"SGE\\x01" + key-id length + key id + nonce + ciphertext``;
 canonical JSON never starts with ``S``, so plain values are told apart without
-a flag. A sealed error text is ``"$sg:enc:<key id>:<base64>"``.
+a flag. A sealed error text is ``"$sg:enc:<key id>:<base64>"``. A plaintext value
+may be a zstd frame of its canonical JSON (``encode_value(compress_from=...)``;
+JSON never starts with the frame's magic ``(\\xb5/\\xfd``), sealed like any other.
 
 The check (``EffectRecord.checksum``):
 
@@ -34,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import _values
+from savegame.codec import _compress, _values
 from savegame.codec.crypto import key_id, unbase64
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
@@ -46,6 +48,7 @@ from savegame.errors import (
 from savegame.model import EffectRecord
 
 _MAGIC = b"SGE\x01"
+_ZSTD = b"\x28\xb5\x2f\xfd"
 _TEXT = "$sg:enc:"
 _PLAIN2, _KEYED2 = "c2:", "m2:"
 
@@ -223,8 +226,17 @@ def open_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> Ef
     )
 
 
-def encode_value(value: Any, path: str) -> bytes:
-    return _values.dumps(value, path)
+def encode_value(value: Any, path: str, *, compress_from: int = 0) -> bytes:
+    """Canonical JSON of ``value``; with ``compress_from`` > 0, a value of at least that
+    many bytes is a zstd frame of it instead, where that is smaller. A journal row is not
+    compressed as a whole, as a checkpoint record is: a long value is compressed alone."""
+    data = _values.dumps(value, path)
+    if 0 < compress_from <= len(data):
+        # No frame checksum: the entry's check covers these bytes.
+        packed = _compress.compress(data)
+        if len(packed) < len(data):
+            return packed
+    return data
 
 
 def decode_value(data: bytes | None) -> Any:
@@ -235,4 +247,9 @@ def decode_value(data: bytes | None) -> Any:
         raise CorruptRecordError(
             "journal value", "is encrypted; open the entry with its keyring first"
         )
+    if data[:4] == _ZSTD:
+        try:
+            data = _compress.decompress(data)
+        except Exception as exc:
+            raise CorruptRecordError("journal value", f"does not decompress: {exc}") from exc
     return _values.loads(data)

@@ -38,6 +38,7 @@ from savegame.effects._llm import (
     as_response,
     tool_spec,
 )
+from savegame.effects._prompts import STREAM_MARK, AskedRequest, asked, is_stream_marker
 from savegame.effects._replay import (
     EXECUTED,
     FORK_KEY,
@@ -58,6 +59,7 @@ from savegame.effects._retry import (
     retryable,
     within,
 )
+from savegame.effects._streams import ABANDONED
 from savegame.effects._tools import (
     Tool,
     as_tool,
@@ -83,6 +85,7 @@ from savegame.effects._waits import (
 from savegame.effects.decisions import PendingInterrupt, default_actor
 
 __all__ = [
+    "ABANDONED",
     "CHILD_TOPIC",
     "EVENT_NODE",
     "EXECUTED",
@@ -91,6 +94,8 @@ __all__ = [
     "PARENT_KEY",
     "REPLAY_KEY",
     "REUSED",
+    "STREAM_MARK",
+    "AskedRequest",
     "Backoff",
     "Calls",
     "ChatModel",
@@ -114,6 +119,7 @@ __all__ = [
     "as_delta",
     "as_response",
     "as_tool",
+    "asked",
     "check_approval",
     "check_retries",
     "check_topic",
@@ -125,6 +131,7 @@ __all__ = [
     "event_entry",
     "event_request_id",
     "invoke_call",
+    "is_stream_marker",
     "parent_of",
     "registered",
     "retryable",

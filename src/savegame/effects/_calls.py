@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from savegame.codec import canonical, decode_value, encode_value
+from savegame.effects import _streams as streams
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
+from savegame.effects._prompts import REQUEST, request_of
 from savegame.effects._replay import Replay, digest, same_call
 from savegame.effects._tools import Tool, unknown_compensation
 from savegame.errors import (
@@ -74,7 +76,11 @@ def _recorded(entry: EffectRecord) -> str:
     """A journal entry as a NonDeterminismError about a model call names it."""
     kinds = {EffectKind.LLM: "", EffectKind.APPROVAL: "an approval of "}
     prefix = kinds.get(entry.kind, f"{entry.kind.value} ")
-    return prefix + _show(entry.name, decode_value(entry.arguments))
+    arguments = decode_value(entry.arguments)
+    if entry.kind is EffectKind.LLM and isinstance(arguments, dict):
+        # The digest and the summary name the call; the whole request would bury them.
+        arguments = {k: v for k, v in arguments.items() if k != REQUEST}
+    return prefix + _show(entry.name, arguments)
 
 
 class Calls:
@@ -402,9 +408,11 @@ class Calls:
     def before_llm(self, call: ModelCall) -> Prepared:
         """The recorded response of this model call (replay), or what to record.
 
-        Only a digest of the request is kept (the messages live in the state), with a
-        summary beside it for people. Anything but the same model with the same digest
-        at this position (another model, other messages, a tool call) is refused.
+        A replay compares a digest of the request (the messages and the tool names),
+        with a summary beside it for people. Anything but the same model with the same
+        digest at this position (another model, other messages, a tool call) is refused.
+        A call to make records its whole request too (model parameters, messages, tool
+        specs), each part once per run (:mod:`savegame.effects._prompts`).
         """
         if self._cancelled():
             raise Cancel()
@@ -426,9 +434,17 @@ class Calls:
         if existing is not None and existing.status is EffectStatus.DONE:
             result = decode_value(existing.result)
             return Prepared(request_id, EffectKind.LLM, call.name, {}, existing, True, result)
+        arguments[REQUEST] = request_of(call, self.journal.parts())
         return Prepared(
             request_id, EffectKind.LLM, call.name, arguments, None, meta=meta, index=index
         )
+
+    def stream_started(self, prepared: Prepared) -> EffectRecord:
+        """A stream of this model call is about to start (:mod:`savegame.effects._streams`)."""
+        return streams.started(self.journal, self._done(prepared, EffectKind.LLM, b""))
+
+    def stream_ended(self, marker: EffectRecord, error: BaseException | None = None) -> None:
+        streams.ended(self.journal, marker, error)
 
     def after_llm(self, prepared: Prepared, response: Any) -> Any:
         done = self._done(

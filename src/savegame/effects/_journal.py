@@ -8,6 +8,7 @@ from typing import Any
 
 from savegame.codec import open_entry, seal_entry
 from savegame.codec.storage import StorageConfig
+from savegame.effects._prompts import parts_of
 from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
 from savegame.stores.base import ALL_EFFECTS, Store
 
@@ -41,12 +42,24 @@ class Journal:
         self._stored = {entry.request_id: entry for entry in entries}
         self._by_id = {entry.request_id: open_entry(entry, storage) for entry in entries}
         self._buffered: list[EffectRecord] = []
+        self._parts: set[str] | None = None
 
     def _keep(self, stored: EffectRecord) -> EffectRecord:
         self._stored[stored.request_id] = stored
         view = open_entry(stored, self.storage)
         self._by_id[stored.request_id] = view
+        if self._parts is not None:
+            self._parts.update(parts_of(view))
         return view
+
+    def parts(self) -> set[str]:
+        """The digests of the prompt parts this journal's model calls hold in full
+        (:mod:`savegame.effects._prompts`); read from the entries once, then kept up."""
+        if self._parts is None:
+            self._parts = set()
+            for entry in self._by_id.values():
+                self._parts.update(parts_of(entry))
+        return self._parts
 
     @property
     def store(self) -> Store:

@@ -11,6 +11,7 @@ on re-execution) are in ``_calls.py``; ``ctx.llm`` puts them together.
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -64,18 +65,35 @@ class ModelResponse:
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     input_tokens: int = 0
+    """Prompt tokens, those read from a prompt cache included."""
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0
+    """What the call cost; None when its price is unknown (never a guess)."""
+    cached_tokens: int = 0
+    """Of ``input_tokens``, those read from the provider's prompt cache."""
+    model: str | None = None
+    """The model that answered, as the provider names it (``gpt-4o-2024-08-06``)."""
+    stop_reason: str | None = None
+    """Why the model stopped (``stop``, ``tool_calls``, ``end_turn``, ``max_tokens`` ...)."""
+    output: Any = None
+    """Structured output: the answer parsed as JSON, when the model was asked for a schema."""
 
     def to_dict(self) -> dict[str, Any]:
         """Pure data, for the journal."""
-        return {
+        data: dict[str, Any] = {
             "content": self.content,
             "tool_calls": [call.to_dict() for call in self.tool_calls],
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost_usd": self.cost_usd,
         }
+        # Only what is set, so the entries of models that set none are the bytes they were.
+        if self.cached_tokens:
+            data["cached_tokens"] = self.cached_tokens
+        for key in ("model", "stop_reason", "output"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ModelResponse:
@@ -91,11 +109,20 @@ class ModelResponse:
 class ChatModel(Protocol):
     """Anything that turns messages (and tool specs) into a response.
 
-    ``complete`` may be a plain or an async method. A model may carry a ``name``
-    (``"gpt-4o"``): the journal names its calls ``llm:<name>`` (else ``llm:<class
-    name>``), and a re-executed step that asks another model at a journaled
-    position is refused. Adapters for vendors live outside the runtime; the
-    runtime depends on none of them.
+    ``complete`` may be a plain or an async method. Optional attributes the runtime
+    reads when they are there:
+
+    - ``name`` (``"gpt-4o"``): the journal names its calls ``llm:<name>`` (else
+      ``llm:<class name>``), and a re-executed step that asks another model at a
+      journaled position is refused;
+    - ``params``: what else the model is asked with (temperature, an output schema, the
+      server's URL), pure data, recorded with each call's request;
+    - ``acomplete``: an async twin of ``complete``, which ``ctx.allm`` prefers;
+    - ``stream(messages, tools, on_chunk)`` (and ``astream``): ``complete`` calling
+      ``on_chunk`` with each piece of text as it arrives, for ``ctx.llm(stream=...)``.
+
+    The adapters of ``savegame.models`` (OpenAI, Anthropic, LiteLLM) implement it over
+    the vendors' SDKs, each an optional extra; the runtime itself depends on none.
     """
 
     def complete(
@@ -120,12 +147,17 @@ def as_response(item: ScriptItem, index: int) -> ModelResponse:
         )
         for n, call in enumerate(item.get("tool_calls") or ())
     )
+    cost = item.get("cost_usd", 0.0)
     return ModelResponse(
         content=item.get("content"),
         tool_calls=calls,
         input_tokens=int(item.get("input_tokens", 0)),
         output_tokens=int(item.get("output_tokens", 0)),
-        cost_usd=float(item.get("cost_usd", 0.0)),
+        cost_usd=None if cost is None else float(cost),
+        cached_tokens=int(item.get("cached_tokens", 0)),
+        model=item.get("model"),
+        stop_reason=item.get("stop_reason"),
+        output=item.get("output"),
     )
 
 
@@ -133,10 +165,16 @@ def tool_spec(fn: Callable[..., Any], name: str | None = None) -> ToolSpec:
     """Describe a plain function as a tool: its name, first doc line and a JSON schema."""
     props: dict[str, Any] = {}
     required: list[str] = []
+    try:
+        # ``from __future__ import annotations`` makes every annotation a string.
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name == "request_id":
             continue
-        kind = _JSON_TYPES.get(param.annotation) if not isinstance(param.annotation, str) else None
+        annotation = hints.get(param.name, param.annotation)
+        kind = _JSON_TYPES.get(annotation) if not isinstance(annotation, str) else None
         props[param.name] = {"type": kind} if kind else {}
         if param.default is param.empty:
             required.append(param.name)
@@ -156,6 +194,8 @@ class ModelCall:
     """``llm:<model name>``: the journal entry's name."""
     messages: list[Message]
     specs: list[ToolSpec]
+    params: dict[str, Any] = field(default_factory=dict)
+    """The model's ``params`` (temperature, output schema ...), recorded with the request."""
 
     @classmethod
     def of(
@@ -169,7 +209,15 @@ class ModelCall:
         label = getattr(model, "name", None)
         if not isinstance(label, str) or not label:
             label = type(model).__name__
-        return cls(f"llm:{label}", [dict(m) for m in messages], [_as_spec(t) for t in tools])
+        params = getattr(model, "params", None)
+        if params is not None and not isinstance(params, Mapping):
+            raise ConfigurationError(f"model {label}: params must be a mapping, not {params!r}")
+        return cls(
+            f"llm:{label}",
+            [dict(m) for m in messages],
+            [_as_spec(t) for t in tools],
+            dict(params or {}),
+        )
 
     @property
     def request(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from savegame.codec import decode_value, encode_value
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
+from savegame.effects._prompts import parts_of, with_parts
 from savegame.effects._tools import Tool
 from savegame.errors import InDoubtEffectError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
@@ -112,10 +113,14 @@ class Replay:
     def __init__(self, origin: Origin, recorded: Iterable[EffectRecord], diverged: bool) -> None:
         self.origin = origin
         self._at: dict[str, EffectRecord] = {}
+        self._models: list[EffectRecord] = []
         for entry in recorded:
             position = _position(entry, origin.run_id)
             if position is not None and entry.step > origin.step:
                 self._at[position] = entry
+            if entry.kind is EffectKind.LLM:
+                self._models.append(entry)
+        self._parts: dict[str, Any] | None = None
         self.diverged = diverged or origin.mode == "redo"
 
     @classmethod
@@ -221,7 +226,16 @@ class Replay:
         found = self.recorded(*at)
         if found is None or not call.matches(found, asked):
             return None
-        return journal.intent(self.copy(found, journal.run_id, request_id))
+        if self._parts is None:
+            self._parts = {}
+            for entry in self._models:
+                self._parts.update(parts_of(entry))
+        # The fork's journal is to show what was asked without the origin's (which a
+        # prune may remove): the copy brings the parts the origin recorded before it.
+        copied = with_parts(
+            self.copy(found, journal.run_id, request_id), journal.parts(), self._parts
+        )
+        return journal.intent(copied)
 
     def step_done(self, step: int, node: str, made: int) -> None:
         """After a step that made ``made`` calls: the origin made more at that step."""

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import stamina
 
-from savegame.errors import ConfigurationError, SavegameError, TimedOutError
+from savegame.errors import ConfigurationError, ModelTransientError, SavegameError, TimedOutError
 
 T = TypeVar("T")
 RetryOn = tuple[type[Exception], ...]
@@ -83,11 +83,14 @@ def check_retries(retries: int, timeout: float | None, retry_on: Any, owner: str
 def retryable(error: BaseException, retry_on: RetryOn) -> bool:
     """Whether another attempt may help: ``error`` is one of ``retry_on`` and not one of
     savegame's own verdicts (a refused call, a non-deterministic step, a rejection, a
-    lost lease: another attempt gets the same answer), except a timeout. Pauses,
-    cancellation and in-doubt stops are not exceptions at all and never retried."""
+    lost lease: another attempt gets the same answer), except a timeout and a model
+    provider's transient failure (a rate limit, a 5xx). Pauses, cancellation and in-doubt
+    stops are not exceptions at all and never retried."""
     if not isinstance(error, retry_on):
         return False
-    return not isinstance(error, SavegameError) or isinstance(error, TimedOutError)
+    return not isinstance(error, SavegameError) or isinstance(
+        error, (TimedOutError, ModelTransientError)
+    )
 
 
 def _schedule(retries: int, backoff: Backoff, done: int) -> dict[str, Any]:

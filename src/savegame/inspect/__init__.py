@@ -2,11 +2,21 @@
 
 from savegame.inspect._diff import Change, ChangeKind, StateDiff, compare, diff
 from savegame.inspect._history import get_checkpoint, get_run, history, list_runs, list_threads
+from savegame.inspect._models import (
+    ModelCallRecord,
+    ModelUsage,
+    RunModelUsage,
+    model_calls,
+    model_usage,
+)
 from savegame.inspect._tree import RunNode, Tree, tree
 
 __all__ = [
     "Change",
     "ChangeKind",
+    "ModelCallRecord",
+    "ModelUsage",
+    "RunModelUsage",
     "RunNode",
     "StateDiff",
     "Tree",
@@ -17,5 +27,7 @@ __all__ = [
     "history",
     "list_runs",
     "list_threads",
+    "model_calls",
+    "model_usage",
     "tree",
 ]

@@ -4,6 +4,7 @@ checkpoint control."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from savegame.effects import (
     invoke_call,
 )
 from savegame.errors import ConfigurationError
-from savegame.model import Usage
+from savegame.model import EffectRecord, Usage
 from savegame.runtime._branches import as_branches, branch_calls, run_branches
 from savegame.runtime._children import ChildRun, creator, input_digest, outcome, started
 from savegame.runtime._loader import as_workflow
@@ -102,6 +103,7 @@ class StepContext:
         messages: Sequence[Mapping[str, Any]],
         *,
         tools: Sequence[ToolSpec | Tool | Callable[..., Any]] = (),
+        stream: OnChunk | None = None,
     ) -> ModelResponse:
         """Call a model once across crashes: the response is journaled before it returns.
 
@@ -114,6 +116,12 @@ class StepContext:
                 through :meth:`allm`).
             messages: the conversation, dicts in the OpenAI shape.
             tools: what the model may call: ToolSpecs, ``@tool``s or plain functions.
+            stream: called with each piece of the answer's text as it arrives (a model's
+                ``stream`` method; one that has none delivers its answer as one piece).
+                Only the final message is journaled; a stream a crash cut off recorded
+                nothing, so the model is asked again, and the journal says so (a marker
+                settled ``abandoned``). A replayed call delivers its recorded text as one
+                piece.
 
         Raises:
             NonDeterminismError: the journal holds another call at this position (another
@@ -125,10 +133,16 @@ class StepContext:
         calls = self._calls()
         prepared = calls.before_llm(call)
         if prepared.replay:
-            response = as_response(prepared.result, 0)
-        else:
-            response = call.checked(model.complete(call.messages, call.specs))
-            calls.after_llm(prepared, response.to_dict())
+            return self._count(_replayed(prepared.result, stream))
+        marker = None if stream is None else calls.stream_started(prepared)
+        try:
+            response = call.checked(_ask(model, call, stream))
+        except BaseException as exc:
+            _cut(calls, marker, exc)
+            raise
+        calls.after_llm(prepared, response.to_dict())
+        if marker is not None:
+            calls.stream_ended(marker)
         return self._count(response)
 
     async def allm(
@@ -137,25 +151,32 @@ class StepContext:
         messages: Sequence[Mapping[str, Any]],
         *,
         tools: Sequence[ToolSpec | Tool | Callable[..., Any]] = (),
+        stream: OnChunk | None = None,
     ) -> ModelResponse:
-        """Async twin of :meth:`llm`, for plain and async models; journal writes run in a
-        worker thread."""
+        """Async twin of :meth:`llm`, for plain and async models (a model's ``acomplete``
+        or ``astream`` is awaited when it has one); journal writes run in a worker thread."""
         call = ModelCall.of(model, messages, tools)
         calls = self._calls()
         prepared = await asyncio.to_thread(calls.before_llm, call)
         if prepared.replay:
-            response = as_response(prepared.result, 0)
-        else:
-            out = model.complete(call.messages, call.specs)
+            return self._count(_replayed(prepared.result, stream))
+        marker = None if stream is None else await asyncio.to_thread(calls.stream_started, prepared)
+        try:
+            out = _aask(model, call, stream)
             response = call.checked(await out if inspect.isawaitable(out) else out)
-            await asyncio.to_thread(calls.after_llm, prepared, response.to_dict())
+        except BaseException as exc:
+            await asyncio.to_thread(_cut, calls, marker, exc)
+            raise
+        await asyncio.to_thread(calls.after_llm, prepared, response.to_dict())
+        if marker is not None:
+            await asyncio.to_thread(calls.stream_ended, marker)
         return self._count(response)
 
     def _count(self, response: ModelResponse) -> ModelResponse:
         self.add_usage(
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
-            cost_usd=response.cost_usd,
+            cost_usd=response.cost_usd or 0.0,  # an unknown price adds nothing, never a guess
             llm_calls=1,
         )
         return response
@@ -395,3 +416,49 @@ class StepContext:
     @property
     def metadata(self) -> Mapping[str, Any]:
         return self._metadata
+
+
+OnChunk = Callable[[str], Any]
+"""What ``stream=`` takes: called with each piece of a model's answer as it arrives."""
+
+
+def _replayed(result: Any, stream: OnChunk | None) -> ModelResponse:
+    response = as_response(result, 0)
+    if stream is not None and response.content:
+        stream(response.content)
+    return response
+
+
+def _ask(model: ChatModel, call: ModelCall, stream: OnChunk | None) -> Any:
+    streamer = getattr(model, "stream", None) if stream is not None else None
+    if streamer is not None:
+        return streamer(call.messages, call.specs, stream)
+    out = model.complete(call.messages, call.specs)
+    if stream is not None and isinstance(out, ModelResponse) and out.content:
+        stream(out.content)  # a model that cannot stream: its answer as one piece
+    return out
+
+
+async def _aask(model: ChatModel, call: ModelCall, stream: OnChunk | None) -> Any:
+    # A model with an async twin (the savegame.models adapters) is awaited, not run on
+    # the event loop's thread.
+    if stream is not None:
+        streamer = getattr(model, "astream", None) or getattr(model, "stream", None)
+        if streamer is not None:
+            out = streamer(call.messages, call.specs, stream)
+            return await out if inspect.isawaitable(out) else out
+    asker = getattr(model, "acomplete", None) or model.complete
+    out = asker(call.messages, call.specs)
+    response = await out if inspect.isawaitable(out) else out
+    if stream is not None and isinstance(response, ModelResponse) and response.content:
+        stream(response.content)
+    return response
+
+
+def _cut(calls: Calls, marker: EffectRecord | None, error: BaseException) -> None:
+    """A stream that raised: its marker says so. If even that cannot be written, the
+    marker stays pending and the next execution settles it abandoned; the step's own
+    error is the one to raise."""
+    if marker is not None:
+        with contextlib.suppress(Exception):
+            calls.stream_ended(marker, error)

@@ -267,6 +267,29 @@ def effect_order(effect: EffectRecord) -> tuple[int, str]:
     return to_micros(effect.created_at), effect.request_id
 
 
+def prefix_range(prefix: str) -> tuple[str, str | None] | None:
+    """The request ids starting with ``prefix`` as a half-open range ``[low, high)``.
+
+    In code point order, which is UTF-8 byte order: SQLite's BINARY collation,
+    PostgreSQL's ``"C"`` and Redis's lexicographic ranges all compare that way, so
+    one range serves every index, and a ``%`` or ``_`` is never a pattern. ``high``
+    None: no upper end (a prefix of only U+10FFFF). None: no storable id starts with
+    ``prefix`` (a lone surrogate has no UTF-8 form).
+    """
+    try:
+        prefix.encode()
+    except UnicodeEncodeError:
+        return None
+    head = prefix
+    while head:
+        last = ord(head[-1]) + 1
+        if last <= 0x10FFFF:
+            # No stored id holds a surrogate, so the one after U+D7FF is U+E000.
+            return prefix, head[:-1] + chr(0xE000 if 0xD800 <= last <= 0xDFFF else last)
+        head = head[:-1]
+    return prefix, None
+
+
 # -- storage engine ---------------------------------------------------------------
 MAX_CHAIN = 10_000
 """The longest base chain ``get_chain`` follows; longer is a cycle or damage, never a real chain."""

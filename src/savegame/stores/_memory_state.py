@@ -7,6 +7,7 @@ the one lock, so every public method is one atomic step.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,8 @@ class Run:
     lease_expires_at: float | None
     effects: dict[str, EffectRecord] = field(default_factory=dict)
     """The run's journal by request id; records are detached copies, never the caller's."""
+    request_ids: list[str] = field(default_factory=list)
+    """The journal's request ids, sorted: ``list_effects(request_prefix=...)`` bisects it."""
     wait_topics: list[str] = field(default_factory=list)
     """While waiting: the event topics it waits for (``Waiting.topics``)."""
     wait_need: int = 0
@@ -54,8 +57,17 @@ class Run:
         existing = self.effects.get(effect.request_id)
         if _common.keeps(existing):
             return existing
+        if existing is None:
+            bisect.insort(self.request_ids, effect.request_id)
         self.effects[effect.request_id] = effect
         return effect
+
+    def prefixed(self, bounds: tuple[str, str | None]) -> list[EffectRecord]:
+        """The entries whose request ids fall in ``bounds`` (see ``_common.prefix_range``)."""
+        low, high = bounds
+        start = bisect.bisect_left(self.request_ids, low)
+        end = len(self.request_ids) if high is None else bisect.bisect_left(self.request_ids, high)
+        return [self.effects[r] for r in self.request_ids[start:end]]
 
 
 class MemoryState:

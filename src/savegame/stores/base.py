@@ -369,9 +369,20 @@ class Store(Protocol):
         *,
         kinds: Sequence[EffectKind] | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        request_prefix: str | None = None,
         limit: int = 10_000,
     ) -> list[EffectRecord]:
-        """Journal entries, oldest first (by created_at, then request_id), of one run or of all runs."""
+        """Journal entries, oldest first (by created_at, then request_id), of one run or of all runs.
+
+        Args:
+            kinds: only entries of these kinds (an empty list matches nothing).
+            statuses: only entries in these statuses (an empty list matches nothing).
+            request_prefix: only entries whose request id starts with this literal text
+                (no pattern: ``%``, ``_`` and ``\\`` are themselves; ``""`` matches all).
+                With a ``run_id``, served by an index of that run's request ids, so
+                reading one part of a long journal costs what that part holds.
+            limit: at most this many entries.
+        """
         ...
 
     def deliver_event(self, event: EffectRecord) -> Delivery:

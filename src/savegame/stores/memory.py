@@ -401,20 +401,24 @@ class MemoryStore(MemoryStorage):
         *,
         kinds: Sequence[EffectKind] | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        request_prefix: str | None = None,
         limit: int = 10_000,
     ) -> list[EffectRecord]:
         """Journal entries oldest first; see :meth:`savegame.stores.base.Store.list_effects`."""
         wanted_kinds = None if kinds is None else {EffectKind(k) for k in kinds}
         wanted_statuses = None if statuses is None else {EffectStatus(s) for s in statuses}
+        bounds = None if request_prefix is None else _common.prefix_range(request_prefix)
         with self._lock:
             if run_id is None:
                 runs = list(self._runs.values())
             else:
                 runs = [self._runs[run_id]] if run_id in self._runs else []
+            if request_prefix is not None and bounds is None:
+                runs = []
             found = [
                 effect
                 for run in runs
-                for effect in run.effects.values()
+                for effect in (run.effects.values() if bounds is None else run.prefixed(bounds))
                 if (wanted_kinds is None or effect.kind in wanted_kinds)
                 and (wanted_statuses is None or effect.status in wanted_statuses)
             ]

@@ -11,7 +11,8 @@ Subclass :class:`StoreContract` and provide a ``store`` fixture::
 
 Tests of optional behaviour skip, with the reason, when the store's
 :class:`~savegame.stores.base.Capabilities` do not claim it. The journal and
-cancel-flag tests live in :mod:`savegame.testing._journal_contract`, the
+cancel-flag tests live in :mod:`savegame.testing._journal_contract` (listing one
+part of a journal by request-id prefix in :mod:`savegame.testing._prefix_contract`), the
 storage-engine tests (chains, blobs, pruning, rewrite, sizes) in
 :mod:`savegame.testing._engine_contract`, the worker-fleet tests (unowned runs,
 ``claim_run``, blob references) in :mod:`savegame.testing._fleet_contract`, the
@@ -40,6 +41,7 @@ from savegame.testing._contract_base import TTL
 from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
 from savegame.testing._journal_contract import JournalContract
+from savegame.testing._prefix_contract import PrefixContract
 from savegame.testing._waits_contract import WaitsContract
 from savegame.testing.builders import (
     OTHER_OWNER,
@@ -54,7 +56,7 @@ from savegame.testing.together import together
 __all__ = ["StoreContract"]
 
 
-class StoreContract(JournalContract, EngineContract, FleetContract, WaitsContract):
+class StoreContract(JournalContract, PrefixContract, EngineContract, FleetContract, WaitsContract):
     """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet
     and waiting-run tests inherited)."""
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
+import savegame
+
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -142,6 +144,38 @@ def test_two_savers_take_turns_on_one_thread(sqlite_url: str) -> None:
     ]
 
 
+def test_every_listed_checkpoint_gets_its_own_writes_however_long_the_listing(
+    sqlite_url: str,
+) -> None:
+    # list() reads the first tuples' writes one checkpoint at a time, then the run's at once.
+    saver = SavegameSaver(sqlite_url)
+    config: dict[str, Any] = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+    ids: list[str] = []
+    for n in range(20):
+        if ids:
+            config = {"configurable": {**config["configurable"], "checkpoint_id": ids[-1]}}
+        stored = saver.put(config, empty_checkpoint(), {"step": n}, {})
+        writes = [("seen", n)] + ([("even", MESSAGE)] if n % 2 == 0 else [])
+        saver.put_writes(stored, writes, f"task-{n}")
+        ids.append(stored["configurable"]["checkpoint_id"])
+
+    def expected(n: int) -> list[Any]:
+        return [(f"task-{n}", "seen", n)] + ([(f"task-{n}", "even", MESSAGE)] if n % 2 == 0 else [])
+
+    reader = SavegameSaver(sqlite_url)
+    thread = {"configurable": {"thread_id": "long"}}
+    listed = list(reader.list(thread))
+    assert [t.checkpoint["id"] for t in listed] == ids[::-1]
+    assert [t.pending_writes for t in listed] == [expected(n) for n in reversed(range(20))]
+    assert [t.pending_writes for t in reader.list(thread, limit=3)] == [
+        expected(n) for n in (19, 18, 17)
+    ]
+    before = {"configurable": {"thread_id": "long", "checkpoint_id": ids[12]}}
+    assert [t.pending_writes for t in reader.list(thread, before=before, limit=10)] == [
+        expected(n) for n in reversed(range(2, 12))
+    ]
+
+
 def test_writes_that_come_before_their_namespaces_first_checkpoint_are_kept(
     sqlite_url: str,
 ) -> None:
@@ -155,3 +189,31 @@ def test_writes_that_come_before_their_namespaces_first_checkpoint_are_kept(
     stored = saver.put(config, checkpoint, {}, {})
     found = SavegameSaver(sqlite_url).get_tuple(stored)  # from the store, not this process
     assert found is not None and found.pending_writes == [("task-a", "out", 1)]
+
+
+def test_a_long_pending_write_is_stored_compressed_and_read_back_by_every_reader(
+    tmp_path: Path,
+) -> None:
+    # The message a node appends is most of what a step journals: compressed alone, as
+    # a journal row is not compressed as a whole (a checkpoint record is).
+    url = f"sqlite:///{tmp_path / 'lg.db'}"
+    value = [{"role": "assistant", "content": MESSAGE}]
+    for storage, compressed in ((None, True), (StorageConfig(compress_threshold=0), False)):
+        saver = SavegameSaver(url, storage=storage)
+        config = {"configurable": {"thread_id": f"w-{compressed}", "checkpoint_ns": ""}}
+        stored = saver.put(config, empty_checkpoint(), {}, {})
+        saver.put_writes(stored, [("messages", value), ("small", 1)], "task-1")
+        found = SavegameSaver(url, storage=storage).get_tuple(stored)
+        assert found is not None
+        assert found.pending_writes == [("task-1", "messages", value), ("task-1", "small", 1)]
+        (run,) = [r for r in saver.store.list_runs(thread_id=f"w-{compressed}")]
+        results = {e.name: e.result for e in savegame.list_effects(run.run_id, store=url)}
+        assert results == {"messages": value, "small": 1}  # savegame's own reader too
+        rows = dict(
+            sqlite3.connect(tmp_path / "lg.db").execute(
+                "SELECT name, result FROM effects WHERE run_id = ?", (run.run_id,)
+            )
+        )
+        assert rows["small"] == b"1"
+        assert (rows["messages"][:4] == b"\x28\xb5\x2f\xfd") is compressed
+        assert (len(rows["messages"]) < len(MESSAGE) // 4) is compressed

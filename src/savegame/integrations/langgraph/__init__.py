@@ -27,7 +27,10 @@ The mapping, and why:
   request id ``<langgraph id>|<task id>|<index>``: the journal's insert-if-absent is
   LangGraph's "a normal write is stored once"; a reserved channel (error, interrupt,
   resume, scheduled) has a fixed negative index and its entry is re-settled with the
-  new value, i.e. overwritten. Entries are sealed like every journal entry.
+  new value, i.e. overwritten. Entries are sealed like every journal entry; a value of
+  512 bytes or more (an appended message) is stored as a zstd frame of its JSON, which
+  ``codec.decode_value`` reads like any value, and one checkpoint's writes are read as
+  a request-id prefix (``Store.list_effects(request_prefix=...)``), not the whole journal.
 * ``prune``, ``delete_for_runs`` and ``copy_thread`` **rebuild** a namespace's run:
   the kept checkpoints are re-encoded into a new run (a keyframe, then deltas) with
   their writes, then the old run is deleted. A savegame delta needs its bases, so

@@ -36,6 +36,8 @@ OWNER = "langgraph"
 TTL = 10 * 365 * 24 * 3600.0
 NS_KEY = "checkpoint_ns"
 CHECKPOINT, METADATA, PARENT, CHANNEL = "lg:checkpoint", "lg:metadata", "lg:parent", "c:"
+#: Shorter pending writes stay plain JSON: compressed alone they shrink by little.
+WRITE_COMPRESS_FROM = 512
 WRITE_MARK = {"langgraph": "write"}
 #: A rebuilt line's run names the run it replaces, a copied one the run it copies; the
 #: journal entry FINISHED, written last, says the whole line is there. Until then
@@ -268,7 +270,9 @@ class Lines:
                 call_index=write.index,
                 status=EffectStatus.DONE,
                 arguments=codec.encode_value([write.task_id, write.task_path, lg_id], path),
-                result=codec.encode_value(write.value, path),
+                result=codec.encode_value(
+                    write.value, path, compress_from=_compress_from(self.storage)
+                ),
                 metadata=WRITE_MARK,
                 completed_at=utcnow(),
             )
@@ -347,8 +351,7 @@ class Lines:
         return Journal(self.store, line.run_id, token, entries, storage=self.storage)
 
     def _entries(self, run_id: str, prefix: str) -> list[EffectRecord]:
-        found = self.store.list_effects(run_id, limit=ALL_EFFECTS)
-        return [e for e in found if e.request_id.startswith(prefix)]
+        return self.store.list_effects(run_id, request_prefix=prefix, limit=ALL_EFFECTS)
 
     def copy_tool_calls(self, run_id: str, line: Line, lg_ids: set[str]) -> None:
         """Copy the durable tools' entries of checkpoints ``lg_ids`` of run ``run_id`` into
@@ -374,11 +377,11 @@ class Lines:
         """The run's pending writes (of one checkpoint, or all) by LangGraph checkpoint id,
         each list in LangGraph's order."""
         out: dict[str, list[Write]] = {}
-        prefix = "" if lg_id is None else f"{lg_id}|"
-        for entry in self.store.list_effects(run_id, kinds=[EffectKind.READ], limit=ALL_EFFECTS):
-            # The request id names the checkpoint: only those entries are opened and decoded.
-            if not entry.request_id.startswith(prefix):
-                continue
+        # The request id names the checkpoint: one checkpoint's writes are an index range.
+        prefix = None if lg_id is None else f"{lg_id}|"
+        for entry in self.store.list_effects(
+            run_id, kinds=[EffectKind.READ], request_prefix=prefix, limit=ALL_EFFECTS
+        ):
             if dict(entry.metadata).get("langgraph") != "write":
                 continue
             opened = codec.open_entry(entry, self.storage)
@@ -406,3 +409,9 @@ def _header_metadata(metadata: Any) -> dict[str, Any]:
         for key in HEADER_KEYS
         if type(metadata.get(key)) in (str, int) and not str(metadata[key]).startswith("$sg:")
     }
+
+
+def _compress_from(storage: StorageConfig | None) -> int:
+    """A pending write of this many bytes is stored compressed (0: never, as configured):
+    a message appended to a channel is about all a step's journal holds."""
+    return min(codec.storage.resolve(storage).compress_threshold, WRITE_COMPRESS_FROM)

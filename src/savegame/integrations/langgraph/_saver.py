@@ -42,6 +42,8 @@ from savegame.stores import Store, open_store
 
 #: The channel of a node's error write (``langgraph.constants.ERROR`` is private since 1.0).
 ERROR = "__error__"
+#: ``list`` reads this many tuples' writes one checkpoint at a time, then the run's at once.
+FEW_WRITES = 8
 
 
 class SavegameSaver(BaseCheckpointSaver[str]):
@@ -106,6 +108,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                     candidates.append((lg_id, thread_id, ns, run_id))
         candidates.sort(reverse=True)
         writes: dict[str, dict[str, list[Write]]] = {}
+        served: dict[str, int] = {}
         left = limit
         for lg_id, thread_id, ns, run_id in candidates:
             if left is not None and left <= 0:
@@ -116,11 +119,16 @@ class SavegameSaver(BaseCheckpointSaver[str]):
             metadata = state[METADATA]
             if filter and not all(metadata.get(k) == v for k, v in filter.items()):
                 continue
-            if run_id not in writes:
+            # The first few tuples of a run read their own writes (an index range each),
+            # so list(limit=1) of a long thread decodes two entries, not its whole journal;
+            # a longer listing reads the run's writes once.
+            served[run_id] = served.get(run_id, 0) + 1
+            if run_id not in writes and served[run_id] > FEW_WRITES:
                 writes[run_id] = self._lines.writes(run_id)
+            found = writes[run_id] if run_id in writes else self._lines.writes(run_id, lg_id)
             if left is not None:
                 left -= 1
-            yield _tuple(thread_id, ns, state, writes[run_id].get(lg_id, []))
+            yield _tuple(thread_id, ns, state, found.get(lg_id, []))
 
     # -- writing ------------------------------------------------------------------
     def put(
@@ -260,6 +268,8 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 if state is not None and not (drop is not None and drop(state)):
                     kept.append(state)
             copying = target != thread_id
+            # Runs no reader uses (what a killed rebuild or copy left) go first.
+            self.store.delete_runs(self._lines.leftovers(target, ns))
             if not copying and len(kept) == len(headers):
                 return
             writes = self._lines.writes(run_id)

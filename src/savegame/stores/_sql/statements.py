@@ -50,6 +50,8 @@ class Dialect:
     """The byte length of a BLOB / bytea value."""
     each_of: ClassVar[str]
     """``{}`` (an id-list column, written like :attr:`array`) as a table whose one column is ``value``."""
+    nul: ClassVar[bool] = True
+    """A text value may hold NUL (a PostgreSQL one may not: no stored id has one)."""
 
     @staticmethod
     def ids(ids: Sequence[str]) -> Any:
@@ -152,6 +154,7 @@ class PostgresDialect(Dialect):
     clock = f", {PG_NOW}"
     length = "octet_length"  # reads a TOASTed value's size from its header without fetching it
     each_of = "unnest({}) AS value"
+    nul = False
 
     @staticmethod
     def ids(ids: Sequence[str]) -> Any:
@@ -440,15 +443,30 @@ class Statements:
         run_id: str | None,
         kinds: Sequence[EffectKind] | None,
         statuses: Sequence[EffectStatus] | None,
+        request_prefix: str | None,
         limit: int,
-    ) -> tuple[str, tuple[Any, ...]]:
-        """The SELECT behind ``list_effects``; an empty ``kinds`` or ``statuses`` matches nothing."""
+    ) -> tuple[str, tuple[Any, ...]] | None:
+        """The SELECT behind ``list_effects``; an empty ``kinds`` or ``statuses`` matches
+        nothing, and so does a ``request_prefix`` no stored id can start with (None).
+
+        With a ``request_prefix`` the rows come in request-id order and unlimited: the
+        caller sorts and cuts them (see ``SqlStore.list_effects``)."""
         d = self.dialect
         where: list[str] = [d.true]
         params: list[Any] = []
         if run_id is not None:
             where.append(f"run_id = {d.p}")
             params.append(run_id)
+        if request_prefix is not None:
+            bounds = _common.prefix_range(request_prefix)
+            if bounds is None or (not d.nul and "\x00" in request_prefix):
+                return None
+            # A range of the primary key (run_id, request_id), never LIKE: a literal prefix.
+            where.append(f"request_id >= {d.key}")
+            params.append(bounds[0])
+            if bounds[1] is not None:
+                where.append(f"request_id < {d.key}")
+                params.append(bounds[1])
         for column, values in (
             ("kind", None if kinds is None else [EffectKind(k).value for k in kinds]),
             ("status", None if statuses is None else [EffectStatus(s).value for s in statuses]),
@@ -457,8 +475,10 @@ class Statements:
                 condition, values_params = d.in_values(column, values)
                 where.append(condition)
                 params.extend(values_params)
-        sql = (
-            f"SELECT {EFFECT_COLS} FROM effects WHERE {' AND '.join(where)}"
-            f" ORDER BY created_at, request_id LIMIT {d.p}"
-        )
-        return sql, (*params, max(limit, 0))
+        sql = f"SELECT {EFFECT_COLS} FROM effects WHERE {' AND '.join(where)}"
+        if request_prefix is not None:
+            # The primary key's own order, so the planner reads the range from it even
+            # without statistics (a fresh PostgreSQL table): ordered by created_at it
+            # may pick effects_by_run and walk the whole run's part of that index.
+            return f"{sql} ORDER BY request_id", tuple(params)
+        return f"{sql} ORDER BY created_at, request_id LIMIT {d.p}", (*params, max(limit, 0))

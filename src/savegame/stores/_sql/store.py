@@ -269,11 +269,18 @@ class SqlStore:
         *,
         kinds: Sequence[EffectKind] | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        request_prefix: str | None = None,
         limit: int = 10_000,
     ) -> list[EffectRecord]:
         """Journal entries oldest first; see :meth:`savegame.stores.base.Store.list_effects`."""
-        sql, params = self._sql.list_effects(run_id, kinds, statuses, limit)
-        return [rows.effect(row, self._sql.dialect.loads) for row in self._read(sql, params)]
+        query = self._sql.list_effects(run_id, kinds, statuses, request_prefix, limit)
+        if query is None:
+            return []
+        found = [rows.effect(row, self._sql.dialect.loads) for row in self._read(*query)]
+        if request_prefix is not None:
+            # A prefix's rows come in request-id order (see Statements.list_effects).
+            found = sorted(found, key=_common.effect_order)[: max(limit, 0)]
+        return found
 
     # -- storage engine -------------------------------------------------------------------
     def get_chain(self, checkpoint_id: str) -> list[CheckpointRecord]:

@@ -116,9 +116,12 @@ class Delegated:
         *,
         kinds: Sequence[EffectKind] | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        request_prefix: str | None = None,
         limit: int = 10_000,
     ) -> list[EffectRecord]:
-        return self._inner.list_effects(run_id, kinds=kinds, statuses=statuses, limit=limit)
+        return self._inner.list_effects(
+            run_id, kinds=kinds, statuses=statuses, request_prefix=request_prefix, limit=limit
+        )
 
     def request_cancel(self, run_id: str) -> None:
         self._inner.request_cancel(run_id)

@@ -76,15 +76,20 @@ class RedisJournal(RedisClient):
         *,
         kinds: Sequence[EffectKind] | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        request_prefix: str | None = None,
         limit: int = 10_000,
     ) -> list[EffectRecord]:
         """Journal entries oldest first; see :meth:`savegame.stores.base.Store.list_effects`."""
         wanted_kinds = None if kinds is None else {EffectKind(k) for k in kinds}
         wanted_statuses = None if statuses is None else {EffectStatus(s) for s in statuses}
         run_ids = self._ids(self._p + "runs") if run_id is None else [run_id]
+        if request_prefix is None:
+            journals = self._pipeline(run_ids, "hgetall", "fx")
+        else:
+            journals = self._prefixed(run_ids, request_prefix)
         found = [
             effect
-            for rid, journal in zip(run_ids, self._pipeline(run_ids, "hgetall", "fx"), strict=True)
+            for rid, journal in zip(run_ids, journals, strict=True)
             for request_id, data in journal.items()
             for effect in [rows.effect(rid, request_id.decode(), data)]
             if (wanted_kinds is None or effect.kind in wanted_kinds)
@@ -92,6 +97,29 @@ class RedisJournal(RedisClient):
         ]
         found.sort(key=_common.effect_order)
         return found[: max(limit, 0)]
+
+    def _prefixed(self, run_ids: list[str], prefix: str) -> list[dict[bytes, bytes]]:
+        """Each run's entries whose request ids start with ``prefix``: a lexicographic range
+        of the run's ``fxi`` index (byte order, as ``_common.prefix_range`` reads it), then
+        those fields of its ``fx`` hash. An id listed but gone (its run deleted between
+        the two reads) is left out."""
+        bounds = _common.prefix_range(prefix)
+        if bounds is None:
+            return [{} for _ in run_ids]
+        low = b"[" + bounds[0].encode() if bounds[0] else b"-"
+        high = b"+" if bounds[1] is None else b"(" + bounds[1].encode()
+        ids: list[list[bytes]] = self._pipeline(run_ids, "zrangebylex", "fxi", low, high)
+        pipe = self._client.pipeline(transaction=False)
+        for rid, found in zip(run_ids, ids, strict=True):
+            if found:
+                pipe.hmget(self._key("fx", rid), found)
+        values = iter(pipe.execute())
+        return [
+            {k: v for k, v in zip(found, next(values), strict=True) if v is not None}
+            if found
+            else {}
+            for found in ids
+        ]
 
     def deliver_event(self, event: EffectRecord) -> Delivery:
         event = _common.check_event(event)

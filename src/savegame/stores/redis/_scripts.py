@@ -59,11 +59,13 @@ local function index_event(run_id, rid, entry)
 end
 
 -- Insert-if-absent, except that a not_done entry is replaced; returns what is stored.
+-- A new request id joins the run's lexicographic index (list_effects' request_prefix).
 local function journal(run_id, rid, entry)
   local fk = key('fx', run_id)
   local existing = redis.call('HGET', fk, rid)
   if existing and status_of(existing) ~= 'not_done' then return existing end
   redis.call('HSET', fk, rid, entry)
+  if not existing then redis.call('ZADD', key('fxi', run_id), 0, rid) end
   index_event(run_id, rid, entry)
   return entry
 end
@@ -146,7 +148,7 @@ local function drop_run(run_id)
   if not v[1] then return -1 end
   local n = 0
   for _, id in ipairs(redis.call('ZRANGE', key('cps', run_id), 0, -1)) do n = n + drop_cp(id) end
-  redis.call('DEL', rk, key('cps', run_id), key('fx', run_id), key('evs', run_id))
+  redis.call('DEL', rk, key('cps', run_id), key('fx', run_id), key('fxi', run_id), key('evs', run_id))
   redis.call('ZREM', P .. 'wake', run_id)
   redis.call('ZREM', P .. 'runs', run_id)
   redis.call('ZREM', key('status', v[2]), run_id)
