@@ -62,6 +62,10 @@ PUBLIC_API = [
     # A worker fleet
     "Worker",
     "submit",
+    # Waiting without a process: events, timers, child runs
+    "ChildRun",
+    "Sent",
+    "send",
     # Reading a store, time travel
     "Change",
     "ChangeKind",
@@ -106,6 +110,7 @@ PUBLIC_API = [
     # Errors (the tree is drawn in savegame.errors)
     "ApprovalRejected",
     "CheckpointWriteError",
+    "ChildRunError",
     "CompensationError",
     "ConfigurationError",
     "ConflictError",
@@ -133,6 +138,7 @@ PUBLIC_API = [
     "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
+    "WaitTimedOutError",
     "WorkspaceError",
     # The version
     "__version__",

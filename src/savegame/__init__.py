@@ -24,6 +24,7 @@ from savegame.effects import Backoff, PendingInterrupt, Tool, tool
 from savegame.errors import (
     ApprovalRejected,
     CheckpointWriteError,
+    ChildRunError,
     CompensationError,
     ConfigurationError,
     ConflictError,
@@ -51,6 +52,7 @@ from savegame.errors import (
     TimedOutError,
     UnauthenticatedRecordError,
     UnencryptedRecordError,
+    WaitTimedOutError,
     WorkspaceError,
 )
 from savegame.inspect import (
@@ -100,12 +102,14 @@ from savegame.model import (
 from savegame.runtime import (
     END,
     CheckpointPolicy,
+    ChildRun,
     Decision,
     Effect,
     ForkPlan,
     ForkResult,
     Observer,
     RestoredWorkspace,
+    Sent,
     StepContext,
     Worker,
     Workflow,
@@ -124,6 +128,7 @@ from savegame.runtime import (
     restore_workspace,
     resume,
     run,
+    send,
     submit,
 )
 from savegame.secrets import Secret
@@ -184,6 +189,10 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # A worker fleet
     "Worker",
     "submit",
+    # Waiting without a process: events, timers, child runs
+    "ChildRun",
+    "Sent",
+    "send",
     # Reading a store, time travel
     "Change",
     "ChangeKind",
@@ -228,6 +237,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # Errors (the tree is drawn in savegame.errors)
     "ApprovalRejected",
     "CheckpointWriteError",
+    "ChildRunError",
     "CompensationError",
     "ConfigurationError",
     "ConflictError",
@@ -255,6 +265,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
+    "WaitTimedOutError",
     "WorkspaceError",
     # The version
     "__version__",

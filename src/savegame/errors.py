@@ -29,6 +29,8 @@ each branch is named for what the caller does next::
     ├── ModelError                  a model provider failed a call (savegame.models adapters)
     │   ├── ModelTransientError     try again: rate limited, overloaded, 5xx, connection lost
     │   └── ModelRequestError       fix the request: the provider refused it (4xx), not retried
+    ├── WaitTimedOutError           nothing came for a ctx.wait_for before its timeout (a step may catch it)
+    ├── ChildRunError               a child run ended without a result: failed, cancelled (a step may catch it)
     ├── InDoubtEffectError          a write effect may or may not have happened: a person decides
     ├── NonDeterminismError         a re-executed step made a different call than the journal holds
     ├── ApprovalRejected            a person rejected a gated tool call (a step may catch it)
@@ -424,6 +426,43 @@ class ModelTransientError(ModelError):
 class ModelRequestError(ModelError):
     """The provider refused this request (400, 401, 403, 404, 422 ...): the same request
     gets the same answer, so it is not retried; fix the request, the key or the model."""
+
+
+class WaitTimedOutError(SavegameError, TimeoutError):
+    """Nothing came for a ``ctx.wait_for`` (or a child run for ``ctx.wait_children``)
+    before its timeout. Journaled: the step re-executed gets this error again, at the
+    same position, whatever arrives later (a later event waits for the next wait).
+
+    Attributes:
+        topic: what the step waited for.
+        until: the due time the wait recorded (ISO 8601, UTC).
+    """
+
+    def __init__(self, run_id: str, step: str, topic: str, until: str) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.topic = topic
+        self.until = until
+        super().__init__(f"run {run_id}: step {step!r} waited for {topic!r} until {until}")
+
+
+class ChildRunError(SavegameError):
+    """A child run the step waits for ended without a result: it failed, or was cancelled
+    (or compensated). Journaled like its result would be.
+
+    Attributes:
+        child_run_id: the child run.
+        status: how it ended (``failed``, ``cancelled``, ``compensating`` ...).
+        error: why, as the child recorded it, when it did.
+    """
+
+    def __init__(self, run_id: str, child_run_id: str, status: str, error: str | None) -> None:
+        self.run_id = run_id
+        self.child_run_id = child_run_id
+        self.status = status
+        self.error = error
+        why = f": {error}" if error else ""
+        super().__init__(f"run {run_id}: child run {child_run_id} ended {status}{why}")
 
 
 class InDoubtEffectError(SavegameError):

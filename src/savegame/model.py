@@ -34,6 +34,10 @@ class RunStatus(str, enum.Enum):
     RUNNING = "running"
     INTERRUPTED = "interrupted"
     """Paused on purpose (an approval, ``ctx.interrupt``); no process is held."""
+    WAITING = "waiting"
+    """Waiting for a timer, an event or child runs (``ctx.sleep``, ``ctx.wait_for``,
+    ``ctx.run_child``); no process is held. The store wakes it when its time comes or
+    what it waits for arrives; then a worker (or ``resume``) continues it."""
     NEEDS_ATTENTION = "needs_attention"
     """Stopped on an in-doubt effect a person must settle (``savegame resolve``)."""
     COMPLETED = "completed"
@@ -60,6 +64,53 @@ class RunStatus(str, enum.Enum):
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+WOKEN = datetime(1970, 1, 1, tzinfo=timezone.utc)
+"""``RunInfo.wake_at`` of a waiting run whose events have arrived: before any clock's now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """What a run checkpointed ``waiting`` waits for, as its store keeps it.
+
+    The store wakes the run (makes it claimable) when ``until`` passes, or at once when
+    ``need`` of ``topics`` have an event pending in its journal (``need`` 0: no event
+    wakes it).
+    """
+
+    until: datetime | None = None
+    """Wake at this time (a sleep's end, a wait's timeout); None: only events wake it."""
+    topics: tuple[str, ...] = ()
+    """The event topics (names of pending ``event`` entries) the run waits for."""
+    need: int = 0
+    """How many of ``topics`` must have an event for the run to wake."""
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> Waiting:
+        """What a waiting checkpoint's metadata (``to_metadata``, under ``"waiting"``) says
+        it waits for: how an exported run is put back waiting."""
+        data = metadata.get("waiting")
+        data = data if isinstance(data, Mapping) else {}
+        until = data.get("until")
+        topics = data.get("topics")
+        topics = tuple(str(t) for t in topics) if isinstance(topics, list) else ()
+        need = data.get("need")
+        return cls(
+            until=datetime.fromisoformat(until) if isinstance(until, str) else None,
+            topics=topics,
+            need=need if isinstance(need, int) and 0 <= need <= len(topics) else len(topics),
+        )
+
+    def to_metadata(self) -> dict[str, Any]:
+        """The checkpoint metadata that tells people (and ``resume``) what the run waits for."""
+        out: dict[str, Any] = {}
+        if self.until is not None:
+            out["until"] = self.until.isoformat()
+        if self.topics:
+            out["topics"] = list(self.topics)
+            out["need"] = self.need
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +307,10 @@ class RunInfo:
     """Integrity check over what never changes after ``create_run``: ids, workflow name and
     reference (which ``resume`` imports), creation time, metadata; keyed under a keyring
     (see savegame.codec._runs.run_checksum). Empty on rows written before it existed."""
+    wake_at: datetime | None = None
+    """When a waiting run becomes claimable: its due time, or :data:`WOKEN` once what it
+    waits for has arrived; None while it waits for events only, or is not waiting. A hint
+    for claimers, not a rule: the step re-checks its journaled due time and events."""
 
     def with_status(self, status: RunStatus) -> RunInfo:
         return replace(self, status=status)
@@ -294,6 +349,15 @@ class EffectKind(str, enum.Enum):
     """A value a person supplies to ``ctx.interrupt``."""
     COMPENSATION = "compensation"
     """The undo of a completed write effect."""
+    EVENT = "event"
+    """A value sent to the run (``savegame send``, a child's end): pending until a
+    ``ctx.wait_for`` takes it, then done with the taker's request id in its metadata."""
+    WAIT = "wait"
+    """A step's ``ctx.wait_for``: the event it took, or that it timed out (failed)."""
+    SLEEP = "sleep"
+    """A step's ``ctx.sleep``: the time it wakes, computed once."""
+    CHILD = "child"
+    """A child run a step started (``ctx.start_child``): its run id."""
 
     def __str__(self) -> str:
         return self.value

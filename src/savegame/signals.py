@@ -9,6 +9,7 @@ They sit beside :mod:`savegame.errors`, below both layers that use them:
 from __future__ import annotations
 
 from savegame.errors import InDoubtEffectError
+from savegame.model import Waiting
 
 
 class Pause(BaseException):
@@ -29,3 +30,14 @@ class NeedsAttention(BaseException):
     def __init__(self, error: InDoubtEffectError) -> None:
         self.error = error
         super().__init__(str(error))
+
+
+class Suspend(BaseException):
+    """The step waits for a timer, events or child runs: the run is checkpointed waiting
+    (no process is held) and the step runs again from its start once the store wakes it."""
+
+    def __init__(self, waiting: Waiting, reason: str) -> None:
+        self.waiting = waiting
+        self.reason = reason
+        """What it waits for, for people (``sleep until ...``, ``event 'paid'``)."""
+        super().__init__(reason)

@@ -1,6 +1,6 @@
 """Start, resume or compensate a workload of this folder in a child process.
 
-Usage: [SAVEGAME_WORKLOAD=file.py:name] [SAVEGAME_INPUT=json] effects_child.py
+Usage: [SAVEGAME_WORKLOAD=file.py:name] [SAVEGAME_INPUT=json] [SAVEGAME_WAIT=1] effects_child.py
 start|resume|compensate STORE_URL RUN_ID (the effects workload and its order by default).
 Prints ``DONE <status>`` at the end, or ``ERROR <ClassName>`` for a savegame error.
 """
@@ -21,11 +21,12 @@ def main() -> None:
     mode, url, run_id = sys.argv[1:4]
     workload = os.path.join(HERE, os.environ.get("SAVEGAME_WORKLOAD", "effects_workload.py:wf"))
     given = json.loads(os.environ.get("SAVEGAME_INPUT", '{"order_id": "A-7"}'))
+    wait = os.environ.get("SAVEGAME_WAIT") == "1"  # block while the run waits (a sleep ...)
     try:
         if mode == "start":
-            result = run(load(workload), given, run_id=run_id, store=url)
+            result = run(load(workload), given, run_id=run_id, store=url, wait=wait)
         elif mode == "resume":
-            result = resume(run_id, store=url)
+            result = resume(run_id, store=url, wait=wait)
         else:
             load(workload)  # registers the tools
             result = compensate(run_id, store=url)

@@ -166,3 +166,21 @@ def test_export_of_an_unknown_id_writes_no_file(tmp_path: Path) -> None:
         savegame.export_run("nope", tmp_path / "x.sgx", store=store)
     assert list(tmp_path.glob("x.sgx*")) == [] and list(tmp_path.glob(".x.sgx*")) == []
     store.close()
+
+
+def test_a_waiting_run_moves_still_waiting_and_is_woken_there(tmp_path: Path) -> None:
+    from tests.runtime.test_events import PAYMENT
+
+    source, target = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    waiting = savegame.run(PAYMENT, {}, store=source, run_id="w-1")
+    savegame.send("w-1", "paid", 7, store=source)  # woken, not yet resumed
+    savegame.resume("w-1", store=source)  # now waits for "shipped"
+    savegame.send("w-1", "shipped", "early", store=source)  # kept for it
+    path = tmp_path / "w.sgx"
+    savegame.export_run("w-1", path, store=source)
+    savegame.import_run(path, store=target)
+    moved = savegame.get_run("w-1", store=target)
+    assert moved.status is savegame.RunStatus.WAITING and waiting.status is moved.status
+    assert moved.wake_at is not None  # its event came with it: woken there at once
+    done = savegame.resume("w-1", store=target)
+    assert done.state == {"paid": 7, "shipped": "early"}

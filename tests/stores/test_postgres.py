@@ -30,7 +30,7 @@ from savegame.stores.postgres import (  # noqa: E402
     _schema,
     parse_url,
 )
-from savegame.stores.postgres._statements import CLAIM  # noqa: E402
+from savegame.stores.postgres._statements import CLAIM, CLAIM_WOKEN, SQL  # noqa: E402
 
 TTL = 30.0
 BASE_URL = services.POSTGRES_URL
@@ -242,6 +242,17 @@ def test_the_claim_query_uses_the_claimable_index(url: str) -> None:
         for workflows in (None, ["contract"]):
             plan = conn.execute("EXPLAIN " + CLAIM, {"workflows": workflows})
             assert "runs_claimable" in " ".join(row[0] for row in plan.fetchall())
+
+
+def test_the_claim_of_woken_runs_uses_the_waking_index(url: str) -> None:
+    with PostgresStore.from_url(url) as store, psycopg.connect(parse_url(url)[0]) as conn:
+        conn.execute(f'SET search_path TO "{store.schema}"')
+        conn.execute("SET enable_seqscan = off")
+        for workflows in (None, ["contract"]):
+            plan = conn.execute("EXPLAIN " + CLAIM_WOKEN, {"workflows": workflows, "now": 0})
+            assert "runs_waking" in " ".join(row[0] for row in plan.fetchall())
+        plan = conn.execute("EXPLAIN " + SQL.wake, ("r",))
+        assert "effects_pending_events" in " ".join(row[0] for row in plan.fetchall())
 
 
 def test_a_request_prefix_reads_a_range_of_the_primary_key(url: str) -> None:

@@ -14,7 +14,7 @@ from savegame.errors import ConfigurationError
 from savegame.model import EffectKind, EffectStatus
 from savegame.stores import SqliteStore, open_store
 from savegame.stores.sqlite import parse_url
-from savegame.stores.sqlite._statements import CLAIM, SQL
+from savegame.stores.sqlite._statements import CLAIM, CLAIM_WOKEN, SQL
 from savegame.testing.builders import OWNER, blob_digest, make_run, next_record
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -66,6 +66,26 @@ def test_pruning_blobs_uses_the_digest_index(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store:
         plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql))
     assert "checkpoint_blobs_by_digest" in plan
+
+
+@pytest.mark.parametrize("workflows", [None, '["contract"]'])
+def test_the_claim_of_woken_runs_uses_the_waking_index(
+    tmp_path: Path, workflows: str | None
+) -> None:
+    """A claim reads only waiting runs with a wake time, soonest first: a week-long sleep
+    or a finished history is never looked at."""
+    with SqliteStore(tmp_path / "s.db") as store:
+        plan = store._conn.execute("EXPLAIN QUERY PLAN " + CLAIM_WOKEN, (0.0, workflows, 0))
+        details = " ".join(row[3] for row in plan)
+    assert "USING INDEX runs_waking" in details
+    assert "TEMP B-TREE" not in details
+
+
+def test_the_wake_check_reads_the_pending_events_index(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "s.db") as store:
+        plan = store._conn.execute("EXPLAIN QUERY PLAN " + SQL.wake, ("r",))
+        details = " ".join(row[3] for row in plan)
+    assert "effects_pending_events" in details
 
 
 @pytest.mark.parametrize("workflows", [None, '["contract"]'])

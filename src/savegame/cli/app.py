@@ -11,6 +11,7 @@ import savegame
 from savegame.cli import (
     control_cmds,
     diff_cmds,
+    events_cmds,
     export_cmds,
     fleet_cmds,
     jsonview,
@@ -19,6 +20,7 @@ from savegame.cli import (
     render,
     storage_cmds,
     time_cmds,
+    time_view,
     ui_cmds,
 )
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
@@ -120,6 +122,14 @@ def resume_command(
             "(e.g. when `savegame verify` finds the latest damaged; see `savegame history`).",
         ),
     ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="A run waiting for a timer, an event or child runs: wait here until it is "
+            "woken (and whenever it waits again) instead of refusing.",
+        ),
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -134,6 +144,7 @@ def resume_command(
         store=store,
         observer=progress(as_json),
         from_checkpoint=from_checkpoint,
+        wait=wait,
         **options,
     )
     finish(res, as_json=as_json, verb="resumed and ended", store=store)
@@ -203,16 +214,16 @@ def history_command(
         return
     items = savegame.history(run_id, limit=limit, store=store)
     # Forks are marked where they left: the runs started from each checkpoint.
-    forks = {
-        cp: [n.run_id for n in nodes]
-        for cp, nodes in savegame.tree(run_id, store=store).forks_at(run_id).items()
-    }
+    lineage = savegame.tree(run_id, store=store)
+    forks = {cp: [n.run_id for n in nodes] for cp, nodes in lineage.forks_at(run_id).items()}
     if as_json:
         jsonview.emit_many(
             {**jsonview.header(h), "forks": forks.get(h.checkpoint_id, [])} for h in items
         )
     else:
-        render.history(render.console(), run_id, items, forks)
+        out = render.console()
+        render.history(out, run_id, items, forks)
+        time_view.kin(out, lineage.node(run_id))
 
 
 @app.command("show")
@@ -294,6 +305,7 @@ def demo_command(
 
 
 control_cmds.register(app)
+events_cmds.register(app)
 storage_cmds.register(app)
 fleet_cmds.register(app)
 diff_cmds.register(app)

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import orjson
+from rich.text import Text
 
 import savegame
 from savegame.cli import jsonview, render
@@ -111,6 +112,17 @@ def finish(res: RunResult, *, as_json: bool, verb: str, store: str | None) -> No
         jsonview.emit({**jsonview.result(res), "pending": [jsonview.pending(p) for p in waiting]})
         return
     out = render.console()
-    render.result(out, res, verb=verb.replace("ended", "paused") if waiting else verb)
+    asleep = res.status is RunStatus.WAITING
+    paused = bool(waiting) or asleep
+    render.result(out, res, verb=verb.replace("ended", "paused") if paused else verb)
     if waiting:
         render.waiting(out, res.run_id, waiting, store)
+    if asleep:
+        head = savegame.get_checkpoint(res.checkpoint_id, store=store).metadata.get("waiting")
+        what = head.get("for") if isinstance(head, dict) else None
+        tail = f" --store {store}" if store else ""
+        out.print(Text.assemble(("waiting for: ", "yellow"), str(what)), soft_wrap=True)
+        out.print(
+            f"  a worker continues it once woken, or: savegame resume {res.run_id}{tail} --wait",
+            soft_wrap=True,
+        )

@@ -81,6 +81,7 @@ def run(info: RunInfo) -> dict[str, Any]:
         "updated_at": info.updated_at,
         "error": info.error,
         "cancel_requested": info.cancel_requested,
+        "wake_at": info.wake_at,
     }
 
 

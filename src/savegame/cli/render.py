@@ -34,6 +34,7 @@ PIPED_WIDTH = 160
 STATUS_STYLE = {
     RunStatus.RUNNING: "cyan",
     RunStatus.INTERRUPTED: "yellow",
+    RunStatus.WAITING: "yellow",
     RunStatus.NEEDS_ATTENTION: "bold magenta",
     RunStatus.COMPLETED: "green",
     RunStatus.FAILED: "bold red",

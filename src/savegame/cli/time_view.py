@@ -27,6 +27,8 @@ def _label(node: RunNode) -> Text:
         text.append(how + ")", style="magenta")
     elif node.parent_run_id is not None:
         text.append(f"  continues from step {node.parent_step}", style="dim")
+    if node.spawned_by is not None:
+        text.append(f"  ↳ child of run {node.spawned_by}", style="cyan")
     return text
 
 
@@ -36,8 +38,22 @@ def tree(out: Console, found: Tree) -> None:
     while todo:
         parent, node = todo.pop(0)
         branch = parent.add(_label(node))
-        todo.extend((branch, child) for child in node.children)
+        todo.extend((branch, child) for child in [*node.children, *node.spawned])
     out.print(view)
+
+
+def kin(out: Console, node: RunNode) -> None:
+    """The run that started this one as a child, and the child runs it started."""
+    if node.spawned_by is not None:
+        out.print(Text.assemble(("child of run ", "cyan"), node.spawned_by), soft_wrap=True)
+    if node.spawned:
+        out.print(Text("child runs", style="cyan"))
+        for child in node.spawned:
+            info = child.run
+            out.print(
+                Text.assemble(f"  {info.run_id}  {info.workflow}  ", status(info.status)),
+                soft_wrap=True,
+            )
 
 
 def tree_json(found: Tree) -> dict[str, Any]:
@@ -56,6 +72,8 @@ def tree_json(found: Tree) -> dict[str, Any]:
             "reason": node.reason,
             "edited": list(node.edited),
             "children": [one(c) for c in node.children],
+            "spawned_by": node.spawned_by,
+            "spawned": [one(c) for c in node.spawned],
         }
 
     return {"thread_id": found.thread_id, "runs": [one(r) for r in found.roots]}

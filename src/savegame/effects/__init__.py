@@ -15,6 +15,8 @@ Where things are::
                        with the codec), ModelCall (what a call is journaled as)
     decisions.py       what people do from outside: approve, reject, supply, resolve, close
     _compensation.py   run_compensation: undo a run's completed writes, once each
+    _waits.py          Waits: ctx.wait_for and ctx.sleep without a process held; events
+                       (what ``savegame send`` and a child run's end journal)
 
 ``decisions`` stays a public module: the runtime calls its verbs qualified
 (``decisions.approve``, ``decisions.pending``), which is how they read right.
@@ -67,13 +69,29 @@ from savegame.effects._tools import (
     tool,
     unknown_compensation,
 )
+from savegame.effects._waits import (
+    CHILD_TOPIC,
+    EVENT_NODE,
+    PARENT_KEY,
+    Waits,
+    as_delta,
+    check_topic,
+    child_topic,
+    end_event,
+    event_entry,
+    event_request_id,
+    parent_of,
+)
 from savegame.effects.decisions import PendingInterrupt, default_actor
 
 __all__ = [
     "ABANDONED",
+    "CHILD_TOPIC",
+    "EVENT_NODE",
     "EXECUTED",
     "FORK_KEY",
     "MODES",
+    "PARENT_KEY",
     "REPLAY_KEY",
     "REUSED",
     "STREAM_MARK",
@@ -94,19 +112,27 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolSpec",
+    "Waits",
     "aattempts",
     "ainvoke_call",
     "as_backoff",
+    "as_delta",
     "as_response",
     "as_tool",
     "asked",
     "check_approval",
     "check_retries",
+    "check_topic",
+    "child_topic",
     "close_match",
     "decisions",
     "default_actor",
+    "end_event",
+    "event_entry",
+    "event_request_id",
     "invoke_call",
     "is_stream_marker",
+    "parent_of",
     "registered",
     "retryable",
     "run_compensation",

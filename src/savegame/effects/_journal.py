@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from savegame.codec import open_entry, seal_entry
 from savegame.codec.storage import StorageConfig
 from savegame.effects._prompts import parts_of
-from savegame.model import EffectRecord, EffectStatus, utcnow
-from savegame.stores.base import Store
+from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
+from savegame.stores.base import ALL_EFFECTS, Store
 
 
 class Journal:
@@ -60,6 +60,17 @@ class Journal:
             for entry in self._by_id.values():
                 self._parts.update(parts_of(entry))
         return self._parts
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    def fetch(self, kinds: Sequence[EffectKind]) -> list[EffectRecord]:
+        """The run's entries of ``kinds`` as the store holds them now, verified, opened and
+        kept: entries written by others since the journal was loaded (events sent to the
+        run) join it, in the store's order."""
+        found = self._store.list_effects(self.run_id, kinds=kinds, limit=ALL_EFFECTS)
+        return [self._keep(entry) for entry in found]
 
     def get(self, request_id: str) -> EffectRecord | None:
         return self._by_id.get(request_id)

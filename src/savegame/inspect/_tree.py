@@ -6,19 +6,24 @@ run's check, and kept when retention prunes checkpoints). Any other run on a thr
 continues from the thread's latest state: its first checkpoint's ``parent_id`` is that
 checkpoint, of an earlier run. A run whose first checkpoint was pruned (or whose
 parent run was deleted) shows as a root.
+
+Child runs (``ctx.start_child``) live on threads of their own; a node names the run that
+started it (``spawned_by``, from its row's metadata) and holds the children it started
+(``spawned``, from its journal's child entries), each with theirs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from savegame.codec import reveal_run_metadata
 from savegame.codec.storage import StorageConfig
-from savegame.effects import Origin
+from savegame.effects import Origin, parent_of
 from savegame.errors import NotFoundError
-from savegame.model import CheckpointHeader, RunInfo
+from savegame.model import CheckpointHeader, EffectKind, RunInfo
 from savegame.stores import Store, opened_store
+from savegame.stores.base import ALL_EFFECTS
 
 #: How many runs of one thread a tree reads.
 MAX_RUNS = 10_000
@@ -45,6 +50,10 @@ class RunNode:
     """What the fork's edit changed (state keys and paths)."""
     children: list[RunNode] = field(default_factory=list)
     """Runs started from this one, oldest first."""
+    spawned_by: str | None = None
+    """When this is a child run: the run whose step started it."""
+    spawned: list[RunNode] = field(default_factory=list)
+    """The child runs this one started (on threads of their own), oldest first."""
 
     @property
     def run_id(self) -> str:
@@ -112,6 +121,23 @@ def _first(headers: list[CheckpointHeader]) -> CheckpointHeader | None:
     return headers[-1] if headers else None
 
 
+def _spawned(s: Store, run_id: str, seen: set[str]) -> list[RunNode]:
+    """The child runs ``run_id`` started, each with its own (a cycle of edited rows stops)."""
+    out: list[RunNode] = []
+    for entry in s.list_effects(run_id, kinds=[EffectKind.CHILD], limit=ALL_EFFECTS):
+        child = entry.metadata.get("child")
+        if not isinstance(child, str) or child in seen:
+            continue
+        seen.add(child)
+        try:
+            info = s.get_run(child)
+        except NotFoundError:
+            continue  # pruned: the entry stays in the parent's journal
+        out.append(RunNode(info, None, None, None, False, spawned_by=run_id))
+        out[-1].spawned.extend(_spawned(s, child, seen))
+    return out
+
+
 def build(s: Store, thread_id: str, storage: StorageConfig | None = None) -> Tree:
     """The tree of ``thread_id``'s runs (reads every run's checkpoint headers)."""
     runs = sorted(
@@ -121,6 +147,10 @@ def build(s: Store, thread_id: str, storage: StorageConfig | None = None) -> Tre
     histories = {r.run_id: s.list_checkpoints(r.run_id) for r in runs}
     owner = {h.checkpoint_id: h for headers in histories.values() for h in headers}
     nodes = {r.run_id: _node(r, _first(histories[r.run_id]), owner) for r in runs}
+    seen = set(nodes)
+    for run_id, node in list(nodes.items()):
+        nodes[run_id] = replace(node, spawned_by=parent_of(node.run.metadata))
+        nodes[run_id].spawned.extend(_spawned(s, run_id, seen))
     roots: list[RunNode] = []
     for node in nodes.values():
         parent = nodes.get(node.parent_run_id) if node.parent_run_id else None

@@ -3,8 +3,9 @@
 Rules, in order:
 
 * a run waiting for a person (interrupted, needs_attention, and
-  compensation_failed: a saga that still owes compensations) is exempt, whole
-  and its checkpoints too, unless ``include_waiting`` is set;
+  compensation_failed: a saga that still owes compensations), or waiting for a timer,
+  an event or its child runs (waiting), is exempt, whole and its checkpoints too,
+  unless ``include_waiting`` is set;
 * a finished run whose last change is older than ``finished_for`` goes whole
   (runs, checkpoints, journal);
 * otherwise a run's head always stays; older checkpoints go when they are past
@@ -42,7 +43,12 @@ from savegame.stores.base import Store
 
 #: Runs a person must act on. compensation_failed counts as finished, yet its journal is
 #: what ``compensate`` needs to release what the run still holds once the cause is fixed.
-WAITING = (RunStatus.INTERRUPTED, RunStatus.NEEDS_ATTENTION, RunStatus.COMPENSATION_FAILED)
+WAITING = (
+    RunStatus.INTERRUPTED,
+    RunStatus.NEEDS_ATTENTION,
+    RunStatus.COMPENSATION_FAILED,
+    RunStatus.WAITING,  # a timer, an event, child runs: what it waits for is still to come
+)
 
 #: Workflows whose runs another framework writes (``savegame.integrations``), by name.
 FOREIGN = frozenset({"langgraph"})

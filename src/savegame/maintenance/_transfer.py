@@ -26,7 +26,15 @@ from savegame.codec import check_head, open_entry, open_record, unseal_blob, ver
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import DamagedExportError, NotFoundError, RunExistsError
 from savegame.maintenance import _archive
-from savegame.model import CheckpointHeader, CheckpointRecord, EffectRecord, RunInfo, utcnow
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectRecord,
+    RunInfo,
+    RunStatus,
+    Waiting,
+    utcnow,
+)
 from savegame.stores.base import ALL_EFFECTS, Store
 
 #: Who holds an imported run's lease while it is written (released at the end).
@@ -297,7 +305,14 @@ def _write_run(
     for effect in effects:
         store.record_intent(effect, lease_token=lease.token)
     for record in rest:
-        store.put_checkpoint(record, lease_token=lease.token, blobs=needed(record.header))
+        if record.header.status is RunStatus.WAITING:
+            # Waiting again for what its metadata says (the store wakes it if that came).
+            store.put_checkpoint(
+                record, lease_token=lease.token, blobs=needed(record.header),
+                waiting=Waiting.from_metadata(record.header.metadata),
+            )  # fmt: skip
+        else:
+            store.put_checkpoint(record, lease_token=lease.token, blobs=needed(record.header))
     store.rewrite(runs=[run])  # the row's error and checks exactly as exported
     if run.cancel_requested:
         store.request_cancel(run.run_id)

@@ -20,12 +20,17 @@ Where things are, along the path of a run::
     _decision.py      after a decision: continue the run here if its workflow loads, else queue it
     _start.py         start or continue: a run id that exists, a thread that is busy
     _fleet.py         submit, and driving a run a worker claimed
-    _worker.py        Worker: claims queued and orphaned runs
+    _worker.py        Worker: claims queued, orphaned and woken runs
+    _waiting.py       waiting runs from outside: woken yet? why not; blocking until they are
+    _events.py        send: an event to a run, from any process
+    _children.py      child runs: started once, their ends told to their parents
+    _branches.py      ctx.gather / ctx.map: parallel branches, each numbering its own calls
     _workspace.py     Workspace: a directory's files captured at each checkpoint
     _restore.py       restore_workspace: a checkpoint's files put back
 """
 
 from savegame.runtime._api import aresume, arun, resume, run
+from savegame.runtime._children import ChildRun
 from savegame.runtime._context import StepContext
 from savegame.runtime._control import (
     Effect,
@@ -38,6 +43,7 @@ from savegame.runtime._control import (
     resolve,
 )
 from savegame.runtime._decision import Decision
+from savegame.runtime._events import Sent, send
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
 from savegame.runtime._fork import Call, ForkPlan, ForkResult, fork, plan_fork
@@ -56,6 +62,7 @@ __all__ = [
     "END",
     "Call",
     "CheckpointPolicy",
+    "ChildRun",
     "Decision",
     "Durability",
     "Effect",
@@ -65,6 +72,7 @@ __all__ = [
     "OnExists",
     "OnThreadBusy",
     "RestoredWorkspace",
+    "Sent",
     "StepContext",
     "Worker",
     "WorkerStats",
@@ -88,5 +96,6 @@ __all__ = [
     "restore_workspace",
     "resume",
     "run",
+    "send",
     "submit",
 ]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
-from savegame.model import RunResult
+from savegame.errors import LeaseHeldError, RunStateError, describe
+from savegame.model import RunResult, RunStatus, Waiting
 from savegame.runtime import _lease as leases
 from savegame.runtime._bridge import Io, direct_io, run_sync, threaded_io
 from savegame.runtime._execution import Observer
@@ -17,7 +19,10 @@ from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._runner import execute
 from savegame.runtime._setup import prepare_resume
 from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_run
+from savegame.runtime._waiting import blocker, until_woken
 from savegame.stores import Store, opened_store
+
+log = logging.getLogger("savegame")
 
 #: Marks "no value given" so that ``resume(run_id, value=None)`` can supply None.
 _NO_VALUE: Any = object()
@@ -32,13 +37,18 @@ async def _arun(
     policy: CheckpointPolicy | None,
     durability: Durability | None,
     io: Io,
+    wait: bool = False,
 ) -> RunResult:
     wf = as_workflow(workflow)
     with opened_store(store) as s:
         began = time.perf_counter()
         ready = await io(begin_run, wf, s, input, start)
         if isinstance(ready, RunResult):
-            return ready  # it exists and there is nothing to execute
+            if not (wait and ready.status is RunStatus.WAITING):
+                return ready  # it exists and there is nothing to execute
+            # It waits, and so does the caller: until it is woken, then on from there.
+            await until_woken(s, ready.run_id, io)
+            ready = await io(prepare_resume, ready.run_id, s, wf, None, start.ttl, start.storage)
         observer = start.observer
         if ready.created and observer.on_checkpoint is not None:
             observer.on_checkpoint(ready.record.header, time.perf_counter() - began)
@@ -50,6 +60,7 @@ async def _arun(
             observer=observer,
             policy=policy,
             durability=durability,
+            block=_blocker(s, ready.start.run_id, io, start.ttl, start.storage) if wait else None,
         )
         return await execute(ex)
 
@@ -68,10 +79,13 @@ async def _aresume(
     lease_ttl: float,
     io: Io,
     storage: StorageConfig | None,
+    wait: bool = False,
 ) -> RunResult:
     with opened_store(store, create=False) as s:
         if value is not _NO_VALUE:
             await io(decisions.supply, s, run_id, value, interrupt_id=interrupt_id, storage=storage)
+        if wait:
+            await until_woken(s, run_id, io)
         ready = await io(prepare_resume, run_id, s, workflow, from_checkpoint, lease_ttl, storage)
         ex = ready.execution(
             s,
@@ -81,8 +95,31 @@ async def _aresume(
             observer=observer,
             policy=policy,
             durability=durability,
+            block=_blocker(s, run_id, io, lease_ttl, storage) if wait else None,
         )
         return await execute(ex)
+
+
+def _blocker(
+    s: Store, run_id: str, io: Io, lease_ttl: float, storage: StorageConfig | None
+) -> Callable[[Waiting], Awaitable[None]]:
+    """Where a run that waits blocks (``wait=True``): until it is woken, its child runs
+    that nobody executes run here meanwhile, each waiting here too."""
+
+    async def drive(child: str) -> None:
+        try:
+            await _aresume(
+                child, value=_NO_VALUE, interrupt_id=None, store=s, workflow=None,
+                from_checkpoint=None, policy=None, durability=None, observer=None,
+                lease_ttl=lease_ttl, io=io, storage=storage, wait=True,
+            )  # fmt: skip
+        except (LeaseHeldError, RunStateError):
+            return  # a worker took it meanwhile, or it waits for a person
+        except Exception as exc:
+            # The child's failure is the child's (recorded there, and its parent is told).
+            log.warning("child run %s stopped: %s", child, describe(exc))
+
+    return blocker(s, run_id, io, drive=drive)
 
 
 def run(
@@ -100,6 +137,7 @@ def run(
     storage: StorageConfig | None = None,
     on_exists: OnExists = "continue",
     on_thread_busy: OnThreadBusy = "reject",
+    wait: bool = False,
 ) -> RunResult:
     """Start a run of ``workflow`` (or continue the one ``run_id`` names) and drive it until it ends.
 
@@ -128,6 +166,10 @@ def run(
             since a second run would start again at the entry step and could repeat
             that run's effects; ``"wait"`` waits until it has finished; ``"allow"``
             starts a second run beside it.
+        wait: when a step waits (``ctx.sleep``, ``ctx.wait_for``, child runs), block
+            here, the run's lease held, until it is woken, and go on. By default the
+            run is checkpointed ``waiting`` and returned: no process waits, and a
+            worker (or ``resume``) continues it once it is woken.
 
     Returns:
         The run's status, final state and last checkpoint id.
@@ -159,6 +201,7 @@ def run(
             policy=policy,
             durability=durability,
             io=direct_io,
+            wait=wait,
         )
     )
 
@@ -202,6 +245,7 @@ async def arun(
     storage: StorageConfig | None = None,
     on_exists: OnExists = "continue",
     on_thread_busy: OnThreadBusy = "reject",
+    wait: bool = False,
 ) -> RunResult:
     """Async twin of :func:`run`; store calls run in a worker thread."""
     return await _arun(
@@ -222,6 +266,7 @@ async def arun(
         policy=policy,
         durability=durability,
         io=threaded_io,
+        wait=wait,
     )
 
 
@@ -238,6 +283,7 @@ def resume(
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
     storage: StorageConfig | None = None,
+    wait: bool = False,
 ) -> RunResult:
     """Continue a run from its latest checkpoint (or ``from_checkpoint``), loaded from the store only.
 
@@ -250,11 +296,15 @@ def resume(
         interrupt_id: which pending interrupt ``value`` answers, when there are several.
         from_checkpoint: continue from this checkpoint of the run instead of the latest.
         storage: how checkpoints are stored and decrypted (see :func:`run`).
+        wait: a run waiting for a timer, an event or its children that is not woken
+            yet is waited for here (else refused); and when a step waits again, this
+            blocks until it is woken and goes on (see :func:`run`).
 
     Raises:
         NotFoundError: no such run or checkpoint.
-        RunStateError: the run has ended (completed, cancelled, compensated), or
-            waits for an approval or an interrupt value that was not given.
+        RunStateError: the run has ended (completed, cancelled, compensated), waits
+            for an approval or an interrupt value that was not given, or waits for a
+            timer, an event or child runs and ``wait`` is False.
         LeaseHeldError: a live process is executing the run.
         CorruptRecordError: the checkpoint failed its integrity check.
     """
@@ -272,6 +322,7 @@ def resume(
             lease_ttl=lease_ttl,
             io=direct_io,
             storage=storage,
+            wait=wait,
         )
     )
 
@@ -289,6 +340,7 @@ async def aresume(
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
     storage: StorageConfig | None = None,
+    wait: bool = False,
 ) -> RunResult:
     """Async twin of :func:`resume`."""
     return await _aresume(
@@ -304,4 +356,5 @@ async def aresume(
         lease_ttl=lease_ttl,
         io=threaded_io,
         storage=storage,
+        wait=wait,
     )

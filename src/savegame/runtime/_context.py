@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from savegame.codec import refuse_reserved
@@ -18,13 +19,20 @@ from savegame.effects import (
     ModelResponse,
     Tool,
     ToolSpec,
+    Waits,
     ainvoke_call,
+    as_delta,
     as_response,
     as_tool,
+    check_topic,
+    child_topic,
     invoke_call,
 )
 from savegame.errors import ConfigurationError
 from savegame.model import EffectRecord, Usage
+from savegame.runtime._branches import as_branches, branch_calls, run_branches
+from savegame.runtime._children import ChildRun, creator, input_digest, outcome, started
+from savegame.runtime._loader import as_workflow
 from savegame.secrets import Secret
 
 
@@ -182,6 +190,182 @@ class StepContext:
         then returns the value.
         """
         return self._calls().interrupt(name, payload)
+
+    def _waits(self, what: str) -> Waits:
+        calls = self._calls()
+        store = calls.journal.store
+        if not store.capabilities.waits:
+            raise ConfigurationError(
+                f"{what}: the store {store.url} cannot keep a run waiting "
+                "(it does not claim Capabilities.waits)"
+            )
+        return Waits(calls)
+
+    def wait_for(self, topic: str, *, timeout: timedelta | float | None = None) -> Any:
+        """Wait for an event on ``topic`` and return its value, holding no process meanwhile.
+
+        Events come from ``savegame.send(run_id, topic, value)`` or ``savegame send``, from
+        any process. An event sent before the run waits is kept for it; each is taken by
+        one wait, oldest first. The first time, when none is there, the run is checkpointed
+        ``waiting`` and this process is done with it; the event wakes it (a worker, or
+        ``resume``, continues it) and the step runs again from its start, its recorded
+        calls replayed, this call then returning the value.
+
+        Args:
+            topic: what to wait for (not starting with ``$``: savegame's own topics).
+            timeout: a timedelta or seconds; the due time is computed the first time and
+                recorded, so a resume does not wait from a new start.
+
+        Raises:
+            WaitTimedOutError: nothing came before the due time (recorded: a re-executed
+                step gets the same error; a later event waits for the next wait).
+        """
+        check_topic(topic)
+        delta = None if timeout is None else as_delta(timeout, "wait_for timeout")
+        return self._waits(f"wait_for({topic!r})").events([topic], delta)[0]
+
+    def sleep(self, duration: timedelta | float) -> None:
+        """Sleep ``duration`` (a timedelta or seconds), durably, holding no process.
+
+        The wake-up time is computed once, the first time, and journaled: a step run
+        again after a crash or a resume sleeps until that time, never from a new start,
+        and once it has passed the call returns at once. Until then the run is
+        checkpointed ``waiting`` with its due time; a worker (or ``resume``, or
+        ``run(..., wait=True)`` blocking here) continues it when due, the step running
+        again from its start, its recorded calls replayed.
+        """
+        delta = as_delta(duration, "sleep duration")
+        self._waits("sleep").sleep(lambda now: now + delta)
+
+    def sleep_until(self, when: datetime) -> None:
+        """Sleep until ``when`` (a timezone-aware datetime), durably: see :meth:`sleep`.
+
+        The time given the first time is the one recorded; a step that computes another
+        when it runs again still wakes at the first.
+
+        Raises:
+            ConfigurationError: ``when`` is not a datetime, or is naive.
+        """
+        if not isinstance(when, datetime) or when.tzinfo is None or when.utcoffset() is None:
+            raise ConfigurationError(
+                f"sleep_until needs a timezone-aware datetime, not {when!r} "
+                "(datetime.now(timezone.utc) + ..., say)"
+            )
+        self._waits("sleep_until").sleep(lambda now: when)
+
+    def start_child(
+        self, workflow: Any, input: Mapping[str, Any] | None = None, *, run_id: str | None = None
+    ) -> ChildRun:
+        """Start a child run of ``workflow`` on this run's store, exactly once across crashes.
+
+        Its id is ``run_id`` or, by default, derived from this call's position, and is
+        journaled before the run is created queued: a step run again gets the same child
+        back, never a second one. A worker claims it, or a parent that blocks
+        (``run(..., wait=True)``) runs it here; its workflow must import from a module or
+        file (as for ``submit``). Wait for it with :meth:`wait_children`.
+
+        Raises:
+            NonDeterminismError: this position started another workflow, input or id before.
+            ConfigurationError: ``run_id`` is taken by a run that is not this call's child.
+        """
+        waits = self._waits("start_child")
+        calls = self._calls()
+        wf = as_workflow(workflow)
+        create = creator(calls.journal.store, calls.journal.storage, self.run_id, workflow, input)
+        child_id = waits.child(wf.name, run_id, input_digest(input), create)
+        return ChildRun(child_id, wf.name)
+
+    def wait_children(
+        self,
+        children: Sequence[ChildRun | str],
+        *,
+        timeout: timedelta | float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Wait until every one of ``children`` has ended; their final states, in order.
+
+        No process waits: the run is checkpointed ``waiting`` and the store wakes it when
+        the last of them ends (each child's end is an event for this run, delivered with
+        its last checkpoint). What each ended with is journaled here, so a replay gets
+        the same answer.
+
+        Raises:
+            ChildRunError: one ended without a result (failed, cancelled ...): the first
+                such, in the order given.
+            WaitTimedOutError: ``timeout`` passed before all had ended.
+            ConfigurationError: one is not a child this run started.
+        """
+        ids = [c.run_id if isinstance(c, ChildRun) else c for c in children]
+        mine = set(started(self._calls().journal.entries()))
+        strangers = [i for i in ids if i not in mine]
+        if strangers:
+            raise ConfigurationError(
+                f"run {self.run_id}: {', '.join(map(repr, strangers))} is not a child run "
+                "it started (ctx.start_child)"
+            )
+        delta = None if timeout is None else as_delta(timeout, "wait_children timeout")
+        ends = self._waits("wait_children").events([child_topic(i) for i in ids], delta)
+        return [outcome(self.run_id, i, end) for i, end in zip(ids, ends, strict=True)]
+
+    def wait_child(
+        self, child: ChildRun | str, *, timeout: timedelta | float | None = None
+    ) -> dict[str, Any]:
+        """Wait until ``child`` has ended; its final state (see :meth:`wait_children`)."""
+        return self.wait_children([child], timeout=timeout)[0]
+
+    def run_child(
+        self,
+        workflow: Any,
+        input: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        timeout: timedelta | float | None = None,
+    ) -> dict[str, Any]:
+        """Start a child run and wait for it: :meth:`start_child`, then :meth:`wait_child`."""
+        return self.wait_child(self.start_child(workflow, input, run_id=run_id), timeout=timeout)
+
+    async def gather(
+        self,
+        *branches: Callable[[StepContext], Awaitable[Any]],
+        concurrency: int | None = None,
+    ) -> list[Any]:
+        """Run ``branches`` concurrently; their results, in the order given.
+
+        A branch is ``async def branch(ctx)`` given a context of its own: its calls
+        (``await ctx.acall``, ``await ctx.allm``, ``ctx.start_child`` ...) are numbered
+        within the branch, so their request ids are the same whatever order the
+        branches finish in, and each is journaled as in a step (a crash mid-way re-runs
+        only the calls that had not finished). Every branch runs to its end even if one
+        raises; then the first error, in branch order, is raised. ``concurrency``: at
+        most that many at once. For an async step; a fork makes a gather's calls again.
+        """
+        calls = self._calls()
+        if calls.replay is not None:
+            calls.replay.executed({})  # a fork diverges here: the branches are not reused
+        _, base = calls._next_id()
+        contexts = [self._branch(branch_calls(calls, base, k)) for k in range(len(branches))]
+        try:
+            return await run_branches(contexts, branches, concurrency)
+        finally:
+            for branch in contexts:
+                self._usage = self._usage + branch._usage
+                self._metadata.update(branch._metadata)
+                self._force = self._force or branch._force
+
+    async def map(
+        self,
+        fn: Callable[[StepContext, Any], Awaitable[Any]],
+        items: Iterable[Any],
+        *,
+        concurrency: int | None = None,
+    ) -> list[Any]:
+        """``await fn(ctx, item)`` for each item, concurrently (at most ``concurrency`` at
+        once), each a branch of :meth:`gather`; the results in the items' order."""
+        return await self.gather(*as_branches(fn, items), concurrency=concurrency)
+
+    def _branch(self, calls: Calls) -> StepContext:
+        return StepContext(
+            self.run_id, self.thread_id, self.node, self.step, self.parent_checkpoint_id, calls
+        )
 
     def secret(self, name: str) -> Secret:
         """A secret from the secrets provider (environment variables by default).

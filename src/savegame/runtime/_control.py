@@ -10,10 +10,11 @@ from typing import Any
 from savegame import codec
 from savegame.codec import decode_value, open_entry
 from savegame.codec.storage import StorageConfig
-from savegame.effects import decisions, run_compensation
+from savegame.effects import decisions, parent_of, run_compensation
 from savegame.errors import EffectSettledError, LeaseHeldError, RunStateError
 from savegame.model import EffectKind, EffectStatus, Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import _lease as leases
+from savegame.runtime._children import children_of, ending
 from savegame.runtime._decision import Decision, continue_after
 from savegame.runtime._execution import Observer
 from savegame.runtime._loader import load
@@ -124,8 +125,9 @@ def cancel(
 
     A run being executed stops at its next step boundary or ``ctx.call`` and
     writes a ``cancelled`` checkpoint; a run that nobody executes (interrupted,
-    failed, orphaned) is marked cancelled here and now. With
-    ``compensate_effects`` the run's completed writes are then compensated.
+    waiting, failed, orphaned) is marked cancelled here and now. The child runs it
+    started are cancelled the same way, theirs too, and with ``compensate_effects``
+    each one's completed writes are then compensated, the children's first.
 
     Returns:
         The run's row afterwards (``cancel_requested`` stays set if a live
@@ -163,6 +165,14 @@ def cancel(
                 )
             except EffectSettledError:
                 continue  # decided meanwhile: the run is cancelled either way
+        for child in children_of(s, run_id, storage):
+            try:
+                cancel(
+                    child, store=s, compensate_effects=compensate_effects, wait=wait,
+                    lease_ttl=lease_ttl, storage=storage,
+                )  # fmt: skip
+            except RunStateError:
+                continue  # it had ended: it keeps its ending
         if compensate_effects:
             compensate(run_id, store=s, lease_ttl=lease_ttl, storage=storage)
         return s.get_run(run_id)
@@ -184,7 +194,12 @@ def _mark_cancelled(s: Store, run_id: str, lease: Lease, storage: StorageConfig 
             {"cancelled_by": decisions.default_actor()},
             storage,
         )
-        s.put_checkpoint(record, lease_token=lease.token)
+        # A child's parent hears of it in the same write.
+        told = ending(parent_of(info.metadata), run_id, RunStatus.CANCELLED, storage=storage)
+        if told:
+            s.put_checkpoint(record, lease_token=lease.token, events=told)
+        else:
+            s.put_checkpoint(record, lease_token=lease.token)
 
 
 def approve(

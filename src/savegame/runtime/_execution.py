@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from savegame.codec import Chain
@@ -15,6 +15,7 @@ from savegame.model import (
     EffectRecord,
     Lease,
     RunInfo,
+    Waiting,
 )
 from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._policy import CheckpointPolicy, Durability
@@ -64,8 +65,15 @@ class Execution:
     holds (not migrated): the next checkpoint may then be a delta against it."""
     origin: Origin | None = None
     """When the run is a fork: the run and checkpoint it left, and how it replays."""
+    parent: str | None = None
+    """When the run is a child run: its parent, whose journal its ending checkpoint
+    delivers an event to (``runtime/_children.py``)."""
     workspace: Workspace | None = None
     """The directory snapshotted with every checkpoint and restored before the first step."""
     should_stop: Callable[[], bool] | None = None
     """Polled at every step boundary; True stops the run there (graceful worker shutdown):
     the progress so far is checkpointed and the lease released, status still running."""
+    block: Callable[[Waiting], Awaitable[None]] | None = None
+    """Where a step waits (a timer, events, child runs), after the run is checkpointed
+    waiting: None returns the waiting result (no process waits); else awaited, the lease
+    still held, until the run is woken (``run(..., wait=True)``), and the step runs again."""

@@ -9,10 +9,12 @@ from typing import Any
 from savegame import codec
 from savegame.codec import check_head, seal_error
 from savegame.codec.storage import StorageConfig
+from savegame.effects import parent_of
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, describe
 from savegame.model import CheckpointRecord, Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import _lease as leases
 from savegame.runtime._bridge import run_sync
+from savegame.runtime._children import ending
 from savegame.runtime._execution import Observer
 from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._runner import execute
@@ -145,8 +147,23 @@ def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig |
             resumable=True,
         )
         sealed = seal_error(lease.run_id, describe(error, with_type=False), storage)
-        store.put_checkpoint(record, lease_token=lease.token, error=sealed)
+        told = ending(
+            _parent(store, lease.run_id, storage), lease.run_id, RunStatus.FAILED,
+            error=describe(error), storage=storage,
+        )  # fmt: skip
+        if told:  # a child that cannot even start: its parent hears it failed
+            store.put_checkpoint(record, lease_token=lease.token, error=sealed, events=told)
+        else:
+            store.put_checkpoint(record, lease_token=lease.token, error=sealed)
     except Exception as exc:  # parking is best effort: the lease is held, then expires
         log.warning("could not mark run %s failed: %s", lease.run_id, exc)
         return False
     return True
+
+
+def _parent(store: Store, run_id: str, storage: StorageConfig | None) -> str | None:
+    """The parent a run's checked row names; None when the row itself does not check."""
+    try:
+        return parent_of(codec.verify_run(store.get_run(run_id), storage).metadata)
+    except Exception:
+        return None

@@ -30,14 +30,27 @@ from typing import Any
 from savegame import codec, secrets
 from savegame.codec import Encoded, Encoder, known_blobs, seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
-from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord
+from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord, Waiting
 from savegame.runtime._execution import Execution
 from savegame.runtime._restore import restore
 from savegame.runtime._workspace import Snapshots, manifest_of
 from savegame.stores.base import Written
 
-_Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, bytes]]
-"""A record queued for the writer thread: its error text, journal entries and blobs."""
+
+@dataclass(frozen=True, slots=True)
+class Beside:
+    """What a write carries for the store besides its record, journal entries and blobs."""
+
+    waiting: Waiting | None = None
+    """What a waiting record waits for (``put_checkpoint(waiting=...)``)."""
+    events: Sequence[EffectRecord] = ()
+    """Events for other runs, delivered with the record (a child's end, to its parent)."""
+
+
+NOTHING = Beside()
+
+_Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, bytes], Beside]
+"""A record queued for the writer thread: its error text, journal entries, blobs and the rest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +107,12 @@ class Saver:
         state: dict[str, Any],
         dirty: Collection[str],
         effects: Sequence[EffectRecord],
+        beside: Beside = NOTHING,
     ) -> Saved:
         """Save ``state`` under ``header`` with the journal's buffered ``effects``.
 
         ``dirty`` names the top-level keys set since the last record (all a delta
-        looks at).
+        looks at); ``beside``: events for other runs the write carries.
 
         Raises:
             Exception: the encoding's own error (a SerializationError naming the
@@ -117,7 +131,7 @@ class Saver:
                 dirty = {*dirty, WORKSPACE_KEY}
             files = capture.files
         encoded = self._encode(header, state, dirty, files)
-        written = await self._write(encoded, None, effects)
+        written = await self._write(encoded, None, effects, beside)
         # Good for the boundary right after this write only, and only if no user code
         # ran since the transaction read it: an on_checkpoint observer may ask to cancel
         # (a budget guard, say), and that must stop the run before its next step.
@@ -133,9 +147,11 @@ class Saver:
         effects: Sequence[EffectRecord],
         *,
         error: str | None,
+        beside: Beside = NOTHING,
     ) -> CheckpointRecord:
         """Save the checkpoint that ends this process's work on the run, committed when
-        this returns; ``error``: the run row's error text (sealed here under a keyring).
+        this returns; ``error``: the run row's error text (sealed here under a keyring);
+        ``beside``: what a waiting record waits for, events for other runs.
 
         A state that does not encode is not saved: the last committed one is, with its
         resume point, under ``header``'s status.
@@ -155,7 +171,9 @@ class Saver:
                 state_version=last.state_version,
             )  # fmt: skip
             encoded = Encoded(codec.rewrap(self.last, header, self.ex.storage))
-        await self._write(encoded, seal_error(header.run_id, error, self.ex.storage), effects)
+        await self._write(
+            encoded, seal_error(header.run_id, error, self.ex.storage), effects, beside
+        )
         await self.flush()
         return encoded.record
 
@@ -188,11 +206,15 @@ class Saver:
         )
 
     async def _write(
-        self, encoded: Encoded, error: str | None, effects: Sequence[EffectRecord]
+        self,
+        encoded: Encoded,
+        error: str | None,
+        effects: Sequence[EffectRecord],
+        beside: Beside = NOTHING,
     ) -> Written | None:
         record = encoded.record
         try:
-            written: Written = await self.ex.io(self._commit, encoded, error, effects)
+            written: Written = await self.ex.io(self._commit, encoded, error, effects, beside)
         except (LeaseLostError, CheckpointWriteError):
             raise
         except Exception as exc:
@@ -200,18 +222,22 @@ class Saver:
         return written
 
     def _commit(
-        self, encoded: Encoded, error: str | None, effects: Sequence[EffectRecord]
+        self,
+        encoded: Encoded,
+        error: str | None,
+        effects: Sequence[EffectRecord],
+        beside: Beside = NOTHING,
     ) -> Written:
         """Upload, write, notice: the whole save of one record, in one io call."""
         blobs = self.encoder.to_upload(self.ex.store, encoded)
         started = time.perf_counter()
         try:
-            written = self._put(encoded.record, error, effects, blobs)
+            written = self._put(encoded.record, error, effects, blobs, beside)
         except MissingBlobsError:
             # Asked again (``_put`` forgot what this process believed stored): re-send once.
             blobs = self.encoder.to_upload(self.ex.store, encoded)
             started = time.perf_counter()
-            written = self._put(encoded.record, error, effects, blobs)
+            written = self._put(encoded.record, error, effects, blobs, beside)
         self._committed(encoded.record, time.perf_counter() - started)
         return written
 
@@ -221,15 +247,23 @@ class Saver:
         error: str | None,
         effects: Sequence[EffectRecord],
         blobs: dict[str, bytes],
+        beside: Beside = NOTHING,
     ) -> Written:
+        store = self.ex.store
         try:
-            return self.ex.store.put_checkpoint(
-                record,
-                lease_token=self.ex.lease.token,
-                error=error,
-                effects=effects,
-                blobs=blobs or None,
-            )
+            if beside is NOTHING:
+                # A store without waits (Capabilities.waits) need not know the two words.
+                return store.put_checkpoint(
+                    record,
+                    lease_token=self.ex.lease.token,
+                    error=error,
+                    effects=effects,
+                    blobs=blobs or None,
+                )
+            return store.put_checkpoint(
+                record, lease_token=self.ex.lease.token, error=error, effects=effects,
+                blobs=blobs or None, waiting=beside.waiting, events=beside.events,
+            )  # fmt: skip
         except MissingBlobsError:
             # A prune elsewhere removed blobs this process believed stored: every
             # later upload asks the store again instead of failing too.
@@ -272,12 +306,16 @@ class AsyncSaver(Saver):
             self._thread.join()
 
     async def _write(
-        self, encoded: Encoded, error: str | None, effects: Sequence[EffectRecord]
+        self,
+        encoded: Encoded,
+        error: str | None,
+        effects: Sequence[EffectRecord],
+        beside: Beside = NOTHING,
     ) -> None:
         record = encoded.record
         try:
             blobs = await self.ex.io(self.encoder.to_upload, self.ex.store, encoded)
-            await self.ex.io(self._enqueue, (record, error, effects, blobs))
+            await self.ex.io(self._enqueue, (record, error, effects, blobs, beside))
         except (LeaseLostError, CheckpointWriteError):
             raise  # an earlier write's error names the step whose write failed
         except Exception as exc:
@@ -313,11 +351,12 @@ class AsyncSaver(Saver):
         error: str | None,
         effects: Sequence[EffectRecord],
         blobs: dict[str, bytes],
+        beside: Beside,
     ) -> BaseException | None:
         """Write one queued record and give notice; the error that stops the writer, if any."""
         started = time.perf_counter()
         try:
-            self._put(record, error, effects, blobs)
+            self._put(record, error, effects, blobs, beside)
         except LeaseLostError as exc:
             return exc  # not a write failure: someone else owns the run now
         except BaseException as exc:

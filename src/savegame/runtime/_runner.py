@@ -55,13 +55,14 @@ from savegame.model import (
     Usage,
     utcnow,
 )
+from savegame.runtime._children import ending, final_state
 from savegame.runtime._context import StepContext
 from savegame.runtime._execution import Execution
 from savegame.runtime._lease import Heartbeat
 from savegame.runtime._mutations import fingerprints, refuse_hidden_mutations
-from savegame.runtime._persist import saver
+from savegame.runtime._persist import NOTHING, Beside, saver
 from savegame.runtime._workflow import END, StepSpec
-from savegame.signals import Cancel, NeedsAttention, Pause
+from savegame.signals import Cancel, NeedsAttention, Pause, Suspend
 from savegame.stores.base import ALL_EFFECTS, Store
 
 
@@ -172,6 +173,14 @@ class _Loop:
                 if await self._cancelled():
                     raise Cancel()
                 update, nxt, ctx, key = await self._attempts(name)
+            except Suspend as suspend:
+                waiting = await self._suspend(name, suspend)
+                if ex.block is None:
+                    return waiting
+                # A caller that wants to block: the lease is kept (with its heartbeat)
+                # while the store says the run waits, then the step runs again.
+                await ex.block(suspend.waiting)
+                continue
             except (Pause, Cancel, NeedsAttention) as signal:
                 return await self._on_signal(name, signal)
             except LeaseLostError:
@@ -271,7 +280,7 @@ class _Loop:
         if target is None or due or ctx.forced or key:
             status = RunStatus.COMPLETED if target is None else RunStatus.RUNNING
             header = self._header(status, target, ctx.metadata, after=(self.step + 1, name, usage))
-            await self._boundary(name, header, state)
+            await self._boundary(name, header, state, ending=target is None)
         self.state, self.step, self.node, self.usage, self.target = (
             state,
             self.step + 1,
@@ -280,11 +289,19 @@ class _Loop:
             target,
         )
 
-    async def _boundary(self, name: str, header: CheckpointHeader, state: dict[str, Any]) -> None:
-        """Checkpoint the state after step ``name``; a state that will not save fails the run."""
+    async def _boundary(
+        self, name: str, header: CheckpointHeader, state: dict[str, Any], *, ending: bool = False
+    ) -> None:
+        """Checkpoint the state after step ``name``; a state that will not save fails the run.
+
+        ``ending``: the run completes here (a child's parent is told, with its state)."""
         effects = self.journal.take_buffered()
         try:
-            saved = await self.saver.save(header, state, self.dirty, effects)
+            beside = NOTHING
+            if ending and self.ex.parent is not None:
+                done = final_state(state, self.ex.workflow.secrets)
+                beside = Beside(events=self._ending(RunStatus.COMPLETED, state=done))
+            saved = await self.saver.save(header, state, self.dirty, effects, beside)
         except (LeaseLostError, CheckpointWriteError):
             raise
         except Exception as exc:
@@ -301,6 +318,15 @@ class _Loop:
         self.parent = saved.record.checkpoint_id
         self.cancel_seen = None if saved.written is None else saved.written.cancel_requested
         self.since_steps, self.since_time = 0, time.monotonic()
+
+    async def _suspend(self, name: str, suspend: Suspend) -> RunResult:
+        """A step waits for a timer, events or child runs: checkpoint the run waiting,
+        ``name`` to run again when the store wakes it."""
+        meta = {"waiting": {"for": suspend.reason, **suspend.waiting.to_metadata()}}
+        record = await self._stop(
+            RunStatus.WAITING, name, metadata=meta, beside=Beside(waiting=suspend.waiting)
+        )
+        return self._result(record)
 
     async def _on_signal(self, name: str, signal: Pause | Cancel | NeedsAttention) -> RunResult:
         """A step paused for a person, a cancel was asked, or an in-doubt effect needs a
@@ -355,13 +381,18 @@ class _Loop:
         error: BaseException | None = None,
         metadata: Mapping[str, Any] | None = None,
         effects: Sequence[EffectRecord] = (),
+        beside: Beside = NOTHING,
     ) -> CheckpointRecord:
         """Write the checkpoint that ends this process's work on the run.
 
-        ``effects``: buffered journal entries already taken for a save that failed."""
+        ``effects``: buffered journal entries already taken for a save that failed;
+        ``beside``: what a waiting record waits for, events for other runs."""
         meta = dict(metadata or {})
         if error is not None:
             meta["error"] = describe(error)
+        told = self._ending(status, error=None if error is None else describe(error))
+        if told:
+            beside = Beside(beside.waiting, (*beside.events, *told))
         header = self._header(status, next_step, meta)
         record = await self.saver.stop(
             header,
@@ -369,9 +400,18 @@ class _Loop:
             self.dirty,
             [*effects, *self.journal.take_buffered()],
             error=None if error is None else describe(error, with_type=False),
+            beside=beside,
         )
         self.parent = record.checkpoint_id
         return record
+
+    def _ending(
+        self, status: RunStatus, *, state: Any = None, error: str | None = None
+    ) -> tuple[EffectRecord, ...]:
+        """A child run's end, for its parent (none for a run without one, or not ending)."""
+        return ending(
+            self.ex.parent, self.run_id, status, state=state, error=error, storage=self.ex.storage
+        )
 
     def _cancel_requested(self) -> bool:
         return self.ex.store.get_run(self.run_id).cancel_requested

@@ -7,7 +7,7 @@ turns that into the :class:`Execution` the loop drives, the one place one is bui
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -15,7 +15,7 @@ from typing import Any
 from savegame import codec, secrets
 from savegame.codec import Chain, load_chain
 from savegame.codec.storage import StorageConfig
-from savegame.effects import Origin, decisions
+from savegame.effects import Origin, decisions, parent_of
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.ids import check_given, new_id
 from savegame.model import (
@@ -26,6 +26,7 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
+    Waiting,
     utcnow,
 )
 from savegame.runtime import _lease as leases
@@ -33,6 +34,7 @@ from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._execution import Execution, Observer
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
 from savegame.runtime._workspace import as_workspace
 from savegame.stores.base import Store
@@ -56,6 +58,8 @@ class Ready:
     """The run was created here (``start``, its input checkpoint, is new)."""
     origin: Origin | None = None
     """When the run is a fork: where it came from (its calls replay against that journal)."""
+    parent: str | None = None
+    """When the run is a child run: its parent, told how it ends."""
 
     def execution(
         self,
@@ -68,6 +72,7 @@ class Ready:
         policy: CheckpointPolicy | None = None,
         durability: Durability | None = None,
         should_stop: Callable[[], bool] | None = None,
+        block: Callable[[Waiting], Awaitable[None]] | None = None,
     ) -> Execution:
         """What the loop drives: the workflow's policy and durability unless overridden."""
         return Execution(
@@ -84,8 +89,10 @@ class Ready:
             storage=storage,
             chain=self.chain,
             origin=self.origin,
+            parent=self.parent,
             should_stop=should_stop,
             workspace=as_workspace(self.workflow.workspace, self.start.run_id),
+            block=block,
         )
 
 
@@ -163,7 +170,8 @@ def start_run(
     # A queued run is created unowned: the first worker to claim it leases it.
     lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
     start = Checkpoint(header=record.header, state=state)
-    return Ready(wf, start, record, Chain(0, 0, record.header.size), lease, created=True)
+    chain = Chain(0, 0, record.header.size)
+    return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))
 
 
 def _thread_state(
@@ -241,6 +249,11 @@ def prepare_resume(
     reason = decisions.waiting_reason(store, run_id, storage)
     if reason is not None:
         raise RunStateError(run_id, f"interrupted: {reason}", "resume")
+    waiting = waits_for(store, info)
+    if waiting is not None:
+        raise RunStateError(
+            run_id, f"waiting: {waiting} (resume it then, or wait for it: wait=True)", "resume"
+        )
     wf = workflow_of(info, workflow, "resume")
     # A worker arrives holding the lease it claimed (and keeps it on failure: it may
     # hold the run back rather than release it); everyone else takes it here.
@@ -260,4 +273,5 @@ def prepare_resume(
         if not claimed:
             store.release_lease(run_id, lease.token)
         raise
-    return Ready(wf, cp, record, chain, lease, origin=Origin.of(info.metadata))
+    origin, parent = Origin.of(info.metadata), parent_of(info.metadata)
+    return Ready(wf, cp, record, chain, lease, origin=origin, parent=parent)

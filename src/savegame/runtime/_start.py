@@ -37,6 +37,7 @@ from savegame.model import RunInfo, RunResult, RunStatus
 from savegame.runtime import _lease as leases
 from savegame.runtime._execution import Observer
 from savegame.runtime._setup import Ready, decode, prepare_resume, start_run
+from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
 from savegame.stores.base import Store
 
@@ -82,7 +83,10 @@ def begin_run(
     if isinstance(found, Ready):
         return found
     info = _matching(store, found, wf, input, start)
-    waits = decisions.waiting_reason(store, info.run_id, start.storage) is not None
+    waits = (
+        decisions.waiting_reason(store, info.run_id, start.storage) is not None
+        or waits_for(store, info) is not None
+    )
     if info.status.finished or start.on_exists == "return" or waits:
         _notify(start.observer, info, "return")
         return current_result(store, info, wf, start.storage)

@@ -9,7 +9,7 @@ every backend calls them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeGuard
@@ -30,6 +30,8 @@ from savegame.model import (
     EffectRecord,
     EffectStatus,
     RunInfo,
+    RunStatus,
+    Waiting,
 )
 from savegame.stores.base import RunPosition, RunSize
 
@@ -456,3 +458,59 @@ def run_wanted(
         and (status is None or info.status.value == status)
         and (workflow is None or info.workflow == workflow)
     )
+
+
+# -- waiting runs and events -----------------------------------------------------------
+WOKEN_MICROS = 0
+"""``wake_at`` of a run whose events have arrived (:data:`savegame.model.WOKEN`)."""
+
+
+def check_waiting(
+    run_id: str, status: RunStatus, waiting: Waiting | None
+) -> tuple[int | None, list[str], int]:
+    """``put_checkpoint``'s ``waiting`` as the row keeps it: (wake_at micros, topics, need);
+    (None, [], 0) for a record that is not waiting.
+
+    Raises:
+        ValueError: ``waiting`` given for another status, or missing for status waiting,
+            or a ``need`` out of range.
+    """
+    if RunStatus(status) is not RunStatus.WAITING:
+        if waiting is not None:
+            raise ValueError(f"run {run_id}: waiting= given for a {status} checkpoint")
+        return None, [], 0
+    if waiting is None:
+        raise ValueError(f"run {run_id}: a waiting checkpoint needs waiting=")
+    topics = unique([str(t) for t in waiting.topics])
+    if not 0 <= waiting.need <= len(topics):
+        raise ValueError(
+            f"run {run_id}: waiting for {waiting.need} of {len(topics)} topics is not possible"
+        )
+    until = None if waiting.until is None else to_micros(waiting.until)
+    return until, topics, waiting.need
+
+
+def check_event(event: EffectRecord) -> EffectRecord:
+    """A detached copy of an event entry to deliver.
+
+    Raises:
+        ValueError: the entry is not a pending event.
+    """
+    if EffectKind(event.kind) is not EffectKind.EVENT or (
+        EffectStatus(event.status) is not EffectStatus.PENDING
+    ):
+        raise ValueError(
+            f"{event.run_id}/{event.request_id}: only pending event entries are delivered, "
+            f"not a {event.kind} entry {event.status}"
+        )
+    return detached_effect(event)
+
+
+def is_pending_event(effect: EffectRecord) -> bool:
+    return effect.kind is EffectKind.EVENT and effect.status is EffectStatus.PENDING
+
+
+def ready(topics: Sequence[str], need: int, pending: Collection[str]) -> bool:
+    """Whether a run waiting for ``need`` of ``topics`` wakes, ``pending`` being the topics
+    that have a pending event in its journal."""
+    return need > 0 and sum(1 for t in topics if t in pending) >= need

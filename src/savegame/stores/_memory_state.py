@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from savegame.errors import NotFoundError
-from savegame.model import CheckpointRecord, EffectRecord, Lease, RunInfo
+from savegame.model import WOKEN, CheckpointRecord, EffectRecord, Lease, RunInfo, RunStatus
 from savegame.stores import _common
 
 
@@ -31,6 +31,18 @@ class Run:
     """The run's journal by request id; records are detached copies, never the caller's."""
     request_ids: list[str] = field(default_factory=list)
     """The journal's request ids, sorted: ``list_effects(request_prefix=...)`` bisects it."""
+    wait_topics: list[str] = field(default_factory=list)
+    """While waiting: the event topics it waits for (``Waiting.topics``)."""
+    wait_need: int = 0
+    """While waiting: how many of them wake it (``Waiting.need``)."""
+
+    def wake_if_ready(self) -> None:
+        """Wake the run (``wake_at`` WOKEN) if it waits and enough of its events are pending."""
+        if self.info.status is not RunStatus.WAITING:
+            return
+        pending = {e.name for e in self.effects.values() if _common.is_pending_event(e)}
+        if _common.ready(self.wait_topics, self.wait_need, pending):
+            self.info = replace(self.info, wake_at=WOKEN)
 
     def lease(self) -> Lease | None:
         if self.lease_owner is None or self.lease_expires_at is None:

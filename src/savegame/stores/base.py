@@ -25,6 +25,11 @@ Invariants a backend must keep (the contract suite in savegame.testing proves th
   present, except a NOT_DONE entry, which the new intent replaces). Effects
   passed to ``put_checkpoint`` are inserted the same way in the checkpoint's
   transaction. Lease-fenced journal writes check the token like checkpoints.
+* Waiting runs (stores that claim ``Capabilities.waits``): a checkpoint with status
+  waiting comes with a :class:`~savegame.model.Waiting`; the run's wake time becomes its
+  ``until``, or :data:`~savegame.model.WOKEN` when ``need`` of its topics have a pending
+  event. ``deliver_event`` wakes the run the same way under the same lock, so an event
+  that arrives while the run goes to sleep is never missed. ``claim_run`` takes woken runs.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
+    Waiting,
 )
 
 #: ``list_effects(limit=ALL_EFFECTS)``: the whole journal. The runtime must see every
@@ -58,6 +64,10 @@ class Capabilities:
     """Data survives the process (and, with the default settings, a power loss)."""
     multi_process: bool
     """Several processes may use the same store at once."""
+    waits: bool = False
+    """Runs may wait for timers, events and child runs: ``put_checkpoint(waiting=...)``,
+    ``deliver_event``, woken runs claimed, ``RunInfo.wake_at``. A store without it
+    refuses ``ctx.sleep``, ``ctx.wait_for`` and ``ctx.start_child`` (and ``send``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +77,16 @@ class Written:
     cancel_requested: bool
     """The run's cancel flag as committed: the runtime starts the next step without
     reading the run again (on PostgreSQL and Redis a round trip per step)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What ``deliver_event`` did."""
+
+    entry: EffectRecord
+    """The event entry as stored: the one given, or the one already there."""
+    delivered: bool
+    """False when an entry with that request id was there already (a duplicate send)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +212,8 @@ class Store(Protocol):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
     ) -> Written:
         """Insert ``record`` and move its run's head to it, fenced by ``lease_token``.
 
@@ -206,10 +228,19 @@ class Store(Protocol):
 
         Returns what the same transaction read of the run (its cancel flag).
 
+        ``waiting`` (stores with ``Capabilities.waits``): given exactly when the record's
+        status is waiting. The run's wake time becomes ``waiting.until``, or WOKEN when
+        ``need`` of its ``topics`` already have a pending event; any other status clears
+        it. ``events``: pending event entries for *other* runs (a child's end, for its
+        parent), delivered in this transaction as ``deliver_event`` does; one for a run
+        that does not exist (any more) is dropped.
+
         Raises:
             LeaseLostError: the run's fencing token is no longer ``lease_token``.
             ConflictError: the checkpoint id exists already, or a referenced blob is missing.
             NotFoundError: the run does not exist.
+            ValueError: ``waiting`` given for another status or missing for waiting; an
+                entry in ``events`` that is not a pending event.
         """
         ...
 
@@ -252,7 +283,9 @@ class Store(Protocol):
         """Atomically take the oldest runnable run and lease it to ``owner``; None when there is none.
 
         Runnable: status queued or running, with no owner or an expired lease
-        (its worker died or stopped). Optionally only runs of these workflow
+        (its worker died or stopped); with ``Capabilities.waits``, also waiting and
+        woken (``wake_at`` at or before this caller's clock), no live lease: those are
+        taken first, soonest wake time first. Optionally only runs of these workflow
         names. Concurrent claimers never get the same run (PostgreSQL:
         ``FOR UPDATE SKIP LOCKED``); the token grows as with ``acquire_lease``.
         """
@@ -349,6 +382,20 @@ class Store(Protocol):
                 With a ``run_id``, served by an index of that run's request ids, so
                 reading one part of a long journal costs what that part holds.
             limit: at most this many entries.
+        """
+        ...
+
+    def deliver_event(self, event: EffectRecord) -> Delivery:
+        """Journal a pending event entry into its run, outside any lease (``Capabilities.waits``).
+
+        Insert-if-absent by (run_id, request_id), so a second delivery of one request id
+        (a send repeated with the same key) is dropped and the stored entry returned. In
+        the same atomic step the run is woken if it is waiting and ``need`` of its topics
+        now have a pending event.
+
+        Raises:
+            NotFoundError: the run does not exist.
+            ValueError: ``event`` is not a pending entry of kind event.
         """
         ...
 

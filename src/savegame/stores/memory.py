@@ -29,14 +29,22 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
+    Waiting,
     utcnow,
 )
 from savegame.stores import _common
 from savegame.stores._memory_state import Run
 from savegame.stores._memory_storage import MemoryStorage
-from savegame.stores.base import Capabilities, RunPosition, StoreStats, ThreadInfo, Written
+from savegame.stores.base import (
+    Capabilities,
+    Delivery,
+    RunPosition,
+    StoreStats,
+    ThreadInfo,
+    Written,
+)
 
-_CAPABILITIES = Capabilities(persistent=False, multi_process=False)
+_CAPABILITIES = Capabilities(persistent=False, multi_process=False, waits=True)
 
 _named: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()
@@ -183,10 +191,14 @@ class MemoryStore(MemoryStorage):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
     ) -> Written:
         record = _common.detached_record(record)
         journal = _common.check_effects(record.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
+        until, topics, need = _common.check_waiting(record.run_id, record.header.status, waiting)
+        others = [_common.check_event(e) for e in events]
         with self._lock:
             run = self._run(record.run_id)
             if run.lease_token != lease_token:
@@ -209,7 +221,15 @@ class MemoryStore(MemoryStorage):
                 head_checkpoint_id=record.checkpoint_id,
                 error=error,
                 updated_at=utcnow(),
+                wake_at=None if until is None else _common.from_micros(until),
             )
+            run.wait_topics, run.wait_need = topics, need
+            run.wake_if_ready()
+            for event in others:
+                target = self._runs.get(event.run_id)
+                if target is not None:  # a parent pruned meanwhile: nobody to tell
+                    target.journal(event)
+                    target.wake_if_ready()
             return Written(run.info.cancel_requested)
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
@@ -265,17 +285,28 @@ class MemoryStore(MemoryStorage):
         wanted = _common.check_workflows(workflows)
         with self._lock:
             now = time.time()
-            runnable = [
+            free = [
                 run
                 for run in self._runs.values()
-                if run.info.status.value in _common.CLAIMABLE
-                and (wanted is None or run.info.workflow in wanted)
+                if (wanted is None or run.info.workflow in wanted)
                 # Expired exactly when acquire_lease would take it over.
                 and (run.lease_owner is None or (run.lease_expires_at or 0.0) <= now)
             ]
-            if not runnable:
+            clock = _common.from_micros(round(now * 1e6))
+            woken = [
+                r
+                for r in free
+                if r.info.status is RunStatus.WAITING
+                and r.info.wake_at is not None
+                and r.info.wake_at <= clock
+            ]
+            runnable = [r for r in free if r.info.status.value in _common.CLAIMABLE]
+            if woken:
+                run = min(woken, key=lambda r: (r.info.wake_at or clock, r.info.run_id))
+            elif runnable:
+                run = min(runnable, key=lambda r: (r.info.created_at, r.info.run_id))
+            else:
                 return None
-            run = min(runnable, key=lambda r: (r.info.created_at, r.info.run_id))
             run.lease_owner = owner
             run.lease_token += 1
             run.lease_expires_at = now + ttl
@@ -393,6 +424,14 @@ class MemoryStore(MemoryStorage):
             ]
         found.sort(key=_common.effect_order)
         return [_common.detached_effect(e) for e in found[: max(limit, 0)]]
+
+    def deliver_event(self, event: EffectRecord) -> Delivery:
+        event = _common.check_event(event)
+        with self._lock:
+            run = self._run(event.run_id)
+            stored = run.journal(event)
+            run.wake_if_ready()
+            return Delivery(_common.detached_effect(stored), stored is event)
 
     def request_cancel(self, run_id: str) -> None:
         with self._lock:

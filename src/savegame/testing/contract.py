@@ -15,7 +15,8 @@ cancel-flag tests live in :mod:`savegame.testing._journal_contract` (listing one
 part of a journal by request-id prefix in :mod:`savegame.testing._prefix_contract`), the
 storage-engine tests (chains, blobs, pruning, rewrite, sizes) in
 :mod:`savegame.testing._engine_contract`, the worker-fleet tests (unowned runs,
-``claim_run``, blob references) in :mod:`savegame.testing._fleet_contract`; all
+``claim_run``, blob references) in :mod:`savegame.testing._fleet_contract`, the
+waiting-run tests (wake times, events) in :mod:`savegame.testing._waits_contract`; all
 come with :class:`StoreContract` by inheritance. Tests that need a
 second handle on the same data call :meth:`StoreContract.reopen`; override it
 when ``open_store(store.url)`` cannot reach the data (a URL without secrets).
@@ -41,6 +42,7 @@ from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
 from savegame.testing._journal_contract import JournalContract
 from savegame.testing._prefix_contract import PrefixContract
+from savegame.testing._waits_contract import WaitsContract
 from savegame.testing.builders import (
     OTHER_OWNER,
     OWNER,
@@ -54,8 +56,9 @@ from savegame.testing.together import together
 __all__ = ["StoreContract"]
 
 
-class StoreContract(JournalContract, PrefixContract, EngineContract, FleetContract):
-    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine and fleet tests inherited)."""
+class StoreContract(JournalContract, PrefixContract, EngineContract, FleetContract, WaitsContract):
+    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet
+    and waiting-run tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:

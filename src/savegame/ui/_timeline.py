@@ -24,6 +24,7 @@ STOPPED = {
     RunStatus.FAILED: "resumed after the failure",
     RunStatus.NEEDS_ATTENTION: "resumed after attention",
     RunStatus.QUEUED: "picked up from the queue",
+    RunStatus.WAITING: "woken after the wait",
 }
 
 

@@ -36,7 +36,7 @@ RECORD_COLS = HEADER_COLS + ", checksum, payload"
 RUN_COLS = (
     "run_id, thread_id, workflow, workflow_ref, status, step, head_checkpoint_id, created_at,"
     " updated_at, error, metadata, lease_owner, lease_token, lease_expires_at, cancel_requested,"
-    " checksum"
+    " checksum, wake_at"
 )
 EFFECT_COLS = (
     "run_id, request_id, kind, name, step, node, call_index, status, arguments, result, error,"
@@ -140,6 +140,8 @@ def run_info(row: Sequence[Any], json: Json) -> RunInfo:
 
 def _run_info(row: Sequence[Any], json: Json) -> RunInfo:
     _typed(row, (5, 7, 8, 12), (0, 1, 2, 4, 15), (3, 6, 9, 11))
+    if row[16] is not None and type(row[16]) is not int:
+        raise TypeError(f"column 16 holds {type(row[16]).__name__}, not an integer")
     owner, token, expires_at = row[11], row[12], row[13]
     return RunInfo(
         run_id=row[0],
@@ -156,6 +158,7 @@ def _run_info(row: Sequence[Any], json: Json) -> RunInfo:
         metadata=json(row[10]),
         cancel_requested=bool(row[14]),
         checksum=row[15],
+        wake_at=None if row[16] is None else _common.from_micros(row[16]),
     )
 
 

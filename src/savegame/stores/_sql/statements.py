@@ -48,6 +48,8 @@ class Dialect:
     """Appended to the lease row's columns: the lease clock, where the database keeps it."""
     length: ClassVar[str]
     """The byte length of a BLOB / bytea value."""
+    each_of: ClassVar[str]
+    """``{}`` (an id-list column, written like :attr:`array`) as a table whose one column is ``value``."""
     nul: ClassVar[bool] = True
     """A text value may hold NUL (a PostgreSQL one may not: no stored id has one)."""
 
@@ -100,6 +102,7 @@ class SqliteDialect(Dialect):
     expiry = "?"
     clock = ""
     length = "length"
+    each_of = "json_each({})"
 
     @staticmethod
     def ids(ids: Sequence[str]) -> Any:
@@ -150,6 +153,7 @@ class PostgresDialect(Dialect):
     expiry = f"{PG_NOW} + %s"
     clock = f", {PG_NOW}"
     length = "octet_length"  # reads a TOASTed value's size from its header without fetching it
+    each_of = "unnest({}) AS value"
     nul = False
 
     @staticmethod
@@ -205,8 +209,9 @@ class Statements:
     def _runs(self, d: Dialect, p: str) -> None:
         self.get_run = f"SELECT {RUN_COLS} FROM runs WHERE run_id = {p}"
         # lease_token 1: every run starts with the first token.
+        # wake_at NULL: a run is never created waiting.
         self.insert_run = f"INSERT INTO runs ({RUN_COLS}) VALUES " + _values(
-            *[p] * 10, d.json, p, "1", d.expiry, p, p
+            *[p] * 10, d.json, p, "1", d.expiry, p, p, "NULL"
         )
         # latest_run_id: the most recently created run of the thread (ties by id).
         self.threads = f"""
@@ -216,10 +221,24 @@ class Statements:
             FROM runs r GROUP BY thread_id
             ORDER BY max(updated_at) DESC, thread_id DESC LIMIT {p}
         """
+        # The wait columns are set by a waiting record and cleared by any other.
         self.move_head = (
             f"UPDATE runs SET head_checkpoint_id = {p}, status = {p}, step = {p}, error = {p},"
-            f" updated_at = {p} WHERE run_id = {p}"
+            f" updated_at = {p}, wake_at = {p}, wait_topics = {d.array}, wait_need = {p}"
+            f" WHERE run_id = {p}"
         )
+        # A waiting run wakes once ``wait_need`` of its topics have a pending event (the
+        # event's name is its topic); effects_pending_events holds just those entries.
+        self.wake = f"""
+            UPDATE runs SET wake_at = {_common.WOKEN_MICROS}
+            WHERE run_id = {p} AND status = 'waiting' AND wait_need > 0
+              AND (wake_at IS NULL OR wake_at > {_common.WOKEN_MICROS})
+              AND (SELECT count(*) FROM {d.each_of.format("runs.wait_topics")}
+                   WHERE EXISTS (SELECT 1 FROM effects e WHERE e.run_id = runs.run_id
+                     AND e.kind = '{EffectKind.EVENT.value}'
+                     AND e.status = '{EffectStatus.PENDING.value}' AND e.name = value)
+                  ) >= wait_need
+        """
         self.fence = f"SELECT lease_token FROM runs WHERE run_id = {p}{d.lock}"
         self.cancel = f"UPDATE runs SET cancel_requested = {d.true} WHERE run_id = {p}"
         self.run_exists = f"SELECT 1 FROM runs WHERE run_id = {p}"

@@ -30,7 +30,7 @@ from savegame.model import (
 from savegame.stores import _common
 from savegame.stores._sql import rows
 from savegame.stores._sql.statements import Dialect, Statements
-from savegame.stores.base import RunPosition, RunSize, StoreStats, ThreadInfo
+from savegame.stores.base import Delivery, RunPosition, RunSize, StoreStats, ThreadInfo
 
 
 class Cursor(Protocol):
@@ -169,6 +169,18 @@ class SqlStore:
         # whose lease lapsed but was not taken over still owns the run.
         if lease_token is not None and row[0] != lease_token:
             raise LeaseLostError(run_id, lease_token)
+
+    def _deliver(self, conn: Any, event: EffectRecord, *, missing_ok: bool) -> Delivery | None:
+        """Journal a checked event and wake its run, inside a write transaction that orders
+        it with a put of the run's waiting record; None for a missing run when ``missing_ok``."""
+        raise NotImplementedError
+
+    def deliver_event(self, event: EffectRecord) -> Delivery:
+        event = _common.check_event(event)
+        with self._tx() as conn:
+            delivery = self._deliver(conn, event, missing_ok=False)
+        assert delivery is not None  # not missing_ok: a missing run raised NotFoundError
+        return delivery
 
     def request_cancel(self, run_id: str) -> None:
         with self._tx() as conn:

@@ -19,7 +19,7 @@ from savegame.model import (
     RunInfo,
     RunStatus,
 )
-from savegame.stores.base import RunPosition, RunSize, Store, StoreStats, ThreadInfo
+from savegame.stores.base import Delivery, RunPosition, RunSize, Store, StoreStats, ThreadInfo
 
 
 class Delegated:
@@ -57,6 +57,9 @@ class Delegated:
         metadata: Mapping[str, Any] | None = None,
     ) -> list[CheckpointHeader]:
         return self._inner.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
+
+    def deliver_event(self, event: EffectRecord) -> Delivery:
+        return self._inner.deliver_event(event)
 
     def claim_run(
         self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None

@@ -15,6 +15,7 @@ from savegame.model import (
     EffectRecord,
     Lease,
     RunInfo,
+    Waiting,
 )
 from savegame.stores.base import Capabilities, Store, Written
 from savegame.stores.objects._bucket import (
@@ -220,14 +221,22 @@ class ObjectStorageStore(Delegated):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
     ) -> Written:
         uploads: list[tuple[str, bytes]] = []
         stored = self._stash_record(record, uploads)
         stored_blobs = self._stash_blobs(blobs, uploads)
         self._bucket.put_many(uploads)
+        if waiting is None and not events:
+            # A wrapped store without waits (Capabilities.waits) need not know the words.
+            return self._inner.put_checkpoint(
+                stored, lease_token=lease_token, error=error, effects=effects, blobs=stored_blobs
+            )
         return self._inner.put_checkpoint(
-            stored, lease_token=lease_token, error=error, effects=effects, blobs=stored_blobs
-        )
+            stored, lease_token=lease_token, error=error, effects=effects, blobs=stored_blobs,
+            waiting=waiting, events=events,
+        )  # fmt: skip
 
     def rewrite(
         self,

@@ -138,6 +138,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 4: the run row's own check (RunInfo.checksum): its workflow reference is what
     # resume imports. A constant default fills old rows without a table rewrite.
     ("ALTER TABLE {s}.runs ADD COLUMN checksum text NOT NULL DEFAULT ''",),
+    # 5: waiting runs (timers, events, child runs). wake_at is integer microseconds
+    # (WOKEN_MICROS, 0, once its events arrived) on the clocks of the processes that
+    # compute due times and claim; wait_topics the topics it waits for.
+    (
+        "ALTER TABLE {s}.runs ADD COLUMN wake_at bigint",
+        "ALTER TABLE {s}.runs ADD COLUMN wait_topics text[] NOT NULL DEFAULT '{{}}'",
+        "ALTER TABLE {s}.runs ADD COLUMN wait_need integer NOT NULL DEFAULT 0",
+        # A worker finds the woken runs soonest first without a look at any other run.
+        "CREATE INDEX runs_waking ON {s}.runs (wake_at, run_id)"
+        " WHERE status = 'waiting' AND wake_at IS NOT NULL",
+        # The wake check: a run's pending events by topic, only those entries indexed.
+        "CREATE INDEX effects_pending_events ON {s}.effects (run_id, name)"
+        " WHERE kind = 'event' AND status = 'pending'",
+    ),
 )
 
 #: The schema version this code writes and understands.

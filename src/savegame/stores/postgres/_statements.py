@@ -49,6 +49,19 @@ CLAIM = f"""
     FOR UPDATE SKIP LOCKED
 """
 
+# The soonest woken waiting run, locked, as CLAIM takes a runnable one: wake_at at or
+# before the claimer's clock (microseconds: the clock the due times were computed on),
+# the partial index runs_waking's predicate repeated word for word.
+CLAIM_WOKEN = f"""
+    SELECT run_id, lease_token FROM runs
+    WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= %(now)s::bigint
+      AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= {NOW})
+      AND (%(workflows)s::text[] IS NULL OR workflow = ANY(%(workflows)s::text[]))
+    ORDER BY wake_at, run_id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+"""
+
 TAKE_LEASE = f"{SQL.take_lease} RETURNING lease_expires_at"
 RENEW_LEASE = f"{SQL.renew_lease} RETURNING lease_owner, lease_expires_at"
 

@@ -21,6 +21,7 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
+    Waiting,
     utcnow,
 )
 from savegame.stores import _common
@@ -32,10 +33,11 @@ from savegame.stores._sql.store import (
     executemany,
     run_values,
 )
-from savegame.stores.base import Capabilities, Written
+from savegame.stores.base import Capabilities, Delivery, Written
 from savegame.stores.postgres import _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
+    CLAIM_WOKEN,
     DELETE_UNREFERENCED,
     INSERT_CHECKPOINT,
     INSERT_RUN,
@@ -48,7 +50,7 @@ from savegame.stores.postgres._statements import (
     metadata_filter,
 )
 
-_CAPABILITIES = Capabilities(persistent=True, multi_process=True)
+_CAPABILITIES = Capabilities(persistent=True, multi_process=True, waits=True)
 _SCHEMES = ("postgresql", "postgres")
 _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}
 
@@ -241,14 +243,18 @@ class PostgresStore(SqlStore):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
     ) -> Written:
         header = record.header
         journal = _common.check_effects(header.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
+        until, topics, need = _common.check_waiting(header.run_id, header.status, waiting)
+        others = [_common.check_event(e) for e in events]
         params = checkpoint_values(SQL.dialect, record)
         move = (
             header.checkpoint_id, RunStatus(header.status).value, header.step, error,
-            _common.to_micros(utcnow()), header.run_id,
+            _common.to_micros(utcnow()), until, topics, need, header.run_id,
         )  # fmt: skip
         with self._tx() as conn:
             # See MOVE_HEAD_FENCED. A later failure rolls it all back, so the order
@@ -260,7 +266,34 @@ class PostgresStore(SqlStore):
             self._insert_checkpoint(conn, record, params, new_blobs)
             if journal:
                 executemany(conn, UPSERT_EFFECT, [effect_values(e) for e in journal])
+            if waiting is not None:
+                # After the row lock the UPDATE took: an event delivered meanwhile has
+                # committed (this statement's snapshot sees it) or waits for our commit
+                # (and then finds the run waiting).
+                conn.execute(SQL.wake, (header.run_id,))
+            # Other runs' rows are locked after this one's: a child's row, then its
+            # parent's, never the other way round.
+            for event in others:
+                self._deliver(conn, event, missing_ok=True)
         return Written(bool(row and row[0]))
+
+    def _deliver(self, conn: Conn, event: EffectRecord, *, missing_ok: bool) -> Delivery | None:
+        """Journal a checked event and wake its run, its row locked first (so the wake
+        check and a put of a waiting record are ordered); None for a missing run when
+        ``missing_ok``."""
+        try:
+            self._fence(conn, event.run_id, None)
+        except NotFoundError:
+            if missing_ok:
+                return None
+            raise
+        row = conn.execute(UPSERT_EFFECT, effect_values(event)).fetchone()
+        stored = None if row is None else rows.effect(row, SQL.dialect.loads)
+        if stored is None:
+            stored = self._select_effect(conn, event.run_id, event.request_id)
+            assert stored is not None  # the run row lock keeps the entry in place
+        conn.execute(SQL.wake, (event.run_id,))
+        return Delivery(stored, row is not None)
 
     def _insert_checkpoint(
         self,
@@ -335,7 +368,10 @@ class PostgresStore(SqlStore):
         with self._tx() as conn:
             # SKIP LOCKED: a row another claimer (or acquirer) holds is passed
             # over, not waited for, so concurrent claimers take different runs.
-            row = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
+            now = _common.to_micros(utcnow())
+            row = conn.execute(CLAIM_WOKEN, {"workflows": wanted, "now": now}).fetchone()
+            if row is None:
+                row = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
             if row is None:
                 return None
             return self._take(conn, row[0], owner, row[1] + 1, ttl)

@@ -13,6 +13,7 @@ from typing import Any, cast
 from savegame.errors import NotFoundError
 from savegame.model import EffectKind, EffectRecord, EffectStatus
 from savegame.stores import _common
+from savegame.stores.base import Delivery
 from savegame.stores.redis import _rows as rows
 from savegame.stores.redis._client import RedisClient
 
@@ -119,6 +120,17 @@ class RedisJournal(RedisClient):
             else {}
             for found in ids
         ]
+
+    def deliver_event(self, event: EffectRecord) -> Delivery:
+        event = _common.check_event(event)
+        reply = self._checked(
+            self._call("deliver_event", event.run_id, event.request_id, rows.entry(event)),
+            event.run_id,
+            None,
+        )
+        if reply[0] == b"dup":
+            return Delivery(rows.effect(event.run_id, event.request_id, reply[1]), False)
+        return Delivery(event, True)
 
     def request_cancel(self, run_id: str) -> None:
         self._checked(self._call("request_cancel", run_id), run_id, None)

@@ -15,6 +15,8 @@ Key layout, ``P`` being the prefix ``{name}:``::
     P:threads            zset: thread ids scored by the latest updated_at of their runs
     P:blob:<digest>      string: blob bytes
     P:blobs              set: stored digests;   P:refs  hash: digest -> referring checkpoints
+    P:wake               zset: waiting runs with a wake time, scored by it (0: woken by events)
+    P:evs:<run_id>       hash: request_id -> topic of the run's pending event entries
     P:layout             this key layout's version
 
 Like the SQL schemas, the layout is versioned: ``P:layout`` holds the version
@@ -26,6 +28,9 @@ migrated when a store opens it, before the store is used:
   of an older savegame still writing to the prefix would journal entries the
   index does not list; stop those before the first newer one opens the prefix
   (as for a SQL migration).
+* 2 -> 3: nothing to do: the keys of waiting runs (``P:wake``, ``P:evs:<run_id>``, a run's
+  ``wake_at``, ``wait_topics``, ``wait_need``) start empty; the mark keeps an older
+  savegame from misreading a waiting run.
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ import redis
 
 from savegame.errors import ConfigurationError
 
-LAYOUT = 2
-"""The key layout this code writes and understands."""
+LAYOUT = 3
+"""The key layout this code writes and understands. 3: waiting runs (``P:wake``,
+``P:evs:*``, a run's wake fields), which start empty."""
 
 # ARGV: P, run ids... Each run's request ids into its index, in one atomic step per
 # batch, so a run deleted meanwhile gets no index back; ZADD in slices (Lua's unpack limit).

@@ -187,6 +187,7 @@ def _run_info(row: Mapping[bytes, bytes]) -> RunInfo:
         metadata=orjson.loads(row[b"metadata"]),
         cancel_requested=row.get(b"cancel_requested") == b"1",
         checksum=text("checksum") or "",
+        wake_at=None if b"wake_at" not in row else _common.from_micros(int(row[b"wake_at"])),
     )
 
 

@@ -45,6 +45,19 @@ end
 -- A journal entry starts with its JSON header, whose first element is the status.
 local function status_of(entry) return string.match(entry, '^%["([%a_]+)"') end
 
+-- P:evs:<run> maps each pending event's request id to its topic: the wake check reads
+-- it, never the journal. An entry's header opens with its status, kind and name.
+local function index_event(run_id, rid, entry)
+  local status, kind = string.match(entry, '^%["([%a_]+)","([%a_]+)"')
+  if kind ~= 'event' then return end
+  if status == 'pending' then
+    local cut = string.find(entry, '\0', 1, true)
+    redis.call('HSET', key('evs', run_id), rid, cjson.decode(string.sub(entry, 1, cut - 1))[3])
+  else
+    redis.call('HDEL', key('evs', run_id), rid)
+  end
+end
+
 -- Insert-if-absent, except that a not_done entry is replaced; returns what is stored.
 -- A new request id joins the run's lexicographic index (list_effects' request_prefix).
 local function journal(run_id, rid, entry)
@@ -53,7 +66,24 @@ local function journal(run_id, rid, entry)
   if existing and status_of(existing) ~= 'not_done' then return existing end
   redis.call('HSET', fk, rid, entry)
   if not existing then redis.call('ZADD', key('fxi', run_id), 0, rid) end
+  index_event(run_id, rid, entry)
   return entry
+end
+
+-- A waiting run wakes (wake_at 0, in P:wake at score 0) once wait_need of its topics
+-- have a pending event.
+local function wake_if_ready(run_id)
+  local rk = key('run', run_id)
+  local v = redis.call('HMGET', rk, 'status', 'wait_topics', 'wait_need')
+  if v[1] ~= 'waiting' or not v[3] or tonumber(v[3]) <= 0 then return end
+  local pending = {}
+  for _, t in ipairs(redis.call('HVALS', key('evs', run_id))) do pending[t] = true end
+  local n = 0
+  for _, t in ipairs(cjson.decode(v[2])) do if pending[t] then n = n + 1 end end
+  if n >= tonumber(v[3]) then
+    redis.call('HSET', rk, 'wake_at', '0')
+    redis.call('ZADD', P .. 'wake', 0, run_id)
+  end
 end
 
 local function put_blob(digest, data)
@@ -118,7 +148,8 @@ local function drop_run(run_id)
   if not v[1] then return -1 end
   local n = 0
   for _, id in ipairs(redis.call('ZRANGE', key('cps', run_id), 0, -1)) do n = n + drop_cp(id) end
-  redis.call('DEL', rk, key('cps', run_id), key('fx', run_id), key('fxi', run_id))
+  redis.call('DEL', rk, key('cps', run_id), key('fx', run_id), key('fxi', run_id), key('evs', run_id))
+  redis.call('ZREM', P .. 'wake', run_id)
   redis.call('ZREM', P .. 'runs', run_id)
   redis.call('ZREM', key('status', v[2]), run_id)
   redis.call('ZREM', key('truns', v[1]), run_id)
@@ -156,7 +187,9 @@ return {'ok', fmt(expires)}
 """
 
 # ARGV: P, run_id, token, status, step, updated, has_error, error, checkpoint (9 values at 9),
-# n_effects at 18, n*(request_id, entry), n_blobs, n*(digest, bytes).
+# n_effects at 18, n*(request_id, entry), n_blobs, n*(digest, bytes), then the wait: wake_at
+# micros ('' none), topics JSON, need; then n_events, n*(run_id, request_id, entry): events
+# for other runs (a child's end), dropped for a run that does not exist.
 # Reply: a fence error, {'conflict'}, {'missing', digests...} or {'ok', cancel_requested}.
 PUT_CHECKPOINT = r"""
 local run_id = ARGV[2]
@@ -180,21 +213,64 @@ redis.call('HSET', rk, 'head', ARGV[9], 'status', new, 'step', ARGV[5], 'updated
 if ARGV[7] == '1' then redis.call('HSET', rk, 'error', ARGV[8])
 else redis.call('HDEL', rk, 'error') end
 redis.call('ZADD', P .. 'threads', 'GT', ARGV[6], v[3])
+local w = 20 + 2 * nfx + 2 * tonumber(ARGV[19 + 2 * nfx])
+redis.call('HDEL', rk, 'wake_at', 'wait_topics', 'wait_need')
+redis.call('ZREM', P .. 'wake', run_id)
+if new == 'waiting' then
+  redis.call('HSET', rk, 'wait_topics', ARGV[w + 1], 'wait_need', ARGV[w + 2])
+  if ARGV[w] ~= '' then
+    redis.call('HSET', rk, 'wake_at', ARGV[w])
+    redis.call('ZADD', P .. 'wake', ARGV[w], run_id)
+  end
+  wake_if_ready(run_id)
+end
+for i = w + 4, w + 3 + 3 * tonumber(ARGV[w + 3]), 3 do
+  if redis.call('EXISTS', key('run', ARGV[i])) == 1 then
+    journal(ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    wake_if_ready(ARGV[i])
+  end
+end
 return {'ok', v[4] == '1' and '1' or '0'}
 """
 
-# The oldest runnable run: queued or running (the two status indexes, merged by
-# created_at then run id), with no owner or an expired lease (as ACQUIRE_LEASE
+# The soonest woken waiting run (P:wake scored at or before the caller's clock, ARGV[4]
+# micros), else the oldest runnable run: queued or running (the two status indexes, merged
+# by created_at then run id); either with no owner or an expired lease (as ACQUIRE_LEASE
 # judges it), optionally of some workflows; leased to the caller like ACQUIRE_LEASE.
-# ARGV: P, owner, ttl_micros, n_workflows ('' for any), workflow names...
+# ARGV: P, owner, ttl_micros, now_micros, n_workflows ('' for any), workflow names...
 # Reply: {'none'} or {'ok', run_id, token, expires}.
 CLAIM_RUN = r"""
 local wanted = nil
-if ARGV[4] ~= '' then
+if ARGV[5] ~= '' then
   wanted = {}
-  for j = 5, 4 + tonumber(ARGV[4]) do wanted[ARGV[j]] = true end
+  for j = 6, 5 + tonumber(ARGV[5]) do wanted[ARGV[j]] = true end
 end
 local PAGE = 100
+local now = now_micros()
+local function take(run_id, status_ok)
+  local rk = key('run', run_id)
+  local v = redis.call('HMGET', rk, 'lease_owner', 'lease_expires', 'workflow', 'status')
+  local live = v[1] and v[2] and tonumber(v[2]) > now
+  if not (v[3] and status_ok(v[4]) and not live and (wanted == nil or wanted[v[3]])) then
+    return nil
+  end
+  local token = redis.call('HINCRBY', rk, 'lease_token', 1)
+  local expires = fmt(now + tonumber(ARGV[3]))
+  redis.call('HSET', rk, 'lease_owner', ARGV[2], 'lease_expires', expires)
+  return {'ok', run_id, fmt(token), expires}
+end
+local function waiting(status) return status == 'waiting' end
+local offset = 0
+while true do
+  local woken = redis.call('ZRANGEBYSCORE', P .. 'wake', '-inf', ARGV[4], 'LIMIT', offset, PAGE)
+  for _, run_id in ipairs(woken) do
+    local got = take(run_id, waiting)
+    if got then return got end
+  end
+  if #woken < PAGE then break end
+  offset = offset + PAGE
+end
+local function claimable(status) return status == 'queued' or status == 'running' end
 local function cursor(status) return {k = key('status', status), buf = {}, i = 1, start = 0} end
 -- The cursor's next (member, score) without moving past it; nil at the end.
 local function peek(c)
@@ -207,7 +283,6 @@ local function peek(c)
   end
   return c.buf[c.i], tonumber(c.buf[c.i + 1])
 end
-local now = now_micros()
 local queued, running = cursor('queued'), cursor('running')
 while true do
   local qm, qs = peek(queued)
@@ -216,15 +291,8 @@ while true do
   local c, run_id = running, rm
   if qm and (not rm or qs < rs or (qs == rs and qm < rm)) then c, run_id = queued, qm end
   c.i = c.i + 2
-  local rk = key('run', run_id)
-  local v = redis.call('HMGET', rk, 'lease_owner', 'lease_expires', 'workflow')
-  local live = v[1] and v[2] and tonumber(v[2]) > now
-  if v[3] and not live and (wanted == nil or wanted[v[3]]) then
-    local token = redis.call('HINCRBY', rk, 'lease_token', 1)
-    local expires = fmt(now + tonumber(ARGV[3]))
-    redis.call('HSET', rk, 'lease_owner', ARGV[2], 'lease_expires', expires)
-    return {'ok', run_id, fmt(token), expires}
-  end
+  local got = take(run_id, claimable)
+  if got then return got end
 end
 """
 
@@ -280,6 +348,18 @@ local current = redis.call('HGET', fk, ARGV[4])
 if not current then return {'nofx'} end
 if current ~= ARGV[5] then return {'retry', current} end
 redis.call('HSET', fk, ARGV[4], ARGV[6])
+index_event(ARGV[2], ARGV[4], ARGV[6])
+return {'ok'}
+"""
+
+# An event journaled outside any lease, insert-if-absent, and its run woken if ready.
+# ARGV: P, run_id, request_id, entry. Reply: {'notfound'}, {'dup', stored} or {'ok'}.
+DELIVER_EVENT = r"""
+if redis.call('EXISTS', key('run', ARGV[2])) == 0 then return {'notfound'} end
+local existing = redis.call('HGET', key('fx', ARGV[2]), ARGV[3])
+if existing and status_of(existing) ~= 'not_done' then return {'dup', existing} end
+journal(ARGV[2], ARGV[3], ARGV[4])
+wake_if_ready(ARGV[2])
 return {'ok'}
 """
 
@@ -448,6 +528,7 @@ SCRIPTS: dict[str, str] = {
         "record_intent": RECORD_INTENT,
         "record_result": RECORD_RESULT,
         "request_cancel": REQUEST_CANCEL,
+        "deliver_event": DELIVER_EVENT,
         "get_chain": GET_CHAIN,
         "delete_checkpoints": DELETE_CHECKPOINTS,
         "delete_runs": DELETE_RUNS,

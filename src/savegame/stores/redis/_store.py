@@ -24,6 +24,7 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
+    Waiting,
     utcnow,
 )
 from savegame.stores import _common
@@ -156,7 +157,7 @@ class RedisStore(RedisJournal, RedisStorage):
         except BaseException:
             self.close()
             raise
-        self._capabilities = Capabilities(persistent=persistent, multi_process=True)
+        self._capabilities = Capabilities(persistent=persistent, multi_process=True, waits=True)
         if problem is not None:
             self._warn_once(problem)
 
@@ -295,15 +296,25 @@ class RedisStore(RedisJournal, RedisStorage):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
     ) -> Written:
         header = record.header
         journal = _common.check_effects(header.run_id, effects)
+        until, topics, need = _common.check_waiting(header.run_id, header.status, waiting)
+        others = [_common.check_event(e) for e in events]
         entries = [x for e in journal for x in (e.request_id, rows.entry(e))]
+        delivered = [x for e in others for x in (e.run_id, e.request_id, rows.entry(e))]
+        wait: list[str | bytes | int] = [
+            "" if until is None else str(until),
+            _common.json_dumps(topics, "topics"),
+            need,
+        ]
         reply = self._call(
             "put_checkpoint", header.run_id, str(lease_token), RunStatus(header.status).value,
             str(header.step), str(_common.to_micros(utcnow())), "0" if error is None else "1",
             error or "", *rows.checkpoint_args(record), len(journal), *entries,
-            *_blob_args(blobs),
+            *_blob_args(blobs), *wait, len(others), *delivered,
         )  # fmt: skip
         if self._checked(reply, header.run_id, lease_token)[0] == b"conflict":
             raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
@@ -368,7 +379,9 @@ class RedisStore(RedisJournal, RedisStorage):
         ttl = _common.check_ttl(ttl)
         wanted = _common.check_workflows(workflows)
         names: list[str] = [""] if wanted is None else [str(len(wanted)), *wanted]
-        reply = self._call("claim_run", owner, _micros(ttl), *names)
+        # Woken runs by this process's clock, the one their due times were computed on.
+        now = str(_common.to_micros(utcnow()))
+        reply = self._call("claim_run", owner, _micros(ttl), now, *names)
         if reply[0] == b"none":
             return None
         return Lease(reply[1].decode(), owner, int(reply[2]), rows.expires_at(reply[3]))

@@ -141,6 +141,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_by_created ON runs (created_at, run_id)",
         "CREATE INDEX runs_by_workflow ON runs (workflow, created_at, run_id)",
     ),
+    # 8: waiting runs (timers, events, child runs). wake_at is integer microseconds
+    # (WOKEN_MICROS, 0, once its events arrived); wait_topics a JSON array like blobs.
+    (
+        "ALTER TABLE runs ADD COLUMN wake_at INTEGER",
+        "ALTER TABLE runs ADD COLUMN wait_topics TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE runs ADD COLUMN wait_need INTEGER NOT NULL DEFAULT 0",
+        # A worker finds the woken runs soonest first without a look at any other run.
+        "CREATE INDEX runs_waking ON runs (wake_at, run_id)"
+        " WHERE status = 'waiting' AND wake_at IS NOT NULL",
+        # The wake check: a run's pending events by topic, only those entries indexed.
+        "CREATE INDEX effects_pending_events ON effects (run_id, name)"
+        " WHERE kind = 'event' AND status = 'pending'",
+    ),
 )
 
 #: The schema version this code writes and understands.

@@ -27,6 +27,17 @@ CLAIM = f"""
     ORDER BY created_at, run_id LIMIT 1
 """
 
+# The soonest woken waiting run (wake_at at or before ?3, this process's clock in
+# microseconds) with no live lease, optionally of some workflows: runs_waking holds only
+# waiting runs with a wake time, so a claim never reads a run that sleeps for a week.
+CLAIM_WOKEN = """
+    SELECT run_id, lease_token FROM runs INDEXED BY runs_waking
+    WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= ?3
+      AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1)
+      AND (?2 IS NULL OR workflow IN (SELECT value FROM json_each(?2)))
+    ORDER BY wake_at, run_id LIMIT 1
+"""
+
 # put_checkpoint's usual step keeps the lease and the status: one UPDATE both fences
 # and moves the head, and leaving status out of SET spares the two status indexes a
 # rewrite (fewer pages to fsync). No row: the long way (SQL.move_head after a fence).

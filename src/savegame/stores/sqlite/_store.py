@@ -32,16 +32,18 @@ from savegame.model import (
     EffectRecord,
     Lease,
     RunInfo,
+    Waiting,
     utcnow,
 )
 from savegame.stores import _common
 from savegame.stores._sql import rows
 from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
-from savegame.stores.base import Capabilities, Written
+from savegame.stores.base import Capabilities, Delivery, Written
 from savegame.stores.sqlite import _schema
 from savegame.stores.sqlite._statements import (
     CANCEL_FLAG,
     CLAIM,
+    CLAIM_WOKEN,
     COUNT_UNREFERENCED,
     DELETE_UNREFERENCED,
     MOVE_HEAD_KEEPING_STATUS,
@@ -49,7 +51,7 @@ from savegame.stores.sqlite._statements import (
     type_test,
 )
 
-_CAPABILITIES = Capabilities(persistent=True, multi_process=True)
+_CAPABILITIES = Capabilities(persistent=True, multi_process=True, waits=True)
 _SYNCHRONOUS = ("full", "normal")
 _BUSY_TIMEOUT_S = 30.0
 
@@ -241,16 +243,21 @@ class SqliteStore(SqlStore):
         error: str | None = None,
         effects: Sequence[EffectRecord] = (),
         blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
     ) -> Written:
         header = record.header
         journal = _common.check_effects(header.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
+        until, topics, need = _common.check_waiting(header.run_id, header.status, waiting)
+        others = [_common.check_event(e) for e in events]
         now = _common.to_micros(utcnow())
         with self._tx() as conn:
             # The usual step takes one UPDATE (see MOVE_HEAD_KEEPING_STATUS); anything
-            # else takes the long way. A later failure rolls the whole transaction back,
-            # so the order inside does not matter.
-            moved = conn.execute(
+            # else takes the long way, a waiting record always (it sets the wait columns).
+            # A later failure rolls the whole transaction back, so the order inside does
+            # not matter, but for the wake check, which reads the journal entries below.
+            moved = waiting is None and conn.execute(
                 MOVE_HEAD_KEEPING_STATUS,
                 (
                     header.checkpoint_id, header.step, error, now, header.run_id,
@@ -263,15 +270,31 @@ class SqliteStore(SqlStore):
                     SQL.move_head,
                     (
                         header.checkpoint_id, header.status.value, header.step, error, now,
-                        header.run_id,
+                        until, SQL.dialect.ids(topics), need, header.run_id,
                     ),
                 )  # fmt: skip
             self._insert_checkpoint(conn, record, new_blobs)
             # In the checkpoint's transaction: the entries land with it or not at all.
             for effect in journal:
                 self._journal(conn, effect)
+            if waiting is not None:
+                conn.execute(SQL.wake, (header.run_id,))
+            for event in others:
+                self._deliver(conn, event, missing_ok=True)
             (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
         return Written(bool(cancel))
+
+    def _deliver(
+        self, conn: sqlite3.Connection, event: EffectRecord, *, missing_ok: bool
+    ) -> Delivery | None:
+        """Journal a checked event and wake its run; call inside a write transaction.
+        None for a run that does not exist when ``missing_ok``."""
+        if missing_ok and not conn.execute(SQL.run_exists, (event.run_id,)).fetchone():
+            return None
+        self._fence(conn, event.run_id, None)
+        stored = self._journal(conn, event)
+        conn.execute(SQL.wake, (event.run_id,))
+        return Delivery(stored, stored is event)
 
     def _insert_checkpoint(
         self, conn: sqlite3.Connection, record: CheckpointRecord, blobs: Mapping[str, bytes]
@@ -342,7 +365,9 @@ class SqliteStore(SqlStore):
         with self._tx() as conn:
             now = time.time()
             names = None if wanted is None else _common.json_dumps(wanted, "workflows").decode()
-            row = conn.execute(CLAIM, (now, names)).fetchone()
+            row = conn.execute(CLAIM_WOKEN, (now, names, round(now * 1e6))).fetchone()
+            if row is None:
+                row = conn.execute(CLAIM, (now, names)).fetchone()
             if row is None:
                 return None
             return self._take(conn, row[0], owner, int(row[1]) + 1, now + ttl)

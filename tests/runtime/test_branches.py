@@ -1,0 +1,151 @@
+"""Parallel branches inside a step: ``ctx.gather`` and ``ctx.map``, journaled per branch."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from savegame import (
+    END,
+    ConfigurationError,
+    EffectKind,
+    RunStatus,
+    StepContext,
+    StepError,
+    Store,
+    Workflow,
+    list_effects,
+    resume,
+    run,
+    tool,
+)
+
+State = dict[str, Any]
+calls: list[str] = []
+running = {"now": 0, "most": 0}
+
+
+@tool(name="branch_lookup")
+async def lookup(key: str, delay: float) -> str:
+    calls.append(key)
+    running["now"] += 1
+    running["most"] = max(running["most"], running["now"])
+    await asyncio.sleep(delay)
+    running["now"] -= 1
+    return key.upper()
+
+
+@tool(name="branch_write", effect="write")
+async def write(key: str) -> str:
+    calls.append(f"write {key}")
+    if key == "boom":
+        raise RuntimeError("the provider is down")
+    return f"wrote {key}"
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    calls.clear()
+    running.update(now=0, most=0)
+
+
+async def _two_calls(ctx: StepContext, key: str) -> list[str]:
+    # Slower first: the branches finish in the reverse of their order.
+    first = await ctx.acall(lookup, key, 0.05 if key == "a" else 0.0)
+    return [first, await ctx.acall(write, key)]
+
+
+GATHER = Workflow("gather")
+
+
+@GATHER.step(entry=True)
+async def fan_out(state: State, ctx: StepContext) -> tuple[State, str]:
+    got = await ctx.gather(*(lambda c, k=k: _two_calls(c, k) for k in state["keys"]))
+    seen = ctx.interrupt({"got": got})  # a person looks; the step then runs again
+    return {"got": got, "seen": seen}, END
+
+
+def test_branches_run_together_results_in_order_ids_by_branch(store: Store) -> None:
+    paused = run(GATHER, {"keys": ["a", "b", "c"]}, store=store)
+    assert paused.status is RunStatus.INTERRUPTED
+    assert running["most"] > 1  # they really ran together
+    ids = sorted(
+        e.request_id
+        for e in list_effects(paused.run_id, store=store)
+        if e.kind in (EffectKind.READ, EffectKind.WRITE)
+    )
+    rid = paused.run_id
+    assert ids == sorted(f"{rid}:1:0:b{k}:{n}" for k in range(3) for n in range(2))
+    # The step runs again: every call of every branch is replayed, none is made again.
+    before = list(calls)
+    done = resume(paused.run_id, store=store, value="ok")
+    assert done.state["got"] == [["A", "wrote a"], ["B", "wrote b"], ["C", "wrote c"]]
+    assert calls == before
+    assert done.usage.tool_calls == 6
+
+
+LIMITED = Workflow("limited")
+
+
+@LIMITED.step(entry=True)
+async def limited(state: State, ctx: StepContext) -> tuple[State, str]:
+    async def one(c: StepContext, key: str) -> str:
+        return str(await c.acall(lookup, key, 0.02))
+
+    return {"got": await ctx.map(one, state["keys"], concurrency=2)}, END
+
+
+def test_map_keeps_the_items_order_and_its_concurrency(store: Store) -> None:
+    done = run(LIMITED, {"keys": list("abcdef")}, store=store)
+    assert done.state["got"] == list("ABCDEF")
+    assert running["most"] == 2
+
+
+down = {"provider": True}
+
+
+@tool(name="branch_quote")
+async def quote(key: str) -> str:
+    calls.append(f"quote {key}")
+    if down["provider"]:
+        raise RuntimeError("the quote service is down")
+    return f"quote for {key}"
+
+
+FLAKY = Workflow("flaky")
+
+
+@FLAKY.step(entry=True)
+async def flaky(state: State, ctx: StepContext) -> tuple[State, str]:
+    async def one(c: StepContext, key: str) -> str:
+        return str(await (c.acall(quote, key) if key == "x" else c.acall(write, key)))
+
+    return {"got": await ctx.map(one, ["p", "x", "q"])}, END
+
+
+def test_a_failing_branch_lets_the_others_finish_and_they_replay(store: Store) -> None:
+    down["provider"] = True
+    with pytest.raises(StepError, match="the quote service is down"):
+        run(FLAKY, {}, store=store)
+    assert sorted(calls) == ["quote x", "write p", "write q"]  # the writes finished
+    failed = store.list_runs()[0]
+    assert failed.status is RunStatus.FAILED
+    # Back up: the writes replay from the journal; only the failed read is made again.
+    down["provider"] = False
+    calls.clear()
+    done = resume(failed.run_id, store=store)
+    assert done.state["got"] == ["wrote p", "quote for x", "wrote q"]
+    assert calls == ["quote x"]
+
+
+def test_concurrency_must_be_a_whole_number(store: Store) -> None:
+    wf = Workflow("bad-concurrency")
+
+    @wf.step(entry=True)
+    async def step(state: State, ctx: StepContext) -> tuple[State, str]:
+        return {"got": await ctx.map(lambda c, i: c.acall(lookup, i, 0), ["a"], concurrency=0)}, END
+
+    with pytest.raises(ConfigurationError, match="concurrency"):
+        run(wf, {}, store=store)
