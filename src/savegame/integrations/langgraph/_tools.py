@@ -38,7 +38,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from langchain_core.tools import InjectedToolCallId
 from langgraph.config import get_config
@@ -46,10 +46,8 @@ from langgraph.config import get_config
 from savegame.effects import Backoff, Calls, ainvoke_call, invoke_call, tool
 from savegame.errors import ConfigurationError, LeaseLostError
 from savegame.integrations.langgraph._lines import TOOL_PREFIX
+from savegame.integrations.langgraph._saver import SavegameSaver
 from savegame.signals import NeedsAttention
-
-if TYPE_CHECKING:
-    from savegame.integrations.langgraph._saver import SavegameSaver
 
 #: LangGraph's configurable keys (``langgraph._internal._constants``, private).
 _CHECKPOINTER = "__pregel_checkpointer"
@@ -216,8 +214,6 @@ class _Site:
 
     @classmethod
     def here(cls, name: str, call_id: str | None) -> _Site:
-        from savegame.integrations.langgraph._saver import SavegameSaver
-
         try:
             config = get_config()
         except RuntimeError:
