@@ -393,6 +393,9 @@ class ModelError(SavegameError):
         reason: what went wrong, as the provider or the SDK said it.
         provider_request_id: the provider's id of the request, when it gave one (for its
             support).
+        retry_after: the seconds the provider asked to wait before another attempt
+            (its ``Retry-After`` or ``retry-after-ms`` header), or None; a step's retry
+            waits that long instead of its backoff.
     """
 
     retryable = False
@@ -405,11 +408,13 @@ class ModelError(SavegameError):
         *,
         status: int | None = None,
         provider_request_id: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         self.model = model
         self.reason = reason
         self.status = status
         self.provider_request_id = provider_request_id
+        self.retry_after = retry_after
         answered = f"answered {status}" if status is not None else "failed"
         ident = f" (request {provider_request_id})" if provider_request_id else ""
         super().__init__(f"model {model} {answered}{ident}: {reason}")

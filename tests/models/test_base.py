@@ -3,16 +3,18 @@ when it is missing), bad setups refused, content that is not text sent as JSON."
 
 from __future__ import annotations
 
+import email.utils
 import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from savegame import ConfigurationError, SerializationError
 from savegame.models import Anthropic, LiteLLM, OpenAI
-from savegame.models._base import text_of
+from savegame.models._base import MAX_RETRY_AFTER, retry_after, text_of
 
 
 def test_importing_the_adapters_imports_no_sdk() -> None:
@@ -72,3 +74,30 @@ def test_content_that_is_not_text_goes_as_json() -> None:
         "order": {"id": "A-1", "total": 120},
         "tags": ["x"],
     }
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),  # the finer one wins
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "0"}, 0.0),
+        ({"retry-after": "-3"}, 0.0),
+        ({"retry-after": "86400"}, MAX_RETRY_AFTER),  # a day (or a hostile header) is capped
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_from_the_providers_headers(
+    headers: dict[str, str], seconds: float | None
+) -> None:
+    assert retry_after(headers) == seconds
+
+
+def test_retry_after_as_a_date_to_come_counts_from_now() -> None:
+    soon = datetime.now(timezone.utc) + timedelta(seconds=60)
+    wait = retry_after({"retry-after": email.utils.format_datetime(soon, usegmt=True)})
+    assert wait is not None and 50 < wait <= 60

@@ -5,9 +5,11 @@ system prompts, structured output, errors and retries."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import stamina
 from pydantic import BaseModel
 
 from savegame import (
@@ -268,6 +270,45 @@ def test_an_agent_retries_a_rate_limited_turn_with_its_step_policy(
     assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "tool"]
     [_, second] = model_calls(result.run_id, store=sqlite_url)
     assert second.request is not None and second.request.messages[-1]["tool_call_id"] == "call_1"
+
+
+@pytest.fixture
+def waits() -> Iterator[list[float]]:
+    """The waits stamina schedules between attempts, as its instrumentation sees them."""
+    seen: list[float] = []
+    before = stamina.instrumentation.get_on_retry_hooks()
+
+    def hook(details: stamina.instrumentation.RetryDetails) -> None:
+        seen.append(details.wait_for)
+
+    stamina.instrumentation.set_on_retry_hooks([*before, hook])
+    yield seen
+    stamina.instrumentation.set_on_retry_hooks(before)
+
+
+def test_a_step_retry_waits_as_long_as_the_provider_asked(
+    fake: FakeProvider, sqlite_url: str, waits: list[float]
+) -> None:
+    # The agent's own backoff is 0: the waits stamina is told are the provider's.
+    fake.script(
+        CHAT,
+        error(429, retry_after_ms="30"),
+        error(503, retry_after="0.02"),
+        error(500),
+        chat("Both total 120."),
+    )
+    result = run(agent(fake, retries=3), {"input": "A-1?"}, store=sqlite_url)
+    assert result.state["answer"] == "Both total 120."
+    assert waits[:2] == pytest.approx([0.03, 0.02])
+    # No header: the step's own schedule (backoff 0, so no wait at all).
+    assert waits[2] == 0.0
+
+
+def test_the_mapped_error_carries_the_wait(fake: FakeProvider) -> None:
+    fake.script(CHAT, error(429, retry_after="4"))
+    with pytest.raises(ModelTransientError) as raised:
+        model(fake).complete(CONVERSATION[:2], [])
+    assert raised.value.retry_after == 4.0
 
 
 def test_a_refused_request_fails_the_run_without_a_retry(

@@ -56,6 +56,7 @@ from savegame.effects._retry import (
     aattempts,
     as_backoff,
     check_retries,
+    retry_wait,
     retryable,
     within,
 )
@@ -134,6 +135,7 @@ __all__ = [
     "is_stream_marker",
     "parent_of",
     "registered",
+    "retry_wait",
     "retryable",
     "run_compensation",
     "tool",

@@ -23,7 +23,7 @@ from typing import Any
 
 from savegame.codec import encode_value
 from savegame.effects._calls import Calls, Prepared
-from savegame.effects._retry import Expired, aattempts, attempts, in_thread, retryable, within
+from savegame.effects._retry import Expired, aattempts, attempts, in_thread, retry_wait, within
 from savegame.effects._tools import Tool
 from savegame.errors import TimedOutError, describe
 from savegame.model import EffectRecord, EffectStatus
@@ -96,8 +96,8 @@ class _Budget:
         self.made, self.done = attempts_made(calls, prepared.request_id)
         self.number = self.done
 
-    def may_retry(self, error: Exception) -> bool:
-        return retryable(error, self.tool.retry_on)
+    def may_retry(self, error: Exception) -> bool | float:
+        return retry_wait(error, self.tool.retry_on)
 
     def begin(self) -> Prepared:
         self.number += 1

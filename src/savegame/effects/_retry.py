@@ -93,6 +93,16 @@ def retryable(error: BaseException, retry_on: RetryOn) -> bool:
     )
 
 
+def retry_wait(error: BaseException, retry_on: RetryOn) -> bool | float:
+    """:func:`retryable`, as stamina's backoff hook: where the error says how long to
+    wait (a provider's ``Retry-After`` on a ModelTransientError), that many seconds
+    instead of the schedule's next wait; else whether to retry."""
+    if not retryable(error, retry_on):
+        return False
+    wait = getattr(error, "retry_after", None) if isinstance(error, ModelTransientError) else None
+    return float(wait) if isinstance(wait, (int, float)) and not isinstance(wait, bool) else True
+
+
 def _schedule(retries: int, backoff: Backoff, done: int) -> dict[str, Any]:
     """stamina's arguments for the attempts left after ``done`` of ``retries + 1``; the
     waits go on from where the schedule was (a resumed run does not start it again)."""
@@ -111,15 +121,16 @@ def _schedule(retries: int, backoff: Backoff, done: int) -> dict[str, Any]:
 
 
 def attempts(
-    retries: int, backoff: Backoff, done: int, may_retry: Callable[[Exception], bool]
+    retries: int, backoff: Backoff, done: int, may_retry: Callable[[Exception], bool | float]
 ) -> Iterable[stamina.Attempt]:
     """stamina's attempts (``with attempt: ...``) left after ``done``; a failed one is
-    tried again while ``may_retry(error)``; the last error is raised as it came."""
+    tried again while ``may_retry(error)`` (a float: after that many seconds); the last
+    error is raised as it came."""
     return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))
 
 
 def aattempts(
-    retries: int, backoff: Backoff, done: int, may_retry: Callable[[Exception], bool]
+    retries: int, backoff: Backoff, done: int, may_retry: Callable[[Exception], bool | float]
 ) -> AsyncIterable[stamina.Attempt]:
     """Async twin of :func:`attempts` (``async for``; the waits are ``asyncio.sleep``)."""
     return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import email.utils
 import enum
 import importlib
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -37,6 +40,48 @@ OnChunk = Callable[[str], Any]
 
 #: Statuses another attempt may get past, as the SDKs themselves retry them.
 _TRANSIENT = {408, 409, 429}
+
+
+#: The longest wait a provider's Retry-After is taken for: a header saying "an hour"
+#: (or a hostile one saying "a year") must not park a step's thread that long.
+MAX_RETRY_AFTER = 120.0
+
+
+def retry_after(headers: Mapping[str, Any]) -> float | None:
+    """The seconds a 429/503 answer asks to wait: ``retry-after-ms`` (OpenAI's and
+    Anthropic's), else ``Retry-After`` in seconds or as an HTTP date; None when absent
+    or unreadable, at most :data:`MAX_RETRY_AFTER`."""
+    seconds: float | None = None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        seconds = _number(millis, 1000.0)
+    if seconds is None:
+        given = headers.get("retry-after")
+        if given is not None:
+            seconds = _number(given, 1.0)
+            if seconds is None:
+                seconds = _until(str(given))
+    if seconds is None:
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def _number(text: Any, per_second: float) -> float | None:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        return None
+    return value / per_second if math.isfinite(value) else None
+
+
+def _until(date: str) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return (when - datetime.now(timezone.utc)).total_seconds()
 
 
 def require(module: str, extra: str, adapter: str) -> ModuleType:
@@ -304,8 +349,17 @@ class Adapter(ABC):
         transient = status in _TRANSIENT or status >= 500
         if hint in ("true", "false"):
             transient = hint == "true"
-        kind = ModelTransientError if transient else ModelRequestError
-        return kind(self.name, _reason(exc), status=status, provider_request_id=ident)
+        if not transient:
+            return ModelRequestError(
+                self.name, _reason(exc), status=status, provider_request_id=ident
+            )
+        return ModelTransientError(
+            self.name,
+            _reason(exc),
+            status=status,
+            provider_request_id=ident,
+            retry_after=retry_after(headers),
+        )
 
     def _response(self, raw: Any) -> ModelResponse:
         try:

@@ -29,6 +29,7 @@ from savegame.effects import (
     Journal,
     Replay,
     aattempts,
+    retry_wait,
     retryable,
     run_compensation,
     within,
@@ -222,7 +223,10 @@ class _Loop:
         def may_retry(error: Exception) -> bool:
             return retryable(error, spec.retry_on)
 
-        async for attempt in aattempts(spec.retries, spec.backoff, done, may_retry):
+        def wait(error: Exception) -> bool | float:
+            return retry_wait(error, spec.retry_on)
+
+        async for attempt in aattempts(spec.retries, spec.backoff, done, wait):
             with attempt:
                 self.attempt += 1
                 if self.attempt > done + 1 and await self._cancelled():
