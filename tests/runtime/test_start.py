@@ -4,6 +4,8 @@ busy thread), on a real SQLite file; the worker that continues a re-submitted ru
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +23,12 @@ from savegame import (
     Worker,
     Workflow,
     get_run,
+    list_runs,
     run,
     submit,
     tool,
 )
+from savegame.runtime import _setup, _start
 
 executed: Counter[str] = Counter()
 broken = {"on": False}
@@ -127,6 +131,67 @@ def test_a_busy_thread_is_a_conflict_naming_the_run(url: str) -> None:
     beside = run(gated, {"to": "eve"}, thread_id="chat", store=url, on_thread_busy="allow")
     assert beside.status is RunStatus.INTERRUPTED
     assert beside.run_id != paused.run_id
+
+
+def after(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, meanwhile: Callable[[], Any]
+) -> None:
+    """Run ``meanwhile`` once, right after the next start's ``module.name`` returned: the
+    moment a second process starting on the thread at once would act."""
+    original = getattr(module, name)
+    pending = [meanwhile]
+
+    def then(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        while pending:
+            pending.pop()()
+        return out
+
+    monkeypatch.setattr(module, name, then)
+
+
+def after_the_look(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], Any]) -> None:
+    """After the start looked at its thread and found it free."""
+    after(monkeypatch, _start, "_check_thread", meanwhile)
+
+
+def test_a_run_started_between_the_look_and_the_create_keeps_the_thread(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both starts found the thread free; the store decides in the insert: one run.
+    other = partial(run, gated, {"to": "bob"}, thread_id="chat", run_id="other", store=url)
+    after_the_look(monkeypatch, other)
+    with pytest.raises(ThreadBusyError) as caught:
+        run(gated, {"to": "eve"}, thread_id="chat", run_id="mine", store=url)
+    assert (caught.value.run_id, caught.value.status) == ("other", "interrupted")
+    assert [r.run_id for r in list_runs(thread_id="chat", store=url)] == ["other"]
+    assert executed["send"] == 0
+
+
+def test_a_waiting_start_waits_out_a_run_started_under_it(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run that got in first is short: a start that waits goes on after it, from
+    # the state it left.
+    first = partial(run, wf, {"until": 2}, thread_id="T", run_id="first", store=url)
+    after_the_look(monkeypatch, first)
+    second = run(wf, {"until": 3}, thread_id="T", run_id="second", store=url, on_thread_busy="wait")
+    assert second.state == {"n": 3, "until": 3}
+    assert (executed["first"], executed["second"]) == (2, 1)
+
+
+def test_a_thread_that_moved_on_under_a_start_is_read_again(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run started and ended after this start read the thread's state and before its
+    # create: that state is stale; the start is set up again from the new head.
+    run(wf, {"until": 1}, thread_id="T", store=url)
+    quick = partial(run, wf, {"until": 2}, thread_id="T", run_id="quick", store=url)
+    after(monkeypatch, _setup, "_thread_state", quick)
+    late = run(wf, {"until": 3}, thread_id="T", run_id="late", store=url)
+    assert late.state == {"n": 3, "until": 3}
+    assert executed["late"] == 1  # n=1, quick's n=2, then late's one step (not two)
+    assert [r.run_id for r in list_runs(thread_id="T", store=url)][:2] == ["late", "quick"]
 
 
 def test_unknown_policies_are_refused_before_anything_is_written(url: str) -> None:

@@ -131,9 +131,12 @@ def start_run(
     ref: str | None,
     storage: StorageConfig | None = None,
     queued: bool = False,
+    sole: bool = False,
 ) -> Ready:
     """Create a run of ``wf`` with its input checkpoint, leased to this process (or,
-    ``queued``, to nobody: the first worker to claim it leases it)."""
+    ``queued``, to nobody: the first worker to claim it leases it); ``sole``: only if no
+    other run of the thread is unfinished and the thread did not move meanwhile (the
+    store's ``create_run(sole=True)``)."""
     if input is not None and not isinstance(input, Mapping):
         raise ConfigurationError(
             f"run input must be a dict of state keys, not {type(input).__qualname__}"
@@ -168,7 +171,8 @@ def start_run(
     )
     info = run_row(wf, record, ref, now, storage)
     # A queued run is created unowned: the first worker to claim it leases it.
-    lease = store.create_run(info, record, owner=None if queued else leases.owner_id(), ttl=ttl)
+    owner = None if queued else leases.owner_id()
+    lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
     start = Checkpoint(header=record.header, state=state)
     chain = Chain(0, 0, record.header.size)
     return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))

@@ -10,7 +10,10 @@ it as the policy says.
 
 A new run on a thread starts from the thread's latest state at its entry step, so a
 second run beside an unfinished one could do that run's work (and effects) again: by
-default it is refused, naming the unfinished run.
+default it is refused, naming the unfinished run. The look before the create only makes
+the common case quick and the error early; the store decides (``create_run(sole=True)``,
+in the insert's transaction), so two starts on one free thread at the same moment
+create one run between them.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ second run beside it."""
 
 #: Seconds between looks at a busy thread (``on_thread_busy="wait"``).
 WAIT_POLL = 0.2
+
+#: Starts set up again when the thread moved on under them before giving up.
+MOVED_RETRIES = 20
 
 _UNFINISHED = tuple(s for s in RunStatus if not s.finished)
 
@@ -117,23 +123,33 @@ def _create_or_find(
     """A new run, created here; or the row of the run that holds ``start.run_id``."""
     check_given(run_id=start.run_id, thread_id=start.thread_id)
     _check_choices(start)
-    if start.run_id is not None:
-        info = _find(store, start.run_id)
-        if info is not None:
-            return info
-    _check_thread(store, start.thread_id or start.run_id, start)
-    try:
-        return start_run(
-            wf, store, input, thread_id=start.thread_id, run_id=start.run_id,
-            metadata=start.metadata, ttl=start.ttl, ref=start.ref, storage=start.storage,
-            queued=start.queued,
-        )  # fmt: skip
-    except ConflictError:
-        # Another process created the run between the look above and the create.
-        info = None if start.run_id is None else _find(store, start.run_id)
-        if info is None:
-            raise
-        return info
+    for _ in range(MOVED_RETRIES):
+        if start.run_id is not None:
+            info = _find(store, start.run_id)
+            if info is not None:
+                return info
+        _check_thread(store, start.thread_id or start.run_id, start)
+        try:
+            return start_run(
+                wf, store, input, thread_id=start.thread_id, run_id=start.run_id,
+                metadata=start.metadata, ttl=start.ttl, ref=start.ref, storage=start.storage,
+                queued=start.queued, sole=start.on_thread_busy != "allow",
+            )  # fmt: skip
+        except ThreadBusyError:
+            # A run started on the thread between the look above and the create (the
+            # store checks again inside its insert): refused, or waited out.
+            if start.on_thread_busy == "reject":
+                raise
+        except ConflictError:
+            # Another process created this run between the look above and the create;
+            # or the thread moved on meanwhile (a run started and ended): set up again.
+            info = None if start.run_id is None else _find(store, start.run_id)
+            if info is not None:
+                return info
+    raise ConflictError(
+        f"thread {start.thread_id or start.run_id} kept moving while a run was set up on it "
+        f"({MOVED_RETRIES} attempts): other runs start and end on it faster than this start"
+    )
 
 
 def _check_choices(start: Start) -> None:

@@ -17,11 +17,13 @@ from typing import Any, TypeGuard
 import orjson
 
 from savegame.errors import (
+    ConflictError,
     CorruptRecordError,
     EffectSettledError,
     LeaseHeldError,
     MissingBlobsError,
     SerializationError,
+    ThreadBusyError,
 )
 from savegame.model import (
     CheckpointHeader,
@@ -406,6 +408,25 @@ def size_order(size: RunSize) -> tuple[int, str]:
 
 # -- blob references and the fleet queue --------------------------------------------
 CLAIMABLE = ("queued", "running")
+
+#: A thread's runs that keep a new ``sole`` run off it (``create_run``).
+UNFINISHED = tuple(s.value for s in RunStatus if not s.finished)
+
+
+def check_sole(first: CheckpointRecord, busy: tuple[str, str] | None, newest: str | None) -> None:
+    """``create_run(sole=True)``'s rule, given what the store read inside its transaction:
+    ``busy`` (run id, status) of an unfinished run of the thread, ``newest`` the thread's
+    newest checkpoint id."""
+    thread = first.header.thread_id
+    if busy is not None:
+        raise ThreadBusyError(thread, busy[0], busy[1])
+    if newest != first.header.parent_id:
+        raise ConflictError(
+            f"thread {thread} moved on while run {first.run_id} was set up (its newest "
+            f"checkpoint is {newest}, not {first.header.parent_id}): start it again"
+        )
+
+
 """The run statuses ``claim_run`` takes: submitted and not started, or started by a worker that may be gone."""
 
 

@@ -163,6 +163,7 @@ class Store(Protocol):
         owner: str | None,
         ttl: float,
         blobs: Mapping[str, bytes] | None = None,
+        sole: bool = False,
     ) -> Lease:
         """Insert a run with its first checkpoint (and the blobs it brings) and a lease.
 
@@ -170,8 +171,15 @@ class Store(Protocol):
         creates the run unowned (token 1, no owner: queued for a worker fleet,
         claimable at once). The run's status is the first record's.
 
+        ``sole``: the run must be the only unfinished one of its thread and start from
+        the thread's newest checkpoint (the first record's parent), checked in the same
+        transaction as the insert, so of two processes starting runs on one thread at
+        once one creates its run and the other is refused, whatever their timing.
+
         Raises:
-            ConflictError: a run with that id exists.
+            ConflictError: a run with that id exists; ``sole``: the thread's newest
+                checkpoint is no longer the first record's parent (read it again).
+            ThreadBusyError: ``sole``, and another run of the thread is unfinished.
         """
         ...
 

@@ -104,6 +104,7 @@ class MemoryStore(MemoryStorage):
         owner: str | None,
         ttl: float,
         blobs: Mapping[str, bytes] | None = None,
+        sole: bool = False,
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
@@ -124,6 +125,8 @@ class MemoryStore(MemoryStorage):
                 raise ConflictError(f"run {run.run_id} exists already")
             if first.checkpoint_id in self._checkpoints:
                 raise ConflictError(f"checkpoint {first.checkpoint_id} exists already")
+            if sole:
+                self._check_sole(first)
             self._check_blobs(first, new_blobs)
             now = time.time()
             expires = None if owner is None else now + ttl
@@ -132,6 +135,15 @@ class MemoryStore(MemoryStorage):
             self._store_blobs(new_blobs)
             # Unowned: a lease nobody holds, expired from the start.
             return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
+
+    def _check_sole(self, first: CheckpointRecord) -> None:
+        mine = [r for r in self._runs.values() if r.info.thread_id == first.header.thread_id]
+        unfinished = [r.info for r in mine if not r.info.status.finished]
+        busy = max(unfinished, key=lambda info: (info.created_at, info.run_id), default=None)
+        newest = max((r.checkpoint_ids[-1] for r in mine if r.checkpoint_ids), default=None)
+        _common.check_sole(
+            first, None if busy is None else (busy.run_id, busy.status.value), newest
+        )
 
     def get_run(self, run_id: str) -> RunInfo:
         with self._lock:

@@ -94,11 +94,13 @@ def make_run(
     workflow: str = "contract",
     metadata: Mapping[str, Any] | None = None,
     state: dict[str, Any] | None = None,
+    parent_id: str | None = None,
 ) -> tuple[RunInfo, CheckpointRecord]:
-    """A new run and its input checkpoint (step 0), ready for ``Store.create_run``."""
+    """A new run and its input checkpoint (step 0, parented on ``parent_id``: the
+    thread's checkpoint it starts from), ready for ``Store.create_run``."""
     thread_id = thread_id or new_id()
     run_id = run_id or new_id()
-    first = make_record(thread_id, run_id, state=state)
+    first = make_record(thread_id, run_id, state=state, parent_id=parent_id)
     now = utcnow()
     run = RunInfo(
         run_id=run_id,

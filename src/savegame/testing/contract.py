@@ -16,7 +16,8 @@ part of a journal by request-id prefix in :mod:`savegame.testing._prefix_contrac
 storage-engine tests (chains, blobs, pruning, rewrite, sizes) in
 :mod:`savegame.testing._engine_contract`, the worker-fleet tests (unowned runs,
 ``claim_run``, blob references) in :mod:`savegame.testing._fleet_contract`, the
-waiting-run tests (wake times, events) in :mod:`savegame.testing._waits_contract`; all
+waiting-run tests (wake times, events) in :mod:`savegame.testing._waits_contract`, a
+thread's sole run in :mod:`savegame.testing._threads_contract`; all
 come with :class:`StoreContract` by inheritance. Tests that need a
 second handle on the same data call :meth:`StoreContract.reopen`; override it
 when ``open_store(store.url)`` cannot reach the data (a URL without secrets).
@@ -42,6 +43,7 @@ from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
 from savegame.testing._journal_contract import JournalContract
 from savegame.testing._prefix_contract import PrefixContract
+from savegame.testing._threads_contract import ThreadsContract
 from savegame.testing._waits_contract import WaitsContract
 from savegame.testing.builders import (
     OTHER_OWNER,
@@ -56,9 +58,11 @@ from savegame.testing.together import together
 __all__ = ["StoreContract"]
 
 
-class StoreContract(JournalContract, PrefixContract, EngineContract, FleetContract, WaitsContract):
-    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet
-    and waiting-run tests inherited)."""
+class StoreContract(
+    JournalContract, PrefixContract, EngineContract, FleetContract, WaitsContract, ThreadsContract
+):
+    """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet,
+    waiting-run and thread tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:

@@ -242,6 +242,13 @@ class Statements:
         self.fence = f"SELECT lease_token FROM runs WHERE run_id = {p}{d.lock}"
         self.cancel = f"UPDATE runs SET cancel_requested = {d.true} WHERE run_id = {p}"
         self.run_exists = f"SELECT 1 FROM runs WHERE run_id = {p}"
+        # create_run(sole=True): what keeps a new run off its thread (runs_by_thread),
+        # but the run itself (its create then finds it taken: a ConflictError).
+        unfinished = ", ".join(f"'{s}'" for s in _common.UNFINISHED)
+        self.thread_busy = (
+            f"SELECT run_id, status FROM runs WHERE thread_id = {p} AND run_id <> {p}"
+            f" AND status IN ({unfinished}) ORDER BY created_at DESC, run_id DESC LIMIT 1"
+        )
 
     def _leases(self, d: Dialect, p: str) -> None:
         """The row (acquire, renew), a take (acquire, claim), a renewal, a release."""
@@ -273,6 +280,7 @@ class Statements:
             f"SELECT {RECORD_COLS} FROM checkpoints WHERE thread_id = {p}"
             " ORDER BY checkpoint_id DESC LIMIT 1"
         )
+        self.thread_newest = f"SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = {p}"
         self.checkpoint_exists = f"SELECT 1 FROM checkpoints WHERE checkpoint_id = {p}"
         self.insert_checkpoint = f"INSERT INTO checkpoints ({RECORD_COLS}) VALUES " + _values(
             *[p] * 8, d.json, d.json, *[p] * 6, d.array, p, p

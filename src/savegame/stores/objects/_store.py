@@ -206,12 +206,15 @@ class ObjectStorageStore(Delegated):
         owner: str | None,
         ttl: float,
         blobs: Mapping[str, bytes] | None = None,
+        sole: bool = False,
     ) -> Lease:
         uploads: list[tuple[str, bytes]] = []
         stored = self._stash_record(first, uploads)
         stored_blobs = self._stash_blobs(blobs, uploads)
         self._bucket.put_many(uploads)
-        return self._inner.create_run(run, stored, owner=owner, ttl=ttl, blobs=stored_blobs)
+        return self._inner.create_run(
+            run, stored, owner=owner, ttl=ttl, blobs=stored_blobs, sole=sole
+        )
 
     def put_checkpoint(
         self,

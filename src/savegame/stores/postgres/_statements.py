@@ -24,6 +24,10 @@ NOW = PG_NOW
 # Unowned (owner None): NULL + ttl leaves no expiry, so the run is claimable at once.
 INSERT_RUN = f"{SQL.insert_run} ON CONFLICT (run_id) DO NOTHING RETURNING lease_expires_at, {NOW}"
 
+# A thread's lock for create_run(sole=True): the two-key form, a key space apart from the
+# one-key lock of the schema's migrations.
+LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
+
 INSERT_CHECKPOINT = f"{SQL.insert_checkpoint} ON CONFLICT (checkpoint_id) DO NOTHING"
 
 # The fenced UPDATE takes the row lock the fence would and checks the token in the

@@ -41,6 +41,7 @@ from savegame.stores.postgres._statements import (
     DELETE_UNREFERENCED,
     INSERT_CHECKPOINT,
     INSERT_RUN,
+    LOCK_THREAD,
     MOVE_HEAD,
     MOVE_HEAD_FENCED,
     RENEW_LEASE,
@@ -221,6 +222,7 @@ class PostgresStore(SqlStore):
         owner: str | None,
         ttl: float,
         blobs: Mapping[str, bytes] | None = None,
+        sole: bool = False,
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
@@ -228,6 +230,13 @@ class PostgresStore(SqlStore):
         params = checkpoint_values(SQL.dialect, first)
         new_blobs = _common.check_blobs(blobs)
         with self._tx() as conn:
+            if sole:
+                # Read committed sees another start's run only once it committed: the
+                # thread's lock (held to this commit) makes two sole starts take turns.
+                conn.execute(LOCK_THREAD, (self._schema, run.thread_id))
+                busy = conn.execute(SQL.thread_busy, (run.thread_id, run.run_id)).fetchone()
+                [newest] = conn.execute(SQL.thread_newest, (run.thread_id,)).fetchall()
+                _common.check_sole(first, busy, newest[0])
             row = conn.execute(INSERT_RUN, values).fetchone()
             if row is None:
                 raise ConflictError(f"run {run.run_id} exists already")

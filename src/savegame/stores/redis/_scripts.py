@@ -160,7 +160,10 @@ end
 
 # ARGV: P, run_id, thread, status, created, updated, owner, ttl_micros ('' for an unowned
 # run: token 1, no owner, no expiry), n, n*(field, value), then the first checkpoint
-# (9 values, see put_cp), n_blobs, n_blobs*(digest, bytes).
+# (9 values, see put_cp), n_blobs, n_blobs*(digest, bytes), then sole ('1' or ''), the
+# first checkpoint's parent ('' for none) and a JSON array of the unfinished statuses.
+# Reply: {'conflict', what}, {'busy', run_id, status}, {'moved', newest}, {'missing', ...}
+# or {'ok', expires}.
 CREATE_RUN = r"""
 local run_id, thread, status = ARGV[2], ARGV[3], ARGV[4]
 local rk = key('run', run_id)
@@ -168,6 +171,18 @@ if redis.call('EXISTS', rk) == 1 then return {'conflict', 'run'} end
 local n = tonumber(ARGV[9])
 local c = 10 + 2 * n
 if redis.call('EXISTS', key('cp', ARGV[c])) == 1 then return {'conflict', 'checkpoint'} end
+local s = c + 10 + 2 * tonumber(ARGV[c + 9])
+if ARGV[s] == '1' then
+  -- The thread's only unfinished run, from its newest checkpoint (create_run(sole=True)).
+  local unfinished = {}
+  for _, st in ipairs(cjson.decode(ARGV[s + 2])) do unfinished[st] = true end
+  for _, other in ipairs(redis.call('ZREVRANGE', key('truns', thread), 0, -1)) do
+    local st = redis.call('HGET', key('run', other), 'status')
+    if st and unfinished[st] then return {'busy', other, st} end
+  end
+  local newest = redis.call('ZREVRANGEBYLEX', key('tcps', thread), '+', '-', 'LIMIT', 0, 1)[1]
+  if (newest or '') ~= ARGV[s + 1] then return {'moved', newest or ''} end
+end
 local missing = put_blobs(c + 8, c + 9)
 if #missing > 0 then return {'missing', unpack(missing)} end
 -- Unowned: the reply's expiry is now, a lease nobody holds, expired from the start.

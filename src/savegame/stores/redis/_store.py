@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import orjson
 import redis
 
 from savegame.errors import (
@@ -95,6 +96,9 @@ def durability(client: redis.Redis) -> tuple[bool, str | None]:
 
 def _micros(seconds: float) -> str:
     return str(round(seconds * 1_000_000))
+
+
+_UNFINISHED = orjson.dumps(list(_common.UNFINISHED))
 
 
 def _blob_args(blobs: Mapping[str, bytes] | None) -> list[str | bytes | int]:
@@ -208,6 +212,7 @@ class RedisStore(RedisJournal, RedisStorage):
         owner: str | None,
         ttl: float,
         blobs: Mapping[str, bytes] | None = None,
+        sole: bool = False,
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
@@ -217,11 +222,16 @@ class RedisStore(RedisJournal, RedisStorage):
             "create_run", run.run_id, run.thread_id, fields["status"], fields["created_at"],
             fields["updated_at"], owner or "", "" if owner is None else _micros(ttl), len(fields),
             *flat, *rows.checkpoint_args(first), *_blob_args(blobs),
+            "1" if sole else "", first.header.parent_id or "", _UNFINISHED,
         )  # fmt: skip
         if reply[0] == b"conflict":
             if reply[1] == b"run":
                 raise ConflictError(f"run {run.run_id} exists already")
             raise ConflictError(f"checkpoint {first.checkpoint_id} exists already")
+        if reply[0] == b"busy":
+            _common.check_sole(first, (reply[1].decode(), reply[2].decode()), None)
+        if reply[0] == b"moved":
+            _common.check_sole(first, None, reply[1].decode() or None)
         _check_missing(reply, first.checkpoint_id)
         return Lease(run.run_id, owner or "", 1, rows.expires_at(reply[1]))
 

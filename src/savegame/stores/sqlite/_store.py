@@ -221,6 +221,7 @@ class SqliteStore(SqlStore):
         owner: str | None,
         ttl: float,
         blobs: Mapping[str, bytes] | None = None,
+        sole: bool = False,
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
@@ -228,6 +229,12 @@ class SqliteStore(SqlStore):
         with self._tx() as conn:
             if conn.execute(SQL.run_exists, (run.run_id,)).fetchone():
                 raise ConflictError(f"run {run.run_id} exists already")
+            if sole:
+                # Under BEGIN IMMEDIATE: no other process writes between these reads and
+                # the insert.
+                busy = conn.execute(SQL.thread_busy, (run.thread_id, run.run_id)).fetchone()
+                [newest] = conn.execute(SQL.thread_newest, (run.thread_id,)).fetchall()
+                _common.check_sole(first, busy, newest[0])
             now = time.time()
             expires = None if owner is None else now + ttl
             conn.execute(SQL.insert_run, run_values(run, first.header, owner, expires))
