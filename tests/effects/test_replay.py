@@ -26,6 +26,7 @@ from savegame import (
     tool,
 )
 from savegame.effects import REPLAY_KEY, REUSED, Origin, Replay
+from savegame.effects._replay import position_of, scopes
 from savegame.model import EffectKind, EffectRecord, EffectStatus
 
 paid: list[tuple[int, str]] = []
@@ -124,12 +125,12 @@ def test_only_settled_calls_after_the_fork_point_are_offered() -> None:
         ],
         [],
     )
-    assert replay.recorded(2, 0, "s") is None
-    assert replay.recorded(3, 0, "s") is not None
-    assert replay.recorded(3, 0, "other step") is None
-    assert replay.recorded(3, 1, "s") is None
+    assert replay.recorded("2:0", "s") is None
+    assert replay.recorded("3:0", "s") is not None
+    assert replay.recorded("3:0", "other step") is None
+    assert replay.recorded("3:1", "s") is None
     replay.executed({})
-    assert replay.recorded(3, 0, "s") is None  # diverged: never used again
+    assert replay.recorded("3:0", "s") is None  # diverged: never used again
 
 
 def test_an_executed_entry_of_the_fork_means_it_has_diverged() -> None:
@@ -138,3 +139,26 @@ def test_an_executed_entry_of_the_fork_means_it_has_diverged() -> None:
     assert Replay.of(origin, [_entry("origin:1:0", 1)], [own]).diverged
     assert not Replay.of(origin, [_entry("origin:1:0", 1)], []).diverged
     assert Replay.of(Origin("origin", "cp", 0, "redo"), [], []).diverged
+
+
+@pytest.mark.parametrize(
+    ("request_id", "position", "inside"),
+    [
+        ("origin:3:0", "3:0", []),
+        ("origin:3:0:approval", "3:0:approval", []),
+        ("origin:3:0:b2:1", "3:0:b2:1", ["3:0:b2"]),
+        ("origin:3:0:b2:1:approval", "3:0:b2:1:approval", ["3:0:b2"]),
+        ("origin:3:0:b2:1:b0:4", "3:0:b2:1:b0:4", ["3:0:b2", "3:0:b2:1:b0"]),
+        ("origin:3:2:attempt:1", None, []),  # a retry's attempt
+        ("origin:3:0:b:1", None, []),
+        ("origin:3:0:b2", None, []),  # a branch is no call
+        ("origin:x:0", None, []),
+        ("other:3:0", None, []),
+        ("origin:3:0\n", None, []),
+    ],
+)
+def test_a_calls_position_and_the_branches_it_lies_in(
+    request_id: str, position: str | None, inside: list[str]
+) -> None:
+    assert position_of(request_id, "origin") == position
+    assert scopes(position or "") == inside

@@ -16,6 +16,8 @@ from savegame import (
     StepError,
     Store,
     Workflow,
+    fork,
+    history,
     list_effects,
     resume,
     run,
@@ -149,3 +151,120 @@ def test_concurrency_must_be_a_whole_number(store: Store) -> None:
 
     with pytest.raises(ConfigurationError, match="concurrency"):
         run(wf, {}, store=store)
+
+
+# -- a fork through a gather -----------------------------------------------------------
+PLANNED = Workflow("planned")
+
+
+@PLANNED.step(entry=True)
+async def plan(state: State, ctx: StepContext) -> tuple[State, str]:
+    return {"keys": state["keys"]}, "fan"
+
+
+@PLANNED.step()
+async def fan(state: State, ctx: StepContext) -> tuple[State, str]:
+    got = await ctx.map(_two_calls, state["keys"])
+    after = await ctx.acall(write, "after")
+    return {"got": got, "after": after}, END
+
+
+def _first(store: Store, run_id: str) -> str:
+    """The checkpoint after ``plan``: a fork from it runs ``fan`` again."""
+    [cp] = [h for h in history(run_id, store=store) if h.node == "plan"]
+    return cp.checkpoint_id
+
+
+def _replay_marks(store: Store, run_id: str) -> dict[str, str]:
+    return {
+        e.request_id[len(run_id) + 1 :]: e.metadata["replay"]
+        for e in list_effects(run_id, store=store)
+        if "replay" in e.metadata
+    }
+
+
+def test_a_fork_reuses_every_branch_call_while_the_branches_are_the_same(store: Store) -> None:
+    origin = run(PLANNED, {"keys": ["a", "b", "c"]}, store=store)
+    calls.clear()
+    forked = fork(_first(store, origin.run_id), store=store, workflow=PLANNED)
+    assert forked.result is not None and forked.result.state == origin.state
+    assert calls == []  # no write of the origin is made again
+    marks = _replay_marks(store, forked.run_id)
+    assert set(marks.values()) == {"reused"} and len(marks) == 7
+
+
+def test_a_branch_that_differs_executes_alone_and_the_fork_diverges_after_the_gather(
+    store: Store,
+) -> None:
+    origin = run(PLANNED, {"keys": ["a", "b", "c"]}, store=store)
+    calls.clear()
+    # Branch 1 reads "B" where the origin read "b": it makes its calls; 0 and 2 reuse.
+    forked = fork(
+        _first(store, origin.run_id), update={"keys": ["a", "B", "c"]}, store=store,
+        workflow=PLANNED,
+    )  # fmt: skip
+    assert forked.result is not None
+    assert forked.result.state["got"] == [["A", "wrote a"], ["B", "wrote B"], ["C", "wrote c"]]
+    assert sorted(calls) == ["B", "write B", "write after"]
+    marks = _replay_marks(store, forked.run_id)
+    assert marks == {
+        "2:0:b0:0": "reused", "2:0:b0:1": "reused",
+        "2:0:b1:0": "executed", "2:0:b1:1": "executed",
+        "2:0:b2:0": "reused", "2:0:b2:1": "reused",
+        "2:1": "executed",  # after a branch diverged, the step goes on for real
+    }  # fmt: skip
+
+
+def test_a_fork_with_fewer_branches_diverges_after_the_gather(store: Store) -> None:
+    origin = run(PLANNED, {"keys": ["a", "b", "c"]}, store=store)
+    calls.clear()
+    fork(
+        _first(store, origin.run_id), update={"keys": ["a", "b"]}, store=store,
+        workflow=PLANNED,
+    )  # fmt: skip
+    # What the origin did after its gather depended on a third branch this fork lacks.
+    assert calls == ["write after"]
+
+
+stop = {"in_branch": ""}
+
+
+async def _stopping(ctx: StepContext, key: str) -> list[str]:
+    first = await ctx.acall(lookup, key, 0.0)
+    if key == stop["in_branch"]:
+        raise RuntimeError(f"stopped in branch {key}")
+    return [first, await ctx.acall(write, key)]
+
+
+ONE_BY_ONE = Workflow("one-by-one")
+
+
+@ONE_BY_ONE.step(entry=True)
+async def ready(state: State, ctx: StepContext) -> tuple[State, str]:
+    return {"keys": state["keys"]}, "each"
+
+
+@ONE_BY_ONE.step()
+async def each(state: State, ctx: StepContext) -> tuple[State, str]:
+    return {"got": await ctx.map(_stopping, state["keys"], concurrency=1)}, END
+
+
+def test_a_fork_that_stopped_mid_gather_goes_on_reusing_the_other_branches(
+    store: Store,
+) -> None:
+    origin = run(ONE_BY_ONE, {"keys": ["a", "b"]}, store=store)
+    [start] = [h for h in history(origin.run_id, store=store) if h.node == "ready"]
+    calls.clear()
+    # Branch 0 differs (it executes); branch 1 reads (reused), then its step fails
+    # before its write.
+    stop["in_branch"] = "b"
+    with pytest.raises(StepError, match="stopped in branch b"):
+        fork(start.checkpoint_id, update={"keys": ["A", "b"]}, store=store, workflow=ONE_BY_ONE)
+    assert calls == ["A", "write A"]
+    stop["in_branch"] = ""
+    [failed] = [r for r in store.list_runs() if r.status is RunStatus.FAILED]
+    done = resume(failed.run_id, store=store, workflow=ONE_BY_ONE)
+    # Branch 1's write is the origin's, at the same place in the same branch: reused,
+    # as it would have been had the fork not stopped. Never written twice.
+    assert done.state["got"] == [["A", "wrote A"], ["B", "wrote b"]]
+    assert calls == ["A", "write A"]

@@ -117,6 +117,16 @@ class Calls:
         if self.replay is not None:
             self.replay.step_done(self.step, self.node, self._index)
 
+    @property
+    def made(self) -> int:
+        """How many calls this execution has numbered so far."""
+        return self._index
+
+    def position(self, request_id: str) -> str:
+        """A call's place in its run (``5:2``, in a gather ``5:2:b1:0``): what a fork
+        compares with its origin's call at the same place."""
+        return request_id[len(self.run_id) + 1 :]
+
     def _next_id(self) -> tuple[int, str]:
         index = self._index
         self._index += 1
@@ -185,12 +195,12 @@ class Calls:
         existing = self.journal.get(request_id)
         decision = self.journal.get(f"{request_id}:approval")
         if self.replay is not None and existing is None and decision is None:
-            at = (self.step, index, self.node)
+            at = (self.position(request_id), self.node)
             existing, decision = self.replay.reuse(
                 self.journal, tool, at, request_id, arguments, encoded
             )
             if existing is None:
-                meta = self.replay.executed(meta)
+                meta = self.replay.executed(meta, at[0])
         self._check_recorded(tool, arguments, encoded, existing, decision)
 
         # A decision on record stands, whatever the predicate says now: a rejection too.
@@ -422,10 +432,10 @@ class Calls:
         existing = self.journal.get(request_id)
         meta: dict[str, Any] = {}
         if self.replay is not None and existing is None:
-            at = (self.step, index, self.node)
+            at = (self.position(request_id), self.node)
             existing = self.replay.reuse_llm(self.journal, call, asked, at, request_id)
             if existing is None:
-                meta = self.replay.executed(meta)
+                meta = self.replay.executed(meta, at[0])
         for recorded in (self.journal.get(f"{request_id}:approval"), existing):
             if recorded is not None and not call.matches(recorded, asked):
                 raise NonDeterminismError(

@@ -13,12 +13,20 @@ Divergence survives a crash: an executed call of the fork is journaled with its
 marker (a write's intent before it happens, a model response at once, a read with
 the next checkpoint or the next commit), so a resumed fork finds it and does not go
 back to reusing. The markers are entry metadata, covered by the entry's check.
+
+A gather's branches (``ctx.gather``, ``ctx.map``) run concurrently, so divergence is
+kept per branch: a call inside branch ``k`` is compared with the origin's call at the
+same position inside the same branch (``<step>:<index>:b<k>:<n>``), and a branch that
+diverges stops reusing only its own calls; the other branches go on reusing theirs
+whatever order they run in. Once the gather is over, the fork has diverged if any
+branch did (or made fewer calls, or fewer branches, than the origin's).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -43,6 +51,10 @@ REPLAY_KEY = "replay"
 REUSED, EXECUTED = "reused", "executed"
 
 _REPLAYED = (EffectKind.READ, EffectKind.WRITE, EffectKind.LLM, EffectKind.APPROVAL)
+
+#: A call's place in its run: ``<step>:<index>``, inside gathers ``:b<branch>:<n>`` (as
+#: deep as they nest), an approval ``:approval``; a retry's attempt is none.
+_POSITION = re.compile(r"\d+:\d+(?::b\d+:\d+)*(?::approval)?")
 
 
 def digest(data: bytes) -> str:
@@ -94,23 +106,40 @@ class Origin:
         return cls(run, cp, step, "redo" if mode == "redo" else "replay")
 
 
+def position_of(request_id: str, run_id: str) -> str | None:
+    """A call's position (``5:2``, ``5:2:b1:0``, ``5:2:approval``) from its request id in
+    run ``run_id``; None for other entries (an attempt, a compensation, an event)."""
+    prefix = run_id + ":"
+    if not request_id.startswith(prefix):
+        return None
+    position = request_id[len(prefix) :]
+    return position if _POSITION.fullmatch(position) else None
+
+
+def scopes(position: str) -> list[str]:
+    """The gather branches a position lies in, outermost first: ``5:2:b1:3`` ->
+    ``["5:2:b1"]``; none for a call of the step itself."""
+    parts = position.removesuffix(":approval").split(":")
+    return [":".join(parts[: i + 1]) for i in range(2, len(parts) - 1, 2)]
+
+
 def _position(entry: EffectRecord, origin_run: str) -> str | None:
-    """``step:index`` (``:approval``) of a call entry of ``origin_run``; None for others
-    (a retry's attempt, a compensation)."""
-    prefix = origin_run + ":"
-    if entry.kind not in _REPLAYED or not entry.request_id.startswith(prefix):
+    """The position of a call entry of ``origin_run``; None for others."""
+    if entry.kind not in _REPLAYED:
         return None
-    position = entry.request_id[len(prefix) :]
-    parts = position.split(":")
-    if len(parts) == 3 and parts[2] != "approval":
-        return None
-    return position if len(parts) in (2, 3) else None
+    return position_of(entry.request_id, origin_run)
 
 
 class Replay:
     """One execution's view of a fork's origin: the recorded calls it may reuse."""
 
-    def __init__(self, origin: Origin, recorded: Iterable[EffectRecord], diverged: bool) -> None:
+    def __init__(
+        self,
+        origin: Origin,
+        recorded: Iterable[EffectRecord],
+        diverged: bool,
+        branches: Iterable[str] = (),
+    ) -> None:
         self.origin = origin
         self._at: dict[str, EffectRecord] = {}
         self._models: list[EffectRecord] = []
@@ -122,30 +151,51 @@ class Replay:
                 self._models.append(entry)
         self._parts: dict[str, Any] | None = None
         self.diverged = diverged or origin.mode == "redo"
+        self._branches = set(branches)
+        """The gather branches (``5:2:b1``) that diverged while the fork had not."""
 
     @classmethod
     def of(
-        cls, origin: Origin, recorded: Iterable[EffectRecord], own: Iterable[EffectRecord]
+        cls,
+        origin: Origin,
+        recorded: Iterable[EffectRecord],
+        own: Iterable[EffectRecord],
+        resumed_at: int = 0,
     ) -> Replay:
-        """``recorded``: the origin's journal, opened; ``own``: the fork's, opened."""
-        diverged = any(e.metadata.get(REPLAY_KEY) == EXECUTED for e in own)
-        return cls(origin, recorded if origin.mode == "replay" else (), diverged)
+        """``recorded``: the origin's journal, opened; ``own``: the fork's, opened;
+        ``resumed_at``: the step of the checkpoint this execution starts from.
 
-    def recorded(
-        self, step: int, index: int, node: str, approval: bool = False
-    ) -> EffectRecord | None:
+        An executed call inside a gather of a step after ``resumed_at`` (the step runs
+        again) marks only its branch; its gather ends again in this execution and says
+        whether the fork diverged there. One in an earlier step: its gather ended."""
+        diverged, branches = False, set()
+        for entry in own:
+            if entry.metadata.get(REPLAY_KEY) != EXECUTED:
+                continue
+            inside = scopes(position_of(entry.request_id, entry.run_id) or "")
+            if inside and entry.step > resumed_at:
+                branches.add(inside[-1])
+            else:
+                diverged = True
+        return cls(origin, recorded if origin.mode == "replay" else (), diverged, branches)
+
+    def _blocked(self, position: str) -> bool:
+        """Whether the call at ``position`` executes for real: the fork, or a branch it
+        lies in, has diverged."""
+        return self.diverged or any(s in self._branches for s in scopes(position))
+
+    def recorded(self, position: str, node: str, approval: bool = False) -> EffectRecord | None:
         """The origin's settled entry at this position, while the fork has not diverged."""
-        if self.diverged:
+        if self._blocked(position):
             return None
-        entry = self._at.get(f"{step}:{index}" + (":approval" if approval else ""))
+        entry = self._at.get(position + (":approval" if approval else ""))
         if entry is None or entry.node != node or entry.status is not EffectStatus.DONE:
             return None
         return entry
 
     def _refuse_in_doubt(
         self,
-        step: int,
-        index: int,
+        position: str,
         node: str,
         tool: Tool,
         arguments: dict[str, Any],
@@ -155,9 +205,9 @@ class Replay:
         mid-call, or still running): calling it again from the fork could do it twice,
         so the fork stops for a person, who settles the origin's entry (the fork then
         reuses what they record) or forks with ``mode="redo"``."""
-        if self.diverged:
+        if self._blocked(position):
             return
-        entry = self._at.get(f"{step}:{index}")
+        entry = self._at.get(position)
         if (
             entry is not None
             and entry.node == node
@@ -184,19 +234,19 @@ class Replay:
         self,
         journal: Journal,
         tool: Tool,
-        at: tuple[int, int, str],
+        at: tuple[str, str],
         request_id: str,
         arguments: dict[str, Any],
         encoded: bytes,
     ) -> tuple[EffectRecord | None, EffectRecord | None]:
-        """The origin's call at ``at`` (step, index, step name) and its approval, copied
+        """The origin's call at ``at`` (position, step name) and its approval, copied
         into the fork's journal when it is this call: (call, approval), (None, approval)
         when only the approval stands, (None, None) where the fork diverges.
 
         An approval is reused only for the arguments it approved: any other call, or a
         call the origin made without one that now needs one, is asked again."""
-        step, index, node = at
-        gate = self.recorded(step, index, node, approval=True)
+        position, node = at
+        gate = self.recorded(position, node, approval=True)
         approved = None
         if gate is not None or tool.needs_approval(arguments):
             if gate is None or not same_call(gate, tool.name, encoded):
@@ -206,9 +256,9 @@ class Replay:
             edit = verdict.get("edit") if isinstance(verdict, dict) else None
             if edit is not None:
                 encoded = encode_value(tool.bind((), edit), f"approval.edit.{tool.name}")
-        call = self.recorded(step, index, node)
+        call = self.recorded(position, node)
         if call is None:
-            self._refuse_in_doubt(step, index, node, tool, arguments, encoded)
+            self._refuse_in_doubt(position, node, tool, arguments, encoded)
         # A done entry with an error kept no result (it was not pure data): not reused.
         if call is None or not same_call(call, tool.name, encoded) or call.error is not None:
             return None, approved
@@ -219,10 +269,11 @@ class Replay:
         journal: Journal,
         call: ModelCall,
         asked: str,
-        at: tuple[int, int, str],
+        at: tuple[str, str],
         request_id: str,
     ) -> EffectRecord | None:
-        """The origin's response at ``at``, copied, when it answered this request."""
+        """The origin's response at ``at`` (position, step name), copied, when it
+        answered this request."""
         found = self.recorded(*at)
         if found is None or not call.matches(found, asked):
             return None
@@ -243,13 +294,44 @@ class Replay:
             return
         for position, entry in self._at.items():
             at_step, index = position.split(":")[:2]
-            if int(at_step) == step and int(index) >= made and entry.node == node:
+            if (
+                int(at_step) == step and int(index) >= made and entry.node == node
+                and not scopes(position)
+            ):  # fmt: skip
                 self.diverged = True
                 return
 
-    def executed(self, meta: Mapping[str, Any]) -> dict[str, Any]:
-        """``meta`` marked executed; from here on the fork has diverged."""
-        self.diverged = True
+    def gather_done(self, base: str, node: str, made: Sequence[int]) -> None:
+        """After the gather at position ``base`` whose branch ``k`` made ``made[k]``
+        calls: where a branch diverged, or the origin's made more calls (or had more
+        branches), what came after the gather in the origin depended on calls this fork
+        did not make the same: it diverges there (or its own branch does, when nested)."""
+        if self._blocked(base):
+            return
+        mine = {f"{base}:b{k}": n for k, n in enumerate(made)}
+        split = bool(mine.keys() & self._branches)
+        for position, entry in self._at.items():
+            if split:
+                break
+            branch = next((s for s in scopes(position) if s.rsplit(":b", 1)[0] == base), None)
+            if branch is None or entry.node != node:
+                continue
+            index = int(position[len(branch) + 1 :].split(":")[0])
+            split = branch not in mine or index >= mine[branch]
+        if split:
+            self._diverge(base)
+
+    def _diverge(self, position: str) -> None:
+        inside = scopes(position)
+        if inside:
+            self._branches.add(inside[-1])
+        else:
+            self.diverged = True
+
+    def executed(self, meta: Mapping[str, Any], position: str = "") -> dict[str, Any]:
+        """``meta`` marked executed; from here on the fork (or the gather branch
+        ``position`` lies in) has diverged."""
+        self._diverge(position)
         return {**meta, REPLAY_KEY: EXECUTED}
 
 
@@ -263,5 +345,7 @@ __all__ = [
     "Origin",
     "Replay",
     "digest",
+    "position_of",
     "same_call",
+    "scopes",
 ]

@@ -10,8 +10,9 @@ write's intent before it, its result after, a model's response at once; a crash 
 re-executes the step, its finished calls replayed, only the unfinished ones called again.
 
 All branches run to their end even when one raises (no call is left half done behind the
-step's back); then the first error, in branch order, is raised. A fork does not reuse a
-gather's calls from its origin: it diverges there, and the calls are made again.
+step's back); then the first error, in branch order, is raised. A fork reuses each
+branch's calls from its origin while that branch makes the same calls
+(:mod:`savegame.effects._replay`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ class _Raised:
 
 
 def branch_calls(calls: Calls, base: str, k: int) -> Calls:
-    """The calls of branch ``k`` of the gather at request id ``base``: their own numbering."""
+    """The calls of branch ``k`` of the gather at request id ``base``: their own numbering;
+    in a fork, each compared with the origin's call at the same place in the same branch."""
     prefix = f"{base}:b{k}"
     return Calls(
         calls.journal,
@@ -42,6 +44,7 @@ def branch_calls(calls: Calls, base: str, k: int) -> Calls:
         step=calls.step,
         node=calls.node,
         cancelled=calls._cancelled,
+        replay=calls.replay,
         request_ids=lambda n: f"{prefix}:{n}",
     )
 

@@ -336,16 +336,19 @@ class StepContext:
         branches finish in, and each is journaled as in a step (a crash mid-way re-runs
         only the calls that had not finished). Every branch runs to its end even if one
         raises; then the first error, in branch order, is raised. ``concurrency``: at
-        most that many at once. For an async step; a fork makes a gather's calls again.
+        most that many at once. For an async step; a fork reuses a branch's calls from
+        its origin while the branch makes the same calls.
         """
         calls = self._calls()
-        if calls.replay is not None:
-            calls.replay.executed({})  # a fork diverges here: the branches are not reused
         _, base = calls._next_id()
-        contexts = [self._branch(branch_calls(calls, base, k)) for k in range(len(branches))]
+        numbered = [branch_calls(calls, base, k) for k in range(len(branches))]
+        contexts = [self._branch(c) for c in numbered]
         try:
             return await run_branches(contexts, branches, concurrency)
         finally:
+            if calls.replay is not None:
+                made = [c.made for c in numbered]
+                calls.replay.gather_done(calls.position(base), calls.node, made)
             for branch in contexts:
                 self._usage = self._usage + branch._usage
                 self._metadata.update(branch._metadata)

@@ -205,7 +205,7 @@ class _Loop:
         assert origin is not None
         recorded = self.ex.store.list_effects(origin.run_id, limit=ALL_EFFECTS)
         opened = [open_entry(e, self.ex.storage) for e in recorded]
-        return Replay.of(origin, opened, self.journal.entries())
+        return Replay.of(origin, opened, self.journal.entries(), resumed_at=self.step)
 
     async def _attempts(self, name: str) -> tuple[Mapping[str, Any], str, StepContext, bool]:
         """Run step ``name`` once, or as often as its ``retries`` allow (stamina's waits).
