@@ -23,6 +23,7 @@ from langgraph.graph.message import add_messages
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
 from savegame.errors import SavegameError, SerializationError
+from savegame.integrations.langgraph import _lines as lines_module
 from savegame.langgraph import SavegameSaver
 from savegame.stores import open_store
 
@@ -217,3 +218,29 @@ def test_a_long_pending_write_is_stored_compressed_and_read_back_by_every_reader
         assert rows["small"] == b"1"
         assert (rows["messages"][:4] == b"\x28\xb5\x2f\xfd") is compressed
         assert (len(rows["messages"]) < len(MESSAGE) // 4) is compressed
+
+
+def test_a_saver_serving_many_threads_keeps_a_bounded_number_in_memory(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A service talks to many conversations: the lines (each with its encoder) this
+    # process keeps stay bounded; a thread that was let go goes on as if kept.
+    monkeypatch.setattr(lines_module, "MAX_LINES", 3)
+    saver = SavegameSaver(sqlite_url)
+    graph = talk(2).compile(checkpointer=saver)
+    for n in range(6):
+        graph.invoke(
+            {"messages": [HumanMessage(content="go")]}, {"configurable": {"thread_id": f"t{n}"}}
+        )
+    kept = saver._lines._lines
+    assert [key[0] for key in kept] == ["t3", "t4", "t5"]
+    # t0 was let go: it continues from its stored state, its history one chain.
+    config = {"configurable": {"thread_id": "t0"}}
+    out = graph.invoke({"messages": [HumanMessage(content="again")]}, config)
+    assert len(out["messages"]) == 5  # its three, "again", one more answer
+    assert [key[0] for key in kept] == ["t4", "t5", "t0"]
+    history = list(graph.get_state_history(config))
+    assert [len(s.values.get("messages", [])) for s in history][:3] == [5, 4, 3]
+    assert savegame.verify(store=sqlite_url).ok
+    line = kept[("t0", "")]
+    assert len(line.stored) <= lines_module.STORED_KEPT

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -46,6 +47,13 @@ REBUILD_OF, COPY_OF, FINISHED = "lg_rebuild_of", "lg_copy_of", "lg:finished"
 #: The request ids of durable tools' calls: ``tool:<checkpoint>:<task>:<call>``
 #: (:mod:`savegame.integrations.langgraph._tools`); pending writes' are ``<checkpoint>|...``.
 TOOL_PREFIX = "tool:"
+#: Lines kept in memory with their encoders (a service talks to many threads): past
+#: this, the longest unused goes (its next checkpoint is a keyframe, its lease taken
+#: again); a long-lived process stays bounded however many threads it has served.
+MAX_LINES = 512
+#: The newest checkpoint ids a line remembers as stored (a durable tool's call waits
+#: for its task's, almost always the newest); an older one is looked up in the store.
+STORED_KEPT = 32
 
 
 def stored_id(lg_id: str, run_id: str) -> str:
@@ -69,9 +77,9 @@ class Line:
     """The channel versions of the encoder's last record: what the next delta compares."""
     origin: dict[str, str] = field(default_factory=dict)
     """A rebuilt or copied line's ``{REBUILD_OF or COPY_OF: run id}``, in its run's metadata."""
-    stored: set[str] = field(default_factory=set)
-    """LangGraph ids of the checkpoints this process stored or found stored (a durable
-    tool's call waits for its task's checkpoint)."""
+    stored: deque[str] = field(default_factory=lambda: deque(maxlen=STORED_KEPT))
+    """LangGraph ids of the newest checkpoints this process stored or found stored (a
+    durable tool's call waits for its task's checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,8 @@ class Lines:
         self.storage = storage
         self.lock = threading.RLock()
         self._appended = threading.Condition(self.lock)
-        self._lines: dict[tuple[str, str], Line] = {}
+        self._lines: OrderedDict[tuple[str, str], Line] = OrderedDict()
+        """Least recently used first, at most :data:`MAX_LINES`."""
         self._early: dict[tuple[str, str, str], list[Write]] = {}
 
     # -- finding ------------------------------------------------------------------
@@ -134,13 +143,20 @@ class Lines:
         with self.lock:
             line = self._lines.get((thread_id, ns))
             if line is not None:
+                self._lines.move_to_end((thread_id, ns))
                 return line
             for run in self.runs(thread_id):
                 if run.metadata.get(NS_KEY) == ns:
                     line = Line(run.run_id, thread_id, ns)
-                    self._lines[(thread_id, ns)] = line
+                    self._keep(line)
                     return line
             return None
+
+    def _keep(self, line: Line) -> None:
+        self._lines[(line.thread_id, line.ns)] = line
+        self._lines.move_to_end((line.thread_id, line.ns))
+        while len(self._lines) > MAX_LINES:
+            self._lines.popitem(last=False)
 
     def forget(self, thread_id: str, ns: str | None = None) -> None:
         with self.lock:
@@ -199,12 +215,12 @@ class Lines:
             record = encoded.record
             if fresh:
                 self._create(line, record, blobs)
-                self._lines[(thread_id, ns)] = line
+                self._keep(line)
             else:
                 self._put(line, record, blobs)
             line.encoder.committed(self.store, record)
             line.versions = versions
-            line.stored.add(checkpoint["id"])
+            line.stored.append(checkpoint["id"])
             self._appended.notify_all()
             for write in self._early.pop((thread_id, ns, checkpoint["id"]), []):
                 self.put_write(line, checkpoint["id"], write)
@@ -325,7 +341,8 @@ class Lines:
                 if line is not None and (
                     lg_id in line.stored or self._has(stored_id(lg_id, line.run_id))
                 ):
-                    line.stored.add(lg_id)
+                    if lg_id not in line.stored:
+                        line.stored.append(lg_id)
                     return line
                 left = deadline - time.monotonic()
                 if left <= 0:
