@@ -9,6 +9,7 @@ import pytest
 
 from savegame import ConfigurationError, EffectSettledError
 from savegame.cli.errors import CliError, exit_code, one_line
+from tests.cli.conftest import savegame_cli
 
 
 def assert_one_error_line(out: Any, *fragments: str) -> None:
@@ -337,3 +338,41 @@ def test_a_worker_with_a_hundred_thousand_slots_is_refused(tmp_path: Path, proc:
     assert out.returncode == 2
     said = " ".join(out.stderr.replace("│", " ").split())  # the parser's box wraps its lines
     assert "'--concurrency'" in said and "less than or equal to 256" in said
+
+
+FLAKY_TOOL = """
+import os
+from savegame import END, Workflow, tool
+
+COUNT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "count")
+
+
+@tool(retries=2, backoff=0)
+def lookup(key):
+    tries = int(open(COUNT).read()) + 1 if os.path.exists(COUNT) else 1
+    open(COUNT, "w").write(str(tries))
+    if tries < 3:
+        raise ConnectionError(f"try {tries}: the API hung up")
+    return key.upper()
+
+
+wf = Workflow("flaky-tool")
+
+
+@wf.step(entry=True)
+def ask(state, ctx):
+    return {"got": ctx.call(lookup, "a")}, END
+"""
+
+
+def test_a_retry_is_a_readable_warning_line_not_a_bare_event_name(tmp_path: Path) -> None:
+    (tmp_path / "flaky.py").write_text(FLAKY_TOOL)
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    out = savegame_cli("run", "flaky.py:wf", "--store", store, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    assert "stamina.retry_scheduled" not in out.stderr
+    assert lines == [
+        "warning: retry 1 in 0.0 s after ConnectionError('try 1: the API hung up')",
+        "warning: retry 2 in 0.0 s after ConnectionError('try 2: the API hung up')",
+    ]

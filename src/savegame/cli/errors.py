@@ -154,22 +154,37 @@ class _WarningLine(logging.Formatter):
         self._as_json = as_json
 
     def format(self, record: logging.LogRecord) -> str:
-        text = " ".join(record.getMessage().split())
+        text = " ".join(_text(record).split())
         return orjson.dumps({"warning": text}).decode() if self._as_json else f"warning: {text}"
+
+
+def _text(record: logging.LogRecord) -> str:
+    # stamina logs each retry as the bare event name, its details in the record's extras;
+    # unformatted, a person sees "stamina.retry_scheduled" and nothing else.
+    if record.msg != "stamina.retry_scheduled":
+        return record.getMessage()
+    fields = record.__dict__
+    return (
+        f"retry {fields.get('stamina.retry_num')} in {fields.get('stamina.wait_for')} s "
+        f"after {fields.get('stamina.caused_by')}"
+    )
 
 
 @contextmanager
 def warnings_to_stderr(as_json: bool) -> Iterator[None]:
-    """savegame's warnings (its loggers, WARNING and up) as one line each, while a command runs."""
+    """savegame's warnings (its loggers, WARNING and up) and stamina's retries (the waits
+    of savegame's retries) as one line each, while a command runs."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(_WarningLine(as_json))
-    logger = logging.getLogger("savegame")
-    logger.addHandler(handler)
+    loggers = [logging.getLogger("savegame"), logging.getLogger("stamina")]
+    for logger in loggers:
+        logger.addHandler(handler)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        for logger in loggers:
+            logger.removeHandler(handler)
 
 
 _JSON = "savegame.json"
