@@ -304,7 +304,11 @@ def dbos_row(r: int, steps: int) -> Row | None:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{schema}"')
         try:
-            config: DBOSConfig = {"name": "bench", "system_database_url": database}
+            config: DBOSConfig = {
+                "name": "bench",
+                "system_database_url": database,
+                "log_level": "WARNING",
+            }
             DBOS(config=config)
 
             @DBOS.step()

@@ -31,7 +31,9 @@ from typing import NamedTuple
 
 from savegame.errors import ConfigurationError, NotFoundError
 from savegame.stores.base import (
+    BatchStore,
     Capabilities,
+    Put,
     RunPosition,
     Store,
     StoreStats,
@@ -140,8 +142,10 @@ def opened_store(store: str | Store | None, *, create: bool = True) -> Iterator[
 
 
 __all__ = [
+    "BatchStore",
     "Capabilities",
     "MemoryStore",
+    "Put",
     "RunPosition",
     "SqliteStore",
     "Store",

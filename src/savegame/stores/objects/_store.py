@@ -143,7 +143,8 @@ class ObjectStorageStore(Delegated):
 
     @property
     def capabilities(self) -> Capabilities:
-        return self._inner.capabilities
+        # Its puts upload bodies first, one run at a time: no batch of them to share.
+        return replace(self._inner.capabilities, group_commit=False)
 
     # -- bodies -------------------------------------------------------------------
     def _stash(
