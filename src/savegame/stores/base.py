@@ -68,6 +68,10 @@ class Capabilities:
     """Runs may wait for timers, events and child runs: ``put_checkpoint(waiting=...)``,
     ``deliver_event``, woken runs claimed, ``RunInfo.wake_at``. A store without it
     refuses ``ctx.sleep``, ``ctx.wait_for`` and ``ctx.start_child`` (and ``send``)."""
+    schedules: bool = False
+    """The store keeps schedules and fires each occurrence once across handles and
+    processes (:class:`~savegame.stores.schedules.ScheduleStore`); a store without it
+    refuses ``savegame schedule`` and ``savegame.schedule``."""
 
 
 @dataclass(frozen=True, slots=True)

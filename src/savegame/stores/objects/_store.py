@@ -143,7 +143,8 @@ class ObjectStorageStore(Delegated):
 
     @property
     def capabilities(self) -> Capabilities:
-        return self._inner.capabilities
+        # Schedules would create runs past the bucket (their first bodies inline): not offered.
+        return replace(self._inner.capabilities, schedules=False)
 
     # -- bodies -------------------------------------------------------------------
     def _stash(
