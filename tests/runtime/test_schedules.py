@@ -194,7 +194,7 @@ def test_an_edited_schedule_row_is_not_fired_under_a_keyring(
     _due(db, "reports", T0)
     with sqlite3.connect(db.removeprefix("sqlite:///")) as conn:
         conn.execute("UPDATE schedules SET workflow_ref = 'os:system'")
-    with caplog.at_level(logging.WARNING, logger="savegame.schedules"):
+    with caplog.at_level(logging.WARNING, logger="savegame.worker.schedules"):
         assert fire_schedules(store=db, storage=storage, now=T0) == []
     assert "checksum mismatch" in caplog.text
     assert savegame.get_schedule("reports", store=db).next_at == T0  # left for a fix

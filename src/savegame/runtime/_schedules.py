@@ -20,6 +20,7 @@ Cron expressions are croniter's (five fields, or ``@hourly``/``@daily``...), in 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -38,7 +39,8 @@ from savegame.stores import opened_store
 from savegame.stores.base import Store
 from savegame.stores.schedules import Missed, ScheduleRecord, schedules_of
 
-log = logging.getLogger("savegame.schedules")
+# Under the worker's logger: `savegame worker` prints what its ticks started.
+log = logging.getLogger("savegame.worker.schedules")
 
 #: The run metadata key naming the schedule and occurrence a run was started for.
 SCHEDULE_KEY = "schedule"
@@ -162,7 +164,7 @@ def schedule(
     if not isinstance(catchup_window, (int, float)) or catchup_window < 0:
         raise ConfigurationError(f"catchup_window must be seconds >= 0, not {catchup_window!r}")
     if isinstance(workflow, str):
-        ref: str | None = workflow
+        ref: str | None = _absolute(workflow)
         wf = as_workflow(load(workflow), workflow)
     else:
         ref, wf = reference_of(workflow), as_workflow(workflow)
@@ -183,6 +185,14 @@ def schedule(
     with opened_store(store) as s:
         schedules_of(s).put_schedule(record, replace=replace)
         return schedules_of(s).get_schedule(name)
+
+
+def _absolute(ref: str) -> str:
+    """A file reference made absolute: workers load it from wherever they were started."""
+    target, sep, attr = ref.rpartition(":")
+    if sep and (target.endswith(".py") or os.sep in target):
+        return f"{os.path.abspath(target)}:{attr}"
+    return ref
 
 
 def _sealed(record: ScheduleRecord, storage: StorageConfig | None) -> ScheduleRecord:
