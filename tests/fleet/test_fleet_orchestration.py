@@ -45,6 +45,7 @@ WORKERS = 3
 SCHEDULES = 6
 ROUNDS = 5
 NAPS = 12
+PLANNERS = 2
 RELAY_PORT = 56432 + os.getpid() % 1000
 
 
@@ -242,3 +243,41 @@ def test_sleeping_runs_hold_no_process_and_fleet_workers_wake_them_when_due(
     assert min(late) >= 0  # never before its time
     assert max(late) < 10  # generous: the number to watch is the printed one
     assert all(savegame.get_run(r, store=local).status is RunStatus.COMPLETED for r in dues)
+
+
+def test_child_runs_start_once_and_pay_once_across_a_killed_worker(
+    schema: str, world: Path
+) -> None:
+    local = services.postgres_url(schema)
+    planner = load(f"{WORKLOAD}:planner")
+    parents = [submit(planner, {}, store=local).run_id for _ in range(PLANNERS)]
+    with fleet(schema, world, idle=120, poll=0.05) as procs, open_store(local) as handle:
+        # Kill one worker (SIGKILL) while the children are under way; the others take its
+        # runs over once their leases (2 s) expire.
+        wait_for(
+            "children at work",
+            lambda: rows(world, "SELECT count(*) FROM child_steps")[0][0] >= 4,
+            60,
+        )
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].communicate(timeout=10)
+
+        def parents_done() -> bool:
+            return all(handle.get_run(p).status is RunStatus.COMPLETED for p in parents)
+
+        wait_for("every planner to complete", parents_done, 90)
+        finish(procs[1:])
+    children = [r for r in list_runs(store=local, workflow="fleet-child", limit=1000)]
+    hosts = rows(world, "SELECT run_id, count(DISTINCT host) FROM child_steps GROUP BY run_id")
+    print(
+        f"\n{PLANNERS} planners x 3 children on {WORKERS} workers, one SIGKILLed: "
+        f"{len(children)} children, {sum(1 for _, n in hosts if n > 1)} ran on two hosts"
+    )
+    assert len(children) == 3 * PLANNERS  # each child started once
+    assert all(c.status is RunStatus.COMPLETED for c in children)
+    assert {c.metadata["parent"]["run"] for c in children} == set(parents)
+    payments = rows(world, "SELECT child FROM payments")
+    assert sorted(c for (c,) in payments) == sorted(c.run_id for c in children)  # paid once
+    for parent in parents:
+        state = savegame.get_checkpoint(parent, store=local).state
+        assert state["total"] == 15 and len(state["paid"]) == 3
