@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import savegame
 from savegame import (
@@ -26,7 +28,7 @@ from savegame import (
     schedule,
 )
 from savegame.errors import ConfigurationError, ConflictError, NotFoundError
-from savegame.runtime._schedules import BATCH, occurrence_id, plan
+from savegame.runtime._schedules import BATCH, next_after, occurrence_id, plan
 from savegame.stores import SqliteStore
 from savegame.stores.schedules import ScheduleRecord, schedules_of
 from tests.services import scratch_store
@@ -198,3 +200,50 @@ def test_an_edited_schedule_row_is_not_fired_under_a_keyring(
         assert fire_schedules(store=db, storage=storage, now=T0) == []
     assert "checksum mismatch" in caplog.text
     assert savegame.get_schedule("reports", store=db).next_at == T0  # left for a fix
+
+
+# -- the plan, as a property: firings at any times ------------------------------------------
+CRONS = ("*/5 * * * *", "0 9 * * 1-5", "17 */2 * * *", "0 0 1 * *")
+
+
+@given(
+    cron=st.sampled_from(CRONS),
+    missed=st.sampled_from(list(Missed)),
+    window=st.integers(min_value=0, max_value=7200),
+    gaps=st.lists(st.integers(min_value=0, max_value=3 * 86400), min_size=1, max_size=12),
+)
+@settings(max_examples=60, deadline=None)
+def test_successive_firings_start_each_occurrence_at_most_once_in_order(
+    cron: str, missed: Missed, window: int, gaps: list[int]
+) -> None:
+    sched = record(cron, missed=missed, catchup_window=float(window))
+    sched = replace(sched, next_at=next_after(cron, T0))
+    now, started = T0, []
+    for gap in gaps:
+        now += timedelta(seconds=gap)
+        if sched.next_at > now:
+            continue  # not due: the store would not list it
+        starts, cursor = plan(sched, now)
+        assert cursor > sched.next_at  # the cursor only moves forward ...
+        assert all(sched.next_at <= at <= now for at in starts)  # ... over what was due
+        assert all(at < cursor for at in starts) and starts == sorted(starts)
+        # Every occurrence at or after the catch-up cutoff starts (unless a batch is full).
+        cutoff = now - timedelta(seconds=window)
+        on_time = [at for at in _occurrences(cron, max(sched.next_at, cutoff), now)]
+        if len(starts) < BATCH:
+            assert set(on_time) <= set(starts)
+        started += starts
+        sched = replace(sched, next_at=cursor)
+    assert len(started) == len(set(started))  # never twice
+    if missed is Missed.ALL:  # nothing lost: every occurrence up to the last cursor started
+        assert started == _occurrences(
+            cron, next_after(cron, T0), sched.next_at - timedelta(microseconds=1)
+        )
+
+
+def _occurrences(cron: str, start: datetime, end: datetime) -> list[datetime]:
+    found, at = [], next_after(cron, start - timedelta(microseconds=1))
+    while at <= end:
+        found.append(at)
+        at = next_after(cron, at)
+    return found

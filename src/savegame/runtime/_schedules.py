@@ -241,8 +241,12 @@ def fire_schedules(
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
     now: datetime | None = None,
+    workflows: Sequence[str] | None = None,
 ) -> list[str]:
     """Start the due occurrences of every schedule (what each worker does on its ticks).
+
+    ``workflows``: only schedules of these workflow names (a worker started with
+    ``workflows=`` fires only what it could run).
 
     A schedule that cannot be fired (its workflow does not import, its row fails its
     check) is logged and left as it is: a later tick tries again, and the occurrences
@@ -256,6 +260,8 @@ def fire_schedules(
     with opened_store(store, create=False) as s:
         sched = schedules_of(s)
         for due in sched.list_schedules(due=when):
+            if workflows is not None and due.workflow not in workflows:
+                continue
             try:
                 created += _fire(s, due, when, storage) or []
             except Exception as exc:  # one broken schedule must not stop the others

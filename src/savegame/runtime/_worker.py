@@ -163,7 +163,7 @@ class Worker:
                 return
             while not (self.stop_event.is_set() or done.is_set()):
                 try:
-                    fired = fire_schedules(store=store)
+                    fired = fire_schedules(store=store, workflows=self.workflows)
                 except Exception as exc:  # the store is unreachable: try on the next tick
                     log.warning("could not fire schedules: %s", exc)
                     fired = []
