@@ -116,6 +116,7 @@ def test_schedule_stores_it_with_its_cursor_at_the_next_occurrence(db: str) -> N
         ({"cron": "*/5 * * * *", "missed": "twice"}, "missed must be one of"),
         ({"cron": "*/5 * * * *", "catchup_window": -1}, "catchup_window"),
         ({"cron": "*/5 * * * *", "name": "two words"}, "whitespace"),
+        ({"cron": "*/5 * * * *", "name": "x" * 184}, "at most 183"),
     ],
 )
 def test_bad_schedules_are_refused_naming_what(db: str, kw: dict[str, Any], words: str) -> None:

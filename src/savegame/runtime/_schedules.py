@@ -31,7 +31,7 @@ from croniter import croniter
 from savegame import codec
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, NotFoundError
-from savegame.ids import check_given
+from savegame.ids import MAX_GIVEN_LENGTH, check_given
 from savegame.model import CheckpointRecord, RunInfo, utcnow
 from savegame.runtime._loader import as_workflow, load, reference_of
 from savegame.runtime._setup import first_checkpoint
@@ -47,8 +47,9 @@ SCHEDULE_KEY = "schedule"
 #: Occurrences one firing starts at most (``missed="all"`` after a long outage): the
 #: rest follow on the next ticks, so one transaction stays small.
 BATCH = 100
-#: Longest schedule name: its run ids (``<name>:<YYYYmmddTHHMMSSZ>``) stay valid ids.
-MAX_NAME = 200
+#: Longest schedule name: its run ids (``<name>:<YYYYmmddTHHMMSSZ>``, 17 more
+#: characters) stay valid ids.
+MAX_NAME = MAX_GIVEN_LENGTH - 17
 _TICK = timedelta(microseconds=1)
 
 
