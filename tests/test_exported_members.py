@@ -62,6 +62,16 @@ PUBLIC_API = [
     # A worker fleet
     "Worker",
     "submit",
+    # Schedules: cron occurrences started once per fleet
+    "Missed",
+    "Schedule",
+    "fire_schedules",
+    "get_schedule",
+    "list_schedules",
+    "pause_schedule",
+    "remove_schedule",
+    "resume_schedule",
+    "schedule",
     # Waiting without a process: events, timers, child runs
     "ChildRun",
     "Sent",

@@ -18,6 +18,7 @@ from savegame.cli import (
     langgraph_view,
     migrate_cmds,
     render,
+    schedule_cmds,
     storage_cmds,
     time_cmds,
     time_view,
@@ -313,3 +314,4 @@ export_cmds.register(app)
 time_cmds.register(app)
 migrate_cmds.register(app)
 ui_cmds.register(app)
+schedule_cmds.register(app)

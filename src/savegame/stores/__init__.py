@@ -7,12 +7,15 @@ live in optional extras (``savegame[postgres]``).
 Where things are::
 
     base.py           the Store protocol, its invariants, capabilities, records
+    schedules.py      ScheduleStore (Capabilities.schedules): the schedule record, firing
     _common.py        the rules every backend shares (time, JSON, filters, journal)
     memory.py         MemoryStore (its state in _memory_state.py, its
-                      storage-engine methods in _memory_storage.py)
+                      storage-engine methods in _memory_storage.py, its schedules
+                      in _memory_schedules.py)
     _sql/             what SQLite and PostgreSQL share: rows.py (columns, row
                       decoding), statements.py (the dialects, the shared SQL),
-                      store.py (SqlStore: the methods written once for both)
+                      store.py (SqlStore: the methods written once for both),
+                      schedules.py (SqlSchedules: schedules, written once for both)
     sqlite/           SqliteStore: _store.py, _schema.py (migrations), _statements.py
     postgres/         PostgresStore: _store.py, _schema.py (migrations), _statements.py
     redis/            RedisStore: _store.py, _journal.py, _storage.py, _client.py,

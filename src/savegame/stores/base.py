@@ -72,6 +72,10 @@ class Capabilities:
     """The store is a :class:`BatchStore`: ``put_checkpoints`` writes several runs'
     checkpoints in one transaction (one commit, one fsync), each as ``put_checkpoint``
     would, a failing one leaving the others written."""
+    schedules: bool = False
+    """The store keeps schedules and fires each occurrence once across handles and
+    processes (:class:`~savegame.stores.schedules.ScheduleStore`); a store without it
+    refuses ``savegame schedule`` and ``savegame.schedule``."""
 
 
 @dataclass(frozen=True, slots=True)

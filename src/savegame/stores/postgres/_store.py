@@ -32,6 +32,7 @@ from savegame.model import (
 )
 from savegame.stores import _common
 from savegame.stores._sql import rows
+from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import (
     SqlStore,
     checkpoint_values,
@@ -57,7 +58,9 @@ from savegame.stores.postgres._statements import (
     metadata_filter,
 )
 
-_CAPABILITIES = Capabilities(persistent=True, multi_process=True, waits=True, group_commit=True)
+_CAPABILITIES = Capabilities(
+    persistent=True, multi_process=True, waits=True, group_commit=True, schedules=True
+)
 _SCHEMES = ("postgresql", "postgres")
 _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}
 
@@ -108,7 +111,7 @@ def public_url(conninfo: str, options: Mapping[str, Any]) -> str:
     return f"postgresql://{netloc}{path}" + (f"?{urlencode(query)}" if query else "")
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(SqlSchedules, SqlStore):
     """A store in a PostgreSQL database, shared by any number of processes.
 
     The methods PostgreSQL runs as SQLite does come from
@@ -249,6 +252,13 @@ class PostgresStore(SqlStore):
             self._insert_checkpoint(conn, first, params, new_blobs)
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, row[1] if row[0] is None else row[0])
+
+    def _insert_queued(self, conn: Conn, run: RunInfo, first: CheckpointRecord) -> bool:
+        # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
+        if conn.execute(INSERT_RUN, run_values(run, first.header, None, None)).fetchone() is None:
+            return False
+        self._insert_checkpoint(conn, first, checkpoint_values(SQL.dialect, first), {})
+        return True
 
     def put_checkpoint(
         self,

@@ -38,6 +38,7 @@ from savegame.model import (
 )
 from savegame.stores import _common
 from savegame.stores._sql import rows
+from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
 from savegame.stores.base import Capabilities, Delivery, Put, Written
 from savegame.stores.sqlite import _schema
@@ -52,7 +53,9 @@ from savegame.stores.sqlite._statements import (
     type_test,
 )
 
-_CAPABILITIES = Capabilities(persistent=True, multi_process=True, waits=True, group_commit=True)
+_CAPABILITIES = Capabilities(
+    persistent=True, multi_process=True, waits=True, group_commit=True, schedules=True
+)
 _SYNCHRONOUS = ("full", "normal")
 _BUSY_TIMEOUT_S = 30.0
 
@@ -92,7 +95,7 @@ def _undecodable(
     return CorruptRecordError(named, f"a text column does not hold UTF-8 text ({exc})")
 
 
-class SqliteStore(SqlStore):
+class SqliteStore(SqlSchedules, SqlStore):
     """A store in one SQLite file.
 
     One connection serves the whole process, guarded by a lock, because the
@@ -242,6 +245,16 @@ class SqliteStore(SqlStore):
             self._insert_checkpoint(conn, first, new_blobs)
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
+
+    def _insert_queued(
+        self, conn: sqlite3.Connection, run: RunInfo, first: CheckpointRecord
+    ) -> bool:
+        # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
+        if conn.execute(SQL.run_exists, (run.run_id,)).fetchone():
+            return False
+        conn.execute(SQL.insert_run, run_values(run, first.header, None, None))
+        self._insert_checkpoint(conn, first, {})
+        return True
 
     def put_checkpoint(
         self,
