@@ -34,6 +34,7 @@ from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._execution import Execution, Observer
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._trace import TRACE_KEY, anchor
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
 from savegame.runtime._workspace import as_workspace
@@ -150,6 +151,10 @@ def start_run(
     state.update(input or {})
     # Each run lists its own workspace files: its first checkpoint captures them anew.
     state.pop(WORKSPACE_KEY, None)
+    metadata = dict(metadata or {})
+    traced = anchor(metadata, run_id=run_id, thread_id=thread_id, workflow=wf.name)
+    if traced is not None:
+        metadata[TRACE_KEY] = traced
     now = utcnow()
     header = CheckpointHeader(
         thread_id=thread_id,
@@ -160,7 +165,7 @@ def start_run(
         node=None,
         status=RunStatus.QUEUED if queued else RunStatus.RUNNING,
         next=entry,
-        metadata=dict(metadata or {}),
+        metadata=metadata,
         created_at=now,
         state_version=wf.state_version,
     )
