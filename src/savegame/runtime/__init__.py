@@ -41,6 +41,7 @@ from savegame.runtime._control import (
     pending_interrupts,
     reject,
     resolve,
+    supply,
 )
 from savegame.runtime._decision import Decision
 from savegame.runtime._events import Sent, send
@@ -98,4 +99,5 @@ __all__ = [
     "run",
     "send",
     "submit",
+    "supply",
 ]
