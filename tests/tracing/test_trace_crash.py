@@ -58,6 +58,8 @@ def test_a_run_killed_and_resumed_in_another_process_stays_in_one_trace(
     start = killed["start crashy"]
     assert resumed["run crashy"]["parent_id"] == start["span_id"]
     assert resumed["run crashy"]["attributes"]["savegame.resumed"] is True
+    # It took over the lease the killed process never released, and says whose.
+    assert resumed["run crashy"]["attributes"]["savegame.took_over"].split(":")[1] == str(first.pid)
     assert resumed["step two"]["parent_id"] == resumed["run crashy"]["span_id"]
     kept = {h.metadata.get(TRACE_KEY) for h in history("order-1", store=sqlite_url)}
     # Every checkpoint, both processes', keeps the start span as the run's trace.

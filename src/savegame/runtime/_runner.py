@@ -46,6 +46,7 @@ from savegame.errors import (
 )
 from savegame.ids import new_id
 from savegame.model import (
+    TAKEOVER_KEY,
     WRITER_KEY,
     CheckpointHeader,
     CheckpointRecord,
@@ -460,6 +461,8 @@ class _Loop:
         step, node, usage = (self.step, self.node, self.usage) if after is None else after
         if self.writer is not None:
             metadata = {**metadata, WRITER_KEY: self.writer}
+            if self.ex.took_over is not None:
+                metadata[TAKEOVER_KEY] = self.ex.took_over
             self.writer = None
         if self.traceparent is not None:
             metadata = {**metadata, TRACE_KEY: self.traceparent}
@@ -507,6 +510,7 @@ async def execute(ex: Execution) -> RunResult:
         checkpoint_id=start.checkpoint_id,
         parent=start.header.metadata.get(TRACE_KEY),
     ) as span:
+        span.set({"savegame.took_over": ex.took_over})
         try:
             result = await _Loop(ex, span).run()
         except BaseException:

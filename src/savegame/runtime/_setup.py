@@ -61,6 +61,9 @@ class Ready:
     """When the run is a fork: where it came from (its calls replay against that journal)."""
     parent: str | None = None
     """When the run is a child run: its parent, told how it ends."""
+    took_over: str | None = None
+    """The process whose lease this one took over to resume the run (it had stopped
+    without releasing it), or None."""
 
     def execution(
         self,
@@ -94,6 +97,7 @@ class Ready:
             should_stop=should_stop,
             workspace=as_workspace(self.workflow.workspace, self.start.run_id),
             block=block,
+            took_over=self.took_over,
         )
 
 
@@ -267,6 +271,11 @@ def prepare_resume(
     # A worker arrives holding the lease it claimed (and keeps it on failure: it may
     # hold the run back rather than release it); everyone else takes it here.
     claimed, lease = lease is not None, lease or leases.acquire(store, run_id, ttl=ttl)
+    # A lease still on the row when this process took it was never released: its
+    # holder stopped mid-execution (SIGKILL, a lost host), whether or not it got to
+    # write a checkpoint first. The new execution's first checkpoint names it.
+    held = None if claimed else info.lease
+    took_over = held.owner if held is not None and held.owner != lease.owner else None
     try:
         if from_checkpoint is not None:
             record = store.get_checkpoint(from_checkpoint)
@@ -283,4 +292,4 @@ def prepare_resume(
             store.release_lease(run_id, lease.token)
         raise
     origin, parent = Origin.of(info.metadata), parent_of(info.metadata)
-    return Ready(wf, cp, record, chain, lease, origin=origin, parent=parent)
+    return Ready(wf, cp, record, chain, lease, origin=origin, parent=parent, took_over=took_over)
