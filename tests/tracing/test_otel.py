@@ -288,3 +288,26 @@ def test_without_opentelemetry_installed_the_hook_is_a_no_op(tmp_path: Any) -> N
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "completed"
+
+
+@pytest.mark.parametrize(
+    "given", ["not a traceparent", "00-" + "0" * 32 + "-" + "0" * 16 + "-01", 42, "", "ff-zz"]
+)
+def test_a_malformed_traceparent_in_the_metadata_starts_a_new_trace(
+    spans: InMemorySpanExporter, sqlite_url: str, given: Any
+) -> None:
+    wf = Workflow("odd")
+
+    @wf.step(entry=True)
+    def only(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {}, END
+
+    result = run(wf, {}, store=sqlite_url, metadata={TRACE_KEY: given})
+    assert result.status is RunStatus.COMPLETED
+    got = by_name(spans.get_finished_spans())
+    start = got["start odd"]
+    assert start.parent is None and start.context.trace_id != 0
+    assert got["run odd"].context.trace_id == start.context.trace_id
+    # The run keeps the trace it really is in, not the string it was given.
+    kept = {h.metadata[TRACE_KEY] for h in history(result.run_id, store=sqlite_url) if h.step}
+    assert kept == {traceparent(start)}
