@@ -58,6 +58,7 @@ PUBLIC_API = [
     "pending_interrupts",
     "reject",
     "resolve",
+    "supply",
     "tool",
     # A worker fleet
     "Worker",
@@ -199,6 +200,7 @@ def test_the_langgraph_api_is_pinned() -> None:
         "savegame.maintenance",
         "savegame.models",
         "savegame.runtime",
+        "savegame.tracing",
     ],
 )
 def test_a_package_exports_only_names_it_has(package: str) -> None:

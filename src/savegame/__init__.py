@@ -137,6 +137,7 @@ from savegame.runtime import (
     schedule,
     send,
     submit,
+    supply,
 )
 from savegame.secrets import Secret
 from savegame.stores import MemoryStore, SqliteStore, Store, open_store
@@ -194,6 +195,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "pending_interrupts",
     "reject",
     "resolve",
+    "supply",
     "tool",
     # A worker fleet
     "Worker",

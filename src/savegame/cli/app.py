@@ -17,6 +17,7 @@ from savegame.cli import (
     jsonview,
     langgraph_view,
     migrate_cmds,
+    models_cmds,
     render,
     schedule_cmds,
     storage_cmds,
@@ -313,5 +314,6 @@ diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)
 migrate_cmds.register(app)
+models_cmds.register(app)
 ui_cmds.register(app)
 schedule_cmds.register(app)

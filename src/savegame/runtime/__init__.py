@@ -42,6 +42,7 @@ from savegame.runtime._control import (
     pending_interrupts,
     reject,
     resolve,
+    supply,
 )
 from savegame.runtime._decision import Decision
 from savegame.runtime._events import Sent, send
@@ -115,4 +116,5 @@ __all__ = [
     "schedule",
     "send",
     "submit",
+    "supply",
 ]
