@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from savegame import get_checkpoint, history, restore_workspace
+from savegame import get_checkpoint, history, open_store, restore_workspace
 from tests.provider import CHAT, FakeProvider, chat
 
 from .conftest import example
@@ -68,6 +68,8 @@ def test_a_fork_sees_the_files_its_checkpoint_saw(fake: FakeProvider, tmp_path: 
     assert (project / "greet.py").read_text() == FAREWELL
     # The first run's files are still in its checkpoints.
     elsewhere = tmp_path / "first-run"
-    restore_workspace(get_checkpoint(run_id, store=store), elsewhere, store=store)
+    # restore_workspace takes a Store, not a URL.
+    with open_store(store) as handle:
+        restore_workspace(get_checkpoint(run_id, store=handle), elsewhere, store=handle)
     assert (elsewhere / "greet.py").read_text() == SHOUT
     assert len(fake.bodies(CHAT)) == 7
