@@ -148,11 +148,12 @@ def test_a_200_turn_conversation_is_sent_a_bounded_prompt() -> None:
     assert sum(m["role"] == "user" for m in messages) == 200
     assert sum(m["role"] == "tool" for m in messages) == 67
     assert len(messages) == 1 + 200 + 200 + 67 * 2
-    # Each prompt: system, facts, summary, and 4 to 7 turns (a turn at most 3 messages).
+    # Each prompt: system, facts, summary, maybe the user message a tool call answers,
+    # and 4 to 7 turns (a turn at most 3 messages).
     sizes = [len(p) for p in model.prompts]
     assert len(sizes) == 267
-    assert max(sizes) <= 3 + 7 * 3
-    assert max(sizes[-50:]) <= 3 + 7 * 3 and min(sizes[-50:]) >= 3 + 4
+    assert max(sizes) <= 4 + 7 * 3
+    assert min(sizes[-50:]) >= 3 + 4
     last = model.prompts[-1]
     assert last[0] == {"role": "system", "content": "Be brief."}
     assert last[1] == {"role": "system", "content": "Key facts:\n- customer C-9"}
@@ -216,8 +217,10 @@ def test_the_cut_never_orphans_a_tool_result_at_a_real_provider(strict: StrictPr
     sent = [b["messages"] for b in strict.bodies(CHAT)]
     assert len(sent) == 4 and all(not orphans(m) for m in sent)
     assert [m["role"] for m in sent[0]] == ["system", "user"]
-    assert [m["role"] for m in sent[1]] == ["system", "assistant", "tool", "tool"]
-    assert [m["role"] for m in sent[2]] == ["system", "assistant", "tool", "tool", "tool"]
+    # A window that starts at a tool call is led by the user message that asked.
+    assert [m["role"] for m in sent[1]] == ["system", "user", "assistant", "tool", "tool"]
+    assert [m["role"] for m in sent[2]] == ["system", "user", "assistant", "tool", "tool", "tool"]
+    assert sent[2][1] == {"role": "user", "content": "and the rest"}
     assert len(result.state["messages"]) == len(earlier) + 1 + 3 + 4 + 2 + 1
 
 
@@ -251,16 +254,26 @@ def test_the_kept_window_starts_at_a_user_turn_or_a_complete_pair(
     sent = list(prompt.messages)
     assert sent[0] == messages[0] and prompt.memory is None
     window = sent[1:]
-    # A suffix of the conversation, never reordered or rewritten.
-    assert window == messages[len(messages) - len(window) :]
-    if window:
-        assert starts_turn(window[0])
-        assert window[0]["role"] == "user" or window[0]["tool_calls"]
+    if window == messages[len(messages) - len(window) :]:
+        suffix = window
+    else:
+        # Led by the last user message before the cut, the window a suffix after it.
+        lead, suffix = window[0], window[1:]
+        start = len(messages) - len(suffix)
+        assert suffix == messages[start:]
+        assert lead["role"] == "user" and suffix[0]["role"] == "assistant"
+        assert lead == [m for m in messages[:start] if m["role"] == "user"][-1]
+    if suffix:
+        assert starts_turn(suffix[0])
+    # The first message after the system prompt is a user's whenever one was cut off.
+    if window and any(m["role"] == "user" for m in messages[: len(messages) - len(suffix)]):
+        assert window[0]["role"] == "user"
     assert not orphans(window)
     _, turns = split(messages)
-    _, kept = split(window) if window else ([], [])
-    assert len(kept) == len(turns) - dropped(len(turns), keep, every)
-    assert min(keep, len(turns)) <= len(kept) <= keep + every - 1 or len(kept) == len(turns)
+    _, kept = split(suffix) if suffix else ([], [])
+    n = len(turns) - dropped(len(turns), keep, every)
+    assert n <= len(kept) <= n + 1  # + 1: a lead that was the message right before the cut
+    assert min(keep, len(turns)) <= n <= keep + every - 1 or n == len(turns)
 
 
 # -- summaries ---------------------------------------------------------------------------

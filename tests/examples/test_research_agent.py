@@ -67,7 +67,7 @@ def test_research_reads_pages_and_keeps_its_prompt_small(
         cwd=tmp_path,
     )
     assert "answer: On 5 August 1858" in out
-    assert "state: 9 messages; largest prompt: 7 messages" in out
+    assert "state: 9 messages; largest prompt: 8 messages" in out
 
     # The tools went to the web server: one search, each page read once.
     paths = [request.path for request, _ in web.log]
@@ -89,6 +89,7 @@ def test_research_reads_pages_and_keeps_its_prompt_small(
         "system",
         "system",
         "system",
+        "user",
         "assistant",
         "tool",
         "assistant",
@@ -96,5 +97,6 @@ def test_research_reads_pages_and_keeps_its_prompt_small(
     ]
     assert last[1]["content"] == f"Key facts:\n- research question: {QUESTION}"
     assert last[2]["content"].endswith("a search found two pages.")
-    assert json.loads(last[4]["content"])["text"] == PAGES["Transatlantic_telegraph_cable"]
-    assert not any(m["role"] == "user" for m in last)  # the question lives on as a pinned fact
+    # The window starts at a tool call: the question that asked for it leads it.
+    assert last[3] == {"role": "user", "content": QUESTION}
+    assert json.loads(last[5]["content"])["text"] == PAGES["Transatlantic_telegraph_cable"]

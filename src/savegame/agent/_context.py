@@ -8,7 +8,10 @@ the model is sent a bounded window of them.
 The window is cut only between *turns*: a turn starts at a user message or at an
 assistant message that calls tools, and holds what follows up to the next start (the
 tool results, a final answer). So a tool result is never sent without the assistant
-message that asked for it; providers refuse such a prompt (OpenAI answers 400).
+message that asked for it; providers refuse such a prompt (OpenAI answers 400). A
+window that starts at a tool call is led by the last user message before it, so the
+model sees what the calls are for, and a provider that wants a user message first
+(Anthropic) gets one.
 
 A summary of what fell out of the window is itself a model call made through
 ``ctx.allm``: journaled, so a re-executed step, a resumed run and a replayed fork
@@ -124,6 +127,11 @@ def digest(messages: Sequence[Message]) -> str:
 class KeepLast:
     """Send the system prompt, pinned facts, a summary of older turns and the last turns.
 
+    The last turns are led by the user message that asked for them when they start at
+    a tool call. ``ScriptedModel`` picks its answer by the assistant messages it is
+    sent, so it does not fit a policy that drops some: script such tests by request
+    (``tests/provider.py``) or with a model that reads the prompt.
+
     Args:
         keep: the turns sent as they are (a turn: a user message, or an assistant
             message calling tools with its results); at least 1.
@@ -179,7 +187,17 @@ class KeepLast:
                         "content": f"Summary of the earlier conversation:\n{summary}",
                     }
                 )
-        out.extend(messages[cut:])
+        window = messages[cut:]
+        if window and window[0].get("role") != "user":
+            # A window that starts at a tool call is led by the user message that asked
+            # for it: the request the calls serve, and some providers (Anthropic) refuse a
+            # conversation whose first message is not a user's.
+            asked = next(
+                (m for m in reversed(messages[len(head) : cut]) if m.get("role") == "user"), None
+            )
+            if asked is not None:
+                out.append(asked)
+        out.extend(window)
         return Prompt(tuple(out), memory)
 
     def _facts(self, state: Mapping[str, Any]) -> list[str]:
