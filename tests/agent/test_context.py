@@ -32,10 +32,10 @@ from savegame import (
 from savegame.agent import Everything
 from savegame.agent._context import SUMMARY_INSTRUCTIONS, dropped, split, starts_turn
 from savegame.errors import ModelRequestError
-from savegame.models import OpenAI
+from savegame.models import Anthropic, OpenAI
 from savegame.runtime import StepContext
 from tests import provider
-from tests.provider import CHAT, FakeProvider, chat
+from tests.provider import CHAT, MESSAGES, FakeProvider, chat, messages
 
 Message = dict[str, Any]
 
@@ -60,24 +60,29 @@ def orphans(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 
 
 class StrictProvider(FakeProvider):
-    """tests/provider.py's server, answering 400 to a Chat Completions request whose
-    tool messages are not paired with the assistant message that called them."""
+    """tests/provider.py's server, answering 400 as the real APIs do to a Chat
+    Completions request whose tool messages are not paired with the assistant message
+    that called them, and to a Messages request that does not open with a user."""
 
     def _handle(self, request: Request) -> Response:
-        if request.path == CHAT:
-            body = json.loads(request.get_data() or b"{}")
-            if orphans(body.get("messages") or []):
-                self.asked.append(provider.Asked(request.path, body, dict(request.headers)))
-                message = (
-                    "Invalid parameter: messages with role 'tool' must be a response to a "
-                    "preceeding message with 'tool_calls'."
-                )
-                return Response(
-                    json.dumps(provider.error(400, message).body),
-                    status=400,
-                    content_type="application/json",
-                )
-        return super()._handle(request)
+        body = json.loads(request.get_data() or b"{}")
+        said = body.get("messages") or []
+        message = None
+        if request.path == CHAT and orphans(said):
+            message = (
+                "Invalid parameter: messages with role 'tool' must be a response to a "
+                "preceeding message with 'tool_calls'."
+            )
+        if request.path == MESSAGES and (not said or said[0].get("role") != "user"):
+            message = 'messages: first message must use the "user" role'
+        if message is None:
+            return super()._handle(request)
+        self.asked.append(provider.Asked(request.path, body, dict(request.headers)))
+        return Response(
+            json.dumps(provider.error(400, message).body),
+            status=400,
+            content_type="application/json",
+        )
 
 
 @pytest.fixture
@@ -222,6 +227,31 @@ def test_the_cut_never_orphans_a_tool_result_at_a_real_provider(strict: StrictPr
     assert [m["role"] for m in sent[2]] == ["system", "user", "assistant", "tool", "tool", "tool"]
     assert sent[2][1] == {"role": "user", "content": "and the rest"}
     assert len(result.state["messages"]) == len(earlier) + 1 + 3 + 4 + 2 + 1
+
+
+def test_a_window_at_a_tool_call_opens_with_the_user_at_anthropic(strict: StrictProvider) -> None:
+    model = Anthropic("claude-sonnet-4-5", base_url=strict.root, api_key="test-key")
+    # The provider does refuse a conversation that opens with the assistant.
+    with pytest.raises(ModelRequestError) as refused:
+        model.complete(tool_round(["a1"]), [])
+    assert refused.value.status == 400
+    strict.reset()
+    strict.script(
+        MESSAGES,
+        messages(None, [("lookup", {"n": 1})]),
+        messages(None, [("lookup", {"n": 2})]),
+        messages(None, [("lookup", {"n": 3})]),
+        messages("Done."),
+    )
+    agent = Agent("strict-anthropic", model, [lookup], system="Be brief.", context=KeepLast(1))
+    result = run(agent, {"input": "look 1, 2 and 3 up"}, store="memory://")
+    assert result.state["answer"] == "Done."
+    sent = [b["messages"] for b in strict.bodies(MESSAGES)]
+    assert len(sent) == 4
+    # Each later turn: the user's request, then only the last tool round.
+    for said in sent[1:]:
+        assert [m["role"] for m in said] == ["user", "assistant", "user"]
+        assert said[0]["content"][0]["text"] == "look 1, 2 and 3 up"
 
 
 # -- the window, as a property ---------------------------------------------------------
