@@ -34,9 +34,12 @@ PUBLIC_API = [
     # Agents
     "Agent",
     "ChatModel",
+    "ContextPolicy",
+    "KeepLast",
     "ModelCallRecord",
     "ModelResponse",
     "ModelUsage",
+    "Prompt",
     "RunModelUsage",
     "ScriptedModel",
     "ToolCall",

@@ -16,7 +16,17 @@ continues exactly where it stopped.
     result = run(wf, {}, store="sqlite:///savegame.db")
 """
 
-from savegame.agent import Agent, ChatModel, ModelResponse, ScriptedModel, ToolCall, ToolSpec
+from savegame.agent import (
+    Agent,
+    ChatModel,
+    ContextPolicy,
+    KeepLast,
+    ModelResponse,
+    Prompt,
+    ScriptedModel,
+    ToolCall,
+    ToolSpec,
+)
 from savegame.codec import register
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
@@ -171,9 +181,12 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # Agents
     "Agent",
     "ChatModel",
+    "ContextPolicy",
+    "KeepLast",
     "ModelCallRecord",
     "ModelResponse",
     "ModelUsage",
+    "Prompt",
     "RunModelUsage",
     "ScriptedModel",
     "ToolCall",
