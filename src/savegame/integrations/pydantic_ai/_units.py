@@ -1,0 +1,170 @@
+"""pydantic-ai's durable operations as savegame calls: the operation backend.
+
+pydantic-ai hands a durability engine each operation (a model request, a tool call, a
+toolset's discovery) as an async body to run in one named durable unit
+(``CallableOperationBackend.execute``). Here a unit is one call of the running step's
+journal (:class:`savegame.effects.Calls`), at the step's next position, named by
+pydantic-ai's journal naming (``bank__model.request``,
+``bank__function_toolset__<id>.call_tool:refund``): a recorded result is returned
+without running the body, a write's intent is committed before it runs and its result
+after, a write declared with ``approval`` pauses the run until a person decides, and
+one in doubt after a crash is retried (idempotent), reconciled, or left to a person.
+Everything pydantic-ai asks, a model request included, is committed when it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic_ai.durable_exec import (
+    CallableOperationBackend,
+    DurableOperationConfig,
+    DurableOperationId,
+    JournalOperationNamer,
+    ModelRequestId,
+    OperationConfigRole,
+    ToolsetCallToolId,
+    ToolsetValidateToolArgumentsId,
+)
+
+from savegame.effects import Tool, ainvoke_call
+from savegame.errors import ConfigurationError
+from savegame.integrations.pydantic_ai import _entries, _scope
+
+Approval = bool | Callable[[dict[str, Any]], bool]
+_OPTIONS = frozenset({"effect", "idempotent", "approval", "reconcile", "safe_errors"})
+
+
+@dataclass(frozen=True)
+class Unit:
+    """How one operation is called: what ``savegame.tool`` would say of it."""
+
+    effect: Literal["read", "write"] = "read"
+    idempotent: bool = False
+    approval: Approval = False
+    reconcile: Callable[[str], Any] | None = None
+    safe_errors: tuple[type[BaseException], ...] = field(default=())
+
+    @classmethod
+    def of(cls, declared: Mapping[str, Any], where: str) -> Unit:
+        unknown = set(declared) - _OPTIONS
+        if unknown:
+            raise ConfigurationError(
+                f"{where}: unknown savegame option(s) {sorted(unknown)}; "
+                f"the options are {sorted(_OPTIONS)}"
+            )
+        effect = declared.get("effect", "read")
+        if effect not in ("read", "write"):
+            raise ConfigurationError(f"{where}: effect must be 'read' or 'write', not {effect!r}")
+        unit = cls(
+            effect=effect,
+            idempotent=bool(declared.get("idempotent", False)),
+            approval=declared.get("approval", False),
+            reconcile=declared.get("reconcile"),
+            safe_errors=tuple(declared.get("safe_errors", ())),
+        )
+        if unit.effect == "read" and (unit.idempotent or unit.reconcile or unit.approval):
+            # Only a write has an intent to gate, deduplicate or reconcile.
+            raise ConfigurationError(
+                f"{where}: idempotent, reconcile and approval are for writes (effect='write')"
+            )
+        return unit
+
+
+READ = Unit()
+
+
+class UnitConfig(DurableOperationConfig[Unit]):
+    """Every operation is a read, except the tools declared otherwise: by name
+    (``SavegameDurability(tools=...)``) or in the tool's metadata under ``"savegame"``."""
+
+    def __init__(self, tools: Mapping[str, Unit]) -> None:
+        self._tools = dict(tools)
+
+    def base(self, role: OperationConfigRole, *, operation_id: DurableOperationId) -> Unit:
+        return READ
+
+    def for_tool(
+        self,
+        role: OperationConfigRole,
+        *,
+        operation_id: DurableOperationId,
+        tool: object | None,
+        tool_name: str,
+    ) -> Unit:
+        if isinstance(operation_id, ToolsetValidateToolArgumentsId):
+            return READ  # checking the model's arguments changes nothing
+        metadata = getattr(getattr(tool, "tool_def", None), "metadata", None) or {}
+        declared = metadata.get("savegame")
+        if declared is not None:
+            if not isinstance(declared, Mapping):
+                raise ConfigurationError(
+                    f"tool {tool_name!r}: its 'savegame' metadata must be a dict of "
+                    f"savegame.tool's options, not {type(declared).__name__}"
+                )
+            return Unit.of(declared, f"tool {tool_name!r} metadata")
+        return self._tools.get(tool_name, READ)
+
+
+class SavegameBackend(CallableOperationBackend[Unit]):
+    """Runs each operation's body as one call of the current step's journal."""
+
+    def __init__(self, *, agent_name: str, default_model_id: str | None, config: UnitConfig):
+        namer = JournalOperationNamer(agent_name, default_model_id=default_model_id or "default")
+        super().__init__(namer=namer, config=config)
+
+    async def execute(
+        self,
+        *,
+        operation_id: DurableOperationId,
+        name: str,
+        body: Callable[[], Awaitable[object]],
+        cache_key: tuple[object, ...],
+        config: Unit,
+    ) -> object:
+        ctx = _scope.current()
+        if ctx is None:  # the base calls a backend only inside the durable container
+            raise ConfigurationError(f"{name}: not inside durable(ctx)")
+        calls = _scope.calls_of(ctx)
+        asked = _entries.arguments(operation_id, cache_key)
+
+        async def unit(call: dict[str, Any], request_id: str) -> object:
+            if call != asked:
+                # An approver's edit would change what the journal says was called, not
+                # what pydantic-ai calls: refused rather than ignored.
+                raise ConfigurationError(
+                    f"{name}: an approval's edit of a pydantic-ai tool call is not supported "
+                    "(approve or reject it)"
+                )
+            with _scope.calling(request_id):
+                return await body()
+
+        tool = Tool(
+            unit, name, config.effect, config.idempotent, None, config.approval,
+            config.reconcile, config.safe_errors, durable=True,
+        )  # fmt: skip
+        prepared = await asyncio.to_thread(calls.before, tool, {"call": asked})
+        if prepared.replay:
+            payload = prepared.result
+        else:
+            payload = await ainvoke_call(calls, tool, prepared)
+        if isinstance(operation_id, ModelRequestId):
+            _count_model(ctx, payload)
+        elif isinstance(operation_id, ToolsetCallToolId):
+            ctx.add_usage(tool_calls=1)
+        return payload
+
+
+def _count_model(ctx: Any, payload: object) -> None:
+    """The run's usage counts a model request whether it was made now or replayed, so a
+    resumed run's usage equals an uninterrupted one's."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    tokens = usage if isinstance(usage, dict) else {}
+    ctx.add_usage(
+        input_tokens=int(tokens.get("input_tokens") or 0),
+        output_tokens=int(tokens.get("output_tokens") or 0),
+        llm_calls=1,
+    )

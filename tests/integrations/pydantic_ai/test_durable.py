@@ -1,0 +1,170 @@
+"""A pydantic-ai Agent made durable by SavegameDurability: its real OpenAIChatModel asks
+the local provider, its model requests and tool calls are journaled calls of the step.
+
+A run stopped mid-way (at an approval) and resumed asks the provider nothing it
+recorded and runs no tool again; a fork replays every call from its origin's journal;
+a write gated by approval runs only once approved, never once rejected; an idempotent
+write gets a request id that stays the same; outside ``durable(ctx)`` the agent is
+pydantic-ai's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from pydantic_ai import Agent
+
+from savegame import (
+    ApprovalRejected,
+    ConfigurationError,
+    EffectKind,
+    EffectStatus,
+    RunStatus,
+    approve,
+    fork,
+    get_run,
+    history,
+    list_effects,
+    reject,
+    run,
+)
+from savegame.integrations.pydantic_ai import SavegameDurability, current
+from tests.provider import CHAT, FakeProvider, chat
+
+from .bank import build, ledger_lines
+
+QUESTION = {"question": "Check c1's balance, then block their card."}
+
+
+def script_block(fake: FakeProvider) -> None:
+    fake.script(
+        CHAT,
+        chat(None, [("balance", {"customer": "c1"})]),
+        chat(None, [("block_card", {"customer": "c1"})]),
+        chat("Your card is blocked."),
+    )
+
+
+def test_a_run_resumed_after_its_approval_asks_nothing_it_recorded(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("pai-resume", fake.openai_url, ledger)
+    script_block(fake)
+
+    paused = run(flow, QUESTION, run_id="r1", store=url)
+    assert paused.status is RunStatus.INTERRUPTED
+    assert len(fake.bodies(CHAT)) == 2
+    assert ledger_lines(ledger) == []  # the gated write waits for a person
+
+    decision = approve("r1", store=url, workflow=flow, by="ada")
+    assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
+    assert decision.result.state["answer"] == "Your card is blocked."
+    # Only the turn after the approved call was sent: the two recorded ones were not.
+    bodies = fake.bodies(CHAT)
+    assert len(bodies) == 3
+    assert [m["role"] for m in bodies[2]["messages"]] == [
+        "system", "user", "assistant", "tool", "assistant", "tool",
+    ]  # fmt: skip
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
+
+    entries = [e for e in list_effects("r1", store=url) if e.kind is not EffectKind.APPROVAL]
+    assert [(e.name.split("__")[-1], e.kind, e.status) for e in entries] == [
+        ("model.request", EffectKind.READ, EffectStatus.DONE),
+        ("<agent>.call_tool:balance", EffectKind.READ, EffectStatus.DONE),
+        ("model.request", EffectKind.READ, EffectStatus.DONE),
+        ("<agent>.call_tool:block_card", EffectKind.WRITE, EffectStatus.DONE),
+        ("model.request", EffectKind.READ, EffectStatus.DONE),
+    ]
+    # Usage counts each model request once, replayed or not: as if never stopped.
+    usage = decision.result.usage
+    assert (usage.llm_calls, usage.tool_calls, usage.input_tokens) == (3, 2, 36)
+
+    # A fork from the run's first checkpoint replays every call from the journal.
+    first = history("r1", store=url)[0]
+    forked = fork(first.checkpoint_id, store=url, workflow=flow)
+    assert forked.result is not None and forked.result.status is RunStatus.COMPLETED
+    assert forked.result.state["answer"] == "Your card is blocked."
+    assert len(fake.bodies(CHAT)) == 3
+    assert len(ledger_lines(ledger)) == 1
+
+
+def test_a_rejected_write_never_runs(fake: FakeProvider, tmp_path: Path) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("pai-reject", fake.openai_url, ledger)
+    script_block(fake)
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+
+    decision = reject("r1", reason="not without a call", store=url, workflow=flow)
+    # The step sees the rejection as savegame's ApprovalRejected, not a pydantic-ai error.
+    assert isinstance(decision.error, ApprovalRejected)
+    assert get_run("r1", store=url).status is RunStatus.FAILED
+    assert ledger_lines(ledger) == []
+    assert len(fake.bodies(CHAT)) == 2
+
+
+def test_an_idempotent_write_gets_the_request_id_of_its_entry(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("pai-request-id", fake.openai_url, ledger)
+    fake.script(CHAT, chat(None, [("transfer", {"customer": "c1", "amount": 20})]), chat("Sent."))
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.COMPLETED
+    [write] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.WRITE]
+    assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20.0}]
+
+
+def test_outside_durable_the_agent_is_pydantic_ais_own(fake: FakeProvider, tmp_path: Path) -> None:
+    _, agent = build("pai-plain", fake.openai_url, tmp_path / "ledger.jsonl")
+    fake.script(CHAT, chat(None, [("balance", {"customer": "c1"})]), chat("100."))
+    assert current() is None
+    assert asyncio.run(agent.run("balance?")).output == "100."
+    assert len(fake.bodies(CHAT)) == 2
+
+
+def test_tool_declarations_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="unknown savegame option"):
+        SavegameDurability(tools={"refund": {"effct": "write"}})
+    with pytest.raises(ConfigurationError, match="are for writes"):
+        SavegameDurability(tools={"refund": {"approval": True}})
+    with pytest.raises(ConfigurationError, match="'read' or 'write'"):
+        SavegameDurability(tools={"refund": {"effect": "delete"}})
+
+
+def test_a_write_declared_in_the_tools_metadata_is_gated(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from savegame import END, StepContext, Workflow
+    from savegame.integrations.pydantic_ai import run_agent
+
+    model = OpenAIChatModel(
+        "gpt-4o", provider=OpenAIProvider(base_url=fake.openai_url, api_key="k")
+    )
+    agent = Agent(model, name="pai-meta", capabilities=[SavegameDurability()])
+    refunds: list[float] = []
+
+    @agent.tool_plain(metadata={"savegame": {"effect": "write", "approval": True}})
+    def refund(amount: float) -> str:
+        """Refund."""
+        refunds.append(amount)
+        return "refunded"
+
+    flow = Workflow("pai-meta")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, object], ctx: StepContext) -> tuple[dict[str, object], str]:
+        return {"answer": (await run_agent(ctx, agent, "refund 5")).output}, END
+
+    fake.script(CHAT, chat(None, [("refund", {"amount": 5})]), chat("Refunded."))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    assert refunds == []
+    decision = approve("r1", store=url, workflow=flow)
+    assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
+    assert refunds == [5.0]
+    assert len(fake.bodies(CHAT)) == 2
