@@ -1,8 +1,8 @@
 """A small durable pydantic-ai agent for the tests: the real ``Agent`` and its real
 ``OpenAIChatModel`` talking to the test's local provider.
 
-``balance`` is a read; ``transfer`` a write that the outside world (a ledger file, one
-line per transfer with its request id) deduplicates on, and that ``reconcile`` can ask;
+``balance`` is a read; ``transfer`` a write to the outside world (a ledger file, one
+line per transfer with its request id) that ``reconcile`` can ask about by request id;
 ``block_card`` a write gated by a person's approval. ``SAVEGAME_HOOK=<name>`` makes the
 process print ``HOOK <name>`` and block there, for a parent's SIGKILL: ``balance:mid``
 (in the tool round, after the transfer), ``transfer:after`` (the ledger written, the
@@ -52,7 +52,7 @@ def build(name: str, base_url: str, ledger: Path) -> tuple[Workflow, Agent[None,
 
     durability = SavegameDurability(
         tools={
-            "transfer": {"effect": "write", "idempotent": True, "reconcile": found},
+            "transfer": {"effect": "write", "reconcile": found},
             "block_card": {"effect": "write", "approval": True},
         }
     )

@@ -3,8 +3,8 @@ the local provider, its model requests and tool calls are journaled calls of the
 
 A run stopped mid-way (at an approval) and resumed asks the provider nothing it
 recorded and runs no tool again; a fork replays every call from its origin's journal;
-a write gated by approval runs only once approved, never once rejected; an idempotent
-write gets a request id that stays the same; outside ``durable(ctx)`` the agent is
+a write gated by approval runs only once approved, never once rejected; a write gets
+the request id of its journal entry; outside ``durable(ctx)`` the agent is
 pydantic-ai's own.
 """
 
@@ -105,9 +105,7 @@ def test_a_rejected_write_never_runs(fake: FakeProvider, tmp_path: Path) -> None
     assert len(fake.bodies(CHAT)) == 2
 
 
-def test_an_idempotent_write_gets_the_request_id_of_its_entry(
-    fake: FakeProvider, tmp_path: Path
-) -> None:
+def test_a_write_gets_the_request_id_of_its_entry(fake: FakeProvider, tmp_path: Path) -> None:
     url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
     flow, _ = build("pai-request-id", fake.openai_url, ledger)
     fake.script(CHAT, chat(None, [("transfer", {"customer": "c1", "amount": 20})]), chat("Sent."))

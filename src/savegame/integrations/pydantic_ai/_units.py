@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai.durable_exec import (
+    JSON_CODEC,
     CallableOperationBackend,
+    CallToolResult,
     DurableOperationConfig,
     DurableOperationId,
     JournalOperationNamer,
@@ -29,6 +31,9 @@ from pydantic_ai.durable_exec import (
     ToolsetCallToolId,
     ToolsetValidateToolArgumentsId,
 )
+
+# What pydantic-ai's own engines record a tool's return value as (DBOS imports it the same way).
+from pydantic_ai.durable_exec._toolset import wrap_tool_call_result
 
 from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ConfigurationError
@@ -144,7 +149,7 @@ class SavegameBackend(CallableOperationBackend[Unit]):
 
         tool = Tool(
             unit, name, config.effect, config.idempotent, None, config.approval,
-            config.reconcile, config.safe_errors, durable=True,
+            _recorded(config.reconcile), config.safe_errors, durable=True,
         )  # fmt: skip
         prepared = await asyncio.to_thread(calls.before, tool, {"call": asked})
         if prepared.replay:
@@ -156,6 +161,29 @@ class SavegameBackend(CallableOperationBackend[Unit]):
         elif isinstance(operation_id, ToolsetCallToolId):
             ctx.add_usage(tool_calls=1)
         return payload
+
+
+def _recorded(reconcile: Callable[[str], Any] | None) -> Callable[[str], Any] | None:
+    """A tool's ``reconcile``, answering what the journal records for a call: the tool's
+    return value as pydantic-ai's engines record it, so a reconciled call replays as if
+    it had returned."""
+    if reconcile is None:
+        return None
+    check = reconcile
+
+    def recorded(request_id: str) -> Any:
+        found = check(request_id)
+        if found is None:
+            return None
+
+        async def returned() -> Any:
+            return found
+
+        # Called in a worker thread (Calls.before and Calls.failed run off the loop).
+        wrapped = asyncio.run(wrap_tool_call_result(returned()))
+        return JSON_CODEC.dump(CallToolResult, wrapped)
+
+    return recorded
 
 
 def _count_model(ctx: Any, payload: object) -> None:
