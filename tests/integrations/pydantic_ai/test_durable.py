@@ -15,22 +15,30 @@ from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 from savegame import (
+    END,
     ApprovalRejected,
     ConfigurationError,
     EffectKind,
     EffectStatus,
+    InDoubtEffectError,
     RunStatus,
+    StepContext,
+    Workflow,
     approve,
     fork,
     get_run,
     history,
     list_effects,
     reject,
+    resolve,
+    resume,
     run,
 )
-from savegame.integrations.pydantic_ai import SavegameDurability, current
+from savegame.integrations.pydantic_ai import SavegameDurability, current, run_agent
 from tests.provider import CHAT, FakeProvider, chat
 
 from .bank import build, ledger_lines
@@ -134,12 +142,6 @@ def test_tool_declarations_are_checked() -> None:
 def test_a_write_declared_in_the_tools_metadata_is_gated(
     fake: FakeProvider, tmp_path: Path
 ) -> None:
-    from pydantic_ai.models.openai import OpenAIChatModel
-    from pydantic_ai.providers.openai import OpenAIProvider
-
-    from savegame import END, StepContext, Workflow
-    from savegame.integrations.pydantic_ai import run_agent
-
     model = OpenAIChatModel(
         "gpt-4o", provider=OpenAIProvider(base_url=fake.openai_url, api_key="k")
     )
@@ -166,3 +168,43 @@ def test_a_write_declared_in_the_tools_metadata_is_gated(
     assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
     assert refunds == [5.0]
     assert len(fake.bodies(CHAT)) == 2
+
+
+def test_a_write_in_doubt_waits_for_a_person_whose_result_the_model_gets(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    model = OpenAIChatModel(
+        "gpt-4o", provider=OpenAIProvider(base_url=fake.openai_url, api_key="k")
+    )
+    durability = SavegameDurability(tools={"wire": {"effect": "write"}})
+    agent = Agent(model, name="pai-doubt", capabilities=[durability])
+    wired: list[float] = []
+
+    @agent.tool_plain
+    def wire(amount: float) -> str:
+        """Wire money."""
+        wired.append(amount)
+        raise TimeoutError("the bank did not answer")  # sent or not: nobody knows
+
+    flow = Workflow("pai-doubt")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, object], ctx: StepContext) -> tuple[dict[str, object], str]:
+        return {"answer": (await run_agent(ctx, agent, "wire 7")).output}, END
+
+    fake.script(CHAT, chat(None, [("wire", {"amount": 7})]), chat("Wired."))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with pytest.raises(InDoubtEffectError, match="wire"):
+        run(flow, {}, run_id="r1", store=url)
+    assert get_run("r1", store=url).status is RunStatus.NEEDS_ATTENTION
+    [write] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.WRITE]
+    assert write.status is EffectStatus.PENDING
+
+    # The person checked with the bank: it was sent. The model is told what they said.
+    resolve("r1", write.request_id, done=True, result="wired 7 (checked by phone)", store=url)
+    finished = resume("r1", store=url, workflow=flow)
+    assert finished.status is RunStatus.COMPLETED
+    assert wired == [7.0]
+    bodies = fake.bodies(CHAT)
+    assert len(bodies) == 2
+    assert bodies[1]["messages"][-1]["content"] == "wired 7 (checked by phone)"

@@ -154,6 +154,9 @@ class SavegameBackend(CallableOperationBackend[Unit]):
         prepared = await asyncio.to_thread(calls.before, tool, {"call": asked})
         if prepared.replay:
             payload = prepared.result
+            settled = prepared.entry.metadata.get("resolved") if prepared.entry else None
+            if settled == "done" and isinstance(operation_id, ToolsetCallToolId):
+                payload = await asyncio.to_thread(as_return, payload)  # a person's result
         else:
             payload = await ainvoke_call(calls, tool, prepared)
         if isinstance(operation_id, ModelRequestId):
@@ -163,25 +166,30 @@ class SavegameBackend(CallableOperationBackend[Unit]):
         return payload
 
 
+def as_return(value: Any) -> Any:
+    """``value`` as pydantic-ai's engines record a tool's return value (what a unit's body
+    returns), for a result that did not come from the body: a ``reconcile``'s answer, a
+    person's ``savegame resolve --result``."""
+
+    async def returned() -> Any:
+        return value
+
+    # Called in a worker thread (Calls.before and Calls.failed run off the loop) or
+    # before the body would have run; wrapping runs nothing that waits.
+    wrapped = asyncio.run(wrap_tool_call_result(returned()))
+    return JSON_CODEC.dump(CallToolResult, wrapped)
+
+
 def _recorded(reconcile: Callable[[str], Any] | None) -> Callable[[str], Any] | None:
-    """A tool's ``reconcile``, answering what the journal records for a call: the tool's
-    return value as pydantic-ai's engines record it, so a reconciled call replays as if
-    it had returned."""
+    """A tool's ``reconcile``, answering what the journal records for a call, so a
+    reconciled call replays as if it had returned."""
     if reconcile is None:
         return None
     check = reconcile
 
     def recorded(request_id: str) -> Any:
         found = check(request_id)
-        if found is None:
-            return None
-
-        async def returned() -> Any:
-            return found
-
-        # Called in a worker thread (Calls.before and Calls.failed run off the loop).
-        wrapped = asyncio.run(wrap_tool_call_result(returned()))
-        return JSON_CODEC.dump(CallToolResult, wrapped)
+        return None if found is None else as_return(found)
 
     return recorded
 
