@@ -59,7 +59,7 @@ def test_a_changed_prompt_on_resume_is_non_determinism(
 
     decision = approve("r1", store=url, workflow=flow)
     assert isinstance(decision.error, NonDeterminismError), decision
-    assert "r1:1:0" in str(decision.error) and "model.request" in str(decision.error)
+    assert "r1:1:0" in str(decision.error) and "llm:gpt-4o" in str(decision.error)
     assert get_run("r1", store=url).status is RunStatus.FAILED
     # Nothing was asked under the other prompt, nothing written on the old approval.
     assert len(fake.bodies(CHAT)) == 2

@@ -11,6 +11,7 @@ pydantic-ai's own.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,8 @@ from savegame import (
     get_run,
     history,
     list_effects,
+    model_calls,
+    model_usage,
     reject,
     resolve,
     resume,
@@ -80,12 +83,26 @@ def test_a_run_resumed_after_its_approval_asks_nothing_it_recorded(
 
     entries = [e for e in list_effects("r1", store=url) if e.kind is not EffectKind.APPROVAL]
     assert [(e.name.split("__")[-1], e.kind, e.status) for e in entries] == [
-        ("model.request", EffectKind.READ, EffectStatus.DONE),
+        ("llm:gpt-4o", EffectKind.LLM, EffectStatus.DONE),
         ("<agent>.call_tool:balance", EffectKind.READ, EffectStatus.DONE),
-        ("model.request", EffectKind.READ, EffectStatus.DONE),
+        ("llm:gpt-4o", EffectKind.LLM, EffectStatus.DONE),
         ("<agent>.call_tool:block_card", EffectKind.WRITE, EffectStatus.DONE),
-        ("model.request", EffectKind.READ, EffectStatus.DONE),
+        ("llm:gpt-4o", EffectKind.LLM, EffectStatus.DONE),
     ]
+    assert entries[1].name == "pai-resume__function_toolset__<agent>.call_tool:balance"
+    # What each model request was asked and answered reads like any model call's.
+    asked = model_calls("r1", store=url)
+    assert [c.model for c in asked] == ["gpt-4o"] * 3
+    assert [c.response.tool_calls[0].name if c.response.tool_calls else None for c in asked] == [
+        "balance", "block_card", None,
+    ]  # fmt: skip
+    assert asked[2].response.content == "Your card is blocked."
+    request = asked[0].request
+    assert request is not None and request.missing == []
+    assert [t["name"] for t in request.tools] == ["balance", "transfer", "block_card"]
+    assert "Check c1's balance" in json.dumps(request.messages)
+    assert len(asked[2].request.messages) == 5  # each stored once per run, by parts
+    assert model_usage("r1", store=url).models["gpt-4o"].calls == 3
     # Usage counts each model request once, replayed or not: as if never stopped.
     usage = decision.result.usage
     assert (usage.llm_calls, usage.tool_calls, usage.input_tokens) == (3, 2, 36)

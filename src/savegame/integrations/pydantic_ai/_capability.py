@@ -101,8 +101,21 @@ class SavegameDurability(BaseDurabilityCapability[AgentDepsT]):
             agent_name=self.name,
             default_model_id=self.default_model_id,
             config=UnitConfig(self._units),
+            model_name=self._model_label,
         )
         self._register_toolsets(agent)
+
+    def _model_label(self, model_id: str | None) -> str:
+        """The name a model's calls are journaled under (``llm:<name>``): the model's own
+        name, the same on every execution."""
+        model: object = self._extra_models.get(model_id) if model_id is not None else None
+        if model is None and model_id is None and self._agent is not None:
+            model = getattr(self._agent, "model", None)
+        if isinstance(model, Model):
+            return model.model_name
+        if isinstance(model, str):
+            return model
+        return model_id or self.default_model_id or "default"
 
     def get_durable_operation_backend(self) -> DurableOperationBackend[Any]:
         if self._backend is None:

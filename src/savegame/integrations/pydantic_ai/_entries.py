@@ -1,11 +1,11 @@
-"""What a pydantic-ai operation is journaled as: the arguments of its entry.
+"""What a pydantic-ai operation other than a model request is journaled as: the
+arguments of its entry (a model request's entry is a model call's, :mod:`._models`).
 
 An entry's arguments say which call sits at a position, so a resume (and a fork's
-replay) can tell the same call from another: a model request by its model and a digest
-of what it was asked (the messages, the settings, the tool definitions), a tool call by
-its tool and the model's arguments. The digest leaves out what pydantic-ai makes anew
-on each execution of the same request (timestamps, the run's ids): what a resumed step
-asks again must digest the same, and a changed prompt must not.
+replay) can tell the same call from another: a tool call by its tool and the model's
+arguments, anything else (a toolset's discovery) by a digest of its parameters. What
+pydantic-ai makes anew on each execution of the same operation (timestamps, the run's
+ids) is left out (:func:`stable`): what a resumed step does again must compare equal.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_ai.durable_exec import (
     DurableOperationId,
-    ModelRequestId,
     ToolsetCallToolId,
     ToolsetValidateToolArgumentsId,
 )
@@ -28,21 +27,21 @@ _VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
 """Keys pydantic-ai fills from the clock or a fresh id on each execution."""
 
 
-def _stable(value: Any) -> Any:
+def stable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
+        return {k: stable(v) for k, v in value.items() if k not in _VOLATILE}
     if isinstance(value, list):
-        return [_stable(v) for v in value]
+        return [stable(v) for v in value]
     return value
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """``value`` as a JSON tree; what has none (a function, a client) by its type's name."""
     return to_jsonable_python(value, fallback=lambda v: f"<{type(v).__name__}>")
 
 
 def _digest(value: Any) -> str:
-    return hashlib.blake2b(canonical(_stable(_plain(value))), digest_size=12).hexdigest()
+    return hashlib.blake2b(canonical(stable(plain(value))), digest_size=12).hexdigest()
 
 
 def arguments(operation_id: DurableOperationId, cache_key: tuple[object, ...]) -> dict[str, Any]:
@@ -50,14 +49,7 @@ def arguments(operation_id: DurableOperationId, cache_key: tuple[object, ...]) -
     of its parameters (``CacheIdentity.project``)."""
     # The run context rides in every projection; what it holds is the run's, not the call's.
     parts = [p for p in cache_key if not isinstance(p, RunContext)]
-    if isinstance(operation_id, ModelRequestId):
-        model_id, messages, settings, parameters = parts
-        return {
-            "model": model_id or "default",
-            "messages": len(messages) if isinstance(messages, list) else 0,
-            "digest": _digest([messages, settings, parameters]),
-        }
     if isinstance(operation_id, ToolsetCallToolId | ToolsetValidateToolArgumentsId):
         name, tool_args = parts[0], parts[1]
-        return {"tool": name, "args": _plain(tool_args)}
+        return {"tool": name, "args": plain(tool_args)}
     return {"digest": _digest(parts)}

@@ -3,9 +3,10 @@
 pydantic-ai hands a durability engine each operation (a model request, a tool call, a
 toolset's discovery) as an async body to run in one named durable unit
 (``CallableOperationBackend.execute``). Here a unit is one call of the running step's
-journal (:class:`savegame.effects.Calls`), at the step's next position, named by
-pydantic-ai's journal naming (``bank__model.request``,
-``bank__function_toolset__<id>.call_tool:refund``): a recorded result is returned
+journal (:class:`savegame.effects.Calls`), at the step's next position. A model
+request is a model call, as ``ctx.llm``'s are (:mod:`._models`); anything else a tool
+call named by pydantic-ai's journal naming
+(``bank__function_toolset__<id>.call_tool:refund``). A recorded result is returned
 without running the body, a write's intent is committed before it runs and its result
 after, a write declared with ``approval`` pauses the run until a person decides, and
 one in doubt after a crash is retried (idempotent), reconciled, or left to a person.
@@ -35,9 +36,11 @@ from pydantic_ai.durable_exec import (
 # What pydantic-ai's own engines record a tool's return value as (DBOS imports it the same way).
 from pydantic_ai.durable_exec._toolset import wrap_tool_call_result
 
-from savegame.effects import Tool, ainvoke_call
+from savegame.effects import Calls, Tool, ainvoke_call
 from savegame.errors import ConfigurationError
 from savegame.integrations.pydantic_ai import _entries, _scope
+from savegame.integrations.pydantic_ai._models import PAYLOAD, model_call, recorded
+from savegame.runtime import StepContext
 
 Approval = bool | Callable[[dict[str, Any]], bool]
 _OPTIONS = frozenset({"effect", "idempotent", "approval", "reconcile", "safe_errors"})
@@ -117,9 +120,17 @@ class UnitConfig(DurableOperationConfig[Unit]):
 class SavegameBackend(CallableOperationBackend[Unit]):
     """Runs each operation's body as one call of the current step's journal."""
 
-    def __init__(self, *, agent_name: str, default_model_id: str | None, config: UnitConfig):
+    def __init__(
+        self,
+        *,
+        agent_name: str,
+        default_model_id: str | None,
+        config: UnitConfig,
+        model_name: Callable[[str | None], str],
+    ) -> None:
         namer = JournalOperationNamer(agent_name, default_model_id=default_model_id or "default")
         super().__init__(namer=namer, config=config)
+        self._model_name = model_name
 
     async def execute(
         self,
@@ -134,6 +145,8 @@ class SavegameBackend(CallableOperationBackend[Unit]):
         if ctx is None:  # the base calls a backend only inside the durable container
             raise ConfigurationError(f"{name}: not inside durable(ctx)")
         calls = _scope.calls_of(ctx)
+        if isinstance(operation_id, ModelRequestId):
+            return await self._model_request(ctx, calls, operation_id, cache_key, body)
         asked = _entries.arguments(operation_id, cache_key)
 
         async def unit(call: dict[str, Any], request_id: str) -> object:
@@ -159,11 +172,42 @@ class SavegameBackend(CallableOperationBackend[Unit]):
                 payload = await asyncio.to_thread(as_return, payload)  # a person's result
         else:
             payload = await ainvoke_call(calls, tool, prepared)
-        if isinstance(operation_id, ModelRequestId):
-            _count_model(ctx, payload)
-        elif isinstance(operation_id, ToolsetCallToolId):
+        if isinstance(operation_id, ToolsetCallToolId):
             ctx.add_usage(tool_calls=1)
         return payload
+
+    async def _model_request(
+        self,
+        ctx: StepContext,
+        calls: Calls,
+        operation_id: ModelRequestId,
+        cache_key: tuple[object, ...],
+        body: Callable[[], Awaitable[object]],
+    ) -> object:
+        """A model request is a model call of the step (``ctx.llm``'s entry): its request
+        kept by parts, its response committed at once, before pydantic-ai sees it."""
+        call = model_call(self._model_name(operation_id.model_id), cache_key)
+        prepared = await asyncio.to_thread(calls.before_llm, call)
+        if prepared.replay:
+            kept = prepared.result
+            if not isinstance(kept, dict) or PAYLOAD not in kept:
+                raise ConfigurationError(
+                    f"run {calls.run_id}: the model call {prepared.request_id} was not "
+                    "recorded by a pydantic-ai agent: nothing to hand back to it"
+                )
+        else:
+            kept = recorded(await body())
+            await asyncio.to_thread(calls.after_llm, prepared, kept)
+        # Counted whether made now or replayed: a resumed run's usage equals an
+        # uninterrupted one's.
+        cost = kept.get("cost_usd")
+        ctx.add_usage(
+            input_tokens=int(kept.get("input_tokens") or 0),
+            output_tokens=int(kept.get("output_tokens") or 0),
+            cost_usd=float(cost) if isinstance(cost, int | float) else 0.0,
+            llm_calls=1,
+        )
+        return kept[PAYLOAD]
 
 
 def as_return(value: Any) -> Any:
@@ -192,15 +236,3 @@ def _recorded(reconcile: Callable[[str], Any] | None) -> Callable[[str], Any] | 
         return None if found is None else as_return(found)
 
     return recorded
-
-
-def _count_model(ctx: Any, payload: object) -> None:
-    """The run's usage counts a model request whether it was made now or replayed, so a
-    resumed run's usage equals an uninterrupted one's."""
-    usage = payload.get("usage") if isinstance(payload, dict) else None
-    tokens = usage if isinstance(usage, dict) else {}
-    ctx.add_usage(
-        input_tokens=int(tokens.get("input_tokens") or 0),
-        output_tokens=int(tokens.get("output_tokens") or 0),
-        llm_calls=1,
-    )
