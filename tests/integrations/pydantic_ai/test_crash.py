@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from savegame import EffectKind, EffectStatus, list_effects
+from savegame import EffectKind, EffectStatus, list_effects, model_calls
 from tests.crash.harness import kill_at_hook, run_to_end
 from tests.provider import CHAT, FakeProvider, chat
 
@@ -64,3 +64,7 @@ def test_a_kill_mid_tool_round_pays_no_model_twice_and_writes_once(
     assert write.status is EffectStatus.DONE
     assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20.0}]
     assert write.metadata.get("reconciled") is (True if hook == "transfer:after" else None)
+    # The journal holds each model request once: the one made before the kill, one after.
+    assert [c.response.content for c in model_calls("run", store=url)] == [
+        None, "Sent 20; the balance is 100.",
+    ]  # fmt: skip

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterable
 from pathlib import Path
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, AgentStreamEvent, RunContext
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -42,7 +43,7 @@ from savegame import (
     run,
 )
 from savegame.integrations.pydantic_ai import SavegameDurability, current, run_agent
-from tests.provider import CHAT, FakeProvider, chat
+from tests.provider import CHAT, FakeProvider, chat, chat_stream
 
 from .bank import build, ledger_lines
 
@@ -225,3 +226,49 @@ def test_a_write_in_doubt_waits_for_a_person_whose_result_the_model_gets(
     bodies = fake.bodies(CHAT)
     assert len(bodies) == 2
     assert bodies[1]["messages"][-1]["content"] == "wired 7 (checked by phone)"
+
+
+def test_a_streamed_run_journals_each_final_message_once(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    model = OpenAIChatModel(
+        "gpt-4o", provider=OpenAIProvider(base_url=fake.openai_url, api_key="k")
+    )
+    seen: list[str] = []
+
+    async def handler(ctx: RunContext[None], events: AsyncIterable[AgentStreamEvent]) -> None:
+        async for event in events:
+            seen.append(type(event).__name__)
+
+    agent = Agent(
+        model, name="pai-stream", capabilities=[SavegameDurability(event_stream_handler=handler)]
+    )
+
+    @agent.tool_plain
+    def balance(customer: str) -> float:
+        """The balance."""
+        return 1.0
+
+    flow = Workflow("pai-stream")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, object], ctx: StepContext) -> tuple[dict[str, object], str]:
+        return {"answer": (await run_agent(ctx, agent, "balance?")).output}, END
+
+    fake.script(
+        CHAT,
+        chat_stream([], calls=[("balance", {"customer": "c1"})]),
+        chat_stream(["The bal", "ance is 1."]),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = run(flow, {}, run_id="r1", store=url)
+    assert done.status is RunStatus.COMPLETED and done.state["answer"] == "The balance is 1."
+    # The handler saw the pieces live, inside the model calls, and the tool's events.
+    assert seen.count("PartDeltaEvent") >= 2
+    assert "FunctionToolCallEvent" in seen and "FunctionToolResultEvent" in seen
+    # Each streamed request is journaled once, as its final message.
+    asked = model_calls("r1", store=url)
+    assert [(c.response.content, len(c.response.tool_calls)) for c in asked] == [
+        (None, 1), ("The balance is 1.", 0),
+    ]  # fmt: skip
+    assert len(fake.bodies(CHAT)) == 2 and all(b["stream"] for b in fake.bodies(CHAT))
