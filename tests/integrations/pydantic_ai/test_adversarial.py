@@ -4,6 +4,8 @@ A run waits at its gated write, two model requests and a read on record. Then:
 
 * an entry edited in the database (the recorded model answer asks for another
   customer's card) is refused by its seal before anything is asked or written;
+* an approver's edit of the gated call (pydantic-ai would call what the model asked,
+  not the edit) is refused before the tool runs, and the write settled not done;
 * a redeploy that changed the agent's instructions asks the model something else at a
   position whose answer is on record: that answer was to another prompt, so the resume
   stops with NonDeterminismError instead of replaying it (savegame's rule for any call).
@@ -17,7 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from savegame import CorruptRecordError, NonDeterminismError, RunStatus, approve, get_run, run
+from savegame import (
+    ConfigurationError,
+    CorruptRecordError,
+    EffectKind,
+    EffectStatus,
+    NonDeterminismError,
+    RunStatus,
+    approve,
+    get_run,
+    list_effects,
+    run,
+)
 from tests.provider import CHAT, FakeProvider
 
 from . import bank
@@ -64,3 +77,18 @@ def test_a_changed_prompt_on_resume_is_non_determinism(
     # Nothing was asked under the other prompt, nothing written on the old approval.
     assert len(fake.bodies(CHAT)) == 2
     assert bank.ledger_lines(ledger) == []
+
+
+def test_an_approvers_edit_is_refused_and_nothing_is_written(
+    waiting: tuple[str, Path, object], fake: FakeProvider
+) -> None:
+    url, ledger, flow = waiting
+    edit = {"call": {"tool": "block_card", "args": {"customer": "c9"}}}
+    decision = approve("r1", store=url, workflow=flow, edit=edit)
+    assert isinstance(decision.error, ConfigurationError), decision
+    assert "edit of a pydantic-ai tool call is not supported" in str(decision.error)
+    # Refused before the tool ran: settled not done, not left in doubt for a person.
+    [write] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.WRITE]
+    assert write.status is EffectStatus.NOT_DONE
+    assert bank.ledger_lines(ledger) == []
+    assert len(fake.bodies(CHAT)) == 2

@@ -117,6 +117,11 @@ class UnitConfig(DurableOperationConfig[Unit]):
         return self._tools.get(tool_name, READ)
 
 
+class EditRefused(ConfigurationError):
+    """An approval's edit of a pydantic-ai tool call: refused before the tool ran, so the
+    write is settled not done (it is one of every unit's ``safe_errors``)."""
+
+
 class SavegameBackend(CallableOperationBackend[Unit]):
     """Runs each operation's body as one call of the current step's journal."""
 
@@ -153,7 +158,7 @@ class SavegameBackend(CallableOperationBackend[Unit]):
             if call != asked:
                 # An approver's edit would change what the journal says was called, not
                 # what pydantic-ai calls: refused rather than ignored.
-                raise ConfigurationError(
+                raise EditRefused(
                     f"{name}: an approval's edit of a pydantic-ai tool call is not supported "
                     "(approve or reject it)"
                 )
@@ -162,7 +167,7 @@ class SavegameBackend(CallableOperationBackend[Unit]):
 
         tool = Tool(
             unit, name, config.effect, config.idempotent, None, config.approval,
-            _recorded(config.reconcile), config.safe_errors, durable=True,
+            _recorded(config.reconcile), (*config.safe_errors, EditRefused), durable=True,
         )  # fmt: skip
         prepared = await asyncio.to_thread(calls.before, tool, {"call": asked})
         if prepared.replay:
