@@ -193,6 +193,18 @@ def test_the_langgraph_api_is_pinned() -> None:
         assert getattr(savegame.langgraph, name) is getattr(savegame.integrations.langgraph, name)
 
 
+#: What ``savegame.integrations.pydantic_ai`` (``savegame[pydantic-ai]``) gives a
+#: pydantic-ai user.
+PYDANTIC_AI_API = ["SavegameDurability", "current", "durable", "request_id", "run_agent"]
+
+
+def test_the_pydantic_ai_api_is_pinned() -> None:
+    pytest.importorskip("pydantic_ai")
+    import savegame.integrations.pydantic_ai
+
+    assert savegame.integrations.pydantic_ai.__all__ == PYDANTIC_AI_API
+
+
 @pytest.mark.parametrize(
     "package",
     [
