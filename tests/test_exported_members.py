@@ -60,7 +60,11 @@ PUBLIC_API = [
     "resolve",
     "tool",
     # A worker fleet
+    "Queue",
+    "QueueStats",
     "Worker",
+    "declare_queue",
+    "list_queues",
     "submit",
     # Waiting without a process: events, timers, child runs
     "ChildRun",

@@ -119,8 +119,10 @@ from savegame.runtime import (
     arun,
     cancel,
     compensate,
+    declare_queue,
     fork,
     list_effects,
+    list_queues,
     pending_interrupts,
     plan_fork,
     reject,
@@ -132,7 +134,7 @@ from savegame.runtime import (
     submit,
 )
 from savegame.secrets import Secret
-from savegame.stores import MemoryStore, SqliteStore, Store, open_store
+from savegame.stores import MemoryStore, Queue, QueueStats, SqliteStore, Store, open_store
 
 __version__ = "0.1.0"
 
@@ -187,7 +189,11 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "resolve",
     "tool",
     # A worker fleet
+    "Queue",
+    "QueueStats",
     "Worker",
+    "declare_queue",
+    "list_queues",
     "submit",
     # Waiting without a process: events, timers, child runs
     "ChildRun",

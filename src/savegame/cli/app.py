@@ -17,6 +17,7 @@ from savegame.cli import (
     jsonview,
     langgraph_view,
     migrate_cmds,
+    queue_cmds,
     render,
     storage_cmds,
     time_cmds,
@@ -308,6 +309,7 @@ control_cmds.register(app)
 events_cmds.register(app)
 storage_cmds.register(app)
 fleet_cmds.register(app)
+queue_cmds.register(app)
 diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)

@@ -37,6 +37,7 @@ from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
 from savegame.runtime._workspace import as_workspace
+from savegame.stores import Enqueue, queue_store
 from savegame.stores.base import Store
 
 
@@ -132,11 +133,13 @@ def start_run(
     storage: StorageConfig | None = None,
     queued: bool = False,
     sole: bool = False,
+    enqueue: Enqueue | None = None,
 ) -> Ready:
     """Create a run of ``wf`` with its input checkpoint, leased to this process (or,
     ``queued``, to nobody: the first worker to claim it leases it); ``sole``: only if no
     other run of the thread is unfinished and the thread did not move meanwhile (the
-    store's ``create_run(sole=True)``)."""
+    store's ``create_run(sole=True)``); ``enqueue``: in that declared queue (a store with
+    ``Capabilities.queues``; DuplicateRunError when its dedup key names an unfinished run)."""
     if input is not None and not isinstance(input, Mapping):
         raise ConfigurationError(
             f"run input must be a dict of state keys, not {type(input).__qualname__}"
@@ -172,7 +175,11 @@ def start_run(
     info = run_row(wf, record, ref, now, storage)
     # A queued run is created unowned: the first worker to claim it leases it.
     owner = None if queued else leases.owner_id()
-    lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
+    if enqueue is None:
+        lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
+    else:
+        queues = queue_store(store, f"queue {enqueue.queue!r}")
+        lease = queues.create_run(info, record, owner=owner, ttl=ttl, sole=sole, queue=enqueue)
     start = Checkpoint(header=record.header, state=state)
     chain = Chain(0, 0, record.header.size)
     return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))

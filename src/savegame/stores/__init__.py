@@ -7,6 +7,8 @@ live in optional extras (``savegame[postgres]``).
 Where things are::
 
     base.py           the Store protocol, its invariants, capabilities, records
+    _queues.py        queues with limits: Queue, Enqueue, QueueStats, the QueueStore
+                      protocol (SQLite and PostgreSQL; each backend's SQL in its _queues.py)
     _common.py        the rules every backend shares (time, JSON, filters, journal)
     memory.py         MemoryStore (its state in _memory_state.py, its
                       storage-engine methods in _memory_storage.py)
@@ -30,6 +32,14 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from savegame.errors import ConfigurationError, NotFoundError
+from savegame.stores._queues import (
+    DuplicateRunError,
+    Enqueue,
+    Queue,
+    QueueStats,
+    QueueStore,
+    queue_store,
+)
 from savegame.stores.base import (
     Capabilities,
     RunPosition,
@@ -141,7 +151,12 @@ def opened_store(store: str | Store | None, *, create: bool = True) -> Iterator[
 
 __all__ = [
     "Capabilities",
+    "DuplicateRunError",
+    "Enqueue",
     "MemoryStore",
+    "Queue",
+    "QueueStats",
+    "QueueStore",
     "RunPosition",
     "SqliteStore",
     "Store",
@@ -150,4 +165,5 @@ __all__ = [
     "Written",
     "open_store",
     "opened_store",
+    "queue_store",
 ]

@@ -68,6 +68,10 @@ class Capabilities:
     """Runs may wait for timers, events and child runs: ``put_checkpoint(waiting=...)``,
     ``deliver_event``, woken runs claimed, ``RunInfo.wake_at``. A store without it
     refuses ``ctx.sleep``, ``ctx.wait_for`` and ``ctx.start_child`` (and ``send``)."""
+    queues: bool = False
+    """Declared queues with limits decided at claim time (``stores._queues.QueueStore``:
+    ``declare_queue``, ``list_queues``, ``create_run(queue=...)``, ``claim_run(queues=...)``).
+    A store without it refuses ``submit(queue=...)`` and ``Worker(queues=...)``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
 from savegame.testing._journal_contract import JournalContract
 from savegame.testing._prefix_contract import PrefixContract
+from savegame.testing._queues_contract import QueuesContract
 from savegame.testing._threads_contract import ThreadsContract
 from savegame.testing._waits_contract import WaitsContract
 from savegame.testing.builders import (
@@ -59,10 +60,16 @@ __all__ = ["StoreContract"]
 
 
 class StoreContract(
-    JournalContract, PrefixContract, EngineContract, FleetContract, WaitsContract, ThreadsContract
+    JournalContract,
+    PrefixContract,
+    EngineContract,
+    FleetContract,
+    WaitsContract,
+    ThreadsContract,
+    QueuesContract,
 ):
     """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet,
-    waiting-run and thread tests inherited)."""
+    waiting-run, thread and queue tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:

@@ -143,7 +143,8 @@ class ObjectStorageStore(Delegated):
 
     @property
     def capabilities(self) -> Capabilities:
-        return self._inner.capabilities
+        # Queues are not passed through (this wrapper does not carry their methods).
+        return replace(self._inner.capabilities, queues=False)
 
     # -- bodies -------------------------------------------------------------------
     def _stash(

@@ -25,6 +25,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from savegame.errors import ConfigurationError
+from savegame.stores.postgres import _queues as queues
 
 if TYPE_CHECKING:
     import psycopg
@@ -152,6 +153,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX effects_pending_events ON {s}.effects (run_id, name)"
         " WHERE kind = 'event' AND status = 'pending'",
     ),
+    # 6: queues with limits for the worker fleet (postgres/_queues.py).
+    queues.MIGRATION,
 )
 
 #: The schema version this code writes and understands.

@@ -18,6 +18,7 @@ import sqlite3
 import time
 
 from savegame.errors import ConfigurationError
+from savegame.stores.sqlite import _queues as queues
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1: runs, checkpoints, leases on the run row.
@@ -154,6 +155,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX effects_pending_events ON effects (run_id, name)"
         " WHERE kind = 'event' AND status = 'pending'",
     ),
+    # 9: queues with limits for the worker fleet (sqlite/_queues.py).
+    queues.MIGRATION,
 )
 
 #: The schema version this code writes and understands.
