@@ -395,6 +395,10 @@ class PostgresStore(SqlStore):
                 row = conn.execute(CLAIM_WOKEN, {"workflows": wanted, "now": now}).fetchone()
                 if row is None:
                     row = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
+                if row is not None and row[2] is not None:
+                    # A queue was declared, and a run put in it, since in_play looked
+                    # (another statement, another snapshot): that run's limits apply.
+                    row = _queues.claim(conn, owner, now, wanted, queues)
             if row is None:
                 return None
             return self._take(conn, row[0], owner, row[1] + 1, ttl)
