@@ -191,16 +191,18 @@ def check_queues(queues: Sequence[str] | None) -> list[str] | None:
     return [_name(q, "a queue name") for q in queues]
 
 
-def with_room(rows: Sequence[Sequence[Any]]) -> list[str]:
-    """The queues a claimer may start a run of, from rows of ``(name, concurrency,
-    worker_concurrency, limit, running, mine, started)`` counted in the claim's transaction."""
-    out = []
+def with_room(rows: Sequence[Sequence[Any]]) -> tuple[list[str], list[str]]:
+    """The queues a claimer may take a run of, and those it may start a new run of (the
+    rate limit counts first starts only: a run taken over after its worker died, or woken,
+    is no new start), from rows of ``(name, concurrency, worker_concurrency, limit,
+    running, mine, started)`` counted in the claim's transaction."""
+    room, starts = [], []
     for name, concurrency, per_worker, limit, running, mine, started in rows:
         if concurrency is not None and running >= concurrency:
             continue
         if per_worker is not None and mine >= per_worker:
             continue
-        if limit is not None and started >= limit:
-            continue
-        out.append(str(name))
-    return out
+        room.append(str(name))
+        if limit is None or started < limit:
+            starts.append(str(name))
+    return room, starts

@@ -183,6 +183,17 @@ class QueuesContract(ContractBase):
         s.declare_queue(Queue("q", limit=2, period=1e-6))  # the window moved past them
         self._claim(s, OWNER)
 
+    def test_a_run_taken_over_is_no_new_start_for_the_rate_limit(self, store: Store) -> None:
+        s = self.queues(store)
+        s.declare_queue(Queue("q", limit=1, period=3600))
+        only, _ = self.put(s, "q"), self.put(s, "q")
+        assert s.claim_run(OWNER, 0.05) is not None
+        time.sleep(0.1)  # its worker died: the lease ran out
+        again = self._claim(s, OTHER_OWNER)
+        assert again.run_id == only.run_id  # taken over, though the hour's one start is used
+        assert s.claim_run(OTHER_OWNER, TTL) is None  # the other run would be a new start
+        assert s.list_queues()[0].started == 1
+
     def test_a_full_queue_leaves_room_for_runs_of_other_queues(self, store: Store) -> None:
         s = self.queues(store)
         s.declare_queue(Queue("full", concurrency=1))

@@ -83,7 +83,8 @@ ROOM = f"""
 _FREE = f"(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= {NOW})"
 _WHICH = (
     "AND (%(workflows)s::text[] IS NULL OR workflow = ANY(%(workflows)s::text[]))"
-    " AND ((%(plain)s AND queue IS NULL) OR queue = ANY(%(room)s::text[]))"
+    " AND ((%(plain)s AND queue IS NULL) OR (queue = ANY(%(room)s::text[])"
+    " AND (started_at IS NOT NULL OR queue = ANY(%(starts)s::text[]))))"
 )
 CLAIM_WOKEN = f"""
     SELECT run_id, lease_token, queue, started_at FROM runs
@@ -159,8 +160,10 @@ def claim(
     wanted = check_queues(queues)
     locked = [r[0] for r in conn.execute(LOCK, {"queues": wanted}).fetchall()]
     counted = conn.execute(ROOM, {"owner": owner, "locked": locked}).fetchall()
+    room, starts = with_room(counted)
     params = {
-        "now": now, "workflows": workflows, "room": with_room(counted), "plain": wanted is None,
+        "now": now, "workflows": workflows, "room": room, "starts": starts,
+        "plain": wanted is None,
     }  # fmt: skip
     row = conn.execute(CLAIM_WOKEN, params).fetchone()
     if row is None:

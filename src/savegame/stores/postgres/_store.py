@@ -388,14 +388,16 @@ class PostgresStore(SqlStore):
             # SKIP LOCKED: a row another claimer (or acquirer) holds is passed
             # over, not waited for, so concurrent claimers take different runs.
             now = _common.to_micros(utcnow())
+            row: tuple[str, int] | None
             if _queues.in_play(conn, queues):
                 # Under the queues' row locks (postgres/_queues.py): a queue's limits hold.
                 row = _queues.claim(conn, owner, now, wanted, queues)
             else:
-                row = conn.execute(CLAIM_WOKEN, {"workflows": wanted, "now": now}).fetchone()
-                if row is None:
-                    row = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
-                if row is not None and row[2] is not None:
+                plain = conn.execute(CLAIM_WOKEN, {"workflows": wanted, "now": now}).fetchone()
+                if plain is None:
+                    plain = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
+                row = None if plain is None else (plain[0], plain[1])
+                if plain is not None and plain[2] is not None:
                     # A queue was declared, and a run put in it, since in_play looked
                     # (another statement, another snapshot): that run's limits apply.
                     row = _queues.claim(conn, owner, now, wanted, queues)

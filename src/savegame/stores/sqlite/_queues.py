@@ -79,12 +79,14 @@ ROOM = """
     WHERE ?3 IS NULL OR q.name IN (SELECT value FROM json_each(?3))
 """
 
-# Of the runs of a queue with room (?4, a JSON array) or, with ?5, of no queue: the
-# soonest woken waiting run, then the claimable run of highest priority, oldest first.
+# Of the runs of a queue with room (?4, a JSON array; a first start only in one of ?6,
+# those within their rate limit) or, with ?5, of no queue: the soonest woken waiting
+# run, then the claimable run of highest priority, oldest first.
 _FREE = "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1)"
 _WHICH = (
     "AND (?2 IS NULL OR workflow IN (SELECT value FROM json_each(?2)))"
-    " AND ((?5 AND queue IS NULL) OR queue IN (SELECT value FROM json_each(?4)))"
+    " AND ((?5 AND queue IS NULL) OR (queue IN (SELECT value FROM json_each(?4))"
+    " AND (started_at IS NOT NULL OR queue IN (SELECT value FROM json_each(?6)))))"
 )
 CLAIM_WOKEN = f"""
     SELECT run_id, lease_token, queue, started_at FROM runs INDEXED BY runs_waking
@@ -158,10 +160,10 @@ def claim(
     only when ``queues`` is None; its first start marked. In the claim's transaction."""
     wanted = check_queues(queues)
     names = None if wanted is None else _common.json_dumps(wanted, "queues").decode()
-    room = with_room(conn.execute(ROOM, (now, owner, names)).fetchall())
+    room, starts = with_room(conn.execute(ROOM, (now, owner, names)).fetchall())
     params: tuple[Any, ...] = (
         now, workflows, round(now * 1e6), _common.json_dumps(room, "queues").decode(),
-        wanted is None,
+        wanted is None, _common.json_dumps(starts, "queues").decode(),
     )  # fmt: skip
     row = conn.execute(CLAIM_WOKEN, params).fetchone()
     if row is None:
