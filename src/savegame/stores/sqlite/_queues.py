@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from savegame.errors import NotFoundError
@@ -123,9 +123,9 @@ def declare(conn: sqlite3.Connection, queue: Queue) -> None:
     conn.execute(UPSERT, (q.name, q.concurrency, q.worker_concurrency, q.limit, float(q.period)))
 
 
-def stats(conn: sqlite3.Connection) -> list[QueueStats]:
-    """Every queue with its counts now, by name."""
-    found = conn.execute(STATS, (time.time(),)).fetchall()
+def stats(read: Callable[[str, Sequence[Any]], list[Any]]) -> list[QueueStats]:
+    """Every queue with its counts now, by name (a plain read: no write lock)."""
+    found = read(STATS, (time.time(),))
     return [QueueStats(Queue(r[0], r[1], r[2], r[3], r[4]), r[5], r[6], r[7], r[8]) for r in found]
 
 

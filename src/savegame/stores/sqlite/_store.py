@@ -399,8 +399,7 @@ class SqliteStore(SqlStore):
             _queues.declare(conn, queue)
 
     def list_queues(self) -> list[QueueStats]:
-        with self._tx() as conn:
-            return _queues.stats(conn)
+        return _queues.stats(self._read)
 
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
