@@ -64,7 +64,11 @@ PUBLIC_API = [
     "supply",
     "tool",
     # A worker fleet
+    "Queue",
+    "QueueStats",
     "Worker",
+    "declare_queue",
+    "list_queues",
     "submit",
     # Schedules: cron occurrences started once per fleet
     "Missed",

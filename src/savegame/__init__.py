@@ -129,10 +129,12 @@ from savegame.runtime import (
     arun,
     cancel,
     compensate,
+    declare_queue,
     fire_schedules,
     fork,
     get_schedule,
     list_effects,
+    list_queues,
     list_schedules,
     pause_schedule,
     pending_interrupts,
@@ -150,7 +152,7 @@ from savegame.runtime import (
     supply,
 )
 from savegame.secrets import Secret
-from savegame.stores import MemoryStore, SqliteStore, Store, open_store
+from savegame.stores import MemoryStore, Queue, QueueStats, SqliteStore, Store, open_store
 from savegame.stores.schedules import Missed
 from savegame.stores.schedules import ScheduleRecord as Schedule
 
@@ -211,7 +213,11 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "supply",
     "tool",
     # A worker fleet
+    "Queue",
+    "QueueStats",
     "Worker",
+    "declare_queue",
+    "list_queues",
     "submit",
     # Schedules: cron occurrences started once per fleet
     "Missed",

@@ -18,6 +18,7 @@ from savegame.cli import (
     langgraph_view,
     migrate_cmds,
     models_cmds,
+    queue_cmds,
     render,
     schedule_cmds,
     storage_cmds,
@@ -310,6 +311,7 @@ control_cmds.register(app)
 events_cmds.register(app)
 storage_cmds.register(app)
 fleet_cmds.register(app)
+queue_cmds.register(app)
 diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)

@@ -38,6 +38,7 @@ from savegame.runtime._trace import TRACE_KEY, anchor
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
 from savegame.runtime._workspace import as_workspace
+from savegame.stores import Enqueue, queue_store
 from savegame.stores.base import Store
 
 
@@ -137,18 +138,24 @@ def start_run(
     storage: StorageConfig | None = None,
     queued: bool = False,
     sole: bool = False,
+    enqueue: Enqueue | None = None,
 ) -> Ready:
     """Create a run of ``wf`` with its input checkpoint, leased to this process (or,
     ``queued``, to nobody: the first worker to claim it leases it); ``sole``: only if no
     other run of the thread is unfinished and the thread did not move meanwhile (the
-    store's ``create_run(sole=True)``)."""
+    store's ``create_run(sole=True)``); ``enqueue``: in that declared queue (a store with
+    ``Capabilities.queues``; DuplicateRunError when its dedup key names an unfinished run)."""
     record, info, state, _ = first_checkpoint(
         wf, store, input, thread_id=thread_id, run_id=run_id, metadata=metadata, ref=ref,
         storage=storage, queued=queued,
     )  # fmt: skip
     # A queued run is created unowned: the first worker to claim it leases it.
     owner = None if queued else leases.owner_id()
-    lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
+    if enqueue is None:
+        lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
+    else:
+        queues = queue_store(store, f"queue {enqueue.queue!r}")
+        lease = queues.create_run(info, record, owner=owner, ttl=ttl, sole=sole, queue=enqueue)
     start = Checkpoint(header=record.header, state=state)
     chain = Chain(0, 0, record.header.size)
     return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))
