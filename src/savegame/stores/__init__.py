@@ -34,7 +34,9 @@ from typing import NamedTuple
 
 from savegame.errors import ConfigurationError, NotFoundError
 from savegame.stores.base import (
+    BatchStore,
     Capabilities,
+    Put,
     RunPosition,
     Store,
     StoreStats,
@@ -143,8 +145,10 @@ def opened_store(store: str | Store | None, *, create: bool = True) -> Iterator[
 
 
 __all__ = [
+    "BatchStore",
     "Capabilities",
     "MemoryStore",
+    "Put",
     "RunPosition",
     "SqliteStore",
     "Store",

@@ -38,6 +38,7 @@ from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFo
 from savegame.ids import new_id
 from savegame.model import CheckpointRecord, Lease, RunStatus, Usage, utcnow
 from savegame.stores.base import RunPosition, Store
+from savegame.testing._batch_contract import BatchContract
 from savegame.testing._contract_base import TTL
 from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
@@ -66,10 +67,11 @@ class StoreContract(
     FleetContract,
     WaitsContract,
     ThreadsContract,
+    BatchContract,
     SchedulesContract,
 ):
     """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet,
-    waiting-run, thread and schedule tests inherited)."""
+    waiting-run, thread, group-commit and schedule tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:

@@ -143,8 +143,9 @@ class ObjectStorageStore(Delegated):
 
     @property
     def capabilities(self) -> Capabilities:
+        # Its puts upload bodies first, one run at a time: no batch of them to share.
         # Schedules would create runs past the bucket (their first bodies inline): not offered.
-        return replace(self._inner.capabilities, schedules=False)
+        return replace(self._inner.capabilities, group_commit=False, schedules=False)
 
     # -- bodies -------------------------------------------------------------------
     def _stash(
