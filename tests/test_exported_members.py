@@ -34,9 +34,12 @@ PUBLIC_API = [
     # Agents
     "Agent",
     "ChatModel",
+    "ContextPolicy",
+    "KeepLast",
     "ModelCallRecord",
     "ModelResponse",
     "ModelUsage",
+    "Prompt",
     "RunModelUsage",
     "ScriptedModel",
     "ToolCall",
@@ -58,9 +61,14 @@ PUBLIC_API = [
     "pending_interrupts",
     "reject",
     "resolve",
+    "supply",
     "tool",
     # A worker fleet
+    "Queue",
+    "QueueStats",
     "Worker",
+    "declare_queue",
+    "list_queues",
     "submit",
     # Schedules: cron occurrences started once per fleet
     "Missed",
@@ -189,6 +197,18 @@ def test_the_langgraph_api_is_pinned() -> None:
         assert getattr(savegame.langgraph, name) is getattr(savegame.integrations.langgraph, name)
 
 
+#: What ``savegame.integrations.pydantic_ai`` (``savegame[pydantic-ai]``) gives a
+#: pydantic-ai user.
+PYDANTIC_AI_API = ["SavegameDurability", "current", "durable", "request_id", "run_agent"]
+
+
+def test_the_pydantic_ai_api_is_pinned() -> None:
+    pytest.importorskip("pydantic_ai")
+    import savegame.integrations.pydantic_ai
+
+    assert savegame.integrations.pydantic_ai.__all__ == PYDANTIC_AI_API
+
+
 @pytest.mark.parametrize(
     "package",
     [
@@ -199,6 +219,7 @@ def test_the_langgraph_api_is_pinned() -> None:
         "savegame.maintenance",
         "savegame.models",
         "savegame.runtime",
+        "savegame.tracing",
     ],
 )
 def test_a_package_exports_only_names_it_has(package: str) -> None:

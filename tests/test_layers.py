@@ -31,6 +31,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("agent",),
     # workflows, the runner, setup, the saver, leases, control (approve, cancel ...), workers
     ("runtime",),
+    # the runtime's spans through OpenTelemetry's API (savegame[otel]), imported lazily
+    ("tracing",),
     # model adapters over the vendors' SDKs: they implement effects' ChatModel protocol and
     # need nothing of the runner
     ("models",),

@@ -16,7 +16,17 @@ continues exactly where it stopped.
     result = run(wf, {}, store="sqlite:///savegame.db")
 """
 
-from savegame.agent import Agent, ChatModel, ModelResponse, ScriptedModel, ToolCall, ToolSpec
+from savegame.agent import (
+    Agent,
+    ChatModel,
+    ContextPolicy,
+    KeepLast,
+    ModelResponse,
+    Prompt,
+    ScriptedModel,
+    ToolCall,
+    ToolSpec,
+)
 from savegame.codec import register
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
@@ -119,10 +129,12 @@ from savegame.runtime import (
     arun,
     cancel,
     compensate,
+    declare_queue,
     fire_schedules,
     fork,
     get_schedule,
     list_effects,
+    list_queues,
     list_schedules,
     pause_schedule,
     pending_interrupts,
@@ -137,9 +149,10 @@ from savegame.runtime import (
     schedule,
     send,
     submit,
+    supply,
 )
 from savegame.secrets import Secret
-from savegame.stores import MemoryStore, SqliteStore, Store, open_store
+from savegame.stores import MemoryStore, Queue, QueueStats, SqliteStore, Store, open_store
 from savegame.stores.schedules import Missed
 from savegame.stores.schedules import ScheduleRecord as Schedule
 
@@ -170,9 +183,12 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # Agents
     "Agent",
     "ChatModel",
+    "ContextPolicy",
+    "KeepLast",
     "ModelCallRecord",
     "ModelResponse",
     "ModelUsage",
+    "Prompt",
     "RunModelUsage",
     "ScriptedModel",
     "ToolCall",
@@ -194,9 +210,14 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "pending_interrupts",
     "reject",
     "resolve",
+    "supply",
     "tool",
     # A worker fleet
+    "Queue",
+    "QueueStats",
     "Worker",
+    "declare_queue",
+    "list_queues",
     "submit",
     # Schedules: cron occurrences started once per fleet
     "Missed",

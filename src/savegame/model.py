@@ -418,6 +418,12 @@ class EffectRecord:
 #: before, another process went on (a resume, a worker's takeover after a crash).
 WRITER_KEY = "writer"
 
+#: The checkpoint metadata key naming the process whose lease an execution took over
+#: (``host:pid:start``): it held the run and stopped without releasing it (killed, or
+#: its lease expired). Written with :data:`WRITER_KEY` in the new execution's first
+#: checkpoint, so a holder killed before its own first checkpoint is named too.
+TAKEOVER_KEY = "took_over"
+
 
 #: The state key under which a workflow with a workspace keeps the manifest of its
 #: files (``{relative path: StoredFile}``): in the state, so it is sealed and

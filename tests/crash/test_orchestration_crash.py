@@ -155,10 +155,6 @@ def _child_runs(url: str, parent: str) -> list[str]:
 BOSS_RECORDS = ["boss child 0,child 1,child 2", "child 0", "child 1", "child 2"]
 
 
-@pytest.mark.skip(
-    reason="known bug (issue 18 note): about 1 run in 5, the final resume(wait=True) holds a "
-    "child's lease itself while the child stays queued, and blocks forever"
-)
 def test_a_parent_killed_mid_start_child_starts_each_child_once(tmp_path: Path) -> None:
     url, run_id = f"sqlite:///{tmp_path / 'store.db'}", "boss-1"
     env = {**_env(tmp_path, "boss"), "SAVEGAME_INPUT": "{}", "SAVEGAME_WAIT": "1"}

@@ -114,6 +114,44 @@ def test_a_parent_that_blocks_runs_its_children_here(store: Store) -> None:
     assert len(store.list_runs()) == 3
 
 
+PICKY = Workflow("picky")
+
+
+@PICKY.step(entry=True)
+def picky(state: State, ctx: StepContext) -> tuple[State, str]:
+    awaited = ctx.start_child(RESEARCH, {"topic": "awaited"})
+    ctx.start_child(RESEARCH, {"topic": "left alone"})  # started, never waited for
+    return {"got": ctx.wait_child(awaited)}, END
+
+
+# A hang here is the bug: a blocking resume of a parent that already waits once waited
+# for a wake nobody would cause, its children queued with no one to run them.
+@pytest.mark.timeout(60)
+def test_a_parent_already_waiting_resumed_blocking_runs_its_children_here(store: Store) -> None:
+    waiting = run(PLANNER, {"topics": ["a", "b"]}, store=store)
+    assert waiting.status is RunStatus.WAITING
+    done = resume(waiting.run_id, store=store, wait=True)
+    assert (done.status, done.state["summaries"]) == (
+        RunStatus.COMPLETED,
+        ["notes on a", "notes on b"],
+    )
+    again = run(PLANNER, {"topics": ["c"]}, store=store)
+    # run() of that run id, blocking, takes the same road.
+    done = run(PLANNER, store=store, run_id=again.run_id, thread_id=again.run_id, wait=True)
+    assert (done.status, done.state["summaries"]) == (RunStatus.COMPLETED, ["notes on c"])
+
+
+@pytest.mark.timeout(60)
+def test_a_blocking_resume_runs_only_the_children_the_parent_waits_for(store: Store) -> None:
+    waiting = run(PICKY, {}, store=store)
+    assert waiting.status is RunStatus.WAITING
+    done = resume(waiting.run_id, store=store, wait=True)
+    assert done.state["got"]["topic"] == "awaited"
+    first, second = _children(store, waiting.run_id)
+    assert store.get_run(first).status is RunStatus.COMPLETED
+    assert store.get_run(second).status is RunStatus.QUEUED  # for a worker, not this caller
+
+
 def test_a_failed_child_comes_back_as_its_error(store: Store) -> None:
     done = run(PLANNER, {"topics": ["ok", "fail"]}, store=store, wait=True)
     assert done.status is RunStatus.COMPLETED

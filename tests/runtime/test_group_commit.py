@@ -48,7 +48,7 @@ class Held(SqliteStore):
             self._held.set()
             group = _commit.group_of(self)
             assert group is not None
-            for _ in range(2000):
+            for _ in range(12_000):  # up to a minute: a loaded machine starts threads late
                 with group._lock:
                     if len(group._queue) >= self.queued:
                         break

@@ -57,3 +57,18 @@ flaky = Workflow("flaky-shop")
 def pay_flaky(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
     receipt = ctx.call(flaky_charge, order_id="o9", amount=9)
     return {"receipt": receipt}, END
+
+
+asks = Workflow("asks-shop")
+
+
+@asks.step(entry=True)
+def ask_size(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+    # A question for a person: ctx.interrupt returns what they answer.
+    answer = ctx.interrupt({"question": "which size?", "choices": ["S", "M", "L"]}, name="size")
+    return {"size": answer}, "ship"
+
+
+@asks.step
+def ship(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+    return {"shipped": state["size"]}, END

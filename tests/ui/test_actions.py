@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 import savegame
 from savegame import EffectKind, RunStatus
 from tests.ui.conftest import csrf_of
-from tests.ui.shop import flaky, wf
+from tests.ui.shop import asks, flaky, wf
 
 
 def _settled(url: str, run_id: str, *statuses: RunStatus) -> RunStatus:
@@ -100,11 +100,75 @@ def test_resolve_an_in_doubt_write_then_resume(
     }
 
 
-def test_cancel_a_waiting_run(client: Callable[..., TestClient], ui_url: str) -> None:
+def test_cancel_a_waiting_run_names_who_cancelled(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
     r = savegame.run(wf, {}, store=ui_url)
-    _do(client(), f"/runs/{r.run_id}/cancel")
+    c = client()
+    form = {"csrf_token": csrf_of(c), "confirmed": "1"}
+    anonymous = c.post(f"/runs/{r.run_id}/cancel", data=form)
+    assert anonymous.status_code == 400 and "say who you are" in anonymous.text
+    _do(c, f"/runs/{r.run_id}/cancel", by="cy")
     assert savegame.get_run(r.run_id, store=ui_url).status is RunStatus.CANCELLED
     assert savegame.pending_interrupts(r.run_id, store=ui_url) == []
+    marker = savegame.history(r.run_id, store=ui_url)[0]
+    assert marker.status is RunStatus.CANCELLED and marker.metadata["cancelled_by"] == "cy"
+    (closed,) = savegame.list_effects(r.run_id, store=ui_url)
+    assert closed.metadata["by"] == "cy" and closed.error == "run cancelled"
+    assert "cancelled by cy" in c.get(f"/runs/{r.run_id}").text
+
+
+def test_answer_an_interrupt_with_a_json_value_and_the_run_goes_on(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    r = savegame.run(asks, {}, store=ui_url)
+    assert r.status is RunStatus.INTERRUPTED
+    c = client()
+    page = c.get(f"/runs/{r.run_id}").text
+    assert f'action="/runs/{r.run_id}/supply"' in page and "which size?" in page
+    asked, went = _do(c, f"/runs/{r.run_id}/supply", interrupt_id=r.interrupt_id or "",
+                      value='{"size": "M", "gift": true}', by="ana")  # fmt: skip
+    assert "Answer <b>size</b>" in asked and "which size?" in asked and "gift" in asked
+    assert went == f"/runs/{r.run_id}?done=answered"
+    assert _settled(ui_url, r.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
+    state = savegame.get_checkpoint(r.run_id, store=ui_url).state
+    assert state["shipped"] == {"size": "M", "gift": True}
+    (entry,) = savegame.list_effects(r.run_id, store=ui_url)
+    assert entry.kind is EffectKind.INTERRUPT and entry.metadata["by"] == "ana"
+    assert entry.result == {"size": "M", "gift": True}
+
+
+def test_an_answer_that_is_not_json_or_has_no_name_is_refused_and_nothing_recorded(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    r = savegame.run(asks, {}, store=ui_url)
+    c = client()
+    path = f"/runs/{r.run_id}/supply"
+    form = {"interrupt_id": r.interrupt_id or "", "by": "ana", "csrf_token": csrf_of(c)}
+    for value in ("M", "{size", ""):  # a bare word is not JSON: "M" in quotes is
+        asked = c.post(path, data={**form, "value": value})
+        assert asked.status_code == 400 and "the value is not JSON" in asked.text, value
+        done = c.post(path, data={**form, "value": value, "confirmed": "1"})
+        assert done.status_code == 400, value
+    anonymous = c.post(path, data={**form, "value": '"M"', "by": "", "confirmed": "1"})
+    assert anonymous.status_code == 400 and "say who you are" in anonymous.text
+    wrong = c.post(path, data={**form, "value": '"M"', "interrupt_id": "nope", "confirmed": "1"})
+    assert wrong.status_code == 400 and "does not wait for &#39;nope&#39;" in wrong.text
+    assert [w.interrupt_id for w in savegame.pending_interrupts(r.run_id, store=ui_url)] == [
+        r.interrupt_id
+    ]
+
+
+def test_an_approval_is_not_answered_with_a_value(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    r = savegame.run(wf, {}, store=ui_url)
+    c = client()
+    form = {"interrupt_id": r.interrupt_id or "", "by": "ana", "value": "true",
+            "csrf_token": csrf_of(c), "confirmed": "1"}  # fmt: skip
+    refused = c.post(f"/runs/{r.run_id}/supply", data=form)
+    assert refused.status_code == 400 and "is an approval: approve or reject it" in refused.text
+    assert savegame.pending_interrupts(r.run_id, store=ui_url)
 
 
 def test_fork_from_a_checkpoint_with_an_edit(
@@ -124,3 +188,16 @@ def test_fork_from_a_checkpoint_with_an_edit(
         ("order.amount",),
     )
     assert savegame.get_checkpoint(forked, store=ui_url).state["order"]["amount"] == 7
+
+
+def test_supply_the_public_call_behind_the_form_continues_here_and_answers_once(
+    ui_url: str,
+) -> None:
+    r = savegame.run(asks, {}, store=ui_url)
+    decision = savegame.supply(r.run_id, "S", by="ana", store=ui_url, workflow=asks)
+    assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
+    assert decision.result.state["shipped"] == "S" and decision.entry.metadata["by"] == "ana"
+    with pytest.raises(savegame.SavegameError):  # nothing waits any more
+        savegame.supply(r.run_id, "M", by="bo", store=ui_url, resume=False)
+    with pytest.raises(savegame.SerializationError):  # a value that is not pure data
+        savegame.supply(savegame.run(asks, {}, store=ui_url).run_id, object(), store=ui_url)

@@ -23,7 +23,7 @@ import pytest
 import savegame
 from savegame import RunStatus, open_store
 from tests import services
-from tests.ui.shop import HOSTILE, wf
+from tests.ui.shop import HOSTILE, asks, wf
 
 CHROMIUM = os.environ.get("SAVEGAME_TEST_CHROMIUM", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,6 +168,37 @@ def test_approve_a_waiting_run_and_see_it_complete(page: Any, shop: tuple[str, s
     assert page.locator("h1 .status").inner_text() == "completed"
     assert "by ana" in page.locator("table.journal").inner_text()
     assert savegame.get_checkpoint(r.run_id, store=url).state["receipt"]["amount"] == 25
+
+
+def test_answer_an_interrupt_with_a_value_and_see_the_run_go_on(
+    page: Any, shop: tuple[str, str]
+) -> None:
+    url, base = shop
+    r = savegame.run(asks, {}, thread_id="browser-answer", store=url)
+    page.goto(f"{base}/runs/{r.run_id}")
+    card = page.locator(f'article.decision[data-run="{r.run_id}"]')
+    assert "which size?" in card.inner_text()
+    card.locator("textarea[name=value]").fill("L")  # a bare word: not JSON
+    card.locator("button:has-text('Answer')").click()
+    page.wait_for_url(f"**/runs/{r.run_id}/supply")
+    assert "the value is not JSON" in page.locator("p.error").inner_text()
+    assert savegame.pending_interrupts(r.run_id, store=url)  # nothing was recorded
+    page.goto(f"{base}/runs/{r.run_id}")
+    card.locator("textarea[name=value]").fill('{"size": "L", "note": "<b>gift</b>"}')
+    card.locator("button:has-text('Answer')").click()
+    page.wait_for_url(f"**/runs/{r.run_id}/supply")
+    assert "which size?" in page.locator("main").inner_text()
+    assert "<b>gift</b>" in page.locator("div.answer").inner_text()  # shown as text
+    page.fill("input[name=by]", "ana")
+    page.click("button:has-text('Yes, answer')")
+    page.wait_for_url(f"**/runs/{r.run_id}?done=answered")
+    assert _status(url, r.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
+    page.reload()
+    assert page.locator("h1 .status").inner_text() == "completed"
+    assert "by ana" in page.locator("table.journal").inner_text()
+    assert savegame.get_checkpoint(r.run_id, store=url).state["shipped"] == {
+        "size": "L", "note": "<b>gift</b>"
+    }  # fmt: skip
 
 
 def test_reject_then_fork_with_an_edit(page: Any, shop: tuple[str, str]) -> None:

@@ -4,6 +4,7 @@ The ChatModel protocol and its records come from ``savegame.effects`` (any step
 may call a model with ``ctx.llm``); they are exported here as well.
 """
 
+from savegame.agent._context import ContextPolicy, Everything, KeepLast, Prompt
 from savegame.agent._loop import Agent
 from savegame.agent._model import ScriptedModel
 from savegame.effects import ChatModel, Message, ModelResponse, ToolCall, ToolSpec, tool_spec
@@ -11,8 +12,12 @@ from savegame.effects import ChatModel, Message, ModelResponse, ToolCall, ToolSp
 __all__ = [
     "Agent",
     "ChatModel",
+    "ContextPolicy",
+    "Everything",
+    "KeepLast",
     "Message",
     "ModelResponse",
+    "Prompt",
     "ScriptedModel",
     "ToolCall",
     "ToolSpec",

@@ -6,13 +6,15 @@ checkpoint boundary: a crash costs at most the turn in flight.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from savegame.agent._context import CONTEXT_KEY, ContextPolicy, Everything
 from savegame.effects import Backoff, ChatModel, Message, Tool, as_tool, tool_spec
 from savegame.errors import ApprovalRejected, ConfigurationError, ModelTransientError
-from savegame.runtime import END, CheckpointPolicy, StepContext, Workflow
+from savegame.runtime import END, CheckpointPolicy, StepContext, Workflow, Workspace
 
 MODEL_BACKOFF = Backoff(initial=1.0, maximum=30.0)
 """Waits between a failed model turn's attempts: a rate limit needs seconds, not 0.1."""
@@ -23,7 +25,8 @@ class Agent:
 
     State keys: ``messages`` (the conversation), ``input`` (a user message to
     add at the start of the next run; cleared once added), ``answer`` (the
-    model's final text) and ``turns`` (model calls in the current run).
+    model's final text), ``turns`` (model calls in the current run) and ``context``
+    (what the context policy keeps between turns: a summary and what it covers).
 
     Args:
         name: the workflow name.
@@ -39,6 +42,11 @@ class Agent:
         backoff: the waits between those attempts (seconds, or a Backoff).
         stream: called with each piece of a model's answer as it arrives (``ctx.llm``'s
             ``stream=``: only final messages are journaled).
+        context: what of the conversation each model turn is sent (a ContextPolicy,
+            e.g. ``KeepLast(8, summarise=model)``); by default all of it. The state
+            keeps every message either way.
+        workspace: a directory the tools edit, snapshotted with every checkpoint and
+            restored on resume and fork (``Workflow(workspace=)``).
     """
 
     def __init__(
@@ -52,11 +60,18 @@ class Agent:
         retries: int = 2,
         backoff: Backoff | float = MODEL_BACKOFF,
         stream: Callable[[str], Any] | None = None,
+        context: ContextPolicy | None = None,
+        workspace: Workspace | str | os.PathLike[str] | Callable[[str], Any] | None = None,
         state_version: int = 1,
         policy: CheckpointPolicy | None = None,
     ) -> None:
         self.model = model
         self.stream = stream
+        if context is not None and not callable(getattr(context, "build", None)):
+            raise ConfigurationError(
+                f"agent {name!r}: context={context!r} is not a ContextPolicy (it has no build method)"
+            )
+        self.context: ContextPolicy = context or Everything()
         declared = [as_tool(fn) for fn in tools]
         self.tools: dict[str, Tool] = {t.name: t for t in declared}
         if len(self.tools) != len(declared):
@@ -65,7 +80,10 @@ class Agent:
         self.system = system
         self.max_turns = max_turns
         self.workflow = Workflow(
-            name, state_version=state_version, policy=policy or CheckpointPolicy()
+            name,
+            state_version=state_version,
+            policy=policy or CheckpointPolicy(),
+            workspace=workspace,
         )
         caller = sys._getframe(1).f_globals
         module = caller.get("__name__")
@@ -92,11 +110,18 @@ class Agent:
         turns = int(state.get("turns") or 0)
         if turns >= self.max_turns:
             return {"stopped": "max_turns"}, END
-        # Journaled and replayed by ctx.allm: a re-executed turn is never paid twice.
+        # The policy's own model calls (a summary) come first, journaled like the turn's:
+        # a re-executed turn pays for neither again.
+        prompt = await self.context.build(state, ctx)
         response = await ctx.allm(
-            self.model, state["messages"], tools=self.specs, stream=self.stream
+            self.model, list(prompt.messages), tools=self.specs, stream=self.stream
         )
-        update = {"messages": [*state["messages"], response.to_message()], "turns": turns + 1}
+        update: dict[str, Any] = {
+            "messages": [*state["messages"], response.to_message()],
+            "turns": turns + 1,
+        }
+        if prompt.memory is not None:
+            update[CONTEXT_KEY] = dict(prompt.memory)
         if response.tool_calls:
             return update, "tools"
         return {**update, "answer": response.content}, END

@@ -17,6 +17,8 @@ from savegame.cli import (
     jsonview,
     langgraph_view,
     migrate_cmds,
+    models_cmds,
+    queue_cmds,
     render,
     schedule_cmds,
     storage_cmds,
@@ -309,9 +311,11 @@ control_cmds.register(app)
 events_cmds.register(app)
 storage_cmds.register(app)
 fleet_cmds.register(app)
+queue_cmds.register(app)
 diff_cmds.register(app)
 export_cmds.register(app)
 time_cmds.register(app)
 migrate_cmds.register(app)
+models_cmds.register(app)
 ui_cmds.register(app)
 schedule_cmds.register(app)

@@ -261,11 +261,15 @@ def cancel_command(
             help="How long to wait for a live process to stop at its next boundary.",
         ),
     ] = 30.0,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", metavar="NAME", help="Who cancels (default: user@host)."),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Stop a run: a live one at its next step boundary, a waiting or failed one at once."""
-    info = savegame.cancel(run_id, store=store, compensate_effects=compensate, wait=wait)
+    info = savegame.cancel(run_id, store=store, compensate_effects=compensate, wait=wait, by=by)
     if as_json:
         jsonview.emit(jsonview.run(info))
     else:

@@ -52,6 +52,21 @@ def submit_command(
     on_thread_busy: OnThreadBusyOption = "reject",
     store: StoreOption = None,
     as_json: JsonOption = False,
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", metavar="NAME", help="Put it in this declared queue."),
+    ] = None,
+    priority: Annotated[
+        int, typer.Option("--priority", help="Within the claims, higher starts sooner.")
+    ] = 0,
+    dedup_key: Annotated[
+        str | None,
+        typer.Option(
+            "--dedup-key",
+            metavar="KEY",
+            help="While a run of the queue with this key is unfinished, return it instead.",
+        ),
+    ] = None,
 ) -> None:
     """Queue a run for the worker fleet instead of running it here; print its id."""
     state = parse_input(input_json)
@@ -65,6 +80,9 @@ def submit_command(
         on_exists=on_exists,
         on_thread_busy=on_thread_busy,
         observer=starting(savegame.Observer(), as_json),
+        queue=queue,
+        priority=priority,
+        dedup_key=dedup_key,
     )
     if as_json:
         jsonview.emit(jsonview.run(info))
@@ -160,6 +178,15 @@ WorkflowsOption = Annotated[
     ),
 ]
 
+QueuesOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--queue",
+        metavar="NAME",
+        help="Only claim runs of this queue (repeat for several; default: any, within limits).",
+    ),
+]
+
 ExitWhenIdleOption = Annotated[
     float | None,
     typer.Option(
@@ -178,6 +205,7 @@ def worker_command(
     workflows: WorkflowsOption = None,
     exit_when_idle: ExitWhenIdleOption = None,
     store: StoreOption = None,
+    queues: QueuesOption = None,
 ) -> None:
     """Claim queued and orphaned runs and execute them, until SIGTERM or Ctrl-C.
 
@@ -203,6 +231,7 @@ def worker_command(
         poll=poll,
         workflows=workflows or None,
         on_result=_ended,
+        queues=queues or None,
     )
     worker.install_signal_handlers()
     with _events_to_stderr():

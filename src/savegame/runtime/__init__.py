@@ -22,6 +22,7 @@ Where things are, along the path of a run::
     _fleet.py         submit, and driving a run a worker claimed
     _worker.py        Worker: claims queued, orphaned and woken runs; fires due schedules
     _schedules.py     schedules: cron occurrences started once per fleet, the missed policy
+    _queues.py        declare_queue, list_queues: queues with limits for the fleet
     _waiting.py       waiting runs from outside: woken yet? why not; blocking until they are
     _events.py        send: an event to a run, from any process
     _children.py      child runs: started once, their ends told to their parents
@@ -42,6 +43,7 @@ from savegame.runtime._control import (
     pending_interrupts,
     reject,
     resolve,
+    supply,
 )
 from savegame.runtime._decision import Decision
 from savegame.runtime._events import Sent, send
@@ -52,6 +54,7 @@ from savegame.runtime._lease import DEFAULT_TTL, owner_id
 from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._queues import declare_queue, list_queues
 from savegame.runtime._restore import RestoredWorkspace, restore_workspace
 from savegame.runtime._schedules import (
     fire_schedules,
@@ -95,10 +98,12 @@ __all__ = [
     "as_workflow",
     "cancel",
     "compensate",
+    "declare_queue",
     "fire_schedules",
     "fork",
     "get_schedule",
     "list_effects",
+    "list_queues",
     "list_schedules",
     "load",
     "owner_id",
@@ -115,4 +120,5 @@ __all__ = [
     "schedule",
     "send",
     "submit",
+    "supply",
 ]

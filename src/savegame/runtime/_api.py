@@ -13,13 +13,14 @@ from savegame.errors import LeaseHeldError, RunStateError, describe
 from savegame.model import RunResult, RunStatus, Waiting
 from savegame.runtime import _lease as leases
 from savegame.runtime._bridge import Io, direct_io, run_sync, threaded_io
+from savegame.runtime._children import awaited
 from savegame.runtime._execution import Observer
 from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._runner import execute
 from savegame.runtime._setup import prepare_resume
 from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_run
-from savegame.runtime._waiting import blocker, until_woken
+from savegame.runtime._waiting import blocker
 from savegame.stores import Store, opened_store
 
 log = logging.getLogger("savegame")
@@ -47,7 +48,7 @@ async def _arun(
             if not (wait and ready.status is RunStatus.WAITING):
                 return ready  # it exists and there is nothing to execute
             # It waits, and so does the caller: until it is woken, then on from there.
-            await until_woken(s, ready.run_id, io)
+            await _hold(s, ready.run_id, io, start.ttl, start.storage)
             ready = await io(prepare_resume, ready.run_id, s, wf, None, start.ttl, start.storage)
         observer = start.observer
         if ready.created and observer.on_checkpoint is not None:
@@ -85,7 +86,7 @@ async def _aresume(
         if value is not _NO_VALUE:
             await io(decisions.supply, s, run_id, value, interrupt_id=interrupt_id, storage=storage)
         if wait:
-            await until_woken(s, run_id, io)
+            await _hold(s, run_id, io, lease_ttl, storage)
         ready = await io(prepare_resume, run_id, s, workflow, from_checkpoint, lease_ttl, storage)
         ex = ready.execution(
             s,
@@ -98,6 +99,19 @@ async def _aresume(
             block=_blocker(s, run_id, io, lease_ttl, storage) if wait else None,
         )
         return await execute(ex)
+
+
+async def _hold(
+    s: Store, run_id: str, io: Io, lease_ttl: float, storage: StorageConfig | None
+) -> None:
+    """Block until a run checkpointed waiting is woken (at once when it is not waiting).
+
+    Its children run here meanwhile, as for a run that starts waiting here: a parent
+    waiting since an earlier process (which stopped, or died while it ran them) has no
+    one else to run them without a worker, and would wait for ever."""
+    waiting = await io(awaited, s, run_id, storage)
+    if waiting is not None:
+        await _blocker(s, run_id, io, lease_ttl, storage)(waiting)
 
 
 def _blocker(

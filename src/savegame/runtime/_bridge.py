@@ -92,9 +92,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     # Asked outside the ``except`` clause: a run started inside it would chain every
     # error a step raises to "RuntimeError: no running event loop".
     if _in_event_loop():
-        # Called from inside an event loop (a notebook, a server): run on a private loop.
+        # Called from inside an event loop (a notebook, a server): run on a private loop,
+        # in the caller's context (its current span, for one: the run joins its trace).
+        context = contextvars.copy_context()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            box = pool.submit(asyncio.run, _boxed(coro)).result()
+            box = pool.submit(context.run, asyncio.run, _boxed(coro)).result()
     else:
         box = asyncio.run(_boxed(coro))
     value: T = box.value

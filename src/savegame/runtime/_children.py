@@ -11,22 +11,24 @@ A child's end (completed with its final state, or failed, cancelled, compensatin
 event for its parent on ``$child:<id>``, delivered by the store in the transaction of the
 child's last checkpoint, so a child that dies after it is still heard and one that ends
 is heard once. ``ctx.wait_children`` waits for those events: the parent holds no process
-and the store wakes it when the last child it waits for has ended.
+and the store wakes it when the last child it waits for has ended. A caller that blocks
+on a parent already checkpointed waiting (``resume(..., wait=True)``) learns from
+:func:`awaited` which children to run meanwhile: nobody else may.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from savegame import codec, secrets
 from savegame.codec import canonical, open_entry, register, to_data
 from savegame.codec.storage import StorageConfig
-from savegame.effects import PARENT_KEY, end_event
+from savegame.effects import CHILD_TOPIC, PARENT_KEY, child_topic, end_event
 from savegame.errors import ChildRunError, ConfigurationError, ConflictError
-from savegame.model import EffectKind, EffectRecord, RunStatus
+from savegame.model import EffectKind, EffectRecord, RunStatus, Waiting
 from savegame.runtime import _lease as leases
 from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._setup import start_run
@@ -150,3 +152,15 @@ def children_of(store: Store, run_id: str, storage: StorageConfig | None) -> lis
     """The runs ``run_id`` started as children, oldest first (each entry verified)."""
     found = store.list_effects(run_id, kinds=[EffectKind.CHILD], limit=ALL_EFFECTS)
     return started([open_entry(e, storage) for e in found])
+
+
+def awaited(store: Store, run_id: str, storage: StorageConfig | None) -> Waiting | None:
+    """What a run checkpointed waiting waits for, as its latest checkpoint says (None when
+    it does not wait); of the child runs it names, only those its own journal started
+    (each entry verified), since a caller that blocks on the run executes them."""
+    if store.get_run(run_id).status is not RunStatus.WAITING:
+        return None
+    waiting = Waiting.from_metadata(store.latest_checkpoint(run_id).header.metadata)
+    mine = {child_topic(c) for c in children_of(store, run_id, storage)}
+    topics = tuple(t for t in waiting.topics if not t.startswith(CHILD_TOPIC) or t in mine)
+    return replace(waiting, topics=topics, need=min(waiting.need, len(topics)))

@@ -33,6 +33,7 @@ from savegame.model import EffectRecord, Usage
 from savegame.runtime._branches import as_branches, branch_calls, run_branches
 from savegame.runtime._children import ChildRun, creator, input_digest, outcome, started
 from savegame.runtime._loader import as_workflow
+from savegame.runtime._trace import OFF, Span, answered, model_span, tool_span
 from savegame.secrets import Secret
 
 
@@ -80,22 +81,27 @@ class StepContext:
         if spec.is_async:
             raise ConfigurationError(f"tool {spec.name} is async: use `await ctx.acall(...)`")
         calls = self._calls()
-        prepared = calls.before(spec, spec.bind(args, kwargs))
-        # Counted whether replayed or not, so a resumed run's usage equals an uninterrupted one's.
-        self.add_usage(tool_calls=1)
-        if prepared.replay:
-            return prepared.result
-        return invoke_call(calls, spec, prepared)
+        with tool_span(self.run_id, self.step, spec.name) as span:
+            prepared = calls.before(spec, spec.bind(args, kwargs))
+            span.set(_call_attributes(prepared))
+            # Counted whether replayed or not, so a resumed run's usage equals an
+            # uninterrupted one's.
+            self.add_usage(tool_calls=1)
+            if prepared.replay:
+                return prepared.result
+            return invoke_call(calls, spec, prepared)
 
     async def acall(self, tool: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Async twin of :meth:`call`; journal writes run in a worker thread."""
         spec = as_tool(tool)
         calls = self._calls()
-        prepared = await asyncio.to_thread(calls.before, spec, spec.bind(args, kwargs))
-        self.add_usage(tool_calls=1)
-        if prepared.replay:
-            return prepared.result
-        return await ainvoke_call(calls, spec, prepared)
+        with tool_span(self.run_id, self.step, spec.name) as span:
+            prepared = await asyncio.to_thread(calls.before, spec, spec.bind(args, kwargs))
+            span.set(_call_attributes(prepared))
+            self.add_usage(tool_calls=1)
+            if prepared.replay:
+                return prepared.result
+            return await ainvoke_call(calls, spec, prepared)
 
     def llm(
         self,
@@ -131,19 +137,21 @@ class StepContext:
         """
         call = ModelCall.of(model, messages, tools)
         calls = self._calls()
-        prepared = calls.before_llm(call)
-        if prepared.replay:
-            return self._count(_replayed(prepared.result, stream))
-        marker = None if stream is None else calls.stream_started(prepared)
-        try:
-            response = call.checked(_ask(model, call, stream))
-        except BaseException as exc:
-            _cut(calls, marker, exc)
-            raise
-        calls.after_llm(prepared, response.to_dict())
-        if marker is not None:
-            calls.stream_ended(marker)
-        return self._count(response)
+        with model_span(self.run_id, self.step, model, _model_name(call)) as span:
+            prepared = calls.before_llm(call)
+            span.set(_call_attributes(prepared))
+            if prepared.replay:
+                return self._count(_replayed(prepared.result, stream), span, replayed=True)
+            marker = None if stream is None else calls.stream_started(prepared)
+            try:
+                response = call.checked(_ask(model, call, stream))
+            except BaseException as exc:
+                _cut(calls, marker, exc)
+                raise
+            calls.after_llm(prepared, response.to_dict())
+            if marker is not None:
+                calls.stream_ended(marker)
+            return self._count(response, span)
 
     async def allm(
         self,
@@ -157,22 +165,29 @@ class StepContext:
         or ``astream`` is awaited when it has one); journal writes run in a worker thread."""
         call = ModelCall.of(model, messages, tools)
         calls = self._calls()
-        prepared = await asyncio.to_thread(calls.before_llm, call)
-        if prepared.replay:
-            return self._count(_replayed(prepared.result, stream))
-        marker = None if stream is None else await asyncio.to_thread(calls.stream_started, prepared)
-        try:
-            out = _aask(model, call, stream)
-            response = call.checked(await out if inspect.isawaitable(out) else out)
-        except BaseException as exc:
-            await asyncio.to_thread(_cut, calls, marker, exc)
-            raise
-        await asyncio.to_thread(calls.after_llm, prepared, response.to_dict())
-        if marker is not None:
-            await asyncio.to_thread(calls.stream_ended, marker)
-        return self._count(response)
+        with model_span(self.run_id, self.step, model, _model_name(call)) as span:
+            prepared = await asyncio.to_thread(calls.before_llm, call)
+            span.set(_call_attributes(prepared))
+            if prepared.replay:
+                return self._count(_replayed(prepared.result, stream), span, replayed=True)
+            marker = (
+                None if stream is None else await asyncio.to_thread(calls.stream_started, prepared)
+            )
+            try:
+                out = _aask(model, call, stream)
+                response = call.checked(await out if inspect.isawaitable(out) else out)
+            except BaseException as exc:
+                await asyncio.to_thread(_cut, calls, marker, exc)
+                raise
+            await asyncio.to_thread(calls.after_llm, prepared, response.to_dict())
+            if marker is not None:
+                await asyncio.to_thread(calls.stream_ended, marker)
+            return self._count(response, span)
 
-    def _count(self, response: ModelResponse) -> ModelResponse:
+    def _count(
+        self, response: ModelResponse, span: Span = OFF, *, replayed: bool = False
+    ) -> ModelResponse:
+        answered(span, response, replayed=replayed)
         self.add_usage(
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
@@ -423,6 +438,19 @@ class StepContext:
 
 OnChunk = Callable[[str], Any]
 """What ``stream=`` takes: called with each piece of a model's answer as it arrives."""
+
+
+def _model_name(call: ModelCall) -> str:
+    return call.name.removeprefix("llm:")
+
+
+def _call_attributes(prepared: Any) -> dict[str, Any]:
+    """A call's journal identity on its span: what to look up in ``savegame effects``."""
+    return {
+        "savegame.request_id": prepared.request_id,
+        "savegame.effect.kind": str(getattr(prepared.kind, "value", prepared.kind)),
+        "savegame.replayed": prepared.replay,
+    }
 
 
 def _replayed(result: Any, stream: OnChunk | None) -> ModelResponse:

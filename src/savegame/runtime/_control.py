@@ -118,6 +118,7 @@ def cancel(
     store: Store | str | None = None,
     compensate_effects: bool = False,
     wait: float = 30.0,
+    by: str | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
     storage: StorageConfig | None = None,
 ) -> RunInfo:
@@ -128,6 +129,12 @@ def cancel(
     waiting, failed, orphaned) is marked cancelled here and now. The child runs it
     started are cancelled the same way, theirs too, and with ``compensate_effects``
     each one's completed writes are then compensated, the children's first.
+
+    Args:
+        by: who asks (default: user@host): the ``cancelled`` checkpoint written here
+            names them (``metadata["cancelled_by"]``), and so do the approvals and
+            interrupts it closes. A run a live process executes writes its own
+            ``cancelled`` checkpoint, which cannot know who asked.
 
     Returns:
         The run's row afterwards (``cancel_requested`` stays set if a live
@@ -153,7 +160,7 @@ def cancel(
                 info = s.get_run(run_id)
                 continue
             try:
-                _mark_cancelled(s, run_id, lease, storage)
+                _mark_cancelled(s, run_id, lease, storage, by)
             finally:
                 s.release_lease(run_id, lease.token)
             info = s.get_run(run_id)
@@ -161,14 +168,15 @@ def cancel(
         for waiting in decisions.pending(s, run_id, storage=storage):
             try:
                 decisions.close(
-                    s, run_id, waiting.interrupt_id, reason="run cancelled", storage=storage
-                )
+                    s, run_id, waiting.interrupt_id, reason="run cancelled", by=by,
+                    storage=storage,
+                )  # fmt: skip
             except EffectSettledError:
                 continue  # decided meanwhile: the run is cancelled either way
         for child in children_of(s, run_id, storage):
             try:
                 cancel(
-                    child, store=s, compensate_effects=compensate_effects, wait=wait,
+                    child, store=s, compensate_effects=compensate_effects, wait=wait, by=by,
                     lease_ttl=lease_ttl, storage=storage,
                 )  # fmt: skip
             except RunStateError:
@@ -178,7 +186,9 @@ def cancel(
         return s.get_run(run_id)
 
 
-def _mark_cancelled(s: Store, run_id: str, lease: Lease, storage: StorageConfig | None) -> None:
+def _mark_cancelled(
+    s: Store, run_id: str, lease: Lease, storage: StorageConfig | None, by: str | None
+) -> None:
     """Mark a run that nobody executes cancelled, holding its ``lease``."""
     info = s.get_run(run_id)
     if info.status.finished and info.status is not RunStatus.CANCELLED:
@@ -191,7 +201,7 @@ def _mark_cancelled(s: Store, run_id: str, lease: Lease, storage: StorageConfig 
         record = codec.marker(
             head,
             RunStatus.CANCELLED,
-            {"cancelled_by": decisions.default_actor()},
+            {"cancelled_by": by or decisions.default_actor()},
             storage,
         )
         # A child's parent hears of it in the same write.
@@ -243,6 +253,41 @@ def approve(
             _import_tools(s.get_run(run_id), storage)
         entry = decisions.approve(
             s, run_id, interrupt_id=interrupt_id, edit=edit, by=by, storage=storage
+        )
+        return continue_after(
+            s, entry, resume_run=resume, workflow=workflow, observer=observer,
+            lease_ttl=lease_ttl, storage=storage,
+        )  # fmt: skip
+
+
+def supply(
+    run_id: str,
+    value: Any,
+    *,
+    interrupt_id: str | None = None,
+    by: str | None = None,
+    store: Store | str | None = None,
+    storage: StorageConfig | None = None,
+    resume: bool = True,
+    workflow: Any = None,
+    observer: Observer | None = None,
+    lease_ttl: float = leases.DEFAULT_TTL,
+) -> Decision:
+    """Give a run's pending ``ctx.interrupt`` its value (which the step's call returns),
+    recorded with who gave it; then continue the run here if its workflow loads here.
+
+    ``resume(run_id, value=...)`` does the same in one call where the workflow is at
+    hand; this one is for a person answering from elsewhere (the web UI, an approval
+    service), like :func:`approve`: ``resume`` and the rest as there.
+
+    Raises:
+        NotFoundError, RunStateError, EffectSettledError: the value was not recorded
+            (no such run, or it waits for no interrupt; someone answered first).
+        SerializationError: ``value`` is not pure data.
+    """
+    with opened_store(store, create=False) as s:
+        entry = decisions.supply(
+            s, run_id, value, interrupt_id=interrupt_id, by=by, storage=storage
         )
         return continue_after(
             s, entry, resume_run=resume, workflow=workflow, observer=observer,

@@ -73,6 +73,9 @@ class Execution:
     should_stop: Callable[[], bool] | None = None
     """Polled at every step boundary; True stops the run there (graceful worker shutdown):
     the progress so far is checkpointed and the lease released, status still running."""
+    took_over: str | None = None
+    """The process whose unreleased lease this execution took over (it died holding the
+    run), named in the first checkpoint this execution writes."""
     block: Callable[[Waiting], Awaitable[None]] | None = None
     """Where a step waits (a timer, events, child runs), after the run is checkpointed
     waiting: None returns the waiting result (no process waits); else awaited, the lease

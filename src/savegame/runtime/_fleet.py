@@ -10,7 +10,13 @@ from savegame import codec
 from savegame.codec import check_head, seal_error
 from savegame.codec.storage import StorageConfig
 from savegame.effects import parent_of
-from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, describe
+from savegame.errors import (
+    ConfigurationError,
+    ConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    describe,
+)
 from savegame.model import CheckpointRecord, Lease, RunInfo, RunResult, RunStatus
 from savegame.runtime import _lease as leases
 from savegame.runtime._bridge import run_sync
@@ -20,7 +26,7 @@ from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._runner import execute
 from savegame.runtime._setup import prepare_resume
 from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_submit
-from savegame.stores import opened_store
+from savegame.stores import Enqueue, opened_store
 from savegame.stores.base import Store
 
 log = logging.getLogger("savegame.worker")
@@ -38,6 +44,9 @@ def submit(
     on_exists: OnExists = "continue",
     on_thread_busy: OnThreadBusy = "reject",
     observer: Observer | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    dedup_key: str | None = None,
 ) -> RunInfo:
     """Queue a run for the worker fleet (``savegame worker``) instead of running it here.
 
@@ -52,10 +61,26 @@ def submit(
     finished one is returned as it is; ``"return"`` returns the row untouched;
     ``"reject"`` raises RunExistsError. ``on_thread_busy`` is as for ``run``.
 
+    Args:
+        queue: put the run in this queue, declared in the store (:func:`declare_queue`):
+            workers start it within the queue's limits (SQLite and PostgreSQL).
+        priority: within the claims, higher is started sooner (default 0, as every run
+            of no queue).
+        dedup_key: while a run of ``queue`` submitted with this key is unfinished, a
+            submit with it creates nothing and returns that run's row; once it has
+            finished (completed, cancelled ...) the key starts a new run.
+
     Returns:
         The run's row (``queued`` for a new run).
+
+    Raises:
+        ConfigurationError: ``queue`` on a store without queues, or ``priority`` /
+            ``dedup_key`` without ``queue``.
+        NotFoundError: ``queue`` is not declared in the store.
     """
     wf = as_workflow(workflow)
+    if queue is None and (priority != 0 or dedup_key is not None):
+        raise ConfigurationError("submit: priority and dedup_key need a queue (queue='name')")
     start = Start(
         thread_id=thread_id,
         run_id=run_id,
@@ -67,6 +92,7 @@ def submit(
         on_thread_busy=on_thread_busy,
         observer=observer or Observer(),
         queued=True,
+        enqueue=None if queue is None else Enqueue(queue, priority, dedup_key),
     )
     with opened_store(store) as s:
         return begin_submit(wf, s, input, start)

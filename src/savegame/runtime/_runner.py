@@ -46,6 +46,7 @@ from savegame.errors import (
 )
 from savegame.ids import new_id
 from savegame.model import (
+    TAKEOVER_KEY,
     WRITER_KEY,
     CheckpointHeader,
     CheckpointRecord,
@@ -62,6 +63,7 @@ from savegame.runtime._execution import Execution
 from savegame.runtime._lease import Heartbeat
 from savegame.runtime._mutations import fingerprints, refuse_hidden_mutations
 from savegame.runtime._persist import NOTHING, Beside, saver
+from savegame.runtime._trace import TRACE_KEY, Span, run_span, step_span, usage_attributes
 from savegame.runtime._workflow import END, StepSpec
 from savegame.signals import Cancel, NeedsAttention, Pause, Suspend
 from savegame.stores.base import ALL_EFFECTS, Store
@@ -107,7 +109,7 @@ class _Loop:
     run's state and packs alive until the collector's next full pass.
     """
 
-    def __init__(self, ex: Execution) -> None:
+    def __init__(self, ex: Execution, span: Span) -> None:
         self.ex = ex
         start = ex.start
         self.run_id = start.run_id
@@ -137,6 +139,11 @@ class _Loop:
         # lease owner), so a reader sees where another process went on: after a
         # pause, or after the one before died (its last checkpoint still running).
         self.writer: str | None = ex.lease.owner or None
+        # The run's trace, kept in every checkpoint so any checkpoint a resume starts from
+        # continues it: the anchor its start span left, else (a run created untraced, a
+        # fork) this execution's span.
+        kept = meta.get(TRACE_KEY)
+        self.traceparent = kept if isinstance(kept, str) else span.traceparent
 
     async def run(self) -> RunResult:
         with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:
@@ -170,33 +177,45 @@ class _Loop:
                 raise heartbeat.lost
             if ex.should_stop is not None and ex.should_stop():
                 return await self._shut_down(name)
-            try:
-                if await self._cancelled():
-                    raise Cancel()
-                update, nxt, ctx, key = await self._attempts(name)
-            except Suspend as suspend:
-                waiting = await self._suspend(name, suspend)
-                if ex.block is None:
-                    return waiting
-                # A caller that wants to block: the lease is kept (with its heartbeat)
-                # while the store says the run waits, then the step runs again.
-                await ex.block(suspend.waiting)
-                continue
-            except (Pause, Cancel, NeedsAttention) as signal:
-                return await self._on_signal(name, signal)
-            except LeaseLostError:
-                raise
-            except Exception as exc:
-                await self._fail(name, exc)
-            except BaseException as exc:
-                # SystemExit from a library, a CancelledError the step raised itself: the
-                # step failed all the same, and a run must not be left running with no
-                # owner for a worker to claim again. Recorded, then raised as it came.
-                if isinstance(exc, KeyboardInterrupt) or _cancelled_from_outside(exc):
+            with step_span(self.run_id, self.step + 1, name) as span:
+                try:
+                    if await self._cancelled():
+                        raise Cancel()
+                    update, nxt, ctx, key = await self._attempts(name)
+                except Suspend as suspend:
+                    span.set({"savegame.outcome": "waiting"})
+                    waiting = await self._suspend(name, suspend)
+                    if ex.block is None:
+                        return waiting
+                    # A caller that wants to block: the lease is kept (with its heartbeat)
+                    # while the store says the run waits, then the step runs again.
+                    await ex.block(suspend.waiting)
+                    continue
+                except (Pause, Cancel, NeedsAttention) as signal:
+                    result = await self._on_signal(name, signal)
+                    span.set(
+                        {
+                            "savegame.outcome": result.status.value,
+                            "savegame.checkpoint_id": result.checkpoint_id,
+                        }
+                    )
+                    return result
+                except LeaseLostError:
                     raise
-                await self._stop(RunStatus.FAILED, name, error=exc)
-                raise
-            await self._advance(name, update, nxt, ctx, key)
+                except Exception as exc:
+                    await self._fail(name, exc)
+                except BaseException as exc:
+                    # SystemExit from a library, a CancelledError the step raised itself:
+                    # the step failed all the same, and a run must not be left running
+                    # with no owner for a worker to claim again. Recorded, then raised.
+                    if isinstance(exc, KeyboardInterrupt) or _cancelled_from_outside(exc):
+                        raise
+                    await self._stop(RunStatus.FAILED, name, error=exc)
+                    raise
+                before = self.parent
+                await self._advance(name, update, nxt, ctx, key)
+                saved = None if self.parent == before else self.parent
+                span.set({"savegame.attempts": self.attempt, "savegame.checkpoint_id": saved})
         return self._result(await self.saver.flush())
 
     def _replay_source(self) -> Replay:
@@ -442,7 +461,11 @@ class _Loop:
         step, node, usage = (self.step, self.node, self.usage) if after is None else after
         if self.writer is not None:
             metadata = {**metadata, WRITER_KEY: self.writer}
+            if self.ex.took_over is not None:
+                metadata[TAKEOVER_KEY] = self.ex.took_over
             self.writer = None
+        if self.traceparent is not None:
+            metadata = {**metadata, TRACE_KEY: self.traceparent}
         return CheckpointHeader(
             thread_id=self.thread_id,
             run_id=self.run_id,
@@ -478,14 +501,33 @@ def _release(store: Store, lease: Lease) -> None:
 
 async def execute(ex: Execution) -> RunResult:
     """Drive a run from ``ex.start`` until it ends or pauses; the lease is released on every exit."""
-    try:
-        return await _Loop(ex).run()
-    except BaseException:
-        # Best effort: a stale token makes this a no-op, a dead store makes it moot
-        # (the lease then expires, or a same-host resume sees this process is gone).
-        with contextlib.suppress(Exception):
-            await ex.io(_release, ex.store, ex.lease)
-        raise
+    start = ex.start
+    with run_span(
+        run_id=start.run_id,
+        thread_id=start.thread_id,
+        workflow=ex.workflow.name,
+        step=start.step,
+        checkpoint_id=start.checkpoint_id,
+        parent=start.header.metadata.get(TRACE_KEY),
+    ) as span:
+        span.set({"savegame.took_over": ex.took_over})
+        try:
+            result = await _Loop(ex, span).run()
+        except BaseException:
+            # Best effort: a stale token makes this a no-op, a dead store makes it moot
+            # (the lease then expires, or a same-host resume sees this process is gone).
+            with contextlib.suppress(Exception):
+                await ex.io(_release, ex.store, ex.lease)
+            raise
+        span.set(
+            {
+                "savegame.status": result.status.value,
+                "savegame.step": result.step,
+                "savegame.checkpoint_id": result.checkpoint_id,
+                **usage_attributes(result.usage),
+            }
+        )
+        return result
 
 
 __all__ = ["execute"]

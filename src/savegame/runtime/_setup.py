@@ -34,9 +34,11 @@ from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._execution import Execution, Observer
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._trace import TRACE_KEY, anchor
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
 from savegame.runtime._workspace import as_workspace
+from savegame.stores import Enqueue, queue_store
 from savegame.stores.base import Store
 
 
@@ -60,6 +62,9 @@ class Ready:
     """When the run is a fork: where it came from (its calls replay against that journal)."""
     parent: str | None = None
     """When the run is a child run: its parent, told how it ends."""
+    took_over: str | None = None
+    """The process whose lease this one took over to resume the run (it had stopped
+    without releasing it), or None."""
 
     def execution(
         self,
@@ -93,6 +98,7 @@ class Ready:
             should_stop=should_stop,
             workspace=as_workspace(self.workflow.workspace, self.start.run_id),
             block=block,
+            took_over=self.took_over,
         )
 
 
@@ -132,18 +138,24 @@ def start_run(
     storage: StorageConfig | None = None,
     queued: bool = False,
     sole: bool = False,
+    enqueue: Enqueue | None = None,
 ) -> Ready:
     """Create a run of ``wf`` with its input checkpoint, leased to this process (or,
     ``queued``, to nobody: the first worker to claim it leases it); ``sole``: only if no
     other run of the thread is unfinished and the thread did not move meanwhile (the
-    store's ``create_run(sole=True)``)."""
+    store's ``create_run(sole=True)``); ``enqueue``: in that declared queue (a store with
+    ``Capabilities.queues``; DuplicateRunError when its dedup key names an unfinished run)."""
     record, info, state, _ = first_checkpoint(
         wf, store, input, thread_id=thread_id, run_id=run_id, metadata=metadata, ref=ref,
         storage=storage, queued=queued,
     )  # fmt: skip
     # A queued run is created unowned: the first worker to claim it leases it.
     owner = None if queued else leases.owner_id()
-    lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
+    if enqueue is None:
+        lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
+    else:
+        queues = queue_store(store, f"queue {enqueue.queue!r}")
+        lease = queues.create_run(info, record, owner=owner, ttl=ttl, sole=sole, queue=enqueue)
     start = Checkpoint(header=record.header, state=state)
     chain = Chain(0, 0, record.header.size)
     return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))
@@ -176,6 +188,10 @@ def first_checkpoint(
     state.update(input or {})
     # Each run lists its own workspace files: its first checkpoint captures them anew.
     state.pop(WORKSPACE_KEY, None)
+    metadata = dict(metadata or {})
+    traced = anchor(metadata, run_id=run_id, thread_id=thread_id, workflow=wf.name)
+    if traced is not None:
+        metadata[TRACE_KEY] = traced
     now = utcnow()
     header = CheckpointHeader(
         thread_id=thread_id,
@@ -186,7 +202,7 @@ def first_checkpoint(
         node=None,
         status=RunStatus.QUEUED if queued else RunStatus.RUNNING,
         next=entry,
-        metadata=dict(metadata or {}),
+        metadata=metadata,
         created_at=now,
         state_version=wf.state_version,
     )
@@ -282,6 +298,11 @@ def prepare_resume(
     # A worker arrives holding the lease it claimed (and keeps it on failure: it may
     # hold the run back rather than release it); everyone else takes it here.
     claimed, lease = lease is not None, lease or leases.acquire(store, run_id, ttl=ttl)
+    # A lease still on the row when this process took it was never released: its
+    # holder stopped mid-execution (SIGKILL, a lost host), whether or not it got to
+    # write a checkpoint first. The new execution's first checkpoint names it.
+    held = None if claimed else info.lease
+    took_over = held.owner if held is not None and held.owner != lease.owner else None
     try:
         if from_checkpoint is not None:
             record = store.get_checkpoint(from_checkpoint)
@@ -298,4 +319,4 @@ def prepare_resume(
             store.release_lease(run_id, lease.token)
         raise
     origin, parent = Origin.of(info.metadata), parent_of(info.metadata)
-    return Ready(wf, cp, record, chain, lease, origin=origin, parent=parent)
+    return Ready(wf, cp, record, chain, lease, origin=origin, parent=parent, took_over=took_over)

@@ -42,6 +42,7 @@ from savegame.runtime._execution import Observer
 from savegame.runtime._setup import Ready, decode, prepare_resume, start_run
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
+from savegame.stores import DuplicateRunError, Enqueue
 from savegame.stores.base import Store
 
 OnExists = Literal["continue", "return", "reject"]
@@ -78,6 +79,8 @@ class Start:
     observer: Observer = field(default_factory=Observer)
     queued: bool = False
     """Create the run queued for a worker fleet (``submit``)."""
+    enqueue: Enqueue | None = None
+    """``submit(queue=...)``: the declared queue it goes in, its priority and dedup key."""
 
 
 def begin_run(
@@ -105,7 +108,12 @@ def begin_submit(
 ) -> RunInfo:
     """The row of a run queued for the fleet: new, or an existing one (a stalled one,
     failed or decided, queued again unless ``on_exists="return"``)."""
-    found = _create_or_find(wf, store, input, start)
+    try:
+        found = _create_or_find(wf, store, input, start)
+    except DuplicateRunError as exc:
+        # The queue has an unfinished run with this dedup key: that run is the answer,
+        # whatever its input (the key says it is the same job).
+        return store.get_run(exc.run_id)
     if isinstance(found, Ready):
         return store.get_run(found.start.run_id)
     info = _matching(store, found, wf, input, start)
@@ -134,7 +142,10 @@ def _create_or_find(
                 wf, store, input, thread_id=start.thread_id, run_id=start.run_id,
                 metadata=start.metadata, ttl=start.ttl, ref=start.ref, storage=start.storage,
                 queued=start.queued, sole=start.on_thread_busy != "allow",
+                enqueue=start.enqueue,
             )  # fmt: skip
+        except DuplicateRunError:
+            raise  # a ConflictError, but no race: begin_submit returns that run
         except ThreadBusyError:
             # A run started on the thread between the look above and the create (the
             # store checks again inside its insert): refused, or waited out.

@@ -34,12 +34,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from savegame.errors import describe
+from savegame.errors import ConfigurationError, describe
 from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import _lease as leases
 from savegame.runtime._fleet import hold_back, resume_claimed
 from savegame.runtime._schedules import fire_schedules
-from savegame.stores import Store, open_store
+from savegame.stores import Store, open_store, queue_store
 
 log = logging.getLogger("savegame.worker")
 
@@ -71,6 +71,8 @@ class Worker:
         lease_ttl: seconds a dead worker's runs stay blocked before another takes them.
         poll: seconds to sleep when nothing is runnable.
         workflows: only claim runs of these workflow names (default: any).
+        queues: only claim runs of these queues (default: runs of any queue, within its
+            limits, and of none); a store with queues (SQLite, PostgreSQL).
         backoff: seconds no worker claims a run that is still runnable after failing
             here; doubles with each failure of that run in a row, up to ``lease_ttl``
             (0: claim it again at once).
@@ -89,9 +91,13 @@ class Worker:
         on_result: Callable[[RunResult], None] | None = None,
         backoff: float = 1.0,
         schedules: bool = True,
+        queues: list[str] | None = None,
     ) -> None:
+        if isinstance(queues, str):
+            raise ConfigurationError("Worker(queues=...) takes a list of queue names")
         self._store = store
         self.schedules = schedules
+        self.queues = None if queues is None else list(queues)
         self.concurrency = max(1, concurrency)
         self.lease_ttl = lease_ttl
         self.poll = poll
@@ -121,6 +127,8 @@ class Worker:
     def _slot(self, index: int, idle_exit: float | None) -> None:
         try:
             store = open_store(self._store)
+            if self.queues is not None:  # a store without queues stops the worker at once
+                queue_store(store, "Worker(queues=...)")
         except Exception as exc:
             # A worker that cannot open its store stops, and run() says why.
             self._fatal = self._fatal or exc
@@ -130,9 +138,7 @@ class Worker:
         try:
             while not self.stop_event.is_set():
                 try:
-                    lease = store.claim_run(
-                        leases.owner_id(), self.lease_ttl, workflows=self.workflows
-                    )
+                    lease = self._claim(store)
                 except Exception as exc:
                     # The store is unreachable or busy: keep the slot alive and try again.
                     log.warning("slot %d could not claim a run: %s", index, exc)
@@ -173,6 +179,13 @@ class Worker:
         finally:
             if store is not self._store:
                 store.close()
+
+    def _claim(self, store: Store) -> Lease | None:
+        owner = leases.owner_id()
+        if self.queues is None:
+            return store.claim_run(owner, self.lease_ttl, workflows=self.workflows)
+        queues = queue_store(store, "Worker(queues=...)")
+        return queues.claim_run(owner, self.lease_ttl, workflows=self.workflows, queues=self.queues)
 
     def _execute(self, store: Store, index: int, lease: Lease) -> None:
         """Run the claimed run until it ends, pauses or the worker stops; count what came of it."""

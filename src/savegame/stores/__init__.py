@@ -8,6 +8,8 @@ Where things are::
 
     base.py           the Store protocol, its invariants, capabilities, records
     schedules.py      ScheduleStore (Capabilities.schedules): the schedule record, firing
+    _queues.py        queues with limits: Queue, Enqueue, QueueStats, the QueueStore
+                      protocol (SQLite and PostgreSQL; each backend's SQL in its _queues.py)
     _common.py        the rules every backend shares (time, JSON, filters, journal)
     memory.py         MemoryStore (its state in _memory_state.py, its
                       storage-engine methods in _memory_storage.py, its schedules
@@ -33,6 +35,14 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from savegame.errors import ConfigurationError, NotFoundError
+from savegame.stores._queues import (
+    DuplicateRunError,
+    Enqueue,
+    Queue,
+    QueueStats,
+    QueueStore,
+    queue_store,
+)
 from savegame.stores.base import (
     BatchStore,
     Capabilities,
@@ -147,8 +157,13 @@ def opened_store(store: str | Store | None, *, create: bool = True) -> Iterator[
 __all__ = [
     "BatchStore",
     "Capabilities",
+    "DuplicateRunError",
+    "Enqueue",
     "MemoryStore",
     "Put",
+    "Queue",
+    "QueueStats",
+    "QueueStore",
     "RunPosition",
     "SqliteStore",
     "Store",
@@ -157,4 +172,5 @@ __all__ = [
     "Written",
     "open_store",
     "opened_store",
+    "queue_store",
 ]

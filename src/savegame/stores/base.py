@@ -76,6 +76,10 @@ class Capabilities:
     """The store keeps schedules and fires each occurrence once across handles and
     processes (:class:`~savegame.stores.schedules.ScheduleStore`); a store without it
     refuses ``savegame schedule`` and ``savegame.schedule``."""
+    queues: bool = False
+    """Declared queues with limits decided at claim time (``stores._queues.QueueStore``:
+    ``declare_queue``, ``list_queues``, ``create_run(queue=...)``, ``claim_run(queues=...)``).
+    A store without it refuses ``submit(queue=...)`` and ``Worker(queues=...)``."""
 
 
 @dataclass(frozen=True, slots=True)

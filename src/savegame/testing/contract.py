@@ -44,6 +44,7 @@ from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
 from savegame.testing._journal_contract import JournalContract
 from savegame.testing._prefix_contract import PrefixContract
+from savegame.testing._queues_contract import QueuesContract
 from savegame.testing._schedules_contract import SchedulesContract
 from savegame.testing._threads_contract import ThreadsContract
 from savegame.testing._waits_contract import WaitsContract
@@ -69,9 +70,10 @@ class StoreContract(
     ThreadsContract,
     BatchContract,
     SchedulesContract,
+    QueuesContract,
 ):
     """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet,
-    waiting-run, thread, group-commit and schedule tests inherited)."""
+    waiting-run, thread, group-commit, schedule and queue tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:

@@ -1,4 +1,5 @@
-"""What a person does from the UI: approve, reject, resolve, cancel, resume, fork.
+"""What a person does from the UI: approve, reject, answer an interrupt, resolve, cancel,
+resume, fork.
 
 Each action is two POSTs: the first shows what will happen (the call and its
 arguments, the writes a fork may repeat) on a confirmation page; the second, with
@@ -23,12 +24,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 import savegame
-from savegame import ConfigurationError, RunStatus, SavegameError
+from savegame import ConfigurationError, EffectKind, RunStatus, SavegameError
 from savegame.ui._guard import form_of
 from savegame.ui._site import Site
 
 log = logging.getLogger("savegame.ui")
 BY_COOKIE = "sg_by"
+_UNSET: Any = object()
 
 
 class BadInput(ValueError):
@@ -91,12 +93,15 @@ async def act(site: Site, request: Request, action: str) -> Response:
     by = form.get("by", "").strip()
     ident = request.path_params.get("run_id") or request.path_params["checkpoint_id"]
     context: dict[str, Any] = {"action": action, "form": form, "ident": ident,
-                               "by": by or request.cookies.get(BY_COOKIE, ""), "error": None}  # fmt: skip
+                               "by": by or request.cookies.get(BY_COOKIE, ""), "error": None,
+                               # what a preview that raised did not get to fill in
+                               "run": None, "waiting": None, "effect": None, "plan": None,
+                               "value": None}  # fmt: skip
     try:
         context.update(await _preview(site, action, ident, form))
         if form.get("confirmed") != "1":
             return site.page(request, "confirm.html", **context)
-        if not by and action not in ("cancel", "resume"):
+        if not by and action != "resume":
             raise BadInput("say who you are (the journal records who decided)")
         target, done = await _do(site, action, ident, form, by)
     except (BadInput, SavegameError) as exc:
@@ -123,11 +128,18 @@ async def _preview(site: Site, action: str, ident: str, form: dict[str, str]) ->
         if not found:
             raise BadInput(f"run {ident} has no journal entry {form.get('request_id')!r}")
         effect = found[0]
-    if action in ("approve", "reject") and not chosen:
+    if action in ("approve", "reject", "supply") and not chosen:
         raise BadInput(
             f"run {ident} does not wait for {form.get('interrupt_id')!r} (decided already?)"
         )
-    return {"run": run, "waiting": chosen[0] if chosen else None, "effect": effect, "plan": None}
+    value = _UNSET
+    if action == "supply":
+        if chosen[0].kind is not EffectKind.INTERRUPT:
+            raise BadInput(f"{chosen[0].name} is an approval: approve or reject it")
+        # Checked before the confirmation shows it, and again (pure data) when recorded.
+        value = _json(form.get("value", ""), "the value")
+    return {"run": run, "waiting": chosen[0] if chosen else None, "effect": effect,
+            "plan": None, "value": value}  # fmt: skip
 
 
 async def _do(
@@ -154,6 +166,13 @@ async def _do(
         ))  # fmt: skip
         continue_in_background(site, ident)
         return page, "rejected"
+    if action == "supply":
+        value = _json(form.get("value", ""), "the value")
+        await run_in_threadpool(lambda: savegame.supply(
+            ident, value, interrupt_id=form["interrupt_id"], by=by, resume=False, **opts
+        ))  # fmt: skip
+        continue_in_background(site, ident)
+        return page, "answered"
     if action == "resolve":
         done = form.get("done")
         if done not in ("yes", "no"):
@@ -166,7 +185,7 @@ async def _do(
     if action == "cancel":
         compensate = form.get("compensate") == "on"
         await run_in_threadpool(
-            lambda: savegame.cancel(ident, compensate_effects=compensate, wait=10.0, **opts)
+            lambda: savegame.cancel(ident, compensate_effects=compensate, wait=10.0, by=by, **opts)
         )
         return page, "cancelled"
     if action == "resume":

@@ -23,7 +23,7 @@ from savegame.ui import _actions, _inbox, _run, _runs
 from savegame.ui._guard import Guard
 from savegame.ui._site import HERE, Site
 
-ACTIONS = ("approve", "reject", "resolve", "cancel", "resume")
+ACTIONS = ("approve", "reject", "supply", "resolve", "cancel", "resume")
 
 
 def _page(site: Site, view: Callable[[Site, Request], Response]) -> Callable[[Request], Response]:

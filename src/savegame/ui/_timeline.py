@@ -7,6 +7,9 @@ resumed. The first checkpoint of each execution names the process that wrote it
 (``metadata["writer"]``, :data:`savegame.model.WRITER_KEY`): where it differs from
 the writer before while the checkpoint before still said ``running``, the process
 before stopped without a word: it was killed (or lost its lease), and another took over.
+An execution that took over a lease its holder never released says so itself
+(``metadata["took_over"]``, :data:`savegame.model.TAKEOVER_KEY`): that names a holder
+killed before it wrote a checkpoint too, which no change of writer can show.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from savegame import CheckpointHeader, RunNode, RunStatus
-from savegame.model import WRITER_KEY
+from savegame.model import TAKEOVER_KEY, WRITER_KEY
 
 #: A run that stopped in one of these states went on only because someone resumed it.
 STOPPED = {
@@ -54,7 +57,13 @@ def _marks(
     marks: list[tuple[str, str]] = []
     now = _writer(meta)
     moved = writer is not None and now is not None and writer != now
-    if before is not None:
+    dead = meta.get(TAKEOVER_KEY)
+    if isinstance(dead, str) and dead and dead != writer:
+        # The holder wrote no checkpoint of its own (its first would name it): it took
+        # the run and died before one, its work only in the journal.
+        marks.append(("crash", f"taken over: {dead} took the run and stopped before its "
+                               f"first checkpoint, {now or 'this process'} went on"))  # fmt: skip
+    elif before is not None:
         if before.status in STOPPED and h.status is not before.status:
             marks.append(("resume", STOPPED[before.status] + (f" by {now}" if moved else "")))
         elif moved and before.status is RunStatus.RUNNING:

@@ -25,6 +25,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from savegame.errors import ConfigurationError
+from savegame.stores.postgres import _queues as queues
 
 if TYPE_CHECKING:
     import psycopg
@@ -177,6 +178,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # A worker's tick reads the due ones only.
         "CREATE INDEX schedules_due ON {s}.schedules (next_at) WHERE NOT paused",
     ),
+    # 7: queues with limits for the worker fleet (postgres/_queues.py).
+    queues.MIGRATION,
 )
 
 #: The schema version this code writes and understands.

@@ -44,7 +44,7 @@ MOVE_HEAD = f"{SQL.move_head} RETURNING cancel_requested"
 # FOR UPDATE re-checks a row changed since the snapshot, and SKIP LOCKED passes
 # over rows other claimers hold, so LIMIT 1 yields the next free one.
 CLAIM = f"""
-    SELECT run_id, lease_token FROM runs
+    SELECT run_id, lease_token, queue FROM runs
     WHERE status IN ({", ".join(f"'{s}'" for s in _common.CLAIMABLE)})
       AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= {NOW})
       AND (%(workflows)s::text[] IS NULL OR workflow = ANY(%(workflows)s::text[]))
@@ -57,7 +57,7 @@ CLAIM = f"""
 # before the claimer's clock (microseconds: the clock the due times were computed on),
 # the partial index runs_waking's predicate repeated word for word.
 CLAIM_WOKEN = f"""
-    SELECT run_id, lease_token FROM runs
+    SELECT run_id, lease_token, queue FROM runs
     WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= %(now)s::bigint
       AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= {NOW})
       AND (%(workflows)s::text[] IS NULL OR workflow = ANY(%(workflows)s::text[]))

@@ -31,6 +31,7 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
+from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
 from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import (
@@ -41,7 +42,7 @@ from savegame.stores._sql.store import (
     run_values,
 )
 from savegame.stores.base import Capabilities, Delivery, Put, Written
-from savegame.stores.postgres import _schema
+from savegame.stores.postgres import _queues, _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
     CLAIM_WOKEN,
@@ -59,7 +60,12 @@ from savegame.stores.postgres._statements import (
 )
 
 _CAPABILITIES = Capabilities(
-    persistent=True, multi_process=True, waits=True, group_commit=True, schedules=True
+    persistent=True,
+    multi_process=True,
+    waits=True,
+    group_commit=True,
+    schedules=True,
+    queues=True,
 )
 _SCHEMES = ("postgresql", "postgres")
 _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}
@@ -232,12 +238,14 @@ class PostgresStore(SqlSchedules, SqlStore):
         ttl: float,
         blobs: Mapping[str, bytes] | None = None,
         sole: bool = False,
+        queue: Enqueue | None = None,
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
         values = run_values(run, first.header, owner, None if owner is None else ttl)
         params = checkpoint_values(SQL.dialect, first)
         new_blobs = _common.check_blobs(blobs)
+        where = None if queue is None else check_enqueue(queue)
         with self._tx() as conn:
             if sole:
                 # Read committed sees another start's run only once it committed: the
@@ -249,6 +257,8 @@ class PostgresStore(SqlSchedules, SqlStore):
             row = conn.execute(INSERT_RUN, values).fetchone()
             if row is None:
                 raise ConflictError(f"run {run.run_id} exists already")
+            if where is not None:
+                _queues.enqueue(conn, run.run_id, where)
             self._insert_checkpoint(conn, first, params, new_blobs)
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, row[1] if row[0] is None else row[0])
@@ -403,7 +413,12 @@ class PostgresStore(SqlSchedules, SqlStore):
 
     # -- leases -------------------------------------------------------------------------
     def claim_run(
-        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+        self,
+        owner: str,
+        ttl: float,
+        *,
+        workflows: Sequence[str] | None = None,
+        queues: Sequence[str] | None = None,
     ) -> Lease | None:
         ttl = _common.check_ttl(ttl)
         wanted = _common.check_workflows(workflows)
@@ -411,12 +426,31 @@ class PostgresStore(SqlSchedules, SqlStore):
             # SKIP LOCKED: a row another claimer (or acquirer) holds is passed
             # over, not waited for, so concurrent claimers take different runs.
             now = _common.to_micros(utcnow())
-            row = conn.execute(CLAIM_WOKEN, {"workflows": wanted, "now": now}).fetchone()
-            if row is None:
-                row = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
+            row: tuple[str, int] | None
+            if _queues.in_play(conn, queues):
+                # Under the queues' row locks (postgres/_queues.py): a queue's limits hold.
+                row = _queues.claim(conn, owner, now, wanted, queues)
+            else:
+                plain = conn.execute(CLAIM_WOKEN, {"workflows": wanted, "now": now}).fetchone()
+                if plain is None:
+                    plain = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
+                row = None if plain is None else (plain[0], plain[1])
+                if plain is not None and plain[2] is not None:
+                    # A queue was declared, and a run put in it, since in_play looked
+                    # (another statement, another snapshot): that run's limits apply.
+                    row = _queues.claim(conn, owner, now, wanted, queues)
             if row is None:
                 return None
             return self._take(conn, row[0], owner, row[1] + 1, ttl)
+
+    # -- queues (postgres/_queues.py) -----------------------------------------------------
+    def declare_queue(self, queue: Queue) -> None:
+        with self._tx() as conn:
+            _queues.declare(conn, queue)
+
+    def list_queues(self) -> list[QueueStats]:
+        with self._tx() as conn:
+            return _queues.stats(conn)
 
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None

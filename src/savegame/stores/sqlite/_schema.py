@@ -18,6 +18,7 @@ import sqlite3
 import time
 
 from savegame.errors import ConfigurationError
+from savegame.stores.sqlite import _queues as queues
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1: runs, checkpoints, leases on the run row.
@@ -179,6 +180,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # A worker's tick reads the due ones only.
         "CREATE INDEX schedules_due ON schedules (next_at) WHERE NOT paused",
     ),
+    # 10: queues with limits for the worker fleet (sqlite/_queues.py).
+    queues.MIGRATION,
 )
 
 #: The schema version this code writes and understands.

@@ -37,11 +37,12 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
+from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
 from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
 from savegame.stores.base import Capabilities, Delivery, Put, Written
-from savegame.stores.sqlite import _schema
+from savegame.stores.sqlite import _queues, _schema
 from savegame.stores.sqlite._statements import (
     CANCEL_FLAG,
     CLAIM,
@@ -54,7 +55,12 @@ from savegame.stores.sqlite._statements import (
 )
 
 _CAPABILITIES = Capabilities(
-    persistent=True, multi_process=True, waits=True, group_commit=True, schedules=True
+    persistent=True,
+    multi_process=True,
+    waits=True,
+    group_commit=True,
+    schedules=True,
+    queues=True,
 )
 _SYNCHRONOUS = ("full", "normal")
 _BUSY_TIMEOUT_S = 30.0
@@ -226,10 +232,12 @@ class SqliteStore(SqlSchedules, SqlStore):
         ttl: float,
         blobs: Mapping[str, bytes] | None = None,
         sole: bool = False,
+        queue: Enqueue | None = None,
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
         new_blobs = _common.check_blobs(blobs)
+        where = None if queue is None else check_enqueue(queue)
         with self._tx() as conn:
             if conn.execute(SQL.run_exists, (run.run_id,)).fetchone():
                 raise ConflictError(f"run {run.run_id} exists already")
@@ -242,6 +250,8 @@ class SqliteStore(SqlSchedules, SqlStore):
             now = time.time()
             expires = None if owner is None else now + ttl
             conn.execute(SQL.insert_run, run_values(run, first.header, owner, expires))
+            if where is not None:
+                _queues.enqueue(conn, run.run_id, where)
             self._insert_checkpoint(conn, first, new_blobs)
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
@@ -394,21 +404,38 @@ class SqliteStore(SqlSchedules, SqlStore):
 
     # -- leases -------------------------------------------------------------------------
     def claim_run(
-        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+        self,
+        owner: str,
+        ttl: float,
+        *,
+        workflows: Sequence[str] | None = None,
+        queues: Sequence[str] | None = None,
     ) -> Lease | None:
         ttl = _common.check_ttl(ttl)
         wanted = _common.check_workflows(workflows)
         # BEGIN IMMEDIATE: the pick and the take happen under one write lock,
-        # so claimers in other threads and processes never take the same run.
+        # so claimers in other threads and processes never take the same run
+        # (and never start more runs of a queue than it allows).
         with self._tx() as conn:
             now = time.time()
             names = None if wanted is None else _common.json_dumps(wanted, "workflows").decode()
-            row = conn.execute(CLAIM_WOKEN, (now, names, round(now * 1e6))).fetchone()
-            if row is None:
-                row = conn.execute(CLAIM, (now, names)).fetchone()
+            if _queues.in_play(conn, queues):
+                row = _queues.claim(conn, owner, now, names, queues)
+            else:
+                row = conn.execute(CLAIM_WOKEN, (now, names, round(now * 1e6))).fetchone()
+                if row is None:
+                    row = conn.execute(CLAIM, (now, names)).fetchone()
             if row is None:
                 return None
             return self._take(conn, row[0], owner, int(row[1]) + 1, now + ttl)
+
+    # -- queues (sqlite/_queues.py) -------------------------------------------------------
+    def declare_queue(self, queue: Queue) -> None:
+        with self._tx() as conn:
+            _queues.declare(conn, queue)
+
+    def list_queues(self) -> list[QueueStats]:
+        return _queues.stats(self._read)
 
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None
