@@ -58,13 +58,16 @@ def occurrence_run(schedule: str, at: datetime) -> tuple[RunInfo, CheckpointReco
 class SchedulesContract(ContractBase):
     """put/get/list/delete/pause_schedule and fire_schedule."""
 
-    @pytest.fixture(autouse=True)
-    def _claims_schedules(self, store: Store) -> None:
+    @staticmethod
+    def schedules(store: Store) -> ScheduleStore:
+        """``store``'s schedules, or a skip. Not an autouse fixture: that would apply to
+        every test of the suite that inherits this class, not only to these."""
         if not store.capabilities.schedules:
             pytest.skip(f"{type(store).__name__} does not claim schedules")
+        return schedules_of(store)
 
     def test_a_schedule_round_trips_and_a_second_of_its_name_conflicts(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         sched = make_schedule()
         s.put_schedule(sched)
         assert s.get_schedule(sched.name) == sched
@@ -74,7 +77,7 @@ class SchedulesContract(ContractBase):
         assert s.get_schedule(sched.name).cron == "* * * * *"
 
     def test_replacing_a_schedule_keeps_what_it_did(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         sched = make_schedule()
         s.put_schedule(sched)
         run = occurrence_run(sched.name, T0)
@@ -87,7 +90,7 @@ class SchedulesContract(ContractBase):
         )  # fmt: skip
 
     def test_unknown_schedules_are_not_found(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         with pytest.raises(NotFoundError):
             s.get_schedule("no-such-" + new_id())
         with pytest.raises(NotFoundError):
@@ -99,7 +102,7 @@ class SchedulesContract(ContractBase):
         )
 
     def test_due_lists_only_unpaused_schedules_whose_cursor_has_come(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         soon, later, paused = (make_schedule() for _ in range(3))
         s.put_schedule(soon)
         s.put_schedule(replace(later, next_at=T0 + timedelta(hours=1)))
@@ -110,7 +113,7 @@ class SchedulesContract(ContractBase):
         assert later.name not in due and paused.name not in due
 
     def test_firing_creates_queued_runs_and_moves_the_cursor(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         sched = make_schedule()
         s.put_schedule(sched)
         runs = [occurrence_run(sched.name, T0 + timedelta(minutes=i)) for i in range(2)]
@@ -129,7 +132,7 @@ class SchedulesContract(ContractBase):
         assert {c.run_id for c in claimed if c is not None} == {r.run_id for r, _ in runs}
 
     def test_a_stale_or_paused_cursor_fires_nothing(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         sched = make_schedule()
         s.put_schedule(sched)
         stale = occurrence_run(sched.name, T0 - timedelta(minutes=1))
@@ -151,7 +154,7 @@ class SchedulesContract(ContractBase):
     def test_an_occurrence_whose_run_exists_is_left_and_the_cursor_moves(
         self, store: Store
     ) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         sched = make_schedule()
         s.put_schedule(sched)
         run, first = occurrence_run(sched.name, T0)
@@ -163,7 +166,7 @@ class SchedulesContract(ContractBase):
         assert s.get_schedule(sched.name).next_at == one
 
     def test_the_cursor_only_moves_forward(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         sched = make_schedule()
         s.put_schedule(sched)
         with pytest.raises(ValueError):
@@ -171,7 +174,7 @@ class SchedulesContract(ContractBase):
         assert s.get_schedule(sched.name).next_at == T0
 
     def test_a_deleted_schedule_is_gone_and_its_runs_stay(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         sched = make_schedule()
         s.put_schedule(sched)
         run = occurrence_run(sched.name, T0)
@@ -181,7 +184,7 @@ class SchedulesContract(ContractBase):
         assert store.get_run(run[0].run_id).status is RunStatus.QUEUED
 
     def test_handles_racing_to_fire_one_occurrence_fire_it_once(self, store: Store) -> None:
-        s = schedules_of(store)
+        s = self.schedules(store)
         sched = make_schedule()
         s.put_schedule(sched)
         with ExitStack() as stack:
