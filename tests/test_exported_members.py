@@ -66,6 +66,16 @@ PUBLIC_API = [
     "declare_queue",
     "list_queues",
     "submit",
+    # Schedules: cron occurrences started once per fleet
+    "Missed",
+    "Schedule",
+    "fire_schedules",
+    "get_schedule",
+    "list_schedules",
+    "pause_schedule",
+    "remove_schedule",
+    "resume_schedule",
+    "schedule",
     # Waiting without a process: events, timers, child runs
     "ChildRun",
     "Sent",

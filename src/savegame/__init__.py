@@ -120,21 +120,30 @@ from savegame.runtime import (
     cancel,
     compensate,
     declare_queue,
+    fire_schedules,
     fork,
+    get_schedule,
     list_effects,
     list_queues,
+    list_schedules,
+    pause_schedule,
     pending_interrupts,
     plan_fork,
     reject,
+    remove_schedule,
     resolve,
     restore_workspace,
     resume,
+    resume_schedule,
     run,
+    schedule,
     send,
     submit,
 )
 from savegame.secrets import Secret
 from savegame.stores import MemoryStore, Queue, QueueStats, SqliteStore, Store, open_store
+from savegame.stores.schedules import Missed
+from savegame.stores.schedules import ScheduleRecord as Schedule
 
 __version__ = "0.1.0"
 
@@ -195,6 +204,16 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "declare_queue",
     "list_queues",
     "submit",
+    # Schedules: cron occurrences started once per fleet
+    "Missed",
+    "Schedule",
+    "fire_schedules",
+    "get_schedule",
+    "list_schedules",
+    "pause_schedule",
+    "remove_schedule",
+    "resume_schedule",
+    "schedule",
     # Waiting without a process: events, timers, child runs
     "ChildRun",
     "Sent",

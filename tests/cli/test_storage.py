@@ -346,7 +346,8 @@ def test_rekey_encrypts_a_store_then_reading_needs_the_keys(
     out = cli("rekey", "--adopt", "--store", store, "--json")
     assert out.exit_code == 0, out.stderr
     assert out.json() == {
-        "key_id": "k1", "runs": 2, "checkpoints": 4 + 2, "blobs": 0, "effects": 1, "collected": 0,
+        "key_id": "k1", "runs": 2, "checkpoints": 4 + 2, "blobs": 0, "effects": 1, "schedules": 0,
+        "collected": 0,
         "adopted": 2 + 4 + 2 + 1, "skipped": [],
     }  # fmt: skip
     human = cli("rekey", "--run", "r", "--store", store)

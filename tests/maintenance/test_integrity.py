@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from savegame import (
     get_checkpoint,
     run,
+    schedule,
 )
 from savegame.codec import _blobs
 from savegame.codec.crypto import Keyring, new_key
@@ -17,6 +19,7 @@ from savegame.maintenance._integrity import verify
 from savegame.maintenance._reencrypt import rekey
 from savegame.stores import SqliteStore
 from tests.maintenance.stocked import PLAIN, chatty
+from tests.runtime.test_schedules import DAILY
 
 
 def test_verify_a_sound_store(db: SqliteStore) -> None:
@@ -107,3 +110,12 @@ def test_a_blob_written_before_the_binding_is_checked_against_its_digest() -> No
     with pytest.raises(CorruptRecordError, match="does not match its digest"):
         _blobs.unseal_blob(name_a, legacy(b), PLAIN)
     assert _blobs.unseal_blob(name_b, _blobs.seal_blob(name_b, b, COMPRESSED), PLAIN) == b
+
+
+def test_verify_checks_schedule_rows(db: SqliteStore) -> None:
+    schedule("nightly", DAILY, cron="@daily", store=db)
+    assert verify(db).schedules == 1 and verify(db).ok
+    with sqlite3.connect(db.path) as conn:
+        conn.execute('UPDATE schedules SET input = \'{"team": "evil"}\'')
+    report = verify(db)
+    assert [(d.kind, d.ident) for d in report.damaged] == [("schedule", "nightly")]

@@ -14,11 +14,14 @@ from savegame import (
     StepContext,
     Workflow,
     codec,
+    fire_schedules,
     get_checkpoint,
     get_run,
+    get_schedule,
     history,
     list_runs,
     run,
+    schedule,
 )
 from savegame.codec import _blobs
 from savegame.codec.crypto import Keyring, new_key
@@ -27,7 +30,9 @@ from savegame.errors import UnencryptedRecordError
 from savegame.maintenance._integrity import verify
 from savegame.maintenance._reencrypt import rekey
 from savegame.stores import SqliteStore
+from savegame.stores.schedules import schedules_of
 from tests.maintenance.stocked import PLAIN, chatty
+from tests.runtime.test_schedules import DAILY
 
 
 def test_rekey_encrypts_a_plain_store_and_rotates_keys(db: SqliteStore) -> None:
@@ -190,3 +195,21 @@ def test_rekey_leaves_a_blob_another_run_still_names_under_its_old_name(
     assert shared <= _blob_names(db)
     assert _states(db, b.run_id, accept) == before_b
     assert verify(db, storage=accept).ok
+
+
+def test_rekey_signs_schedule_rows_so_the_old_key_can_go(db: SqliteStore) -> None:
+    first = replace(PLAIN, keyring=Keyring.parse(f"k1:{new_key()}"))
+    schedule("nightly", DAILY, cron="@daily", store=db, storage=first)
+    plain_row = replace(get_schedule("nightly", store=db), name="plain")
+    plain_row = replace(plain_row, checksum=codec.schedule_checksum(plain_row, PLAIN))
+    schedules_of(db).put_schedule(plain_row)  # written before keys: an unkeyed check
+    second = Keyring({"k2": os.urandom(32), "k1": first.keyring.keys["k1"]}, active="k2")  # type: ignore[union-attr]
+    report = rekey(db, storage=replace(PLAIN, keyring=second))
+    assert report.schedules == 1
+    assert [s.run_id for s in report.skipped] == ["schedule:plain"]  # unkeyed: not vouched for
+    only_new = replace(PLAIN, keyring=Keyring({"k2": second.keys["k2"]}, active="k2"))
+    assert codec.verify_schedule(get_schedule("nightly", store=db), only_new).name == "nightly"
+    adopted = rekey(db, storage=replace(PLAIN, keyring=second), adopt=True)
+    assert adopted.schedules == 2 and not adopted.skipped
+    # A firing under the new key alone checks both rows.
+    assert fire_schedules(store=db, storage=only_new) == []  # neither is due yet

@@ -19,6 +19,7 @@ from savegame.cli import (
     migrate_cmds,
     queue_cmds,
     render,
+    schedule_cmds,
     storage_cmds,
     time_cmds,
     time_view,
@@ -315,3 +316,4 @@ export_cmds.register(app)
 time_cmds.register(app)
 migrate_cmds.register(app)
 ui_cmds.register(app)
+schedule_cmds.register(app)

@@ -209,6 +209,9 @@ def worker_command(
 ) -> None:
     """Claim queued and orphaned runs and execute them, until SIGTERM or Ctrl-C.
 
+    Due schedules (`savegame schedule add`) are fired too: each occurrence starts
+    once however many workers are up.
+
     On SIGTERM or SIGINT each run in hand finishes its current step, is
     checkpointed, and its lease is released for another worker; then the
     worker prints what it did and exits 0. Events go to stderr, one line each.

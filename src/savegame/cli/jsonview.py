@@ -193,6 +193,7 @@ def rekeyed(report: RekeyReport) -> dict[str, Any]:
         "checkpoints": report.checkpoints,
         "blobs": report.blobs,
         "effects": report.effects,
+        "schedules": report.schedules,
         "collected": report.collected,
         "adopted": report.adopted,
         "skipped": [{"run_id": s.run_id, "reason": s.reason} for s in report.skipped],

@@ -155,6 +155,8 @@ def store_report(out: Console, report: StoreReport) -> None:
 def rekeyed(out: Console, report: RekeyReport) -> None:
     counts = _counts(report.runs, report.checkpoints, report.blobs, report.effects)
     out.print(f"re-encrypted {counts} under key {report.key_id!r}")
+    if report.schedules:
+        out.print(f"signed {plural(report.schedules, 'schedule')} again")
     if report.adopted:
         out.print(f"signed {plural(report.adopted, 'record')} that carried no authentication")
     if report.collected:

@@ -48,6 +48,7 @@ from savegame.codec._runs import (
     seal_error,
     verify_run,
 )
+from savegame.codec._schedules import schedule_checksum, verify_schedule
 from savegame.codec._values import canonical, dumps, from_data, loads, to_data
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "reveal_run_metadata",
     "rewrap",
     "run_checksum",
+    "schedule_checksum",
     "seal_entry",
     "seal_error",
     "seal_record",
@@ -90,4 +92,5 @@ __all__ = [
     "upgrade",
     "verify_entry",
     "verify_run",
+    "verify_schedule",
 ]

@@ -13,11 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from savegame.codec import check_head, open_entry, open_record, unseal_blob, verify_run
+from savegame.codec import (
+    check_head,
+    open_entry,
+    open_record,
+    unseal_blob,
+    verify_run,
+    verify_schedule,
+)
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import EncryptionKeyError, SavegameError
 from savegame.model import RunInfo
 from savegame.stores.base import ALL_EFFECTS, Store
+from savegame.stores.schedules import schedules_of
 
 Progress = Callable[[int, int], None]
 """Called with (runs done, runs in all)."""
@@ -26,7 +34,7 @@ Progress = Callable[[int, int], None]
 @dataclass(frozen=True, slots=True)
 class Damage:
     kind: str
-    """run, checkpoint, blob or effect."""
+    """run, checkpoint, blob, effect or schedule (whose ``run_id`` is empty)."""
     ident: str
     run_id: str
     reason: str
@@ -38,6 +46,8 @@ class VerifyReport:
     checkpoints: int = 0
     blobs: int = 0
     effects: int = 0
+    schedules: int = 0
+    """Schedule rows checked (a whole-store verify only)."""
     damaged: list[Damage] = field(default_factory=list)
     missing_keys: dict[str, str] = field(default_factory=dict)
     """Key ids the keyring lacks -> the first record that needs it: not checked, not damage
@@ -78,7 +88,24 @@ def verify(
         _verify_run(store, run, config, report)
         if progress is not None:
             progress(done, len(runs))
+    if run_id is None and store.capabilities.schedules:
+        _verify_schedules(store, config, report)
     return report
+
+
+def _verify_schedules(store: Store, config: StorageConfig, report: VerifyReport) -> None:
+    """Each schedule row's check (what decides what a worker starts)."""
+    for row in schedules_of(store).list_schedules():
+        report.schedules += 1
+        try:
+            verify_schedule(row, config)
+        except EncryptionKeyError as exc:
+            if not _plausible(exc.key_id):
+                report.damaged.append(Damage("schedule", row.name, "", str(exc)))
+            else:
+                report.missing_keys.setdefault(exc.key_id, exc.record_id)
+        except SavegameError as exc:
+            report.damaged.append(Damage("schedule", row.name, "", str(exc)))
 
 
 def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: VerifyReport) -> None:

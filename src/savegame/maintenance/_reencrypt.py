@@ -63,6 +63,7 @@ from savegame.errors import (
     UnauthenticatedRecordError,
 )
 from savegame.maintenance._integrity import Progress, runs_of
+from savegame.maintenance._rekey_schedules import rekey_schedules
 from savegame.model import CheckpointRecord, EffectRecord, RunInfo
 from savegame.runtime import DEFAULT_TTL, acquire_lease
 from savegame.stores.base import ALL_EFFECTS, Store
@@ -91,6 +92,8 @@ class RekeyReport:
     blobs: int = 0
     """Blobs stored under their new names."""
     effects: int = 0
+    schedules: int = 0
+    """Schedule rows signed again (a whole-store rekey only)."""
     key_id: str = ""
     collected: int = 0
     """Old blobs no record refers to any more, deleted at the end."""
@@ -148,6 +151,12 @@ def rekey(
         _rekey_run(store, run, config, adopt, memo, report)
         if progress is not None:
             progress(done, len(runs))
+    if run_id is None:
+        signed, adopted = rekey_schedules(
+            store, config, adopt, lambda name, why: report.skipped.append(Skipped(name, why))
+        )
+        report.schedules += signed
+        report.adopted += adopted
     report.collected, _ = store.delete_unreferenced_blobs()
     # This process's cache of blobs known to be stored names some that are gone now.
     known_blobs.forget(store)

@@ -20,7 +20,8 @@ Where things are, along the path of a run::
     _decision.py      after a decision: continue the run here if its workflow loads, else queue it
     _start.py         start or continue: a run id that exists, a thread that is busy
     _fleet.py         submit, and driving a run a worker claimed
-    _worker.py        Worker: claims queued, orphaned and woken runs
+    _worker.py        Worker: claims queued, orphaned and woken runs; fires due schedules
+    _schedules.py     schedules: cron occurrences started once per fleet, the missed policy
     _queues.py        declare_queue, list_queues: queues with limits for the fleet
     _waiting.py       waiting runs from outside: woken yet? why not; blocking until they are
     _events.py        send: an event to a run, from any process
@@ -54,6 +55,15 @@ from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._queues import declare_queue, list_queues
 from savegame.runtime._restore import RestoredWorkspace, restore_workspace
+from savegame.runtime._schedules import (
+    fire_schedules,
+    get_schedule,
+    list_schedules,
+    pause_schedule,
+    remove_schedule,
+    resume_schedule,
+    schedule,
+)
 from savegame.runtime._start import OnExists, OnThreadBusy
 from savegame.runtime._worker import Worker, WorkerStats
 from savegame.runtime._workflow import END, Workflow
@@ -88,18 +98,25 @@ __all__ = [
     "cancel",
     "compensate",
     "declare_queue",
+    "fire_schedules",
     "fork",
+    "get_schedule",
     "list_effects",
     "list_queues",
+    "list_schedules",
     "load",
     "owner_id",
+    "pause_schedule",
     "pending_interrupts",
     "plan_fork",
     "reject",
+    "remove_schedule",
     "resolve",
     "restore_workspace",
     "resume",
+    "resume_schedule",
     "run",
+    "schedule",
     "send",
     "submit",
 ]

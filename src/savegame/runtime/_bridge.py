@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
+import functools
+import os
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -22,8 +26,39 @@ async def direct_io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return fn(*args, **kwargs)
 
 
+IO_THREADS = 64
+"""Store calls of async runs at once. asyncio's default executor has ``cpu + 4``
+threads (6 on 2 cores): 64 runs at a step boundary would queue for them, and group
+commit (runtime/_commit.py) could put at most as many checkpoints in one transaction
+as there are threads waiting in it."""
+
+_io_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_io_pool_lock = threading.Lock()
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _io_pool
+    with _io_pool_lock:
+        if _io_pool is None:
+            # Threads start on demand, up to IO_THREADS, and idle ones are reused.
+            _io_pool = concurrent.futures.ThreadPoolExecutor(IO_THREADS, "savegame-io")
+        return _io_pool
+
+
+def _forget_pool() -> None:
+    # A forked child has none of the parent's threads: a pool carried over would
+    # believe it had idle ones and never run the child's calls.
+    global _io_pool, _io_pool_lock
+    _io_pool, _io_pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 async def threaded_io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.to_thread(fn, *args, **kwargs)
+    # As asyncio.to_thread does, the call sees the caller's context variables.
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_pool(), call)
 
 
 class _Box:

@@ -31,10 +31,11 @@ from savegame import codec, secrets
 from savegame.codec import Encoded, Encoder, known_blobs, seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord, Waiting
+from savegame.runtime._commit import committer
 from savegame.runtime._execution import Execution
 from savegame.runtime._restore import restore
 from savegame.runtime._workspace import Snapshots, manifest_of
-from savegame.stores.base import Written
+from savegame.stores.base import Put, Written
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,8 @@ class Saver:
         """The last record known to be committed."""
         self.snapshots: Snapshots | None = None
         """The workspace's captures, once :meth:`restore_workspace` has run."""
+        self.group = committer(ex.store)
+        """Where this run's writes share a transaction with other runs' (group commit)."""
 
     def restore_workspace(self, state: dict[str, Any]) -> bool:
         """Put the workspace back as ``state`` (the start checkpoint's) holds it, before
@@ -251,6 +254,11 @@ class Saver:
     ) -> Written:
         store = self.ex.store
         try:
+            if self.group is not None:
+                return self.group(
+                    Put(record, self.ex.lease.token, error, effects, blobs or None,
+                        beside.waiting, beside.events)
+                )  # fmt: skip
             if beside is NOTHING:
                 # A store without waits (Capabilities.waits) need not know the two words.
                 return store.put_checkpoint(

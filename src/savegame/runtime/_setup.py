@@ -140,6 +140,36 @@ def start_run(
     other run of the thread is unfinished and the thread did not move meanwhile (the
     store's ``create_run(sole=True)``); ``enqueue``: in that declared queue (a store with
     ``Capabilities.queues``; DuplicateRunError when its dedup key names an unfinished run)."""
+    record, info, state, _ = first_checkpoint(
+        wf, store, input, thread_id=thread_id, run_id=run_id, metadata=metadata, ref=ref,
+        storage=storage, queued=queued,
+    )  # fmt: skip
+    # A queued run is created unowned: the first worker to claim it leases it.
+    owner = None if queued else leases.owner_id()
+    if enqueue is None:
+        lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
+    else:
+        queues = queue_store(store, f"queue {enqueue.queue!r}")
+        lease = queues.create_run(info, record, owner=owner, ttl=ttl, sole=sole, queue=enqueue)
+    start = Checkpoint(header=record.header, state=state)
+    chain = Chain(0, 0, record.header.size)
+    return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))
+
+
+def first_checkpoint(
+    wf: Workflow,
+    store: Store,
+    input: Mapping[str, Any] | None,
+    *,
+    thread_id: str | None,
+    run_id: str | None,
+    metadata: Mapping[str, Any] | None,
+    ref: str | None,
+    storage: StorageConfig | None = None,
+    queued: bool = False,
+) -> tuple[CheckpointRecord, RunInfo, dict[str, Any], str | None]:
+    """A new run's input checkpoint, encoded, and its row, not stored yet (``start_run``
+    stores them; a schedule's firing, several at once): (record, row, state, parent)."""
     if input is not None and not isinstance(input, Mapping):
         raise ConfigurationError(
             f"run input must be a dict of state keys, not {type(input).__qualname__}"
@@ -172,17 +202,7 @@ def start_run(
     record = codec.encode(
         header, secrets.redact(state, wf.secrets) if wf.secrets else state, storage
     )
-    info = run_row(wf, record, ref, now, storage)
-    # A queued run is created unowned: the first worker to claim it leases it.
-    owner = None if queued else leases.owner_id()
-    if enqueue is None:
-        lease = store.create_run(info, record, owner=owner, ttl=ttl, sole=sole)
-    else:
-        queues = queue_store(store, f"queue {enqueue.queue!r}")
-        lease = queues.create_run(info, record, owner=owner, ttl=ttl, sole=sole, queue=enqueue)
-    start = Checkpoint(header=record.header, state=state)
-    chain = Chain(0, 0, record.header.size)
-    return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))
+    return record, run_row(wf, record, ref, now, storage), state, parent
 
 
 def _thread_state(

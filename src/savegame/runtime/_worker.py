@@ -8,6 +8,11 @@ leaves its runs leased until the lease expires; then any other worker claims
 and resumes them from their last checkpoint. Two workers never execute one run
 at once: the stale one's next checkpoint write is rejected by the fencing token.
 
+On a store that keeps schedules (``Capabilities.schedules``) each worker also fires the
+due ones every ``poll`` seconds (:func:`~savegame.runtime._schedules.fire_schedules`):
+the store lets one worker of many start each occurrence, and the runs it creates are
+queued for any slot of any worker to claim.
+
 SIGTERM (or SIGINT) stops a worker gracefully: each run in hand finishes its
 current step, is checkpointed, and its lease is released for another worker.
 
@@ -33,6 +38,7 @@ from savegame.errors import ConfigurationError, describe
 from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import _lease as leases
 from savegame.runtime._fleet import hold_back, resume_claimed
+from savegame.runtime._schedules import fire_schedules
 from savegame.stores import Store, open_store, queue_store
 
 log = logging.getLogger("savegame.worker")
@@ -52,6 +58,8 @@ class WorkerStats:
     """Failed claims (store unreachable); the slots kept trying."""
     held: dict[str, float] = field(default_factory=dict)
     """run id -> seconds it was last held back, still runnable after failing here."""
+    scheduled: int = 0
+    """Runs this worker created for schedules' occurrences."""
 
 
 class Worker:
@@ -68,6 +76,8 @@ class Worker:
         backoff: seconds no worker claims a run that is still runnable after failing
             here; doubles with each failure of that run in a row, up to ``lease_ttl``
             (0: claim it again at once).
+        schedules: fire due schedules (on a store that keeps them); False leaves that
+            to other workers.
     """
 
     def __init__(
@@ -80,11 +90,13 @@ class Worker:
         workflows: list[str] | None = None,
         on_result: Callable[[RunResult], None] | None = None,
         backoff: float = 1.0,
+        schedules: bool = True,
         queues: list[str] | None = None,
     ) -> None:
         if isinstance(queues, str):
             raise ConfigurationError("Worker(queues=...) takes a list of queue names")
         self._store = store
+        self.schedules = schedules
         self.queues = None if queues is None else list(queues)
         self.concurrency = max(1, concurrency)
         self.lease_ttl = lease_ttl
@@ -151,6 +163,29 @@ class Worker:
             return store.claim_run(owner, self.lease_ttl, workflows=self.workflows)
         queues = queue_store(store, "Worker(queues=...)")
         return queues.claim_run(owner, self.lease_ttl, workflows=self.workflows, queues=self.queues)
+
+    def _ticker(self, done: threading.Event) -> None:
+        """Fire due schedules every ``poll`` seconds until the worker stops or ``done``."""
+        try:
+            store = open_store(self._store)
+        except Exception as exc:
+            log.warning("the schedule ticker could not open the store: %s", exc)
+            return
+        try:
+            if not store.capabilities.schedules:
+                return
+            while not (self.stop_event.is_set() or done.is_set()):
+                try:
+                    fired = fire_schedules(store=store, workflows=self.workflows)
+                except Exception as exc:  # the store is unreachable: try on the next tick
+                    log.warning("could not fire schedules: %s", exc)
+                    fired = []
+                with self._lock:
+                    self.stats.scheduled += len(fired)
+                done.wait(self.poll)
+        finally:
+            if store is not self._store:
+                store.close()
 
     def _execute(self, store: Store, index: int, lease: Lease) -> None:
         """Run the claimed run until it ends, pauses or the worker stops; count what came of it."""
@@ -222,11 +257,20 @@ class Worker:
             )
             for i in range(self.concurrency)
         ]
+        done = threading.Event()
+        ticker = threading.Thread(
+            target=self._ticker, args=(done,), name="savegame-schedules", daemon=True
+        )
+        if self.schedules:
+            ticker.start()
         for thread in threads:
             thread.start()
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)  # short joins keep the main thread responsive to signals
+        done.set()
+        if ticker.is_alive():
+            ticker.join(5.0)  # a tick in flight finishes its transaction
         if self._fatal is not None:
             raise self._fatal
         return self.stats

@@ -9,12 +9,15 @@ Where things are::
     base.py           the Store protocol, its invariants, capabilities, records
     _queues.py        queues with limits: Queue, Enqueue, QueueStats, the QueueStore
                       protocol (SQLite and PostgreSQL; each backend's SQL in its _queues.py)
+    schedules.py      ScheduleStore (Capabilities.schedules): the schedule record, firing
     _common.py        the rules every backend shares (time, JSON, filters, journal)
     memory.py         MemoryStore (its state in _memory_state.py, its
-                      storage-engine methods in _memory_storage.py)
+                      storage-engine methods in _memory_storage.py, its schedules
+                      in _memory_schedules.py)
     _sql/             what SQLite and PostgreSQL share: rows.py (columns, row
                       decoding), statements.py (the dialects, the shared SQL),
-                      store.py (SqlStore: the methods written once for both)
+                      store.py (SqlStore: the methods written once for both),
+                      schedules.py (SqlSchedules: schedules, written once for both)
     sqlite/           SqliteStore: _store.py, _schema.py (migrations), _statements.py
     postgres/         PostgresStore: _store.py, _schema.py (migrations), _statements.py
     redis/            RedisStore: _store.py, _journal.py, _storage.py, _client.py,
@@ -41,7 +44,9 @@ from savegame.stores._queues import (
     queue_store,
 )
 from savegame.stores.base import (
+    BatchStore,
     Capabilities,
+    Put,
     RunPosition,
     Store,
     StoreStats,
@@ -150,10 +155,12 @@ def opened_store(store: str | Store | None, *, create: bool = True) -> Iterator[
 
 
 __all__ = [
+    "BatchStore",
     "Capabilities",
     "DuplicateRunError",
     "Enqueue",
     "MemoryStore",
+    "Put",
     "Queue",
     "QueueStats",
     "QueueStore",

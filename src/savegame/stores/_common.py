@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeGuard
 
@@ -35,7 +35,7 @@ from savegame.model import (
     RunStatus,
     Waiting,
 )
-from savegame.stores.base import RunPosition, RunSize
+from savegame.stores.base import Put, RunPosition, RunSize
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -535,3 +535,38 @@ def ready(topics: Sequence[str], need: int, pending: Collection[str]) -> bool:
     """Whether a run waiting for ``need`` of ``topics`` wakes, ``pending`` being the topics
     that have a pending event in its journal."""
     return need > 0 and sum(1 for t in topics if t in pending) >= need
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedPut:
+    """A ``put_checkpoint``'s arguments checked before its transaction (SQL stores)."""
+
+    record: CheckpointRecord
+    lease_token: int
+    error: str | None
+    journal: list[EffectRecord]
+    blobs: dict[str, bytes]
+    waiting: Waiting | None
+    wait: tuple[int | None, list[str], int]
+    """``waiting`` as the row keeps it (see :func:`check_waiting`)."""
+    events: list[EffectRecord]
+
+    @classmethod
+    def of(cls, put: Put) -> CheckedPut:
+        """Check ``put``.
+
+        Raises:
+            ValueError: as ``check_effects``, ``check_blobs``, ``check_waiting`` and
+                ``check_event`` do.
+        """
+        header = put.record.header
+        return cls(
+            put.record,
+            put.lease_token,
+            put.error,
+            check_effects(header.run_id, put.effects),
+            check_blobs(put.blobs),
+            put.waiting,
+            check_waiting(header.run_id, header.status, put.waiting),
+            [check_event(e) for e in put.events],
+        )

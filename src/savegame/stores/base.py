@@ -68,6 +68,14 @@ class Capabilities:
     """Runs may wait for timers, events and child runs: ``put_checkpoint(waiting=...)``,
     ``deliver_event``, woken runs claimed, ``RunInfo.wake_at``. A store without it
     refuses ``ctx.sleep``, ``ctx.wait_for`` and ``ctx.start_child`` (and ``send``)."""
+    group_commit: bool = False
+    """The store is a :class:`BatchStore`: ``put_checkpoints`` writes several runs'
+    checkpoints in one transaction (one commit, one fsync), each as ``put_checkpoint``
+    would, a failing one leaving the others written."""
+    schedules: bool = False
+    """The store keeps schedules and fires each occurrence once across handles and
+    processes (:class:`~savegame.stores.schedules.ScheduleStore`); a store without it
+    refuses ``savegame schedule`` and ``savegame.schedule``."""
     queues: bool = False
     """Declared queues with limits decided at claim time (``stores._queues.QueueStore``:
     ``declare_queue``, ``list_queues``, ``create_run(queue=...)``, ``claim_run(queues=...)``).
@@ -81,6 +89,19 @@ class Written:
     cancel_requested: bool
     """The run's cancel flag as committed: the runtime starts the next step without
     reading the run again (on PostgreSQL and Redis a round trip per step)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """The arguments of one ``put_checkpoint`` call, for ``BatchStore.put_checkpoints``."""
+
+    record: CheckpointRecord
+    lease_token: int
+    error: str | None = None
+    effects: Sequence[EffectRecord] = ()
+    blobs: Mapping[str, bytes] | None = None
+    waiting: Waiting | None = None
+    events: Sequence[EffectRecord] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,3 +511,25 @@ class Store(Protocol):
     def stats(self) -> StoreStats: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class BatchStore(Store, Protocol):
+    """A store with ``Capabilities.group_commit``: checkpoints of several runs in one commit."""
+
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+        """Write each put as ``put_checkpoint`` would, all in one transaction.
+
+        Each put is checked and written on its own (a savepoint): one that
+        ``put_checkpoint`` would refuse (``LeaseLostError``, ``ConflictError``,
+        ``NotFoundError``, ``ValueError``, ``MissingBlobsError``) gets that
+        exception in its place in the result, and nothing of it is written; the
+        others are. The transaction then commits once. A failure of the
+        transaction itself (the commit, the connection) raises, and then none of
+        the puts is written.
+
+        Returns:
+            One item per put, in order: what its transaction read (``Written``), or the
+            exception that refused it.
+        """
+        ...

@@ -33,6 +33,7 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
+from savegame.stores._memory_schedules import MemorySchedules
 from savegame.stores._memory_state import Run
 from savegame.stores._memory_storage import MemoryStorage
 from savegame.stores.base import (
@@ -44,13 +45,13 @@ from savegame.stores.base import (
     Written,
 )
 
-_CAPABILITIES = Capabilities(persistent=False, multi_process=False, waits=True)
+_CAPABILITIES = Capabilities(persistent=False, multi_process=False, waits=True, schedules=True)
 
 _named: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()
 
 
-class MemoryStore(MemoryStorage):
+class MemoryStore(MemorySchedules, MemoryStorage):
     """A thread-safe store held in dictionaries; gone when the process ends.
 
     The state and its lookups are :class:`~savegame.stores._memory_state.MemoryState`'s;

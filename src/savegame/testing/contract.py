@@ -38,12 +38,14 @@ from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFo
 from savegame.ids import new_id
 from savegame.model import CheckpointRecord, Lease, RunStatus, Usage, utcnow
 from savegame.stores.base import RunPosition, Store
+from savegame.testing._batch_contract import BatchContract
 from savegame.testing._contract_base import TTL
 from savegame.testing._engine_contract import EngineContract
 from savegame.testing._fleet_contract import FleetContract
 from savegame.testing._journal_contract import JournalContract
 from savegame.testing._prefix_contract import PrefixContract
 from savegame.testing._queues_contract import QueuesContract
+from savegame.testing._schedules_contract import SchedulesContract
 from savegame.testing._threads_contract import ThreadsContract
 from savegame.testing._waits_contract import WaitsContract
 from savegame.testing.builders import (
@@ -66,10 +68,12 @@ class StoreContract(
     FleetContract,
     WaitsContract,
     ThreadsContract,
+    BatchContract,
+    SchedulesContract,
     QueuesContract,
 ):
     """Behaviour every :class:`~savegame.stores.base.Store` must show (journal, engine, fleet,
-    waiting-run, thread and queue tests inherited)."""
+    waiting-run, thread, group-commit, schedule and queue tests inherited)."""
 
     # -- create_run -----------------------------------------------------------
     def test_create_run_writes_run_first_checkpoint_and_lease(self, store: Store) -> None:

@@ -143,8 +143,10 @@ class ObjectStorageStore(Delegated):
 
     @property
     def capabilities(self) -> Capabilities:
-        # Queues are not passed through (this wrapper does not carry their methods).
-        return replace(self._inner.capabilities, queues=False)
+        # Its puts upload bodies first, one run at a time: no batch of them to share; and
+        # schedules would create runs past the bucket (their first bodies inline). Queues
+        # are not passed through (this wrapper does not carry their methods).
+        return replace(self._inner.capabilities, group_commit=False, schedules=False, queues=False)
 
     # -- bodies -------------------------------------------------------------------
     def _stash(

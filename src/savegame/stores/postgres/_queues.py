@@ -30,7 +30,7 @@ from savegame.stores._sql.statements import PG_NOW as NOW
 _CLAIMABLE = ", ".join(f"'{s}'" for s in _common.CLAIMABLE)
 _UNFINISHED = ", ".join(f"'{s}'" for s in _common.UNFINISHED)
 
-#: Migration 6 of ``_schema.MIGRATIONS``.
+#: Migration 7 of ``_schema.MIGRATIONS``.
 MIGRATION = (
     'ALTER TABLE {s}.runs ADD COLUMN queue text COLLATE "C"',
     "ALTER TABLE {s}.runs ADD COLUMN priority integer NOT NULL DEFAULT 0",

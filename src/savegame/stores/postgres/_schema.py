@@ -153,7 +153,32 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX effects_pending_events ON {s}.effects (run_id, name)"
         " WHERE kind = 'event' AND status = 'pending'",
     ),
-    # 6: queues with limits for the worker fleet (postgres/_queues.py).
+    # 6: schedules (stores/_sql/schedules.py). next_at is the cursor, integer
+    # microseconds like wake_at; input and metadata JSON text.
+    (
+        """
+        CREATE TABLE {s}.schedules (
+            name text PRIMARY KEY,
+            workflow text NOT NULL,
+            workflow_ref text NOT NULL,
+            cron text NOT NULL,
+            input text NOT NULL,
+            missed text NOT NULL,
+            catchup_window double precision NOT NULL,
+            next_at bigint NOT NULL,
+            created_at bigint NOT NULL,
+            updated_at bigint NOT NULL,
+            paused boolean NOT NULL DEFAULT false,
+            fired bigint NOT NULL DEFAULT 0,
+            last_run_id text,
+            metadata text NOT NULL DEFAULT '{{}}',
+            checksum text NOT NULL DEFAULT ''
+        )
+        """,
+        # A worker's tick reads the due ones only.
+        "CREATE INDEX schedules_due ON {s}.schedules (next_at) WHERE NOT paused",
+    ),
+    # 7: queues with limits for the worker fleet (postgres/_queues.py).
     queues.MIGRATION,
 )
 

@@ -13,7 +13,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
-from savegame.errors import ConfigurationError, ConflictError, LeaseLostError, NotFoundError
+from savegame.errors import (
+    ConfigurationError,
+    ConflictError,
+    LeaseLostError,
+    NotFoundError,
+    SavegameError,
+)
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -27,6 +33,7 @@ from savegame.model import (
 from savegame.stores import _common
 from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
+from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import (
     SqlStore,
     checkpoint_values,
@@ -34,7 +41,7 @@ from savegame.stores._sql.store import (
     executemany,
     run_values,
 )
-from savegame.stores.base import Capabilities, Delivery, Written
+from savegame.stores.base import Capabilities, Delivery, Put, Written
 from savegame.stores.postgres import _queues, _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
@@ -52,7 +59,14 @@ from savegame.stores.postgres._statements import (
     metadata_filter,
 )
 
-_CAPABILITIES = Capabilities(persistent=True, multi_process=True, waits=True, queues=True)
+_CAPABILITIES = Capabilities(
+    persistent=True,
+    multi_process=True,
+    waits=True,
+    group_commit=True,
+    schedules=True,
+    queues=True,
+)
 _SCHEMES = ("postgresql", "postgres")
 _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}
 
@@ -103,7 +117,7 @@ def public_url(conninfo: str, options: Mapping[str, Any]) -> str:
     return f"postgresql://{netloc}{path}" + (f"?{urlencode(query)}" if query else "")
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(SqlSchedules, SqlStore):
     """A store in a PostgreSQL database, shared by any number of processes.
 
     The methods PostgreSQL runs as SQLite does come from
@@ -249,6 +263,13 @@ class PostgresStore(SqlStore):
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, row[1] if row[0] is None else row[0])
 
+    def _insert_queued(self, conn: Conn, run: RunInfo, first: CheckpointRecord) -> bool:
+        # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
+        if conn.execute(INSERT_RUN, run_values(run, first.header, None, None)).fetchone() is None:
+            return False
+        self._insert_checkpoint(conn, first, checkpoint_values(SQL.dialect, first), {})
+        return True
+
     def put_checkpoint(
         self,
         record: CheckpointRecord,
@@ -260,35 +281,52 @@ class PostgresStore(SqlStore):
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
     ) -> Written:
-        header = record.header
-        journal = _common.check_effects(header.run_id, effects)
-        new_blobs = _common.check_blobs(blobs)
-        until, topics, need = _common.check_waiting(header.run_id, header.status, waiting)
-        others = [_common.check_event(e) for e in events]
+        put = Put(record, lease_token, error, effects, blobs, waiting, events)
+        checked = _common.CheckedPut.of(put)
+        with self._tx() as conn:
+            return self._put(conn, checked)
+
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+        done: list[Written | Exception] = []
+        with self._tx() as conn:
+            for put in puts:
+                try:
+                    # A nested transaction is a savepoint: one put refused rolls back
+                    # alone, the others commit with the outer transaction.
+                    with conn.transaction():
+                        done.append(self._put(conn, _common.CheckedPut.of(put)))
+                except (SavegameError, ValueError) as exc:
+                    done.append(exc)
+        return done
+
+    def _put(self, conn: Conn, put: _common.CheckedPut) -> Written:
+        """Write one checked put; call inside a transaction."""
+        header, record = put.record.header, put.record
+        until, topics, need = put.wait
         params = checkpoint_values(SQL.dialect, record)
         move = (
-            header.checkpoint_id, RunStatus(header.status).value, header.step, error,
+            header.checkpoint_id, RunStatus(header.status).value, header.step, put.error,
             _common.to_micros(utcnow()), until, topics, need, header.run_id,
         )  # fmt: skip
-        with self._tx() as conn:
-            # See MOVE_HEAD_FENCED. A later failure rolls it all back, so the order
-            # inside the transaction does not matter.
-            row = conn.execute(MOVE_HEAD_FENCED, (*move, lease_token, lease_token)).fetchone()
-            if row is None:
-                self._fence(conn, header.run_id, lease_token)
-                row = conn.execute(MOVE_HEAD, move).fetchone()
-            self._insert_checkpoint(conn, record, params, new_blobs)
-            if journal:
-                executemany(conn, UPSERT_EFFECT, [effect_values(e) for e in journal])
-            if waiting is not None:
-                # After the row lock the UPDATE took: an event delivered meanwhile has
-                # committed (this statement's snapshot sees it) or waits for our commit
-                # (and then finds the run waiting).
-                conn.execute(SQL.wake, (header.run_id,))
-            # Other runs' rows are locked after this one's: a child's row, then its
-            # parent's, never the other way round.
-            for event in others:
-                self._deliver(conn, event, missing_ok=True)
+        # See MOVE_HEAD_FENCED. A later failure rolls it all back, so the order
+        # inside the transaction does not matter.
+        token = put.lease_token
+        row = conn.execute(MOVE_HEAD_FENCED, (*move, token, token)).fetchone()
+        if row is None:
+            self._fence(conn, header.run_id, token)
+            row = conn.execute(MOVE_HEAD, move).fetchone()
+        self._insert_checkpoint(conn, record, params, put.blobs)
+        if put.journal:
+            executemany(conn, UPSERT_EFFECT, [effect_values(e) for e in put.journal])
+        if put.waiting is not None:
+            # After the row lock the UPDATE took: an event delivered meanwhile has
+            # committed (this statement's snapshot sees it) or waits for our commit
+            # (and then finds the run waiting).
+            conn.execute(SQL.wake, (header.run_id,))
+        # Other runs' rows are locked after this one's: a child's row, then its
+        # parent's, never the other way round.
+        for event in put.events:
+            self._deliver(conn, event, missing_ok=True)
         return Written(bool(row and row[0]))
 
     def _deliver(self, conn: Conn, event: EffectRecord, *, missing_ok: bool) -> Delivery | None:

@@ -29,7 +29,7 @@ from savegame.stores._queues import (
 _CLAIMABLE = ", ".join(f"'{s}'" for s in _common.CLAIMABLE)
 _UNFINISHED = ", ".join(f"'{s}'" for s in _common.UNFINISHED)
 
-#: Migration 9 of ``_schema.MIGRATIONS``.
+#: Migration 10 of ``_schema.MIGRATIONS``.
 MIGRATION = (
     "ALTER TABLE runs ADD COLUMN queue TEXT",
     "ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",

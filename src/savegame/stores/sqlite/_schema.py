@@ -155,7 +155,32 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX effects_pending_events ON effects (run_id, name)"
         " WHERE kind = 'event' AND status = 'pending'",
     ),
-    # 9: queues with limits for the worker fleet (sqlite/_queues.py).
+    # 9: schedules (stores/_sql/schedules.py). next_at is the cursor, integer
+    # microseconds like wake_at; input and metadata JSON text.
+    (
+        """
+        CREATE TABLE schedules (
+            name TEXT PRIMARY KEY,
+            workflow TEXT NOT NULL,
+            workflow_ref TEXT NOT NULL,
+            cron TEXT NOT NULL,
+            input TEXT NOT NULL,
+            missed TEXT NOT NULL,
+            catchup_window REAL NOT NULL,
+            next_at INTEGER NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            paused INTEGER NOT NULL DEFAULT 0,
+            fired INTEGER NOT NULL DEFAULT 0,
+            last_run_id TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            checksum TEXT NOT NULL DEFAULT ''
+        )
+        """,
+        # A worker's tick reads the due ones only.
+        "CREATE INDEX schedules_due ON schedules (next_at) WHERE NOT paused",
+    ),
+    # 10: queues with limits for the worker fleet (sqlite/_queues.py).
     queues.MIGRATION,
 )
 

@@ -24,6 +24,7 @@ from savegame.errors import (
     CorruptRecordError,
     LeaseLostError,
     NotFoundError,
+    SavegameError,
     StoreNotFoundError,
 )
 from savegame.model import (
@@ -38,8 +39,9 @@ from savegame.model import (
 from savegame.stores import _common
 from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
+from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
-from savegame.stores.base import Capabilities, Delivery, Written
+from savegame.stores.base import Capabilities, Delivery, Put, Written
 from savegame.stores.sqlite import _queues, _schema
 from savegame.stores.sqlite._statements import (
     CANCEL_FLAG,
@@ -52,7 +54,14 @@ from savegame.stores.sqlite._statements import (
     type_test,
 )
 
-_CAPABILITIES = Capabilities(persistent=True, multi_process=True, waits=True, queues=True)
+_CAPABILITIES = Capabilities(
+    persistent=True,
+    multi_process=True,
+    waits=True,
+    group_commit=True,
+    schedules=True,
+    queues=True,
+)
 _SYNCHRONOUS = ("full", "normal")
 _BUSY_TIMEOUT_S = 30.0
 
@@ -92,7 +101,7 @@ def _undecodable(
     return CorruptRecordError(named, f"a text column does not hold UTF-8 text ({exc})")
 
 
-class SqliteStore(SqlStore):
+class SqliteStore(SqlSchedules, SqlStore):
     """A store in one SQLite file.
 
     One connection serves the whole process, guarded by a lock, because the
@@ -247,6 +256,16 @@ class SqliteStore(SqlStore):
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
 
+    def _insert_queued(
+        self, conn: sqlite3.Connection, run: RunInfo, first: CheckpointRecord
+    ) -> bool:
+        # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
+        if conn.execute(SQL.run_exists, (run.run_id,)).fetchone():
+            return False
+        conn.execute(SQL.insert_run, run_values(run, first.header, None, None))
+        self._insert_checkpoint(conn, first, {})
+        return True
+
     def put_checkpoint(
         self,
         record: CheckpointRecord,
@@ -258,42 +277,59 @@ class SqliteStore(SqlStore):
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
     ) -> Written:
-        header = record.header
-        journal = _common.check_effects(header.run_id, effects)
-        new_blobs = _common.check_blobs(blobs)
-        until, topics, need = _common.check_waiting(header.run_id, header.status, waiting)
-        others = [_common.check_event(e) for e in events]
-        now = _common.to_micros(utcnow())
+        put = Put(record, lease_token, error, effects, blobs, waiting, events)
+        checked = _common.CheckedPut.of(put)
         with self._tx() as conn:
-            # The usual step takes one UPDATE (see MOVE_HEAD_KEEPING_STATUS); anything
-            # else takes the long way, a waiting record always (it sets the wait columns).
-            # A later failure rolls the whole transaction back, so the order inside does
-            # not matter, but for the wake check, which reads the journal entries below.
-            moved = waiting is None and conn.execute(
-                MOVE_HEAD_KEEPING_STATUS,
+            return self._put(conn, checked)
+
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+        done: list[Written | Exception] = []
+        with self._tx() as conn:
+            for put in puts:
+                # A savepoint per put: one refused rolls back alone, the others commit.
+                conn.execute("SAVEPOINT put")
+                try:
+                    done.append(self._put(conn, _common.CheckedPut.of(put)))
+                except (SavegameError, ValueError) as exc:
+                    conn.execute("ROLLBACK TO put")
+                    done.append(exc)
+                conn.execute("RELEASE put")
+        return done
+
+    def _put(self, conn: sqlite3.Connection, put: _common.CheckedPut) -> Written:
+        """Write one checked put; call inside a write transaction."""
+        header, error, waiting = put.record.header, put.error, put.waiting
+        until, topics, need = put.wait
+        now = _common.to_micros(utcnow())
+        # The usual step takes one UPDATE (see MOVE_HEAD_KEEPING_STATUS); anything
+        # else takes the long way, a waiting record always (it sets the wait columns).
+        # A later failure rolls the whole transaction back, so the order inside does
+        # not matter, but for the wake check, which reads the journal entries below.
+        moved = waiting is None and conn.execute(
+            MOVE_HEAD_KEEPING_STATUS,
+            (
+                header.checkpoint_id, header.step, error, now, header.run_id,
+                put.lease_token, header.status.value,
+            ),
+        ).rowcount  # fmt: skip
+        if not moved:
+            self._fence(conn, header.run_id, put.lease_token)
+            conn.execute(
+                SQL.move_head,
                 (
-                    header.checkpoint_id, header.step, error, now, header.run_id,
-                    lease_token, header.status.value,
+                    header.checkpoint_id, header.status.value, header.step, error, now,
+                    until, SQL.dialect.ids(topics), need, header.run_id,
                 ),
-            ).rowcount  # fmt: skip
-            if not moved:
-                self._fence(conn, header.run_id, lease_token)
-                conn.execute(
-                    SQL.move_head,
-                    (
-                        header.checkpoint_id, header.status.value, header.step, error, now,
-                        until, SQL.dialect.ids(topics), need, header.run_id,
-                    ),
-                )  # fmt: skip
-            self._insert_checkpoint(conn, record, new_blobs)
-            # In the checkpoint's transaction: the entries land with it or not at all.
-            for effect in journal:
-                self._journal(conn, effect)
-            if waiting is not None:
-                conn.execute(SQL.wake, (header.run_id,))
-            for event in others:
-                self._deliver(conn, event, missing_ok=True)
-            (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
+            )  # fmt: skip
+        self._insert_checkpoint(conn, put.record, put.blobs)
+        # In the checkpoint's transaction: the entries land with it or not at all.
+        for effect in put.journal:
+            self._journal(conn, effect)
+        if waiting is not None:
+            conn.execute(SQL.wake, (header.run_id,))
+        for event in put.events:
+            self._deliver(conn, event, missing_ok=True)
+        (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
         return Written(bool(cancel))
 
     def _deliver(
