@@ -11,6 +11,20 @@ from savegame import Store
 from savegame.effects import _tools
 from tests import services
 
+SLOW_DIRS = ("crash", "fleet", "examples")
+"""Suites of real processes (SIGKILLed runs, workers on network hosts, the examples run
+as scripts): CI runs them in a step of their own (``python -m pytest -m slow``), so
+the default run stays a few minutes on two cores."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        parts = item.path.relative_to(here).parts if item.path.is_relative_to(here) else ()
+        if parts and parts[0] in SLOW_DIRS:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def _tools_registered_by_a_test_stay_in_it() -> Iterator[None]:
