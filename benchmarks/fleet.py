@@ -161,6 +161,26 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         repeated = {key for key, count in executions.items() if count > 1}
         outside = {key for key in repeated if key[0] not in held}
         claims = [float(x) for f in tmp.glob("claims-*.log") for x in f.read_text().split()]
+        # Why a run outside the killed worker's went again: the workers' own words.
+        errors = collections.Counter(
+            line.split(" - ")[-1][:160]
+            for log in tmp.glob("worker-*.log")
+            for line in log.read_text(errors="replace").splitlines()
+            if "rror" in line
+        )
+        for text, count in errors.most_common(5):
+            print(f"worker log, {count}x: {text}", file=sys.stderr)
+        for run_id, step in sorted(outside)[:5]:
+            pids = [
+                line.split()[2]
+                for f in tmp.glob("ledger-*.log")
+                for line in f.read_text().splitlines()
+                if line.startswith(f"{run_id} {step} ")
+            ]
+            print(
+                f"repeated outside the killed worker: {run_id} step {step} by pids {pids}",
+                file=sys.stderr,
+            )
         return {
             "url": url,
             "submit_s": submit_s,
