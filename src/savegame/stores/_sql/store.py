@@ -5,7 +5,7 @@ and :class:`~savegame.stores.postgres.PostgresStore`. It holds every method
 whose body is the same on both but for the SQL dialect: the reads, the
 journal's reads and settlement, the fence, cancel and release, chains, blobs,
 deletes, ``rewrite``, sizes. A backend keeps what it does its own way (how it
-opens, runs a transaction and reads; ``create_run``, ``put_checkpoint``,
+opens, runs a transaction and a savepoint, and reads; ``create_run``, one put's writes,
 ``list_checkpoints``, ``record_intent``, claims, acquisition and renewal,
 blob collection) and gives its :class:`Statements` as ``_sql``.
 """
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from typing import Any, ClassVar, Protocol
 
-from savegame.errors import LeaseLostError, NotFoundError
+from savegame.errors import LeaseLostError, NotFoundError, SavegameError
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
@@ -25,12 +25,21 @@ from savegame.model import (
     EffectStatus,
     RunInfo,
     RunStatus,
+    Waiting,
     utcnow,
 )
 from savegame.stores import _common
 from savegame.stores._sql import rows
 from savegame.stores._sql.statements import Dialect, Statements
-from savegame.stores.base import Delivery, RunPosition, RunSize, StoreStats, ThreadInfo
+from savegame.stores.base import (
+    Delivery,
+    Put,
+    RunPosition,
+    RunSize,
+    StoreStats,
+    ThreadInfo,
+    Written,
+)
 
 
 class Cursor(Protocol):
@@ -124,6 +133,46 @@ class SqlStore:
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one read statement, outside any write transaction."""
         raise NotImplementedError
+
+    def _savepoint(self, conn: Any) -> AbstractContextManager[None]:
+        """A savepoint inside ``_tx``: rolled back to when the block raises (and the
+        exception goes on), released when it ends."""
+        raise NotImplementedError
+
+    def _put(self, conn: Any, put: _common.CheckedPut) -> Written:
+        """Write one checked put (its record, head move, journal entries, events);
+        call inside a write transaction."""
+        raise NotImplementedError
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def put_checkpoint(
+        self,
+        record: CheckpointRecord,
+        *,
+        lease_token: int,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
+    ) -> Written:
+        put = Put(record, lease_token, error, effects, blobs, waiting, events)
+        checked = _common.CheckedPut.of(put)
+        with self._tx() as conn:
+            return self._put(conn, checked)
+
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+        done: list[Written | Exception] = []
+        with self._tx() as conn:
+            for put in puts:
+                try:
+                    # A savepoint per put: one refused rolls back alone, the others
+                    # commit with the transaction.
+                    with self._savepoint(conn):
+                        done.append(self._put(conn, _common.CheckedPut.of(put)))
+                except (SavegameError, ValueError) as exc:
+                    done.append(exc)
+        return done
 
     def _file_bytes(self) -> int | None:
         """What ``stats`` reports as the store's size on disk; None where it cannot tell."""

@@ -18,7 +18,6 @@ from savegame.errors import (
     ConflictError,
     LeaseLostError,
     NotFoundError,
-    SavegameError,
 )
 from savegame.model import (
     CheckpointHeader,
@@ -27,7 +26,6 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
-    Waiting,
     utcnow,
 )
 from savegame.stores import _common
@@ -41,7 +39,7 @@ from savegame.stores._sql.store import (
     executemany,
     run_values,
 )
-from savegame.stores.base import Capabilities, Delivery, Put, Written
+from savegame.stores.base import Capabilities, Delivery, Written
 from savegame.stores.postgres import _queues, _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
@@ -270,34 +268,10 @@ class PostgresStore(SqlSchedules, SqlStore):
         self._insert_checkpoint(conn, first, checkpoint_values(SQL.dialect, first), {})
         return True
 
-    def put_checkpoint(
-        self,
-        record: CheckpointRecord,
-        *,
-        lease_token: int,
-        error: str | None = None,
-        effects: Sequence[EffectRecord] = (),
-        blobs: Mapping[str, bytes] | None = None,
-        waiting: Waiting | None = None,
-        events: Sequence[EffectRecord] = (),
-    ) -> Written:
-        put = Put(record, lease_token, error, effects, blobs, waiting, events)
-        checked = _common.CheckedPut.of(put)
-        with self._tx() as conn:
-            return self._put(conn, checked)
-
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
-        done: list[Written | Exception] = []
-        with self._tx() as conn:
-            for put in puts:
-                try:
-                    # A nested transaction is a savepoint: one put refused rolls back
-                    # alone, the others commit with the outer transaction.
-                    with conn.transaction():
-                        done.append(self._put(conn, _common.CheckedPut.of(put)))
-                except (SavegameError, ValueError) as exc:
-                    done.append(exc)
-        return done
+    @contextmanager
+    def _savepoint(self, conn: Conn) -> Iterator[None]:
+        with conn.transaction():  # a nested transaction is a savepoint
+            yield
 
     def _put(self, conn: Conn, put: _common.CheckedPut) -> Written:
         """Write one checked put; call inside a transaction."""

@@ -24,7 +24,6 @@ from savegame.errors import (
     CorruptRecordError,
     LeaseLostError,
     NotFoundError,
-    SavegameError,
     StoreNotFoundError,
 )
 from savegame.model import (
@@ -33,7 +32,6 @@ from savegame.model import (
     EffectRecord,
     Lease,
     RunInfo,
-    Waiting,
     utcnow,
 )
 from savegame.stores import _common
@@ -41,7 +39,7 @@ from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
 from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
-from savegame.stores.base import Capabilities, Delivery, Put, Written
+from savegame.stores.base import Capabilities, Delivery, Written
 from savegame.stores.sqlite import _queues, _schema
 from savegame.stores.sqlite._statements import (
     CANCEL_FLAG,
@@ -266,35 +264,16 @@ class SqliteStore(SqlSchedules, SqlStore):
         self._insert_checkpoint(conn, first, {})
         return True
 
-    def put_checkpoint(
-        self,
-        record: CheckpointRecord,
-        *,
-        lease_token: int,
-        error: str | None = None,
-        effects: Sequence[EffectRecord] = (),
-        blobs: Mapping[str, bytes] | None = None,
-        waiting: Waiting | None = None,
-        events: Sequence[EffectRecord] = (),
-    ) -> Written:
-        put = Put(record, lease_token, error, effects, blobs, waiting, events)
-        checked = _common.CheckedPut.of(put)
-        with self._tx() as conn:
-            return self._put(conn, checked)
-
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
-        done: list[Written | Exception] = []
-        with self._tx() as conn:
-            for put in puts:
-                # A savepoint per put: one refused rolls back alone, the others commit.
-                conn.execute("SAVEPOINT put")
-                try:
-                    done.append(self._put(conn, _common.CheckedPut.of(put)))
-                except (SavegameError, ValueError) as exc:
-                    conn.execute("ROLLBACK TO put")
-                    done.append(exc)
-                conn.execute("RELEASE put")
-        return done
+    @contextmanager
+    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[None]:
+        conn.execute("SAVEPOINT put")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO put")
+            raise
+        finally:
+            conn.execute("RELEASE put")
 
     def _put(self, conn: sqlite3.Connection, put: _common.CheckedPut) -> Written:
         """Write one checked put; call inside a write transaction."""
