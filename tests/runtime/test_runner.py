@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import itertools
 import socket
@@ -38,6 +39,7 @@ from savegame import (
     submit,
 )
 from savegame.runtime import Durability
+from savegame.stores import Capabilities
 
 
 def counter(limit: int = 10, **kwargs: Any) -> Workflow:
@@ -546,6 +548,11 @@ def test_a_write_in_flight_when_arun_is_cancelled_still_reaches_the_observer() -
     entered, release = threading.Event(), threading.Event()
 
     class Held(MemoryStore):
+        @property
+        def capabilities(self) -> Capabilities:
+            # It waits on an event: called on the loop, it would hold the loop too.
+            return dataclasses.replace(super().capabilities, blocking=True)
+
         def put_checkpoint(self, record: Any, **kwargs: Any) -> Any:
             if record.header.step == 1:
                 entered.set()
@@ -567,6 +574,30 @@ def test_a_write_in_flight_when_arun_is_cancelled_still_reaches_the_observer() -
     asyncio.run(main())  # waits for the worker thread on its way out
     assert store.get_run(store.list_runs()[0].run_id).step == 1  # the write committed
     assert seen == [0, 1]
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_arun_calls_a_store_that_does_not_block_on_its_loop(blocking: bool) -> None:
+    """memory:// answers in microseconds: an async run calls it on the loop, where a
+    thread hop would cost more than the call; a store that blocks gets a worker thread."""
+    threads: set[int] = set()
+
+    class Recording(MemoryStore):
+        @property
+        def capabilities(self) -> Capabilities:
+            return dataclasses.replace(super().capabilities, blocking=blocking)
+
+        def put_checkpoint(self, record: Any, **kwargs: Any) -> Any:
+            threads.add(threading.get_ident())
+            return super().put_checkpoint(record, **kwargs)
+
+    async def main() -> int:
+        result = await arun(counter(limit=3), {}, store=Recording())
+        assert result.state["n"] == 3
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert threads and (loop_thread in threads) is not blocking
 
 
 class CountingReads(SqliteStore):

@@ -11,17 +11,21 @@ import threading
 import zstandard
 
 #: Level 3 (zstd's default): ~300 MB/s on JSON with most of the ratio of higher levels.
+#: For blobs and packs, written once and kept by many checkpoints.
 LEVEL = 3
+#: For a checkpoint's own record and a journal entry's values, written on every step: on a 2 KB delta level 1 took
+#: 8 us where 3 took 15, for 2% more bytes (1,218 vs 1,193; on 32 KiB packs it is 5%).
+RECORD_LEVEL = 1
 _local = threading.local()
 
 
-def compress(data: bytes, *, checksum: bool = False) -> bytes:
+def compress(data: bytes, *, checksum: bool = False, level: int = LEVEL) -> bytes:
     """``checksum``: the frame carries XXH64 of the content (4 bytes), which
     decompress() checks, so damage is caught without hashing the output again."""
-    attr = "checked" if checksum else "compressor"
+    attr = f"{'checked' if checksum else 'compressor'}{level}"
     compressor = getattr(_local, attr, None)
     if compressor is None:
-        compressor = zstandard.ZstdCompressor(level=LEVEL, write_checksum=checksum)
+        compressor = zstandard.ZstdCompressor(level=level, write_checksum=checksum)
         setattr(_local, attr, compressor)
     # The frame records the content size, so decompress() needs no size hint.
     out: bytes = compressor.compress(data)

@@ -233,7 +233,7 @@ def encode_value(value: Any, path: str, *, compress_from: int = 0) -> bytes:
     data = _values.dumps(value, path)
     if 0 < compress_from <= len(data):
         # No frame checksum: the entry's check covers these bytes.
-        packed = _compress.compress(data)
+        packed = _compress.compress(data, level=_compress.RECORD_LEVEL)
         if len(packed) < len(data):
             return packed
     return data

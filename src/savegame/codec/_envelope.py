@@ -141,7 +141,7 @@ def seal_record(
     header = seal_metadata(header, storage)
     flags = DELTA if delta else 0
     if storage.compress_threshold and len(body) >= storage.compress_threshold:
-        small = _compress.compress(body)
+        small = _compress.compress(body, level=_compress.RECORD_LEVEL)
         if len(small) < len(body):
             flags, body = flags | ZSTD, small
     ring = storage.keyring

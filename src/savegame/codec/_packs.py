@@ -83,6 +83,9 @@ class _Chunk:
     """The pack as stored, until a keyframe referring to it is committed."""
     blobs: dict[str, bytes] = field(default_factory=dict)
     """The loose blobs' bytes, for as long as ``sealed`` is kept."""
+    rebuilders: dict[str, Deferred] | None = None
+    """Once committed: how to build the pack and its loose blobs again, made once for
+    every keyframe after (a long list's keyframe refers to hundreds of chunks)."""
 
     @property
     def end(self) -> int:
@@ -412,9 +415,11 @@ class Packer:
             return
         # Loose blobs in ``found`` are counted by the encoder; these are not there.
         out.pack_bytes += sum(chunk.loose.values())
-        out.deferred[chunk.digest] = Deferred(chunk.size, lambda: self._rebuild(chunk)[0])
-        for name, size in chunk.loose.items():
-            out.deferred[name] = Deferred(size, self._loose_builder(chunk, name))
+        if chunk.rebuilders is None:
+            chunk.rebuilders = {chunk.digest: Deferred(chunk.size, lambda: self._rebuild(chunk)[0])}
+            for name, size in chunk.loose.items():
+                chunk.rebuilders[name] = Deferred(size, self._loose_builder(chunk, name))
+        out.deferred.update(chunk.rebuilders)
 
     def _loose_builder(self, chunk: _Chunk, name: str) -> Callable[[], bytes]:
         return lambda: self._rebuild(chunk)[1][name]

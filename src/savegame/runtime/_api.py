@@ -12,7 +12,7 @@ from savegame.effects import decisions
 from savegame.errors import LeaseHeldError, RunStateError, describe
 from savegame.model import RunResult, RunStatus, Waiting
 from savegame.runtime import _lease as leases
-from savegame.runtime._bridge import Io, direct_io, run_sync, threaded_io
+from savegame.runtime._bridge import Io, direct_io, run_sync, store_io, threaded_io
 from savegame.runtime._children import awaited
 from savegame.runtime._execution import Observer
 from savegame.runtime._loader import as_workflow, reference_of
@@ -42,6 +42,7 @@ async def _arun(
 ) -> RunResult:
     wf = as_workflow(workflow)
     with opened_store(store) as s:
+        io = store_io(s, io)
         began = time.perf_counter()
         ready = await io(begin_run, wf, s, input, start)
         if isinstance(ready, RunResult):
@@ -83,6 +84,7 @@ async def _aresume(
     wait: bool = False,
 ) -> RunResult:
     with opened_store(store, create=False) as s:
+        io = store_io(s, io)
         if value is not _NO_VALUE:
             await io(decisions.supply, s, run_id, value, interrupt_id=interrupt_id, storage=storage)
         if wait:

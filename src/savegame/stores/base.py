@@ -80,6 +80,10 @@ class Capabilities:
     """Declared queues with limits decided at claim time (``stores._queues.QueueStore``:
     ``declare_queue``, ``list_queues``, ``create_run(queue=...)``, ``claim_run(queues=...)``).
     A store without it refuses ``submit(queue=...)`` and ``Worker(queues=...)``."""
+    blocking: bool = True
+    """Calls wait on a disk or a network, so an async run makes them in a worker thread
+    and its event loop goes on meanwhile. Without it (``memory://``) a call takes
+    microseconds, less than the hop to a thread and back, and is made on the loop."""
 
 
 @dataclass(frozen=True, slots=True)

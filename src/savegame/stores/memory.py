@@ -45,7 +45,9 @@ from savegame.stores.base import (
     Written,
 )
 
-_CAPABILITIES = Capabilities(persistent=False, multi_process=False, waits=True, schedules=True)
+_CAPABILITIES = Capabilities(
+    persistent=False, multi_process=False, waits=True, schedules=True, blocking=False
+)
 
 _named: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()
