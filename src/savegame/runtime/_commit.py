@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import cast
 
 from savegame.stores.base import BatchStore, Put, Store, Written
@@ -42,7 +42,9 @@ class _Waiter:
     done: bool = False
     written: Written | None = None
     error: BaseException | None = None
-    next: threading.Event = field(default_factory=threading.Event)
+    next: threading.Event | None = None
+    """Set when this run is done or is to lead; made only for a run that queues (a run
+    alone, the usual case, does not pay for an Event: a Condition and two locks)."""
 
 
 class GroupCommit:
@@ -64,13 +66,15 @@ class GroupCommit:
             lead = not self._writing
             if lead:
                 self._writing = True
+            else:
+                wake = me.next = threading.Event()
         while not lead:
-            me.next.wait()
+            wake.wait()
             with self._lock:
                 if me.done:
                     break
                 # Woken to lead: the write before ended and this run was at the front.
-                me.next.clear()
+                wake.clear()
                 lead = True
         if lead:
             self._lead(me.store)
@@ -104,12 +108,16 @@ class GroupCommit:
                         waiter.written = outcome
                 waiter.done = True
             if self._queue:
-                # The next write is led by the oldest waiter, with what queued meanwhile.
-                self._queue[0].next.set()
+                # The next write is led by the oldest waiter, with what queued meanwhile
+                # (queued, so it has its Event).
+                first = self._queue[0].next
+                assert first is not None
+                first.set()
             else:
                 self._writing = False
         for waiter in batch:
-            waiter.next.set()
+            if waiter.next is not None:
+                waiter.next.set()
 
 
 def _put_one(store: Store, put: Put) -> Written | Exception:
