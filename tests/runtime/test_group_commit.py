@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import savegame
 from savegame import END, CheckpointWriteError, RunStatus, Workflow
 from savegame.runtime import _commit
-from savegame.stores.base import Put, Written
+from savegame.stores.base import Put, Store, Written
+from savegame.stores.redis import RedisStore
 from savegame.stores.sqlite import SqliteStore
 from tests import services
 
@@ -32,12 +34,11 @@ def tick(state: dict[str, Any], ctx: object) -> tuple[dict[str, Any], str]:
     return {"n": n, "log": [*state.get("log", []), n]}, ("tick" if n < STEPS else END)
 
 
-class Held(SqliteStore):
-    """A real SQLite store whose first plain write waits until ``queued`` writes wait
-    behind it; it records the size of every batch and can fail the next one."""
+class Holding:
+    """A real store whose first plain write waits until ``queued`` writes wait behind
+    it; it records the size of every batch and can fail the next one."""
 
-    def __init__(self, path: Path, queued: int) -> None:
-        super().__init__(path)
+    def hold(self, queued: int) -> None:
         self.queued = queued
         self.batches: list[int] = []
         self.fail_next_batch: BaseException | None = None
@@ -46,7 +47,7 @@ class Held(SqliteStore):
     def put_checkpoint(self, record: Any, **kwargs: Any) -> Written:
         if not self._held.is_set():
             self._held.set()
-            group = _commit.group_of(self)
+            group = _commit.group_of(cast(Store, self))
             assert group is not None
             for _ in range(12_000):  # up to a minute: a loaded machine starts threads late
                 with group._lock:
@@ -54,14 +55,26 @@ class Held(SqliteStore):
                         break
                 threading.Event().wait(0.005)
         self.batches.append(1)
-        return super().put_checkpoint(record, **kwargs)
+        written: Written = super().put_checkpoint(record, **kwargs)  # type: ignore[misc]
+        return written
 
     def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
         self.batches.append(len(puts))
         if self.fail_next_batch is not None:
             failure, self.fail_next_batch = self.fail_next_batch, None
             raise failure
-        return super().put_checkpoints(puts)
+        done: list[Written | Exception] = super().put_checkpoints(puts)  # type: ignore[misc]
+        return done
+
+
+class Held(Holding, SqliteStore):
+    def __init__(self, path: Path, queued: int) -> None:
+        super().__init__(path)
+        self.hold(queued)
+
+
+class HeldRedis(Holding, RedisStore):
+    pass
 
 
 @pytest.fixture
@@ -175,6 +188,29 @@ def test_async_runs_at_a_boundary_share_transactions(tmp_path: Path) -> None:
         assert all(r.state["n"] == STEPS for r in results)
     finally:
         store.close()
+
+
+def test_async_runs_on_redis_share_one_multi_exec(tmp_path: Path) -> None:
+    # Redis has no fsync to share, but a batch is one round trip (MULTI/EXEC).
+    with services.BACKENDS["redis"](tmp_path) as url, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the test server keeps nothing on disk
+        store = HeldRedis.from_url(url)
+        store.hold(8)
+
+        async def all_runs() -> list[Any]:
+            return await asyncio.gather(
+                *(savegame.arun(counter, {}, run_id=f"a{i}", store=store) for i in range(32))
+            )
+
+        try:
+            results = asyncio.run(all_runs())
+            assert max(store.batches) >= 8, store.batches
+            assert all(r.state["n"] == STEPS and r.state["log"] == list(range(1, STEPS + 1))
+                       for r in results)  # fmt: skip
+            for r in results:
+                assert len(store.list_checkpoints(r.run_id)) == STEPS + 1
+        finally:
+            store.close()
 
 
 def test_handles_of_one_url_share_a_committer_and_others_do_not(tmp_path: Path) -> None:

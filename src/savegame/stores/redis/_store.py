@@ -17,6 +17,7 @@ from savegame.errors import (
     ConflictError,
     LeaseHeldError,
     NotFoundError,
+    SavegameError,
 )
 from savegame.model import (
     CheckpointHeader,
@@ -29,7 +30,7 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
-from savegame.stores.base import Capabilities, RunPosition, ThreadInfo, Written
+from savegame.stores.base import Capabilities, Put, RunPosition, ThreadInfo, Written
 from savegame.stores.redis import _rows as rows
 from savegame.stores.redis._client import BATCH
 from savegame.stores.redis._journal import RedisJournal
@@ -161,7 +162,9 @@ class RedisStore(RedisJournal, RedisStorage):
         except BaseException:
             self.close()
             raise
-        self._capabilities = Capabilities(persistent=persistent, multi_process=True, waits=True)
+        self._capabilities = Capabilities(
+            persistent=persistent, multi_process=True, waits=True, group_commit=True
+        )
         if problem is not None:
             self._warn_once(problem)
 
@@ -309,10 +312,46 @@ class RedisStore(RedisJournal, RedisStorage):
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
     ) -> Written:
+        put = Put(record, lease_token, error, effects, blobs, waiting, events)
+        return self._written(put, self._call("put_checkpoint", *self._put_args(put)))
+
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+        """The puts' scripts in one MULTI/EXEC: one round trip, and the server runs them
+        one after another with nothing between (a connection lost before EXEC runs none).
+        Each script is atomic and refuses alone, as in a savepoint."""
+        done: list[Written | Exception | None] = [None] * len(puts)
+        sent: list[int] = []
+        pipe = self._client.pipeline(transaction=True)
+        script = self._scripts["put_checkpoint"]
+        for i, put in enumerate(puts):
+            try:
+                args = self._put_args(put)
+            except (SavegameError, ValueError) as exc:
+                done[i] = exc
+                continue
+            script(args=[self._p, *args], client=pipe)
+            sent.append(i)
+        if sent:
+            # Replies in order; a script's own error comes back in its place.
+            for i, reply in zip(sent, pipe.execute(raise_on_error=False), strict=True):
+                try:
+                    if isinstance(reply, Exception):
+                        raise reply
+                    done[i] = self._written(puts[i], reply)
+                except (SavegameError, ValueError, redis.ResponseError) as exc:
+                    done[i] = exc
+        out = [x for x in done if x is not None]
+        assert len(out) == len(puts)  # every put has its reply or its refusal
+        return out
+
+    @staticmethod
+    def _put_args(put: Put) -> list[bytes | str | int]:
+        """The put_checkpoint script's arguments after the prefix, the put checked."""
+        record = put.record
         header = record.header
-        journal = _common.check_effects(header.run_id, effects)
-        until, topics, need = _common.check_waiting(header.run_id, header.status, waiting)
-        others = [_common.check_event(e) for e in events]
+        journal = _common.check_effects(header.run_id, put.effects)
+        until, topics, need = _common.check_waiting(header.run_id, header.status, put.waiting)
+        others = [_common.check_event(e) for e in put.events]
         entries = [x for e in journal for x in (e.request_id, rows.entry(e))]
         delivered = [x for e in others for x in (e.run_id, e.request_id, rows.entry(e))]
         wait: list[str | bytes | int] = [
@@ -320,13 +359,18 @@ class RedisStore(RedisJournal, RedisStorage):
             _common.json_dumps(topics, "topics"),
             need,
         ]
-        reply = self._call(
-            "put_checkpoint", header.run_id, str(lease_token), RunStatus(header.status).value,
+        error = put.error
+        return [
+            header.run_id, str(put.lease_token), RunStatus(header.status).value,
             str(header.step), str(_common.to_micros(utcnow())), "0" if error is None else "1",
             error or "", *rows.checkpoint_args(record), len(journal), *entries,
-            *_blob_args(blobs), *wait, len(others), *delivered,
-        )  # fmt: skip
-        if self._checked(reply, header.run_id, lease_token)[0] == b"conflict":
+            *_blob_args(put.blobs), *wait, len(others), *delivered,
+        ]  # fmt: skip
+
+    def _written(self, put: Put, reply: list[Any]) -> Written:
+        """The script's reply as put_checkpoint returns it, or the error it refused with."""
+        record = put.record
+        if self._checked(reply, record.run_id, put.lease_token)[0] == b"conflict":
             raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
         _check_missing(reply, record.checkpoint_id)
         return Written(reply[1] == b"1")
