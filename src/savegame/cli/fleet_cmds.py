@@ -142,7 +142,7 @@ def _summary(stats: WorkerStats) -> str:
 
 ConcurrencyOption = Annotated[
     int,
-    # A thread and a store connection per slot: 100,000 hung the process.
+    # A thread per slot (and on SQLite a connection each): 100,000 hung the process.
     typer.Option("--concurrency", "-c", metavar="N", min=1, max=256, help="Runs executed at once."),
 ]
 
@@ -223,7 +223,8 @@ def worker_command(
     probe.close()
     if not shared:
         raise UsageError(f"{where} lives in one process: a worker needs a store others submit to")
-    # The URL, not an open Store: each slot opens its own connection.
+    # The URL, not an open Store: the worker decides (one pool shared by the slots,
+    # or a connection per slot on SQLite).
     worker = savegame.Worker(
         store,
         concurrency=concurrency,

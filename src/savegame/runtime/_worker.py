@@ -66,7 +66,9 @@ class Worker:
     """Claims runnable runs from a store and executes them, ``concurrency`` at a time.
 
     Args:
-        store: a store URL (each slot opens its own connection) or a Store shared by all slots.
+        store: a store URL or a Store shared by all slots. From a URL, a store whose
+            handle pools its connections (``Capabilities.pooled``: PostgreSQL, Redis) is
+            opened once and shared by the slots; another (SQLite) once per slot.
         concurrency: runs executed at once (one thread each).
         lease_ttl: seconds a dead worker's runs stay blocked before another takes them.
         poll: seconds to sleep when nothing is runnable.
@@ -96,6 +98,8 @@ class Worker:
         if isinstance(queues, str):
             raise ConfigurationError("Worker(queues=...) takes a list of queue names")
         self._store = store
+        self._handle = store
+        """What the slots open: ``store``, or the handle they share while the worker runs."""
         self.schedules = schedules
         self.queues = None if queues is None else list(queues)
         self.concurrency = max(1, concurrency)
@@ -126,7 +130,7 @@ class Worker:
 
     def _slot(self, index: int, idle_exit: float | None) -> None:
         try:
-            store = open_store(self._store)
+            store = open_store(self._handle)
             if self.queues is not None:  # a store without queues stops the worker at once
                 queue_store(store, "Worker(queues=...)")
         except Exception as exc:
@@ -154,13 +158,13 @@ class Worker:
                 idle_since = time.monotonic()
                 self._execute(store, index, lease)
         finally:
-            if store is not self._store:
+            if store is not self._handle:
                 store.close()
 
     def _ticker(self, done: threading.Event) -> None:
         """Fire due schedules every ``poll`` seconds until the worker stops or ``done``."""
         try:
-            store = open_store(self._store)
+            store = open_store(self._handle)
         except Exception as exc:
             log.warning("the schedule ticker could not open the store: %s", exc)
             return
@@ -177,7 +181,7 @@ class Worker:
                     self.stats.scheduled += len(fired)
                 done.wait(self.poll)
         finally:
-            if store is not self._store:
+            if store is not self._handle:
                 store.close()
 
     def _claim(self, store: Store) -> Lease | None:
@@ -251,6 +255,26 @@ class Worker:
         Raises:
             the error that kept a slot from opening the store (the others are stopped too).
         """
+        shared = self._share()
+        try:
+            return self._work(idle_exit)
+        finally:
+            if shared is not None:
+                self._handle = self._store
+                shared.close()
+
+    def _share(self) -> Store | None:
+        """From a URL, the one handle the slots share, if its store pools connections."""
+        if self._store is not None and not isinstance(self._store, str):
+            return None  # a Store given: shared already
+        opened = open_store(self._store)
+        if not opened.capabilities.pooled:
+            opened.close()  # one connection per slot (SQLite: each its own file handle)
+            return None
+        self._handle = opened
+        return opened
+
+    def _work(self, idle_exit: float | None) -> WorkerStats:
         threads = [
             threading.Thread(
                 target=self._slot, args=(i, idle_exit), name=f"savegame-worker-{i}", daemon=True

@@ -80,6 +80,11 @@ class Capabilities:
     """Declared queues with limits decided at claim time (``stores._queues.QueueStore``:
     ``declare_queue``, ``list_queues``, ``create_run(queue=...)``, ``claim_run(queues=...)``).
     A store without it refuses ``submit(queue=...)`` and ``Worker(queues=...)``."""
+    pooled: bool = False
+    """The handle keeps a pool of connections and calls from many threads run at once,
+    so a worker's slots share one handle (PostgreSQL, Redis): one pool per worker
+    process, sized by the URL's ``pool_max``, rather than one per slot, which met the
+    server's ``max_connections`` with 4 workers of 16 slots."""
     blocking: bool = True
     """Calls wait on a disk or a network, so an async run makes them in a worker thread
     and its event loop goes on meanwhile. Without it (``memory://``) a call takes

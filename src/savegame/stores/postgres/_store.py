@@ -64,6 +64,7 @@ _CAPABILITIES = Capabilities(
     group_commit=True,
     schedules=True,
     queues=True,
+    pooled=True,
 )
 _SCHEMES = ("postgresql", "postgres")
 _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}

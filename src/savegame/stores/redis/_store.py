@@ -163,7 +163,7 @@ class RedisStore(RedisJournal, RedisStorage):
             self.close()
             raise
         self._capabilities = Capabilities(
-            persistent=persistent, multi_process=True, waits=True, group_commit=True
+            persistent=persistent, multi_process=True, waits=True, group_commit=True, pooled=True
         )
         if problem is not None:
             self._warn_once(problem)
