@@ -309,3 +309,14 @@ def test_the_lazy_table_is_what_type_checkers_see() -> None:
     seen = _type_checking_imports()
     assert seen == savegame._MODULE_OF
     assert sorted(seen) == sorted(n for n in savegame.__all__ if n != "__version__")
+
+
+def test_a_script_does_not_pay_for_features_it_does_not_use() -> None:
+    """What ``from savegame import Workflow, run`` leaves out: a schedule's cron parser, the
+    retry schedule, a workspace's ignore patterns and encryption, imported when used."""
+    code = (
+        "import sys\n"
+        "from savegame import Workflow, run\n"
+        "print(sorted({'croniter', 'stamina', 'pathspec', 'cryptography'} & set(sys.modules)))"
+    )
+    assert _fresh(code) == "[]\n"

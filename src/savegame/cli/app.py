@@ -3,7 +3,7 @@
 Each command parses, calls one public savegame function, renders; each ``*_cmds``
 module adds its commands with ``register(app)``. Importing them all costs more than
 the rest of ``savegame --help`` together (the runtime, the stores, the codec, rich's
-tables: ~300 ms), so the root lists :data:`COMMANDS` (names and one-line help) without
+tables: ~250 ms), so the root lists :data:`COMMANDS` (names and one-line help) without
 importing one, and ``savegame CMD ...`` imports CMD's module alone.
 """
 

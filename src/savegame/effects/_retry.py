@@ -127,8 +127,8 @@ def attempts(
     """stamina's attempts (``with attempt: ...``) left after ``done``; a failed one is
     tried again while ``may_retry(error)`` (a float: after that many seconds); the last
     error is raised as it came."""
-    # Imported by the first retry: stamina and tenacity cost ~12 ms, which every process
-    # that imports savegame would pay, most of them never retrying anything.
+    # Imported by the first retry: stamina and tenacity cost ~12 ms to import, paid
+    # otherwise by every process that loads the runtime, most of them retrying nothing.
     import stamina
 
     return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))

@@ -66,7 +66,7 @@ class Workspace:
             raise ConfigurationError("workspace max_bytes must be >= 0")
         object.__setattr__(self, "ignore", tuple(self.ignore))
         # Imported by the first Workspace: pathspec costs ~12 ms to import, paid otherwise
-        # by every process that imports savegame, most of them snapshotting no directory.
+        # by every process that loads the runtime, most of them snapshotting no directory.
         import pathspec
 
         object.__setattr__(self, "_spec", pathspec.GitIgnoreSpec.from_lines(self.ignore))
