@@ -3,7 +3,11 @@ exports what the other packages and users import from it (its modules are privat
 
 from __future__ import annotations
 
+import ast
 import importlib
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -225,3 +229,94 @@ def test_the_pydantic_ai_api_is_pinned() -> None:
 def test_a_package_exports_only_names_it_has(package: str) -> None:
     module = importlib.import_module(package)
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
+
+
+#: What ``import savegame`` must not load: the public names' modules are imported when a
+#: name is first read (PEP 562), so a script, ``savegame --help`` or a tool that only reads
+#: ``__version__`` pays for none of them.
+HEAVY = [
+    "savegame.agent",
+    "savegame.codec",
+    "savegame.effects",
+    "savegame.inspect",
+    "savegame.maintenance",
+    "savegame.runtime",
+    "savegame.stores",
+    "asyncio",
+    "croniter",
+    "cryptography",
+    "sqlite3",
+    "stamina",
+]
+
+
+def _fresh(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return done.stdout
+
+
+def test_import_savegame_loads_none_of_its_packages() -> None:
+    loaded = _fresh(
+        "import sys, savegame\n"
+        f"print(sorted(set({HEAVY!r}) & set(sys.modules)))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('savegame')))"
+    ).splitlines()
+    assert loaded == ["[]", "['savegame']"]
+
+
+def test_every_exported_name_resolves_in_a_fresh_process() -> None:
+    """Each name read first, alone, in its own interpreter would be too slow; one process
+    reading them all in order still finds every one through the lazy table."""
+    out = _fresh(
+        "import savegame\n"
+        "missing = [n for n in savegame.__all__ if getattr(savegame, n, None) is None]\n"
+        "print(missing, sorted(set(savegame.__all__) - set(dir(savegame))))"
+    )
+    assert out == "[] []\n"
+
+
+def test_a_lazy_name_is_the_object_its_module_defines() -> None:
+    from savegame.runtime import Workflow
+    from savegame.stores.schedules import ScheduleRecord
+
+    assert savegame.Workflow is Workflow
+    assert savegame.Schedule is ScheduleRecord
+    with pytest.raises(AttributeError, match="Wrkflow"):
+        savegame.Wrkflow  # type: ignore[attr-defined]  # noqa: B018
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """Exported name -> module, as the ``if TYPE_CHECKING:`` imports of the package give
+    them to mypy and IDEs."""
+    tree = ast.parse(Path(savegame.__file__).read_text())
+    guard = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
+    return {
+        alias.asname or alias.name: node.module or ""
+        for node in guard.body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("savegame")
+        for alias in node.names
+    }
+
+
+def test_the_lazy_table_is_what_type_checkers_see() -> None:
+    """Two lists of the same imports, one for run time, one for mypy: they must not drift."""
+    seen = _type_checking_imports()
+    assert seen == savegame._MODULE_OF
+    assert sorted(seen) == sorted(n for n in savegame.__all__ if n != "__version__")
+
+
+def test_a_script_does_not_pay_for_features_it_does_not_use() -> None:
+    """What ``from savegame import Workflow, run`` leaves out: a schedule's cron parser, the
+    retry schedule, a workspace's ignore patterns and encryption, imported when used."""
+    code = (
+        "import sys\n"
+        "from savegame import Workflow, run\n"
+        "print(sorted({'croniter', 'stamina', 'pathspec', 'cryptography'} & set(sys.modules)))"
+    )
+    assert _fresh(code) == "[]\n"

@@ -16,147 +16,307 @@ continues exactly where it stopped.
     result = run(wf, {}, store="sqlite:///savegame.db")
 """
 
-from savegame.agent import (
-    Agent,
-    ChatModel,
-    ContextPolicy,
-    KeepLast,
-    ModelResponse,
-    Prompt,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-)
-from savegame.codec import register
-from savegame.codec.crypto import Keyring
-from savegame.codec.storage import StorageConfig
-from savegame.effects import Backoff, PendingInterrupt, Tool, tool
-from savegame.errors import (
-    ApprovalRejected,
-    CheckpointWriteError,
-    ChildRunError,
-    CompensationError,
-    ConfigurationError,
-    ConflictError,
-    CorruptRecordError,
-    DamagedExportError,
-    EffectSettledError,
-    EncryptionKeyError,
-    InDoubtEffectError,
-    LeaseHeldError,
-    LeaseLostError,
-    MissingBlobsError,
-    ModelError,
-    ModelRequestError,
-    ModelTransientError,
-    NonDeterminismError,
-    NotFoundError,
-    RunExistsError,
-    RunStateError,
-    SavegameError,
-    SerializationError,
-    StateVersionError,
-    StepError,
-    StoreNotFoundError,
-    ThreadBusyError,
-    TimedOutError,
-    UnauthenticatedRecordError,
-    UnencryptedRecordError,
-    WaitTimedOutError,
-    WorkspaceError,
-)
-from savegame.inspect import (
-    Change,
-    ChangeKind,
-    ModelCallRecord,
-    ModelUsage,
-    RunModelUsage,
-    RunNode,
-    StateDiff,
-    Tree,
-    diff,
-    get_checkpoint,
-    get_run,
-    history,
-    list_runs,
-    list_threads,
-    model_calls,
-    model_usage,
-    tree,
-)
-from savegame.maintenance import (
-    PrunePlan,
-    RekeyReport,
-    RetentionPolicy,
-    StoreReport,
-    TransferReport,
-    VerifyReport,
-    export_run,
-    import_run,
-    prune,
-    rekey,
-    stats,
-    verify,
-)
-from savegame.model import (
-    Checkpoint,
-    CheckpointHeader,
-    EffectKind,
-    EffectStatus,
-    Lease,
-    RunInfo,
-    RunResult,
-    RunStatus,
-    Usage,
-)
-from savegame.runtime import (
-    END,
-    CheckpointPolicy,
-    ChildRun,
-    Decision,
-    Effect,
-    ForkPlan,
-    ForkResult,
-    Observer,
-    RestoredWorkspace,
-    Sent,
-    StepContext,
-    Worker,
-    Workflow,
-    Workspace,
-    approve,
-    aresume,
-    arun,
-    cancel,
-    compensate,
-    declare_queue,
-    fire_schedules,
-    fork,
-    get_schedule,
-    list_effects,
-    list_queues,
-    list_schedules,
-    pause_schedule,
-    pending_interrupts,
-    plan_fork,
-    reject,
-    remove_schedule,
-    resolve,
-    restore_workspace,
-    resume,
-    resume_schedule,
-    run,
-    schedule,
-    send,
-    submit,
-    supply,
-)
-from savegame.secrets import Secret
-from savegame.stores import MemoryStore, Queue, QueueStats, SqliteStore, Store, open_store
-from savegame.stores.schedules import Missed
-from savegame.stores.schedules import ScheduleRecord as Schedule
+from __future__ import annotations
+
+import importlib
+
+# typing itself takes longer to import than the rest of this module (~10 ms): type checkers
+# read a name TYPE_CHECKING as true, whatever it is bound to.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from savegame.agent import (
+        Agent,
+        ChatModel,
+        ContextPolicy,
+        KeepLast,
+        ModelResponse,
+        Prompt,
+        ScriptedModel,
+        ToolCall,
+        ToolSpec,
+    )
+    from savegame.codec import register
+    from savegame.codec.crypto import Keyring
+    from savegame.codec.storage import StorageConfig
+    from savegame.effects import Backoff, PendingInterrupt, Tool, tool
+    from savegame.errors import (
+        ApprovalRejected,
+        CheckpointWriteError,
+        ChildRunError,
+        CompensationError,
+        ConfigurationError,
+        ConflictError,
+        CorruptRecordError,
+        DamagedExportError,
+        EffectSettledError,
+        EncryptionKeyError,
+        InDoubtEffectError,
+        LeaseHeldError,
+        LeaseLostError,
+        MissingBlobsError,
+        ModelError,
+        ModelRequestError,
+        ModelTransientError,
+        NonDeterminismError,
+        NotFoundError,
+        RunExistsError,
+        RunStateError,
+        SavegameError,
+        SerializationError,
+        StateVersionError,
+        StepError,
+        StoreNotFoundError,
+        ThreadBusyError,
+        TimedOutError,
+        UnauthenticatedRecordError,
+        UnencryptedRecordError,
+        WaitTimedOutError,
+        WorkspaceError,
+    )
+    from savegame.inspect import (
+        Change,
+        ChangeKind,
+        ModelCallRecord,
+        ModelUsage,
+        RunModelUsage,
+        RunNode,
+        StateDiff,
+        Tree,
+        diff,
+        get_checkpoint,
+        get_run,
+        history,
+        list_runs,
+        list_threads,
+        model_calls,
+        model_usage,
+        tree,
+    )
+    from savegame.maintenance import (
+        PrunePlan,
+        RekeyReport,
+        RetentionPolicy,
+        StoreReport,
+        TransferReport,
+        VerifyReport,
+        export_run,
+        import_run,
+        prune,
+        rekey,
+        stats,
+        verify,
+    )
+    from savegame.model import (
+        Checkpoint,
+        CheckpointHeader,
+        EffectKind,
+        EffectStatus,
+        Lease,
+        RunInfo,
+        RunResult,
+        RunStatus,
+        Usage,
+    )
+    from savegame.runtime import (
+        END,
+        CheckpointPolicy,
+        ChildRun,
+        Decision,
+        Effect,
+        ForkPlan,
+        ForkResult,
+        Observer,
+        RestoredWorkspace,
+        Sent,
+        StepContext,
+        Worker,
+        Workflow,
+        Workspace,
+        approve,
+        aresume,
+        arun,
+        cancel,
+        compensate,
+        declare_queue,
+        fire_schedules,
+        fork,
+        get_schedule,
+        list_effects,
+        list_queues,
+        list_schedules,
+        pause_schedule,
+        pending_interrupts,
+        plan_fork,
+        reject,
+        remove_schedule,
+        resolve,
+        restore_workspace,
+        resume,
+        resume_schedule,
+        run,
+        schedule,
+        send,
+        submit,
+        supply,
+    )
+    from savegame.secrets import Secret
+    from savegame.stores import MemoryStore, Queue, QueueStats, SqliteStore, Store, open_store
+    from savegame.stores.schedules import Missed
+    from savegame.stores.schedules import ScheduleRecord as Schedule
 
 __version__ = "0.1.0"
+
+#: Where each exported name lives, by module. ``import savegame`` imports none of them:
+#: a name's module is imported the first time the name is read (PEP 562), so a script
+#: pays for the runtime, the stores and the codec (and croniter, cryptography, sqlite3
+#: behind them) only when it uses them, and ``savegame --help`` not at all. The
+#: ``TYPE_CHECKING`` imports above are the same table for mypy and IDEs; a test keeps the
+#: two equal.
+_NAMES: dict[str, tuple[str, ...]] = {
+    "savegame.agent": (
+        "Agent",
+        "ChatModel",
+        "ContextPolicy",
+        "KeepLast",
+        "ModelResponse",
+        "Prompt",
+        "ScriptedModel",
+        "ToolCall",
+        "ToolSpec",
+    ),
+    "savegame.codec": ("register",),
+    "savegame.codec.crypto": ("Keyring",),
+    "savegame.codec.storage": ("StorageConfig",),
+    "savegame.effects": ("Backoff", "PendingInterrupt", "Tool", "tool"),
+    "savegame.errors": (
+        "ApprovalRejected",
+        "CheckpointWriteError",
+        "ChildRunError",
+        "CompensationError",
+        "ConfigurationError",
+        "ConflictError",
+        "CorruptRecordError",
+        "DamagedExportError",
+        "EffectSettledError",
+        "EncryptionKeyError",
+        "InDoubtEffectError",
+        "LeaseHeldError",
+        "LeaseLostError",
+        "MissingBlobsError",
+        "ModelError",
+        "ModelRequestError",
+        "ModelTransientError",
+        "NonDeterminismError",
+        "NotFoundError",
+        "RunExistsError",
+        "RunStateError",
+        "SavegameError",
+        "SerializationError",
+        "StateVersionError",
+        "StepError",
+        "StoreNotFoundError",
+        "ThreadBusyError",
+        "TimedOutError",
+        "UnauthenticatedRecordError",
+        "UnencryptedRecordError",
+        "WaitTimedOutError",
+        "WorkspaceError",
+    ),
+    "savegame.inspect": (
+        "Change",
+        "ChangeKind",
+        "ModelCallRecord",
+        "ModelUsage",
+        "RunModelUsage",
+        "RunNode",
+        "StateDiff",
+        "Tree",
+        "diff",
+        "get_checkpoint",
+        "get_run",
+        "history",
+        "list_runs",
+        "list_threads",
+        "model_calls",
+        "model_usage",
+        "tree",
+    ),
+    "savegame.maintenance": (
+        "PrunePlan",
+        "RekeyReport",
+        "RetentionPolicy",
+        "StoreReport",
+        "TransferReport",
+        "VerifyReport",
+        "export_run",
+        "import_run",
+        "prune",
+        "rekey",
+        "stats",
+        "verify",
+    ),
+    "savegame.model": (
+        "Checkpoint",
+        "CheckpointHeader",
+        "EffectKind",
+        "EffectStatus",
+        "Lease",
+        "RunInfo",
+        "RunResult",
+        "RunStatus",
+        "Usage",
+    ),
+    "savegame.runtime": (
+        "END",
+        "CheckpointPolicy",
+        "ChildRun",
+        "Decision",
+        "Effect",
+        "ForkPlan",
+        "ForkResult",
+        "Observer",
+        "RestoredWorkspace",
+        "Sent",
+        "StepContext",
+        "Worker",
+        "Workflow",
+        "Workspace",
+        "approve",
+        "aresume",
+        "arun",
+        "cancel",
+        "compensate",
+        "declare_queue",
+        "fire_schedules",
+        "fork",
+        "get_schedule",
+        "list_effects",
+        "list_queues",
+        "list_schedules",
+        "pause_schedule",
+        "pending_interrupts",
+        "plan_fork",
+        "reject",
+        "remove_schedule",
+        "resolve",
+        "restore_workspace",
+        "resume",
+        "resume_schedule",
+        "run",
+        "schedule",
+        "send",
+        "submit",
+        "supply",
+    ),
+    "savegame.secrets": ("Secret",),
+    "savegame.stores": ("MemoryStore", "Queue", "QueueStats", "SqliteStore", "Store", "open_store"),
+    "savegame.stores.schedules": ("Missed", "Schedule"),
+}
+#: Exported under another name than its module gives it.
+_RENAMED = {"Schedule": "ScheduleRecord"}
+_MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
 
 __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by a test
     # Workflows and runs
@@ -310,3 +470,19 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     # The version
     "__version__",
 ]
+
+
+# Only at run time: mypy reads the TYPE_CHECKING imports, and a module __getattr__ it could
+# see would type every misspelt ``savegame.X`` as Any instead of an error.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module 'savegame' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+        globals()[name] = value  # read once: later reads are a plain global
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

@@ -1,52 +1,151 @@
-"""The commands. Each one parses, calls one public savegame function, renders."""
+"""The root command, and where each command lives: a module imported only when it runs.
+
+Each command parses, calls one public savegame function, renders; each ``*_cmds``
+module adds its commands with ``register(app)``. Importing them all costs more than
+the rest of ``savegame --help`` together (the runtime, the stores, the codec, rich's
+tables: ~250 ms), so the root lists :data:`COMMANDS` (names and one-line help) without
+importing one, and ``savegame CMD ...`` imports CMD's module alone.
+"""
 
 from __future__ import annotations
 
-import sys
+import importlib
+import inspect
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
-import savegame
-from savegame.cli import (
-    control_cmds,
-    diff_cmds,
-    events_cmds,
-    export_cmds,
-    fleet_cmds,
-    jsonview,
-    langgraph_view,
-    migrate_cmds,
-    models_cmds,
-    queue_cmds,
-    render,
-    schedule_cmds,
-    storage_cmds,
-    time_cmds,
-    time_view,
-    ui_cmds,
-)
-from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
-from savegame.cli.errors import Group, UsageError
-from savegame.cli.options import (
-    MAX_ROWS,
-    DebugOption,
-    InputOption,
-    JsonOption,
-    LangGraphThreadOption,
-    LimitOption,
-    OnExistsOption,
-    OnThreadBusyOption,
-    RunIdOption,
-    StoreOption,
-    ThreadOption,
-)
-from savegame.cli.starting import starting
-from savegame.integrations import langgraph
-from savegame.model import RunStatus
+from savegame.cli.errors import Group
+
+#: Module (in ``savegame.cli``) -> the commands its ``register(app)`` adds, each with its
+#: one-line help as ``savegame --help`` lists it: the first paragraph of the command's
+#: docstring (a command group's ``help=``). In the order the root's help lists them;
+#: tests/cli/test_startup.py keeps this table equal to the modules.
+COMMANDS: dict[str, dict[str, str]] = {
+    "run_cmds": {
+        "run": "Start a run of a workflow (or continue the one --run-id names) and drive it to its end.",
+        "resume": "Continue a run from its latest checkpoint (or an earlier one), in this process.",
+    },
+    "inspect_cmds": {
+        "runs": "List runs, newest first; a LangGraph thread's runs (one per namespace) as LangGraph sees them.",
+        "history": "List a run's checkpoints, newest first; a checkpoint other runs started from shows them.",
+        "show": "Show one checkpoint with its full state.",
+    },
+    "demo_cmds": {
+        "demo": "Pause an agent for approval, SIGKILL it mid-refund, resume it, prove nothing happened twice.",
+    },
+    "control_cmds": {
+        "effects": "Show a run's journal: every tool call, model call, approval and compensation, oldest first.",
+        "resolve": "Settle an in-doubt write call after checking the outside world; then `savegame resume` it.",
+        "approvals": "List approvals and interrupts waiting for a person, across runs, oldest first.",
+        "approve": "Approve a gated tool call (optionally with edited arguments), then continue the run here.",
+        "reject": "Reject a gated tool call, then continue the run here (its step gets ApprovalRejected).",
+        "cancel": "Stop a run: a live one at its next step boundary, a waiting or failed one at once.",
+        "compensate": "Undo a run's completed writes that declared a compensation, newest first, exactly once.",
+    },
+    "events_cmds": {
+        "send": "Send an event to a run: its `ctx.wait_for(TOPIC)` returns the value, once.",
+    },
+    "storage_cmds": {
+        "verify": "Check every checkpoint, blob and journal entry; list damaged records by id.",
+        "prune": "Delete old checkpoints and finished runs; what a kept checkpoint needs to load stays.",
+        "stats": "Show the store's size, then its largest runs.",
+        "rekey": "Re-encrypt every payload, blob, journal entry and run row under the active key.",
+        "keygen": "Print a new random key as kid:base64key, the form $SAVEGAME_KEYS takes.",
+    },
+    "fleet_cmds": {
+        "submit": "Queue a run for the worker fleet instead of running it here; print its id.",
+        "worker": "Claim queued and orphaned runs and execute them, until SIGTERM or Ctrl-C.",
+    },
+    "diff_cmds": {
+        "diff": "Show what changed in the state from A to B: paths added, removed, changed; lists that grew.",
+    },
+    "export_cmds": {
+        "export": "Write a run (or a thread) to one file: rows, checkpoints, journal, blobs, as stored.",
+        "import": "Load an export file into a store; nothing is written unless the whole file checks.",
+    },
+    "time_cmds": {
+        "tree": "Draw a thread's runs as a tree: which run each one forked from or continued, and where.",
+        "fork": "Start a new run of the thread from a checkpoint, optionally edited, replayed against the journal.",
+    },
+    "models_cmds": {
+        "models": "Show a run's model calls, oldest first, with tokens and cost, and the totals per model.",
+    },
+    "ui_cmds": {
+        "ui": "Serve a local web UI: runs, timelines, states and diffs, the journal, approvals.",
+    },
+    "queue_cmds": {
+        "queues": "Queues for the worker fleet: their limits, depth and running counts.",
+    },
+    "migrate_cmds": {
+        "migrate": "Move data from other checkpointers into a savegame store.",
+    },
+    "schedule_cmds": {
+        "schedule": "Start a workflow at each occurrence of a cron expression, on the worker fleet.",
+    },
+}
+
+DebugOption = Annotated[
+    bool,
+    typer.Option(
+        "--debug",
+        envvar="SAVEGAME_DEBUG",
+        help="Show the full traceback when a command fails.",
+    ),
+]
+
+
+def load(module: str) -> dict[str, Any]:
+    """The commands ``savegame.cli.<module>`` adds, built by typer as the root would."""
+    here = typer.Typer()
+    importlib.import_module(f"savegame.cli.{module}").register(here)
+    return dict(typer.main.get_group(here).commands)
+
+
+class _Unloaded(TyperCommand):
+    """A command whose module is not imported yet: its name and help, for the root's list."""
+
+    def __init__(self, name: str, module: str, help_text: str) -> None:
+        super().__init__(name, help=help_text)
+        self.module = module
+
+
+class Commands(Group):
+    """The root group: every command of :data:`COMMANDS`, each one's module imported when
+    the command is looked up (to run, or to show its own ``--help``)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        # In self.commands too: typer's "did you mean" reads the names from there.
+        for module, commands in COMMANDS.items():
+            for name, help_text in commands.items():
+                self.commands.setdefault(name, _Unloaded(name, module, help_text))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = self.commands.get(cmd_name)
+        if isinstance(command, _Unloaded):
+            self.commands.update(load(command.module))
+        return super().get_command(ctx, cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from savegame.cli import root_help  # rich's parts, for this help only
+
+        listed = (
+            (name, _first(command.short_help or command.help))
+            for name, command in self.commands.items()
+            if not command.hidden
+        )
+        root_help.print_help(self, ctx, listed)
+
+
+def _first(help_text: str | None) -> str:
+    # What typer lists for a command: the first paragraph of its help.
+    return inspect.cleandoc(help_text or "").split("\n\n")[0].strip()
+
 
 app = typer.Typer(
-    cls=Group,
+    cls=Commands,
     name="savegame",
     help="Durable execution for AI agents: run, resume and inspect checkpointed runs.",
     no_args_is_help=True,
@@ -59,263 +158,3 @@ app = typer.Typer(
 def _root(debug: DebugOption = False) -> None:
     """Durable execution for AI agents: run, resume and inspect checkpointed runs."""
     # --debug is read by Group.invoke from the parsed parameters.
-
-
-def _parse_status(text: str | None) -> RunStatus | None:
-    if text is None:
-        return None
-    try:
-        return RunStatus(text)
-    except ValueError:
-        choices = ", ".join(s.value for s in RunStatus)
-        raise UsageError(f"unknown status {text!r} (one of: {choices})") from None
-
-
-@app.command("run")
-def run_command(
-    workflow: Annotated[
-        str,
-        typer.Argument(
-            metavar="MODULE:ATTR", help="The workflow or agent: module:attr or path/file.py:attr."
-        ),
-    ],
-    input_json: InputOption = None,
-    thread: ThreadOption = None,
-    run_id: RunIdOption = None,
-    on_exists: OnExistsOption = "continue",
-    on_thread_busy: OnThreadBusyOption = "reject",
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Start a run of a workflow (or continue the one --run-id names) and drive it to its end."""
-    state = parse_input(input_json)
-    target = load_workflow(workflow)
-    res = savegame.run(
-        target,
-        state,
-        thread_id=thread,
-        run_id=run_id,
-        store=store,
-        observer=starting(progress(as_json), as_json),
-        on_exists=on_exists,
-        on_thread_busy=on_thread_busy,
-    )
-    finish(res, as_json=as_json, verb="ended", store=store)
-
-
-@app.command("resume")
-def resume_command(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to continue.")],
-    value: Annotated[
-        str | None,
-        typer.Option(
-            "--value", metavar="JSON", help="The answer to the run's pending interrupt, as JSON."
-        ),
-    ] = None,
-    interrupt: Annotated[
-        str | None,
-        typer.Option("--interrupt", metavar="ID", help="Which pending interrupt --value answers."),
-    ] = None,
-    from_checkpoint: Annotated[
-        str | None,
-        typer.Option(
-            "--from",
-            metavar="CHECKPOINT_ID",
-            help="Continue from this checkpoint of the run instead of its latest "
-            "(e.g. when `savegame verify` finds the latest damaged; see `savegame history`).",
-        ),
-    ] = None,
-    wait: Annotated[
-        bool,
-        typer.Option(
-            "--wait",
-            help="A run waiting for a timer, an event or child runs: wait here until it is "
-            "woken (and whenever it waits again) instead of refusing.",
-        ),
-    ] = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Continue a run from its latest checkpoint (or an earlier one), in this process."""
-    options: dict[str, Any] = {}
-    if value is not None:
-        options = {"value": parse_json(value, "--value"), "interrupt_id": interrupt}
-    elif interrupt is not None:
-        raise UsageError("--interrupt names the interrupt that --value answers: give --value too")
-    res = savegame.resume(
-        run_id,
-        store=store,
-        observer=progress(as_json),
-        from_checkpoint=from_checkpoint,
-        wait=wait,
-        **options,
-    )
-    finish(res, as_json=as_json, verb="resumed and ended", store=store)
-
-
-@app.command("runs")
-def runs_command(
-    thread: Annotated[
-        str | None, typer.Option("--thread", metavar="THREAD", help="Only runs of this thread.")
-    ] = None,
-    status: Annotated[
-        str | None,
-        typer.Option(
-            "--status",
-            metavar="STATUS",
-            help="Only runs with this status (running, completed, ...).",
-        ),
-    ] = None,
-    limit: LimitOption = 50,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """List runs, newest first; a LangGraph thread's runs (one per namespace) as LangGraph sees them."""
-    items = savegame.list_runs(
-        thread_id=thread, status=_parse_status(status), limit=limit, store=store
-    )
-    heads = langgraph.line_heads(items, store=store)
-    if as_json:
-        jsonview.emit_many(
-            langgraph_view.run_json(info, heads[info.run_id])
-            if info.run_id in heads
-            else jsonview.run(info)
-            for info in items
-        )
-    elif heads:
-        langgraph_view.runs(render.console(), items, heads)
-    else:
-        render.runs(render.console(), items)
-
-
-@app.command("history")
-def history_command(
-    run_id: Annotated[
-        str,
-        typer.Argument(
-            metavar="RUN_ID|THREAD", help="A run, or a LangGraph thread (its root namespace)."
-        ),
-    ],
-    limit: Annotated[
-        int | None,
-        typer.Option("--limit", min=1, max=MAX_ROWS, help="Show at most this many checkpoints."),
-    ] = None,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """List a run's checkpoints, newest first; a checkpoint other runs started from shows them.
-
-    A LangGraph run (or thread) lists LangGraph's checkpoint ids, steps and next nodes.
-    """
-    found = langgraph.line_history(run_id, limit=limit, store=store)
-    if found is not None:
-        line, rows = found
-        if as_json:
-            jsonview.emit(langgraph_view.history_json(rows))
-        else:
-            langgraph_view.history(render.console(), line, rows)
-        return
-    items = savegame.history(run_id, limit=limit, store=store)
-    # Forks are marked where they left: the runs started from each checkpoint.
-    lineage = savegame.tree(run_id, store=store)
-    forks = {cp: [n.run_id for n in nodes] for cp, nodes in lineage.forks_at(run_id).items()}
-    if as_json:
-        jsonview.emit_many(
-            {**jsonview.header(h), "forks": forks.get(h.checkpoint_id, [])} for h in items
-        )
-    else:
-        out = render.console()
-        render.history(out, run_id, items, forks)
-        time_view.kin(out, lineage.node(run_id))
-
-
-@app.command("show")
-def show_command(
-    ident: Annotated[
-        str,
-        typer.Argument(
-            metavar="RUN_ID|CHECKPOINT_ID",
-            help="A checkpoint, or a run (its latest checkpoint); a LangGraph thread, "
-            "or a LangGraph checkpoint id.",
-        ),
-    ],
-    thread: LangGraphThreadOption = None,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Show one checkpoint with its full state.
-
-    A LangGraph checkpoint shows its channels, next nodes and pending writes.
-    """
-    found = langgraph.find_checkpoint(ident, thread=thread, store=store)
-    if found is not None:
-        if as_json:
-            jsonview.emit(langgraph_view.checkpoint_json(found))
-        else:
-            langgraph_view.checkpoint(render.console(), found)
-        return
-    cp = savegame.get_checkpoint(ident, store=store)
-    if as_json:
-        jsonview.emit(jsonview.checkpoint(cp))
-    else:
-        render.checkpoint(render.console(), cp)
-
-
-@app.command("demo")
-def demo_command(
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            metavar="URL",
-            show_default=False,
-            help="Store for the demo's runs (default: a fresh SQLite file in a temporary folder).",
-        ),
-    ] = None,
-    keep: Annotated[
-        bool,
-        typer.Option(
-            "--keep/--no-keep",
-            show_default=False,
-            help="Keep the demo's store and files, and print where they are (the default), "
-            "or delete them at the end.",
-        ),
-    ] = True,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Approve the refund without asking.")
-    ] = False,
-) -> None:
-    """Pause an agent for approval, SIGKILL it mid-refund, resume it, prove nothing happened twice.
-
-    Asks for the approval at the terminal; approves by itself with --yes or when
-    no terminal is attached.
-    """
-    from savegame.cli import demo_view
-    from savegame.demo import run_demo
-
-    out = render.console()
-    interactive = not yes and sys.stdin.isatty()
-    report = run_demo(
-        store=store,
-        keep=keep,
-        on_event=demo_view.live(out),
-        ask=demo_view.ask if interactive else None,
-        auto="--yes" if yes else "no terminal attached",
-    )
-    demo_view.report(out, report)
-    if not report.verdict:
-        raise typer.Exit(1)
-
-
-control_cmds.register(app)
-events_cmds.register(app)
-storage_cmds.register(app)
-fleet_cmds.register(app)
-queue_cmds.register(app)
-diff_cmds.register(app)
-export_cmds.register(app)
-time_cmds.register(app)
-migrate_cmds.register(app)
-models_cmds.register(app)
-ui_cmds.register(app)
-schedule_cmds.register(app)

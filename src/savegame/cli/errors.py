@@ -43,15 +43,14 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import typer
 from typer.core import TyperGroup
 
-from savegame.cli.options import without_flag_types
 from savegame.errors import (
     ApprovalRejected,
     CompensationError,
@@ -185,6 +184,22 @@ def warnings_to_stderr(as_json: bool) -> Iterator[None]:
     finally:
         for logger in loggers:
             logger.removeHandler(handler)
+
+
+P = TypeVar("P", bound=Sequence[Any])
+
+
+def without_flag_types(params: P) -> P:
+    """Flags (``--json``, ``--done/--not-done``, ``--help``) take no value, so their help
+    shows no type: typer would print ``<bool>`` beside each, as if one were expected.
+
+    Applied to every command's options by the root group (:class:`Group`), so
+    a flag declared anywhere needs nothing of its own.
+    """
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""  # what the help shows in the value's place
+    return params
 
 
 _JSON = "savegame.json"

@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 import typer
 
 from savegame.runtime import OnExists, OnThreadBusy
-
-P = TypeVar("P", bound=Sequence[Any])
-
-
-def without_flag_types(params: P) -> P:
-    """Flags (``--json``, ``--done/--not-done``, ``--help``) take no value, so their help
-    shows no type: typer would print ``<bool>`` beside each, as if one were expected.
-
-    Applied to every command's options by the root group (``cli.errors.Group``), so
-    a flag declared anywhere needs nothing of its own.
-    """
-    for param in params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""  # what the help shows in the value's place
-    return params
-
 
 StoreOption = Annotated[
     str | None,
@@ -57,15 +40,6 @@ LangGraphThreadOption = Annotated[
 LimitOption = Annotated[
     int,
     typer.Option("--limit", min=1, max=MAX_ROWS, help="Show at most this many rows."),
-]
-
-DebugOption = Annotated[
-    bool,
-    typer.Option(
-        "--debug",
-        envvar="SAVEGAME_DEBUG",
-        help="Show the full traceback when a command fails.",
-    ),
 ]
 
 InputOption = Annotated[

@@ -16,11 +16,12 @@ import sys
 import threading
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import stamina
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from savegame.errors import ConfigurationError, ModelTransientError, SavegameError, TimedOutError
+
+if TYPE_CHECKING:
+    import stamina
 
 T = TypeVar("T")
 RetryOn = tuple[type[Exception], ...]
@@ -126,6 +127,10 @@ def attempts(
     """stamina's attempts (``with attempt: ...``) left after ``done``; a failed one is
     tried again while ``may_retry(error)`` (a float: after that many seconds); the last
     error is raised as it came."""
+    # Imported by the first retry: stamina and tenacity cost ~12 ms to import, paid
+    # otherwise by every process that loads the runtime, most of them retrying nothing.
+    import stamina
+
     return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))
 
 
@@ -133,6 +138,8 @@ def aattempts(
     retries: int, backoff: Backoff, done: int, may_retry: Callable[[Exception], bool | float]
 ) -> AsyncIterable[stamina.Attempt]:
     """Async twin of :func:`attempts` (``async for``; the waits are ``asyncio.sleep``)."""
+    import stamina  # see attempts
+
     return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))
 
 

@@ -24,14 +24,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from savegame.codec import blob_digest
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import ConfigurationError, WorkspaceError
 from savegame.model import WORKSPACE_KEY, StoredFile
+
+if TYPE_CHECKING:
+    import pathspec
 
 #: The default size limit of a workspace snapshot: what one checkpoint may refer to.
 MAX_BYTES = 512 * 1024 * 1024
@@ -64,6 +65,10 @@ class Workspace:
         if self.max_bytes < 0:
             raise ConfigurationError("workspace max_bytes must be >= 0")
         object.__setattr__(self, "ignore", tuple(self.ignore))
+        # Imported by the first Workspace: pathspec costs ~12 ms to import, paid otherwise
+        # by every process that loads the runtime, most of them snapshotting no directory.
+        import pathspec
+
         object.__setattr__(self, "_spec", pathspec.GitIgnoreSpec.from_lines(self.ignore))
 
     @property

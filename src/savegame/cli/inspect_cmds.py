@@ -1,0 +1,145 @@
+"""Reading a store: ``savegame runs``, ``savegame history``, ``savegame show``.
+
+A LangGraph thread's runs and checkpoints (``savegame migrate langgraph``, or
+SavegameSaver) are shown as LangGraph names them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+import savegame
+from savegame.cli import jsonview, langgraph_view, render, time_view
+from savegame.cli.errors import UsageError
+from savegame.cli.options import (
+    MAX_ROWS,
+    JsonOption,
+    LangGraphThreadOption,
+    LimitOption,
+    StoreOption,
+)
+from savegame.integrations import langgraph
+from savegame.model import RunStatus
+
+
+def _parse_status(text: str | None) -> RunStatus | None:
+    if text is None:
+        return None
+    try:
+        return RunStatus(text)
+    except ValueError:
+        choices = ", ".join(s.value for s in RunStatus)
+        raise UsageError(f"unknown status {text!r} (one of: {choices})") from None
+
+
+def runs_command(
+    thread: Annotated[
+        str | None, typer.Option("--thread", metavar="THREAD", help="Only runs of this thread.")
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            metavar="STATUS",
+            help="Only runs with this status (running, completed, ...).",
+        ),
+    ] = None,
+    limit: LimitOption = 50,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest first; a LangGraph thread's runs (one per namespace) as LangGraph sees them."""
+    items = savegame.list_runs(
+        thread_id=thread, status=_parse_status(status), limit=limit, store=store
+    )
+    heads = langgraph.line_heads(items, store=store)
+    if as_json:
+        jsonview.emit_many(
+            langgraph_view.run_json(info, heads[info.run_id])
+            if info.run_id in heads
+            else jsonview.run(info)
+            for info in items
+        )
+    elif heads:
+        langgraph_view.runs(render.console(), items, heads)
+    else:
+        render.runs(render.console(), items)
+
+
+def history_command(
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_ID|THREAD", help="A run, or a LangGraph thread (its root namespace)."
+        ),
+    ],
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, max=MAX_ROWS, help="Show at most this many checkpoints."),
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a run's checkpoints, newest first; a checkpoint other runs started from shows them.
+
+    A LangGraph run (or thread) lists LangGraph's checkpoint ids, steps and next nodes.
+    """
+    found = langgraph.line_history(run_id, limit=limit, store=store)
+    if found is not None:
+        line, rows = found
+        if as_json:
+            jsonview.emit(langgraph_view.history_json(rows))
+        else:
+            langgraph_view.history(render.console(), line, rows)
+        return
+    items = savegame.history(run_id, limit=limit, store=store)
+    # Forks are marked where they left: the runs started from each checkpoint.
+    lineage = savegame.tree(run_id, store=store)
+    forks = {cp: [n.run_id for n in nodes] for cp, nodes in lineage.forks_at(run_id).items()}
+    if as_json:
+        jsonview.emit_many(
+            {**jsonview.header(h), "forks": forks.get(h.checkpoint_id, [])} for h in items
+        )
+    else:
+        out = render.console()
+        render.history(out, run_id, items, forks)
+        time_view.kin(out, lineage.node(run_id))
+
+
+def show_command(
+    ident: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_ID|CHECKPOINT_ID",
+            help="A checkpoint, or a run (its latest checkpoint); a LangGraph thread, "
+            "or a LangGraph checkpoint id.",
+        ),
+    ],
+    thread: LangGraphThreadOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one checkpoint with its full state.
+
+    A LangGraph checkpoint shows its channels, next nodes and pending writes.
+    """
+    found = langgraph.find_checkpoint(ident, thread=thread, store=store)
+    if found is not None:
+        if as_json:
+            jsonview.emit(langgraph_view.checkpoint_json(found))
+        else:
+            langgraph_view.checkpoint(render.console(), found)
+        return
+    cp = savegame.get_checkpoint(ident, store=store)
+    if as_json:
+        jsonview.emit(jsonview.checkpoint(cp))
+    else:
+        render.checkpoint(render.console(), cp)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runs")(runs_command)
+    app.command("history")(history_command)
+    app.command("show")(show_command)
