@@ -7,6 +7,7 @@ once) until the others have queued behind it, so they must go in one transaction
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -223,4 +224,17 @@ def test_handles_of_one_url_share_a_committer_and_others_do_not(tmp_path: Path) 
         assert _commit.group_of(one) is not _commit.group_of(other)
     finally:
         for store in (one, two, other):
+            store.close()
+
+
+def test_a_committer_is_kept_only_while_runs_write_through_it(tmp_path: Path) -> None:
+    # A process that opens store after store (a file per tenant) keeps no idle ones.
+    stores = [savegame.open_store(f"sqlite:///{tmp_path / f't{i}.db'}") for i in range(3)]
+    try:
+        for store in stores:
+            assert savegame.run(counter, {}, store=store).state["n"] == STEPS
+        gc.collect()
+        assert {url for _, url in _commit._committers} & {s.url for s in stores} == set()
+    finally:
+        for store in stores:
             store.close()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
@@ -130,7 +131,12 @@ def _put_one(store: Store, put: Put) -> Written | Exception:
         return exc
 
 
-_committers: dict[tuple[type, str], GroupCommit] = {}
+# Weak: a committer lives while a run writes through it (its Saver holds it), so a
+# process that opens store after store (a file per tenant, a test suite) keeps none
+# of the idle ones. An idle committer holds nothing: a new one is the same.
+_committers: weakref.WeakValueDictionary[tuple[type, str], GroupCommit] = (
+    weakref.WeakValueDictionary()
+)
 _committers_lock = threading.Lock()
 
 
