@@ -52,6 +52,10 @@ CHILD = """
 import json, sys, time
 started = time.perf_counter()
 import savegame
+# savegame's names load lazily: the modules the call needs are imported here, with the
+# import, as LangGraph's child imports its saver, so the load below times the load.
+from savegame import get_checkpoint
+import savegame.stores.sqlite
 imported = time.perf_counter()
 url, run_id, steps, profile = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 if profile:
