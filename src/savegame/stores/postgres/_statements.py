@@ -13,7 +13,7 @@ from typing import Any
 
 from savegame.model import EffectStatus
 from savegame.stores import _common
-from savegame.stores._sql.rows import EFFECT_COLS
+from savegame.stores._sql.rows import EFFECT_COLS, RECORD_COLS
 from savegame.stores._sql.statements import PG_NOW, PostgresDialect, Statements
 
 SQL = Statements(PostgresDialect())
@@ -30,12 +30,45 @@ LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
 
 INSERT_CHECKPOINT = f"{SQL.insert_checkpoint} ON CONFLICT (checkpoint_id) DO NOTHING"
 
+INSERT_CHECKPOINTS = f"""
+    INSERT INTO checkpoints ({RECORD_COLS})
+    SELECT thread_id, run_id, checkpoint_id, parent_id, step, node, status, next, usage::json,
+        metadata::json, created_at, expires_at, format_version, state_version, size, base_id,
+        '{{}}', checksum, payload
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[],
+                %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[],
+                %s::int[], %s::int[], %s::bigint[], %s::text[], %s::text[], %s::bytea[])
+        AS v(thread_id, run_id, checkpoint_id, parent_id, step, node, status, next, usage,
+             metadata, created_at, expires_at, format_version, state_version, size, base_id,
+             checksum, payload)
+    ON CONFLICT (checkpoint_id) DO NOTHING
+"""
+
 # The fenced UPDATE takes the row lock the fence would and checks the token in the
 # same round trip; only a miss asks why (SQL.fence) and moves the head unfenced.
 MOVE_HEAD_FENCED = (
     f"{SQL.move_head} AND (%s::bigint IS NULL OR lease_token = %s) RETURNING cancel_requested"
 )
 MOVE_HEAD = f"{SQL.move_head} RETURNING cancel_requested"
+
+# Group commit's plain puts (no blobs, no waiting, a run once), however many, in two
+# statements: the fenced head moves, then the inserts. A column per parameter, in the
+# order of a put's MOVE_HEAD_FENCED (but wait_topics, empty; the token once) and of RECORD_COLS (but blobs,
+# empty); RETURNING names the rows written, so the store sees which fence held or id
+# was free (it rolls back on any miss). The run ids come twice: ANY() keeps the
+# plan on the primary key however many rows the planner expects unnest to give. wake_at and wait_need stay parameters: a plain
+# put's are NULL and 0, its wait_topics empty.
+MOVE_HEADS = """
+    UPDATE runs SET head_checkpoint_id = v.checkpoint_id, status = v.status, step = v.step,
+        error = v.error, updated_at = v.updated_at, wake_at = v.wake_at, wait_topics = '{}',
+        wait_need = v.wait_need
+    FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[],
+                %s::int[], %s::text[], %s::bigint[])
+        AS v(checkpoint_id, status, step, error, updated_at, wake_at, wait_need, run_id, token)
+    WHERE runs.run_id = ANY(%s::text[]) AND runs.run_id = v.run_id
+      AND (v.token IS NULL OR runs.lease_token = v.token)
+    RETURNING runs.run_id, runs.cancel_requested
+"""
 
 # The oldest runnable run, locked: queued or running, with no owner or an expired
 # lease (expired exactly when acquire_lease would take it over, by the server's
