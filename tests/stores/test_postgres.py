@@ -24,7 +24,7 @@ from savegame.errors import (
     LeaseLostError,
     NotFoundError,
 )
-from savegame.model import EffectKind, Lease, RunStatus, Waiting
+from savegame.model import EffectKind, EffectStatus, Lease, RunStatus, Waiting
 from savegame.stores import open_store
 from savegame.stores.base import Put, Written
 from savegame.testing.builders import (
@@ -516,3 +516,34 @@ def test_the_batch_head_move_reads_the_primary_key(url: str) -> None:
                   [0, 0], ids, [1, 1], ids]  # fmt: skip
         plan = conn.execute("EXPLAIN " + MOVE_HEADS, params)
         assert "runs_pkey" in " ".join(row[0] for row in plan.fetchall())
+
+
+def test_the_batch_journal_keeps_entries_as_one_put_at_a_time_would(url: str) -> None:
+    """UPSERT_EFFECTS follows UPSERT_EFFECT's rule: a pending entry stays, a NOT_DONE one
+    is replaced, a new one goes in. A request id twice in one put fails the statement;
+    written again one by one, the first of the two stays, as put_checkpoint keeps it."""
+    with PostgresStore.from_url(url) as store:
+        (a, a0, la), (b, b0, lb) = _started(store, 2)
+        kept = make_effect(a.run_id, "kept", arguments=b"old")
+        redo = make_effect(a.run_id, "redo", status=EffectStatus.NOT_DONE, arguments=b"old")
+        a1 = next_record(a0)
+        store.put_checkpoint(a1, lease_token=la.token, effects=[kept, redo])
+        again = [
+            make_effect(a.run_id, "kept", arguments=b"new"),
+            make_effect(a.run_id, "redo", arguments=b"new"),
+            make_effect(a.run_id, "fresh", arguments=b"new"),
+        ]
+        twice = [make_effect(b.run_id, "twice", arguments=b"one"),
+                 make_effect(b.run_id, "twice", arguments=b"two")]  # fmt: skip
+        puts = [Put(next_record(a1), la.token, effects=again)]
+        assert store._pipelined([_Sent.of(put) for put in puts]) is not None
+        assert store.get_effect(a.run_id, "kept") == kept
+        assert store.get_effect(a.run_id, "redo") == again[1]
+        assert store.get_effect(a.run_id, "fresh") == again[2]
+        batch = [Put(next_record(b0), lb.token, effects=twice), Put(next_record(a0), la.token)]
+        assert store._pipelined([_Sent.of(put) for put in batch]) is None
+        with pytest.raises(NotFoundError):
+            store.get_effect(b.run_id, "twice")  # the failed statement wrote nothing
+        got = store.put_checkpoints(batch)
+        assert isinstance(got[0], Written)
+        assert store.get_effect(b.run_id, "twice") == twice[0]

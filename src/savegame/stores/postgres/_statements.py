@@ -14,7 +14,7 @@ from typing import Any
 from savegame.model import EffectStatus
 from savegame.stores import _common
 from savegame.stores._sql.rows import EFFECT_COLS, RECORD_COLS
-from savegame.stores._sql.statements import PG_NOW, PostgresDialect, Statements
+from savegame.stores._sql.statements import EFFECT_FIELDS, PG_NOW, PostgresDialect, Statements
 
 SQL = Statements(PostgresDialect())
 
@@ -108,6 +108,23 @@ RENEW_LEASE = f"{SQL.renew_lease} RETURNING lease_owner, lease_expires_at"
 UPSERT_EFFECT = (
     f"{SQL.replace_effect} WHERE effects.status = '{EffectStatus.NOT_DONE.value}'"
     f" RETURNING {EFFECT_COLS}"
+)
+
+# The plain puts' journal entries in one statement, UPSERT_EFFECT's rule (only a
+# NOT_DONE entry is replaced); a request id twice in it fails the statement (ON CONFLICT
+# cannot change a row twice), and the store then writes the batch one put at a time.
+_INSERT_EFFECTS = f"""
+    INSERT INTO effects ({EFFECT_COLS})
+    SELECT run_id, request_id, kind, name, step, node, call_index, status, arguments, result,
+        error, metadata::json, created_at, completed_at, checksum
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[],
+                %b::bigint[], %b::text[], %b::bytea[], %b::bytea[], %b::text[], %b::text[],
+                %b::bigint[], %b::bigint[], %b::text[])
+        AS v({EFFECT_COLS})
+"""
+UPSERT_EFFECTS = (
+    SQL.dialect.replacing(_INSERT_EFFECTS, "run_id, request_id", EFFECT_FIELDS)
+    + f" WHERE effects.status = '{EffectStatus.NOT_DONE.value}'"
 )
 
 # Counted as they go, in one statement (see delete_unreferenced_blobs for the lock).

@@ -59,6 +59,7 @@ from savegame.stores.postgres._statements import (
     SQL,
     TAKE_LEASE,
     UPSERT_EFFECT,
+    UPSERT_EFFECTS,
     metadata_filter,
 )
 
@@ -392,9 +393,9 @@ class PostgresStore(SqlSchedules, SqlStore):
         del values[_BLOBS_COLUMN]  # and so is every plain record's
         moved = conn.execute(MOVE_HEADS, [*moves, moves[-2]])  # the run ids again, for ANY()
         inserted = conn.execute(INSERT_CHECKPOINTS, values)
-        for put in puts:
-            if put.journal:
-                conn.cursor().executemany(UPSERT_EFFECT, put.journal)
+        journal = [entry for put in puts for entry in put.journal]
+        if journal:
+            conn.execute(UPSERT_EFFECTS, [list(column) for column in zip(*journal, strict=True)])
         return moved, inserted
 
     @staticmethod
