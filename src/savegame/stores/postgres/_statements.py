@@ -127,6 +127,32 @@ UPSERT_EFFECTS = (
     + f" WHERE effects.status = '{EffectStatus.NOT_DONE.value}'"
 )
 
+
+def _write_plain(journal: bool, guarded: bool) -> str:
+    # MOVE_HEADS, INSERT_CHECKPOINTS (and UPSERT_EFFECTS) as one statement: the plain
+    # puts' whole write, one round trip. Data-modifying CTEs all run to completion; the
+    # first column then says whether every fence held and every id was free. Guarded,
+    # it is 1 / that: the statement fails (and so its transaction, nothing of it
+    # written) unless all were, SQL's way to raise without a function (a one-row
+    # SELECT, so it is always evaluated; the counts are subqueries, never folded at plan
+    # time). The parameters: MOVE_HEADS', INSERT_CHECKPOINTS', UPSERT_EFFECTS' (with a
+    # journal), then the number of puts twice.
+    journaled = f", journaled AS ({UPSERT_EFFECTS})" if journal else ""
+    ok = (
+        "(SELECT count(*) FROM moved) = %s::bigint AND (SELECT count(*) FROM inserted) = %s::bigint"
+    )
+    return f"""
+    WITH moved AS ({MOVE_HEADS}), inserted AS ({INSERT_CHECKPOINTS} RETURNING 1){journaled}
+    SELECT {f"1 / ({ok})::int" if guarded else ok}, ARRAY(SELECT run_id FROM moved WHERE cancel_requested)
+    """
+
+
+WRITE_PLAIN = {(j, g): _write_plain(j, g) for j in (False, True) for g in (False, True)}
+"""By (with a journal, guarded): one row, whether all were written (guarded: 1, or the
+statement failed) and the ids of the runs whose cancel was requested. A batch of only
+plain puts runs the guarded one in autocommit; beside other puts, in a pipeline, the
+store reads the first column (a failed statement there would abort the pipeline)."""
+
 # Counted as they go, in one statement (see delete_unreferenced_blobs for the lock).
 DELETE_UNREFERENCED = (
     f"WITH gone AS (DELETE FROM blobs WHERE {SQL.unreferenced_blob} RETURNING size)"

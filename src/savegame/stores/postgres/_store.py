@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 import orjson
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
@@ -49,17 +50,15 @@ from savegame.stores.postgres._statements import (
     CLAIM_WOKEN,
     DELETE_UNREFERENCED,
     INSERT_CHECKPOINT,
-    INSERT_CHECKPOINTS,
     INSERT_RUN,
     LOCK_THREAD,
     MOVE_HEAD,
     MOVE_HEAD_FENCED,
-    MOVE_HEADS,
     RENEW_LEASE,
     SQL,
     TAKE_LEASE,
     UPSERT_EFFECT,
-    UPSERT_EFFECTS,
+    WRITE_PLAIN,
     metadata_filter,
 )
 
@@ -339,18 +338,19 @@ class PostgresStore(SqlSchedules, SqlStore):
         return [one for one in done if one is not None]
 
     def _pipelined(self, puts: Sequence[_Sent]) -> list[Written] | None:
-        """Write every put in one transaction in two round trips, or nothing and None.
-
-        Pipeline mode sends BEGIN and all the puts' statements without waiting for
-        any; their results come back together. Whether each put's fence held, its id
-        was free and its blobs are stored is read from those results afterwards. If
-        all were, COMMIT goes in the second round trip; if one was not (or a statement
-        failed, or a put sends events, whose writes branch on what they read), the
-        transaction rolls back and the caller writes the batch again one put at a time.
+        """Write every put in one transaction, or nothing and None.
 
         The plain puts (no blobs, no waiting, their run's only put in the batch) go
-        as two statements whatever their number (MOVE_HEADS, INSERT_CHECKPOINTS); the
-        others as :meth:`_send`'s few each.
+        as one statement whatever their number (WRITE_PLAIN). A batch of only those
+        is that statement in autocommit, guarded (it fails unless every put was
+        written): one round trip. Otherwise pipeline mode sends BEGIN, that statement
+        and the other puts' statements (:meth:`_send`) without waiting for any;
+        whether every fence held, every id was free and every blob is stored is read
+        from the results, and COMMIT goes in a second round trip.
+
+        If a put was refused (or a statement failed, or a put sends events, whose
+        writes branch on what they read), nothing was written: the caller writes
+        the batch again one put at a time.
         """
         if any(put.put.events for put in puts):
             return None
@@ -360,43 +360,46 @@ class PostgresStore(SqlSchedules, SqlStore):
         written: list[Written | None] = [None] * len(puts)
         with self._pool.connection() as conn:
             try:
-                with conn.pipeline() as pipeline, conn.transaction():
-                    bulk = self._send_plain(conn, [puts[i] for i in plain]) if plain else None
-                    sent = [(i, self._send(conn, puts[i])) for i in rest]
-                    pipeline.sync()
-                    if bulk is not None:
-                        moved, inserted = bulk
-                        cancels = dict(moved.fetchall())
-                        if len(cancels) != len(plain) or inserted.rowcount != len(plain):
+                if not rest:
+                    cancelled = self._write_plain(conn, puts, guarded=True).fetchone()
+                else:
+                    with conn.pipeline() as pipeline, conn.transaction():
+                        mine = [puts[i] for i in plain]
+                        bulk = self._write_plain(conn, mine, guarded=False) if plain else None
+                        sent = [(i, self._send(conn, puts[i])) for i in rest]
+                        pipeline.sync()
+                        cancelled = None if bulk is None else bulk.fetchone()
+                        if cancelled is not None and not cancelled[0]:
                             raise _Refused
-                        for i in plain:
-                            written[i] = Written(bool(cancels[puts[i].put.record.run_id]))
-                    for i, cursors in sent:
-                        written[i] = self._written(*cursors)
-                    if None in written:
-                        raise _Refused
+                        for i, cursors in sent:
+                            written[i] = self._written(*cursors)
+                        if any(written[i] is None for i in rest):
+                            raise _Refused
             except _Refused:
                 return None
             except psycopg.Error:
                 if conn.broken:
                     raise
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.rollback()  # a failure inside the pipeline leaves it aborted
                 return None
+        if cancelled is not None:
+            for i in plain:
+                written[i] = Written(puts[i].put.record.run_id in cancelled[1])
         return cast("list[Written]", written)
 
     @staticmethod
-    def _send_plain(conn: Conn, puts: Sequence[_Sent]) -> tuple[Any, Any]:
-        """Queue the plain puts' head moves and inserts, a statement each for all of them."""
+    def _write_plain(conn: Conn, puts: Sequence[_Sent], *, guarded: bool) -> Any:
+        """Run (or, in a pipeline, queue) WRITE_PLAIN for the plain puts; its cursor."""
         # Lists: psycopg sends a list as an array (a tuple would be a record).
         moves = [list(column) for column in zip(*(put.move for put in puts), strict=True)]
         del moves[_TOPICS_COLUMN]  # every plain put's is empty
         values = [list(column) for column in zip(*(put.values for put in puts), strict=True)]
         del values[_BLOBS_COLUMN]  # and so is every plain record's
-        moved = conn.execute(MOVE_HEADS, [*moves, moves[-2]])  # the run ids again, for ANY()
-        inserted = conn.execute(INSERT_CHECKPOINTS, values)
         journal = [entry for put in puts for entry in put.journal]
-        if journal:
-            conn.execute(UPSERT_EFFECTS, [list(column) for column in zip(*journal, strict=True)])
-        return moved, inserted
+        entries = [list(column) for column in zip(*journal, strict=True)]
+        params = [*moves, moves[-2], *values, *entries, len(puts), len(puts)]  # ids again: ANY()
+        return conn.execute(WRITE_PLAIN[bool(journal), guarded], params)
 
     @staticmethod
     def _send(conn: Conn, sent: _Sent) -> tuple[Any, Any, Any]:
