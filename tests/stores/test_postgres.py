@@ -17,10 +17,24 @@ from typing import Any
 
 import pytest
 
-from savegame.errors import ConfigurationError, ConflictError, LeaseHeldError, LeaseLostError
-from savegame.model import EffectKind, Lease
+from savegame.errors import (
+    ConfigurationError,
+    ConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    NotFoundError,
+)
+from savegame.model import EffectKind, EffectStatus, Lease, RunStatus, Waiting
 from savegame.stores import open_store
-from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
+from savegame.stores.base import Put, Written
+from savegame.testing.builders import (
+    OTHER_OWNER,
+    OWNER,
+    blob_digest,
+    make_effect,
+    make_run,
+    next_record,
+)
 from tests import services
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
@@ -30,7 +44,8 @@ from savegame.stores.postgres import (  # noqa: E402
     _schema,
     parse_url,
 )
-from savegame.stores.postgres._statements import CLAIM, CLAIM_WOKEN, SQL  # noqa: E402
+from savegame.stores.postgres._statements import CLAIM, CLAIM_WOKEN, MOVE_HEADS, SQL  # noqa: E402
+from savegame.stores.postgres._store import _Sent  # noqa: E402
 
 TTL = 30.0
 BASE_URL = services.POSTGRES_URL
@@ -385,3 +400,150 @@ def test_metadata_keeps_nul_characters_and_key_order(url: str) -> None:
         headers = store.list_checkpoints(run.run_id, metadata={"k": "v", "a": 1})
         assert [h.checkpoint_id for h in headers] == [second.checkpoint_id]
         assert store.get_checkpoint(second.checkpoint_id).header.metadata["b"] == "x\x00"
+
+
+# -- group commit's pipelined batch (PostgresStore.put_checkpoints) -----------------------------
+def _started(store: PostgresStore, n: int) -> list[tuple[Any, Any, Lease]]:
+    out = []
+    for _ in range(n):
+        run, first = make_run()
+        out.append((run, first, store.create_run(run, first, owner=OWNER, ttl=TTL)))
+    return out
+
+
+def test_a_batch_of_plain_and_other_puts_is_written_in_one_pipeline(url: str) -> None:
+    """Plain puts (MOVE_HEADS, INSERT_CHECKPOINTS) beside a put with a journal entry, one
+    with blobs, one waiting and two of one run: all through _pipelined, none refused."""
+    with PostgresStore.from_url(url) as store:
+        started = _started(store, 5)
+        (_a, a0, la), (b, b0, lb), (_c, c0, lc), (d, d0, ld), (_e, e0, le) = started
+        data = b"blob bytes"
+        digest = blob_digest(data)
+        puts = [
+            Put(next_record(a0), la.token),
+            Put(next_record(b0), lb.token, effects=[make_effect(b.run_id, "req-b")]),
+            Put(next_record(c0, blobs=(digest,)), lc.token, blobs={digest: data}),
+            Put(
+                next_record(d0, status=RunStatus.WAITING),
+                ld.token,
+                waiting=Waiting(topics=("go",), need=1),
+            ),
+        ]
+        e1 = next_record(e0)
+        puts += [Put(e1, le.token), Put(next_record(e1), le.token)]
+        written = store._pipelined([_Sent.of(put) for put in puts])
+        assert written is not None and all(isinstance(w, Written) for w in written)
+        for put in puts:
+            assert store.get_checkpoint(put.record.checkpoint_id) == put.record
+        for (run, _, _), put in zip(started, puts[:4] + puts[5:], strict=True):
+            assert store.get_run(run.run_id).head_checkpoint_id == put.record.checkpoint_id
+        assert store.get_effect(b.run_id, "req-b") == puts[1].effects[0]
+        assert store.get_blobs([digest]) == {digest: data}
+        assert store.get_run(d.run_id).status == RunStatus.WAITING
+
+
+@pytest.mark.parametrize("stale", ["plain", "waiting"])
+def test_a_stale_token_in_a_pipelined_batch_refuses_its_put_alone(url: str, stale: str) -> None:
+    """The pipeline sees the fence miss in its results, rolls back, and the batch is
+    written again one put at a time: the stale put gets LeaseLostError, the others land."""
+    with PostgresStore.from_url(url) as store:
+        (a, a0, la), (b, b0, lb), (c, c0, lc) = _started(store, 3)
+        victim = a if stale == "plain" else b
+        store.acquire_lease(victim.run_id, OTHER_OWNER, TTL, takeover_token=1)
+        puts = [
+            Put(next_record(a0), la.token),
+            Put(
+                next_record(b0, status=RunStatus.WAITING),
+                lb.token,
+                waiting=Waiting(topics=("go",), need=1),
+            ),
+            Put(next_record(c0), lc.token, effects=[make_effect(c.run_id, "req-c")]),
+        ]
+        got = store.put_checkpoints(puts)
+        lost = 0 if stale == "plain" else 1
+        assert isinstance(got[lost], LeaseLostError)
+        assert [type(x) for i, x in enumerate(got) if i != lost] == [Written, Written]
+        assert (
+            store.get_run(victim.run_id).head_checkpoint_id
+            == (a0 if lost == 0 else b0).checkpoint_id
+        )
+        with pytest.raises(NotFoundError):
+            store.get_checkpoint(puts[lost].record.checkpoint_id)
+        assert store.get_effect(c.run_id, "req-c") == puts[2].effects[0]
+
+
+def test_a_statement_failing_mid_pipeline_fails_its_put_alone(url: str) -> None:
+    """A put for a run that does not exist fails on the server (its checkpoint's foreign
+    key) in the middle of the pipeline; the batch is written again one by one, that put
+    gets NotFoundError and the others commit. The pool's connection stays usable."""
+    with PostgresStore.from_url(url + "&pool_max=1") as store:
+        (a, a0, la), (b, b0, lb) = _started(store, 2)
+        _ghost, ghost_first = make_run()
+        got = store.put_checkpoints(
+            [
+                Put(next_record(a0), la.token),
+                Put(next_record(ghost_first), 1),
+                Put(next_record(b0), lb.token),
+            ]
+        )
+        assert isinstance(got[1], NotFoundError)
+        assert [type(got[0]), type(got[2])] == [Written, Written]
+        assert store.get_run(a.run_id).head_checkpoint_id != a0.checkpoint_id
+        assert store.get_run(b.run_id).head_checkpoint_id != b0.checkpoint_id
+        a1 = store.latest_checkpoint(a.run_id)
+        assert isinstance(store.put_checkpoints([Put(next_record(a1), la.token)])[0], Written)
+
+
+def test_a_batch_with_an_event_is_written_one_put_at_a_time(url: str) -> None:
+    """An event's writes branch on what they read (a missing run is skipped): such a
+    batch is not pipelined, and the event reaches its run with the put."""
+    with PostgresStore.from_url(url) as store:
+        (_a, a0, la), (b, b0, lb) = _started(store, 2)
+        sent = make_effect(b.run_id, "event:go:1", kind=EffectKind.EVENT, name="go")
+        puts = [Put(next_record(a0), la.token, events=[sent]), Put(next_record(b0), lb.token)]
+        assert store._pipelined([_Sent.of(put) for put in puts]) is None
+        got = store.put_checkpoints(puts)
+        assert [type(x) for x in got] == [Written, Written]
+        assert store.get_effect(b.run_id, "event:go:1").name == "go"
+
+
+def test_the_batch_head_move_reads_the_primary_key(url: str) -> None:
+    with PostgresStore.from_url(url) as store, psycopg.connect(parse_url(url)[0]) as conn:
+        conn.execute(f'SET search_path TO "{store.schema}"')
+        conn.execute("SET enable_seqscan = off")
+        ids = ["r1", "r2"]
+        params = [["c1", "c2"], ["running"] * 2, [1, 1], [None] * 2, [0, 0], [None] * 2,
+                  [0, 0], ids, [1, 1], ids]  # fmt: skip
+        plan = conn.execute("EXPLAIN " + MOVE_HEADS, params)
+        assert "runs_pkey" in " ".join(row[0] for row in plan.fetchall())
+
+
+def test_the_batch_journal_keeps_entries_as_one_put_at_a_time_would(url: str) -> None:
+    """UPSERT_EFFECTS follows UPSERT_EFFECT's rule: a pending entry stays, a NOT_DONE one
+    is replaced, a new one goes in. A request id twice in one put fails the statement;
+    written again one by one, the first of the two stays, as put_checkpoint keeps it."""
+    with PostgresStore.from_url(url) as store:
+        (a, a0, la), (b, b0, lb) = _started(store, 2)
+        kept = make_effect(a.run_id, "kept", arguments=b"old")
+        redo = make_effect(a.run_id, "redo", status=EffectStatus.NOT_DONE, arguments=b"old")
+        a1 = next_record(a0)
+        store.put_checkpoint(a1, lease_token=la.token, effects=[kept, redo])
+        again = [
+            make_effect(a.run_id, "kept", arguments=b"new"),
+            make_effect(a.run_id, "redo", arguments=b"new"),
+            make_effect(a.run_id, "fresh", arguments=b"new"),
+        ]
+        twice = [make_effect(b.run_id, "twice", arguments=b"one"),
+                 make_effect(b.run_id, "twice", arguments=b"two")]  # fmt: skip
+        puts = [Put(next_record(a1), la.token, effects=again)]
+        assert store._pipelined([_Sent.of(put) for put in puts]) is not None
+        assert store.get_effect(a.run_id, "kept") == kept
+        assert store.get_effect(a.run_id, "redo") == again[1]
+        assert store.get_effect(a.run_id, "fresh") == again[2]
+        batch = [Put(next_record(b0), lb.token, effects=twice), Put(next_record(a0), la.token)]
+        assert store._pipelined([_Sent.of(put) for put in batch]) is None
+        with pytest.raises(NotFoundError):
+            store.get_effect(b.run_id, "twice")  # the failed statement wrote nothing
+        got = store.put_checkpoints(batch)
+        assert isinstance(got[0], Written)
+        assert store.get_effect(b.run_id, "twice") == twice[0]

@@ -190,7 +190,7 @@ def _values(*params: str) -> str:
     return f"({', '.join(params)})"
 
 
-_EFFECT_FIELDS = tuple(c.strip() for c in EFFECT_COLS.split(","))[2:]
+EFFECT_FIELDS = tuple(c.strip() for c in EFFECT_COLS.split(","))[2:]
 """The journal's columns after its key (run_id, request_id)."""
 
 
@@ -347,7 +347,7 @@ class Statements:
             *[p] * 11, d.json, p, p, p
         )
         # The whole entry, over a stored one; the caller decides (in its transaction) that it may.
-        self.replace_effect = d.replacing(insert_effect, "run_id, request_id", _EFFECT_FIELDS)
+        self.replace_effect = d.replacing(insert_effect, "run_id, request_id", EFFECT_FIELDS)
         self.settle_effect = (
             f"UPDATE effects SET status = {p}, result = {p}, error = {p}, metadata = {d.json},"
             f" completed_at = {p}, checksum = {p} WHERE run_id = {p} AND request_id = {p}"

@@ -5,6 +5,8 @@ Every write is one transaction on a pooled connection (psycopg 3 with
 transaction that writes, so a takeover (which updates that row) and a stale
 writer's checkpoint cannot interleave; leases are compare-and-set on the run
 row, judged by the server's clock. Reads run as single autocommit statements.
+A group commit's batch goes in one or two round trips (statements over arrays,
+pipeline mode; see ``PostgresStore._pipelined``).
 
 URLs: ``postgresql://user@host:5432/dbname`` (``postgres://`` too), with any
 libpq parameter in the query plus these options:

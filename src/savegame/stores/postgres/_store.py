@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import orjson
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
@@ -18,6 +21,7 @@ from savegame.errors import (
     ConflictError,
     LeaseLostError,
     NotFoundError,
+    SavegameError,
 )
 from savegame.model import (
     CheckpointHeader,
@@ -39,7 +43,7 @@ from savegame.stores._sql.store import (
     executemany,
     run_values,
 )
-from savegame.stores.base import Capabilities, Delivery, Written
+from savegame.stores.base import Capabilities, Delivery, Put, Written
 from savegame.stores.postgres import _queues, _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
@@ -54,6 +58,7 @@ from savegame.stores.postgres._statements import (
     SQL,
     TAKE_LEASE,
     UPSERT_EFFECT,
+    WRITE_PLAIN,
     metadata_filter,
 )
 
@@ -70,6 +75,49 @@ _SCHEMES = ("postgresql", "postgres")
 _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+
+
+class _Refused(Exception):
+    """A pipelined put was refused: roll its batch back, to be written again one by one."""
+
+
+_BLOBS_COLUMN = 16
+"""``checkpoint_values``' index of ``blobs``, which INSERT_CHECKPOINTS leaves out."""
+_TOPICS_COLUMN = 6
+"""``_Sent.move``'s index of the wait topics, which MOVE_HEADS leaves out."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """A put checked and its statements' parameters made, before its transaction."""
+
+    put: _common.CheckedPut
+    move: tuple[Any, ...]
+    """MOVE_HEADS' columns: the head move's parameters, then the lease token."""
+    values: tuple[Any, ...]
+    """``checkpoint_values``."""
+    journal: list[tuple[Any, ...]]
+    """UPSERT_EFFECT's parameters, an entry each."""
+    plain: bool
+    """No blobs and no waiting: one of MOVE_HEADS' and INSERT_CHECKPOINTS' rows."""
+
+    @classmethod
+    def of(cls, put: Put) -> _Sent:
+        """Raises: as ``CheckedPut.of`` and ``checkpoint_values`` do."""
+        checked = _common.CheckedPut.of(put)
+        header = checked.record.header
+        until, topics, need = checked.wait
+        move = (
+            header.checkpoint_id, RunStatus(header.status).value, header.step, checked.error,
+            _common.to_micros(utcnow()), until, topics, need, header.run_id, checked.lease_token,
+        )  # fmt: skip
+        return cls(
+            checked,
+            move,
+            checkpoint_values(SQL.dialect, checked.record),
+            [effect_values(e) for e in checked.journal],
+            not header.blobs and not checked.blobs and checked.waiting is None and not topics,
+        )
 
 
 def parse_url(url: str) -> tuple[str, dict[str, Any]]:
@@ -268,6 +316,129 @@ class PostgresStore(SqlSchedules, SqlStore):
             return False
         self._insert_checkpoint(conn, first, checkpoint_values(SQL.dialect, first), {})
         return True
+
+    # -- group commit: pipelined, with the one-by-one writes as the fallback ---------------
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+        """Write the puts in one transaction, each refused one alone (see :meth:`_pipelined`)."""
+        done: list[Written | Exception | None] = [None] * len(puts)
+        ready: list[tuple[int, _Sent]] = []
+        for i, put in enumerate(puts):
+            try:
+                ready.append((i, _Sent.of(put)))
+            except (SavegameError, ValueError) as exc:  # refused before it reaches the database
+                done[i] = exc
+        written = self._pipelined([sent for _, sent in ready]) if ready else []
+        if written is None:
+            # A put was refused, or a statement failed: the transaction wrote nothing.
+            # Again one by one, each put under a savepoint, so each refusal is its own
+            # and raised as it always was.
+            return SqlStore.put_checkpoints(self, puts)
+        for (i, _), one in zip(ready, written, strict=True):
+            done[i] = one
+        return [one for one in done if one is not None]
+
+    def _pipelined(self, puts: Sequence[_Sent]) -> list[Written] | None:
+        """Write every put in one transaction, or nothing and None.
+
+        The plain puts (no blobs, no waiting, their run's only put in the batch) go
+        as one statement whatever their number (WRITE_PLAIN). A batch of only those
+        is that statement in autocommit, guarded (it fails unless every put was
+        written): one round trip. Otherwise pipeline mode sends BEGIN, that statement
+        and the other puts' statements (:meth:`_send`) without waiting for any;
+        whether every fence held, every id was free and every blob is stored is read
+        from the results, and COMMIT goes in a second round trip.
+
+        If a put was refused (or a statement failed, or a put sends events, whose
+        writes branch on what they read), nothing was written: the caller writes
+        the batch again one put at a time.
+        """
+        if any(put.put.events for put in puts):
+            return None
+        runs = Counter(put.put.record.run_id for put in puts)
+        plain = [i for i, put in enumerate(puts) if put.plain and runs[put.put.record.run_id] == 1]
+        rest = sorted(set(range(len(puts))) - set(plain))
+        written: list[Written | None] = [None] * len(puts)
+        with self._pool.connection() as conn:
+            try:
+                if not rest:
+                    cancelled = self._write_plain(conn, puts, guarded=True).fetchone()
+                else:
+                    with conn.pipeline() as pipeline, conn.transaction():
+                        mine = [puts[i] for i in plain]
+                        bulk = self._write_plain(conn, mine, guarded=False) if plain else None
+                        sent = [(i, self._send(conn, puts[i])) for i in rest]
+                        pipeline.sync()
+                        cancelled = None if bulk is None else bulk.fetchone()
+                        if cancelled is not None and not cancelled[0]:
+                            raise _Refused
+                        for i, cursors in sent:
+                            written[i] = self._written(*cursors)
+                        if any(written[i] is None for i in rest):
+                            raise _Refused
+            except _Refused:
+                return None
+            except psycopg.Error:
+                if conn.broken:
+                    raise
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.rollback()  # a failure inside the pipeline leaves it aborted
+                return None
+        if cancelled is not None:
+            for i in plain:
+                written[i] = Written(puts[i].put.record.run_id in cancelled[1])
+        return cast("list[Written]", written)
+
+    @staticmethod
+    def _write_plain(conn: Conn, puts: Sequence[_Sent], *, guarded: bool) -> Any:
+        """Run (or, in a pipeline, queue) WRITE_PLAIN for the plain puts; its cursor."""
+        # Lists: psycopg sends a list as an array (a tuple would be a record).
+        moves = [list(column) for column in zip(*(put.move for put in puts), strict=True)]
+        del moves[_TOPICS_COLUMN]  # every plain put's is empty
+        values = [list(column) for column in zip(*(put.values for put in puts), strict=True)]
+        del values[_BLOBS_COLUMN]  # and so is every plain record's
+        journal = [entry for put in puts for entry in put.journal]
+        entries = [list(column) for column in zip(*journal, strict=True)]
+        params = [*moves, moves[-2], *values, *entries, len(puts), len(puts)]  # ids again: ANY()
+        return conn.execute(WRITE_PLAIN[bool(journal), guarded], params)
+
+    @staticmethod
+    def _send(conn: Conn, sent: _Sent) -> tuple[Any, Any, Any]:
+        """Queue one put's writes on a pipeline; :meth:`_written` reads the outcome.
+
+        The statements :meth:`_put` runs when the fence holds, the id is free and the
+        blobs are there, sent without looking: a miss is seen in the results and the
+        transaction then rolls back whole (so the checkpoint inserted past a fence
+        that did not hold is never committed).
+        """
+        put = sent.put
+        header, record = put.record.header, put.record
+        token = put.lease_token
+        moved = conn.execute(MOVE_HEAD_FENCED, (*sent.move[:-1], token, token))
+        inserted = conn.execute(INSERT_CHECKPOINT, sent.values)
+        missing = None
+        if header.blobs:
+            # References before the check, as in _insert_checkpoint (the collector's lock).
+            conn.execute(SQL.insert_refs, (record.checkpoint_id, list(header.blobs)))
+            wanted = _common.blobs_to_check(header, put.blobs)
+            if wanted:
+                missing = conn.execute(SQL.missing_blobs, (wanted,))
+        if put.blobs:
+            conn.cursor().executemany(
+                SQL.insert_blob, [(d, put.blobs[d], len(put.blobs[d])) for d in sorted(put.blobs)]
+            )
+        if sent.journal:
+            conn.cursor().executemany(UPSERT_EFFECT, sent.journal)
+        if put.waiting is not None:
+            conn.execute(SQL.wake, (header.run_id,))  # after the row lock: see _put
+        return moved, inserted, missing
+
+    @staticmethod
+    def _written(moved: Any, inserted: Any, missing: Any) -> Written | None:
+        """A sent put's outcome from its results; None when :meth:`_put` would have raised."""
+        row = moved.fetchone()
+        if row is None or inserted.rowcount != 1 or (missing is not None and missing.fetchall()):
+            return None
+        return Written(bool(row[0]))
 
     @contextmanager
     def _savepoint(self, conn: Conn) -> Iterator[None]:
