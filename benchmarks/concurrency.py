@@ -557,6 +557,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         single = single_rows(args.single_steps, args.single_repeat)
         print(single_table(single, args.single_steps))
         print()
+    for n in range(args.steps):
+        message(n)  # the text is made once, outside every window (the first row paid it)
     rows: list[Row] = []
     for r in levels:
 
