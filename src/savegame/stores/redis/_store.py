@@ -15,6 +15,7 @@ import redis
 from savegame.errors import (
     ConfigurationError,
     ConflictError,
+    CorruptRecordError,
     LeaseHeldError,
     NotFoundError,
     SavegameError,
@@ -370,6 +371,10 @@ class RedisStore(RedisJournal, RedisStorage):
     def _written(self, put: Put, reply: list[Any]) -> Written:
         """The script's reply as put_checkpoint returns it, or the error it refused with."""
         record = put.record
+        if reply[0] == b"corrupt":  # refused before its first write: nothing of it stored
+            raise CorruptRecordError(
+                record.run_id, f"key {reply[1].decode()} is a {reply[2].decode()} (edited?)"
+            )
         if self._checked(reply, record.run_id, put.lease_token)[0] == b"conflict":
             raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
         _check_missing(reply, record.checkpoint_id)
