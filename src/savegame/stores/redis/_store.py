@@ -73,6 +73,33 @@ def parse_url(url: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(query=urlencode(rest))), prefix
 
 
+_POOL_OPTIONS = ("pool_max", "max_connections", "pool_timeout")
+
+
+def _client(driver_url: str) -> redis.Redis:
+    """The client of a driver URL. With a bounded pool (``pool_max``, as on PostgreSQL, or
+    redis-py's ``max_connections``) a call waits up to ``pool_timeout`` seconds (30) for a
+    free connection: a worker's slots share one handle, and redis-py's plain pool raises
+    "Too many connections" past its max instead. Without, the plain unbounded pool.
+
+    Raises:
+        ValueError: a pool option that is not a number.
+    """
+    parts = urlsplit(driver_url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    given = dict(query)
+    if not any(k in given for k in _POOL_OPTIONS):
+        return redis.Redis.from_url(driver_url)
+    rest = urlunsplit(
+        parts._replace(query=urlencode([x for x in query if x[0] not in _POOL_OPTIONS]))
+    )
+    size = given.get("pool_max") or given.get("max_connections") or "50"
+    pool = redis.BlockingConnectionPool.from_url(
+        rest, max_connections=int(size), timeout=float(given.get("pool_timeout") or 30.0)
+    )
+    return redis.Redis.from_pool(pool)
+
+
 def _without_password(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
@@ -174,7 +201,7 @@ class RedisStore(RedisJournal, RedisStorage):
         """Open the store a ``redis://`` or ``rediss://`` URL names (see :func:`parse_url`)."""
         driver_url, prefix = parse_url(url)
         try:
-            client = redis.Redis.from_url(driver_url)
+            client = _client(driver_url)
         except (ValueError, TypeError) as exc:
             raise ConfigurationError(
                 f"bad Redis store URL {_without_password(url)!r}: {exc}"
