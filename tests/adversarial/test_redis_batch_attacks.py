@@ -8,12 +8,16 @@ behind the store's back, the server dropping the connection, and a large batch.
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -311,3 +315,79 @@ def test_a_large_batch_is_written_whole(redis_store: Opened) -> None:
     assert all(isinstance(x, Written) for x in got)
     for put in puts[::37]:
         assert store.get_run(put.record.run_id).head_checkpoint_id == put.record.checkpoint_id
+
+
+class _DropsTheReply:
+    """A TCP relay to the test Redis that, once armed, cuts the connection when the
+    reply to a command naming ``after`` comes back: the server ran it, the client never
+    hears. A real network fault, between the store and a real server."""
+
+    def __init__(self, after: bytes) -> None:
+        from urllib.parse import urlsplit
+
+        target = urlsplit(services.REDIS_URL)
+        self._upstream = (target.hostname or "127.0.0.1", target.port or 6379)
+        self._after = after
+        self.armed = threading.Event()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen()
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self._upstream)
+            sent = threading.Event()
+            threading.Thread(target=self._up, args=(client, upstream, sent), daemon=True).start()
+            threading.Thread(target=self._down, args=(upstream, client, sent), daemon=True).start()
+
+    def _up(self, client: socket.socket, upstream: socket.socket, sent: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                if self.armed.is_set() and self._after in data:
+                    sent.set()
+                upstream.sendall(data)
+
+    def _down(self, upstream: socket.socket, client: socket.socket, sent: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                if sent.is_set():
+                    self.armed.clear()
+                    client.shutdown(socket.SHUT_RDWR)
+                    client.close()
+                    upstream.close()
+                    return
+                client.sendall(data)
+
+
+def test_a_batch_whose_reply_is_lost_is_written_whole_or_not_at_all() -> None:
+    # EXEC ran on the server, its reply never came: the batch raises (each run hears
+    # it, in doubt), and what the server holds is every put of it or none.
+    relay = _DropsTheReply(b"EXEC")
+    with services.redis_prefix() as prefix:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            store = open_store(f"redis://127.0.0.1:{relay.port}/0?prefix={prefix}")
+        try:
+            assert isinstance(store, RedisStore)
+            started = [_start(store) for _ in range(5)]
+            puts = [Put(next_record(first), lease.token) for first, lease in started]
+            relay.armed.set()
+            with pytest.raises(redis.ConnectionError):
+                store.put_checkpoints(puts)
+            moved = {
+                store.get_run(p.record.run_id).head_checkpoint_id == p.record.checkpoint_id
+                for p in puts
+            }
+            assert len(moved) == 1  # all or none
+        finally:
+            store.close()
+            relay.close()
