@@ -329,14 +329,26 @@ class _DropsTheReply:
         self._upstream = (target.hostname or "127.0.0.1", target.port or 6379)
         self._after = after
         self.armed = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
         self._listener = socket.socket()
         self._listener.bind(("127.0.0.1", 0))
         self._listener.listen()
         self.port = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._start(self._accept)
+
+    def _start(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
 
     def close(self) -> None:
-        self._listener.close()
+        for sock in [self._listener, *self._sockets]:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        for thread in self._threads:
+            thread.join(10)
 
     def _accept(self) -> None:
         while True:
@@ -345,27 +357,25 @@ class _DropsTheReply:
             except OSError:
                 return
             upstream = socket.create_connection(self._upstream)
+            self._sockets += [client, upstream]
             sent = threading.Event()
-            threading.Thread(target=self._up, args=(client, upstream, sent), daemon=True).start()
-            threading.Thread(target=self._down, args=(upstream, client, sent), daemon=True).start()
+            self._start(self._relay, client, upstream, sent, False)
+            self._start(self._relay, upstream, client, sent, True)
 
-    def _up(self, client: socket.socket, upstream: socket.socket, sent: threading.Event) -> None:
+    def _relay(
+        self, src: socket.socket, dst: socket.socket, sent: threading.Event, reply: bool
+    ) -> None:
         with contextlib.suppress(OSError):
-            while data := client.recv(65536):
-                if self.armed.is_set() and self._after in data:
+            while data := src.recv(65536):
+                if not reply and self.armed.is_set() and self._after in data:
                     sent.set()
-                upstream.sendall(data)
-
-    def _down(self, upstream: socket.socket, client: socket.socket, sent: threading.Event) -> None:
-        with contextlib.suppress(OSError):
-            while data := upstream.recv(65536):
-                if sent.is_set():
+                if reply and sent.is_set():
                     self.armed.clear()
-                    client.shutdown(socket.SHUT_RDWR)
-                    client.close()
-                    upstream.close()
-                    return
-                client.sendall(data)
+                    break  # the reply dropped: the client sees its connection close
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def test_a_batch_whose_reply_is_lost_is_written_whole_or_not_at_all() -> None:
