@@ -322,8 +322,12 @@ class _DropsTheReply:
     reply to a command naming ``after`` comes back: the server ran it, the client never
     hears. A real network fault, between the store and a real server."""
 
-    def __init__(self, after: bytes) -> None:
+    def __init__(self, after: bytes, *, flush: bool = False) -> None:
+        """``flush``: instead of dropping the reply, flush the server's scripts (SCRIPT
+        FLUSH from another client) just before the command naming ``after`` goes on."""
         from urllib.parse import urlsplit
+
+        self._flush = flush
 
         target = urlsplit(services.REDIS_URL)
         self._upstream = (target.hostname or "127.0.0.1", target.port or 6379)
@@ -368,7 +372,13 @@ class _DropsTheReply:
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
                 if not reply and self.armed.is_set() and self._after in data:
-                    sent.set()
+                    if self._flush:
+                        self.armed.clear()
+                        side = services.redis_client()
+                        side.script_flush()
+                        side.close()
+                    else:
+                        sent.set()
                 if reply and sent.is_set():
                     self.armed.clear()
                     break  # the reply dropped: the client sees its connection close
@@ -398,6 +408,32 @@ def test_a_batch_whose_reply_is_lost_is_written_whole_or_not_at_all() -> None:
                 for p in puts
             }
             assert len(moved) == 1  # all or none
+        finally:
+            store.close()
+            relay.close()
+
+
+def test_scripts_flushed_between_loading_and_exec_are_loaded_again() -> None:
+    # SCRIPT FLUSH (or a restart, a failover) after the pipeline checked its scripts
+    # and before MULTI/EXEC: every EVALSHA of the batch meets NOSCRIPT. A put alone
+    # loads its script again; the batch must too, not fail every run in it.
+    relay = _DropsTheReply(b"MULTI", flush=True)
+    with services.redis_prefix() as prefix:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            store = open_store(f"redis://127.0.0.1:{relay.port}/0?prefix={prefix}")
+        try:
+            assert isinstance(store, RedisStore)
+            started = [_start(store) for _ in range(3)]
+            first, lease = started[0]
+            a = next_record(first)
+            puts = [Put(a, lease.token), Put(next_record(a), lease.token)]
+            puts += [Put(next_record(f), token.token) for f, token in started[1:]]
+            relay.armed.set()
+            got = store.put_checkpoints(puts)
+            assert not relay.armed.is_set()  # the flush happened
+            assert [type(x) for x in got] == [Written] * 4
+            assert store.get_run(first.run_id).head_checkpoint_id == puts[1].record.checkpoint_id
         finally:
             store.close()
             relay.close()

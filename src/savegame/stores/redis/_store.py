@@ -348,7 +348,7 @@ class RedisStore(RedisJournal, RedisStorage):
         one after another with nothing between (a connection lost before EXEC runs none).
         Each script is atomic and refuses alone, as in a savepoint."""
         done: list[Written | Exception | None] = [None] * len(puts)
-        sent: list[int] = []
+        sent: list[tuple[int, list[bytes | str | int]]] = []
         pipe = self._client.pipeline(transaction=True)
         script = self._scripts["put_checkpoint"]
         for i, put in enumerate(puts):
@@ -358,11 +358,16 @@ class RedisStore(RedisJournal, RedisStorage):
                 done[i] = exc
                 continue
             script(args=[self._p, *args], client=pipe)
-            sent.append(i)
+            sent.append((i, args))
         if sent:
             # Replies in order; a script's own error comes back in its place.
-            for i, reply in zip(sent, pipe.execute(raise_on_error=False), strict=True):
+            for (i, args), reply in zip(sent, pipe.execute(raise_on_error=False), strict=True):
                 try:
+                    if isinstance(reply, redis.exceptions.NoScriptError):
+                        # The server's scripts were flushed (SCRIPT FLUSH, a restart, a
+                        # failover) after the pipeline loaded them: this script never ran,
+                        # so it runs alone, which loads it again, as put_checkpoint does.
+                        reply = self._call("put_checkpoint", *args)
                     if isinstance(reply, Exception):
                         raise reply
                     done[i] = self._written(puts[i], reply)
