@@ -479,6 +479,15 @@ if not TYPE_CHECKING:
     def __getattr__(name: str) -> Any:
         module = _MODULE_OF.get(name)
         if module is None:
+            if not name.startswith("_"):  # never savegame.__main__, which runs the CLI
+                # A subpackage read as an attribute (savegame.errors.NotFoundError) is
+                # imported, as the eager package did for most; else whether it worked
+                # hung on which name had been read first.
+                try:
+                    return importlib.import_module(f"savegame.{name}")
+                except ModuleNotFoundError as exc:
+                    if exc.name != f"savegame.{name}":
+                        raise  # the subpackage is there; something it imports is not
             raise AttributeError(f"module 'savegame' has no attribute {name!r}")
         value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
         globals()[name] = value  # read once: later reads are a plain global

@@ -94,7 +94,15 @@ class GroupCommit:
                 # Alone: the plain write, without the savepoint a batch puts around each.
                 results = [_put_one(store, batch[0].put)]
             else:
-                results = store.put_checkpoints([w.put for w in batch])
+                answered = store.put_checkpoints([w.put for w in batch])
+                if len(answered) != len(batch):
+                    # A store breaking the contract (a third party's): read below, a short
+                    # list raised under the lock and left every waiter asleep for ever.
+                    raise RuntimeError(
+                        f"{type(store).__name__}.put_checkpoints answered {len(answered)} "
+                        f"of {len(batch)} puts"
+                    )
+                results = answered
         except BaseException as exc:  # the whole transaction failed: each run hears it
             failure = exc
         with self._lock:

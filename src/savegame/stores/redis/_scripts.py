@@ -86,6 +86,17 @@ local function wake_if_ready(run_id)
   end
 end
 
+-- Redis does not roll a script back, so a key edited behind the store's back into another
+-- type would fail a write halfway (a checkpoint stored, its run's head not moved). nil when
+-- each of keys (key, type, key, type...) is absent or of its type, else {'corrupt', key, type}.
+local function wrong_type(keys)
+  for j = 1, #keys, 2 do
+    local t = redis.call('TYPE', keys[j]).ok
+    if t ~= 'none' and t ~= keys[j + 1] then return {'corrupt', keys[j], t} end
+  end
+  return nil
+end
+
 local function put_blob(digest, data)
   redis.call('SET', key('blob', digest), data, 'NX')
   redis.call('SADD', P .. 'blobs', digest)
@@ -205,20 +216,32 @@ return {'ok', fmt(expires)}
 # n_effects at 18, n*(request_id, entry), n_blobs, n*(digest, bytes), then the wait: wake_at
 # micros ('' none), topics JSON, need; then n_events, n*(run_id, request_id, entry): events
 # for other runs (a child's end), dropped for a run that does not exist.
-# Reply: a fence error, {'conflict'}, {'missing', digests...} or {'ok', cancel_requested}.
+# Reply: a fence error, {'conflict'}, {'missing', digests...}, {'corrupt', key, type} or
+# {'ok', cancel_requested}.
 PUT_CHECKPOINT = r"""
 local run_id = ARGV[2]
 local err = fence(run_id, ARGV[3])
 if err then return err end
 if redis.call('EXISTS', key('cp', ARGV[9])) == 1 then return {'conflict'} end
 local nfx = tonumber(ARGV[18])
+local rk = key('run', run_id)
+local v = redis.call('HMGET', rk, 'status', 'created_at', 'thread_id', 'cancel_requested')
+local w = 20 + 2 * nfx + 2 * tonumber(ARGV[19 + 2 * nfx])
+local typed = {key('cps', run_id), 'zset', key('tcps', ARGV[11]), 'zset', P .. 'refs', 'hash',
+  P .. 'blobs', 'set', key('fx', run_id), 'hash', key('fxi', run_id), 'zset',
+  key('evs', run_id), 'hash', key('status', ARGV[4]), 'zset', key('status', v[1] or ''), 'zset',
+  P .. 'threads', 'zset', P .. 'wake', 'zset'}
+for i = w + 4, w + 3 + 3 * tonumber(ARGV[w + 3]), 3 do
+  for _, k in ipairs({key('fx', ARGV[i]), 'hash', key('fxi', ARGV[i]), 'zset',
+    key('evs', ARGV[i]), 'hash', key('run', ARGV[i]), 'hash'}) do typed[#typed + 1] = k end
+end
+err = wrong_type(typed)
+if err then return err end
 -- Blobs before the record, so a committed record never points at a missing blob.
 local missing = put_blobs(17, 19 + 2 * nfx)
 if #missing > 0 then return {'missing', unpack(missing)} end
 for i = 19, 17 + 2 * nfx, 2 do journal(run_id, ARGV[i], ARGV[i + 1]) end
 put_cp(9)
-local rk = key('run', run_id)
-local v = redis.call('HMGET', rk, 'status', 'created_at', 'thread_id', 'cancel_requested')
 local new = ARGV[4]
 if v[1] ~= new then
   redis.call('ZREM', key('status', v[1]), run_id)
@@ -228,7 +251,6 @@ redis.call('HSET', rk, 'head', ARGV[9], 'status', new, 'step', ARGV[5], 'updated
 if ARGV[7] == '1' then redis.call('HSET', rk, 'error', ARGV[8])
 else redis.call('HDEL', rk, 'error') end
 redis.call('ZADD', P .. 'threads', 'GT', ARGV[6], v[3])
-local w = 20 + 2 * nfx + 2 * tonumber(ARGV[19 + 2 * nfx])
 redis.call('HDEL', rk, 'wake_at', 'wait_topics', 'wait_need')
 redis.call('ZREM', P .. 'wake', run_id)
 if new == 'waiting' then

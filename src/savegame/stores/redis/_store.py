@@ -15,6 +15,7 @@ import redis
 from savegame.errors import (
     ConfigurationError,
     ConflictError,
+    CorruptRecordError,
     LeaseHeldError,
     NotFoundError,
     SavegameError,
@@ -70,6 +71,33 @@ def parse_url(url: str) -> tuple[str, str]:
             f"bad Redis store URL {url!r}: prefix must be letters, digits, '_', '.' or '-'"
         )
     return urlunsplit(parts._replace(query=urlencode(rest))), prefix
+
+
+_POOL_OPTIONS = ("pool_max", "max_connections", "pool_timeout")
+
+
+def _client(driver_url: str) -> redis.Redis:
+    """The client of a driver URL. With a bounded pool (``pool_max``, as on PostgreSQL, or
+    redis-py's ``max_connections``) a call waits up to ``pool_timeout`` seconds (30) for a
+    free connection: a worker's slots share one handle, and redis-py's plain pool raises
+    "Too many connections" past its max instead. Without, the plain unbounded pool.
+
+    Raises:
+        ValueError: a pool option that is not a number.
+    """
+    parts = urlsplit(driver_url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    given = dict(query)
+    if not any(k in given for k in _POOL_OPTIONS):
+        return redis.Redis.from_url(driver_url)
+    rest = urlunsplit(
+        parts._replace(query=urlencode([x for x in query if x[0] not in _POOL_OPTIONS]))
+    )
+    size = given.get("pool_max") or given.get("max_connections") or "50"
+    pool = redis.BlockingConnectionPool.from_url(
+        rest, max_connections=int(size), timeout=float(given.get("pool_timeout") or 30.0)
+    )
+    return redis.Redis.from_pool(pool)
 
 
 def _without_password(url: str) -> str:
@@ -173,7 +201,7 @@ class RedisStore(RedisJournal, RedisStorage):
         """Open the store a ``redis://`` or ``rediss://`` URL names (see :func:`parse_url`)."""
         driver_url, prefix = parse_url(url)
         try:
-            client = redis.Redis.from_url(driver_url)
+            client = _client(driver_url)
         except (ValueError, TypeError) as exc:
             raise ConfigurationError(
                 f"bad Redis store URL {_without_password(url)!r}: {exc}"
@@ -320,7 +348,7 @@ class RedisStore(RedisJournal, RedisStorage):
         one after another with nothing between (a connection lost before EXEC runs none).
         Each script is atomic and refuses alone, as in a savepoint."""
         done: list[Written | Exception | None] = [None] * len(puts)
-        sent: list[int] = []
+        sent: list[tuple[int, list[bytes | str | int]]] = []
         pipe = self._client.pipeline(transaction=True)
         script = self._scripts["put_checkpoint"]
         for i, put in enumerate(puts):
@@ -330,11 +358,16 @@ class RedisStore(RedisJournal, RedisStorage):
                 done[i] = exc
                 continue
             script(args=[self._p, *args], client=pipe)
-            sent.append(i)
+            sent.append((i, args))
         if sent:
             # Replies in order; a script's own error comes back in its place.
-            for i, reply in zip(sent, pipe.execute(raise_on_error=False), strict=True):
+            for (i, args), reply in zip(sent, pipe.execute(raise_on_error=False), strict=True):
                 try:
+                    if isinstance(reply, redis.exceptions.NoScriptError):
+                        # The server's scripts were flushed (SCRIPT FLUSH, a restart, a
+                        # failover) after the pipeline loaded them: this script never ran,
+                        # so it runs alone, which loads it again, as put_checkpoint does.
+                        reply = self._call("put_checkpoint", *args)
                     if isinstance(reply, Exception):
                         raise reply
                     done[i] = self._written(puts[i], reply)
@@ -370,6 +403,10 @@ class RedisStore(RedisJournal, RedisStorage):
     def _written(self, put: Put, reply: list[Any]) -> Written:
         """The script's reply as put_checkpoint returns it, or the error it refused with."""
         record = put.record
+        if reply[0] == b"corrupt":  # refused before its first write: nothing of it stored
+            raise CorruptRecordError(
+                record.run_id, f"key {reply[1].decode()} is a {reply[2].decode()} (edited?)"
+            )
         if self._checked(reply, record.run_id, put.lease_token)[0] == b"conflict":
             raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
         _check_missing(reply, record.checkpoint_id)
