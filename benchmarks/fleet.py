@@ -101,10 +101,13 @@ def finished(store: Any) -> int:
 
 
 def held_by(store: Any, pid: int) -> list[str]:
+    """The runs ``pid`` held a lease on: running ones, and queued ones it had claimed
+    and whose first step it ran without its checkpoint becoming durable."""
     tag = f":{pid}:"
     return [
         info.run_id
-        for info in store.list_runs(status=RunStatus.RUNNING, limit=100_000)
+        for status in (RunStatus.RUNNING, RunStatus.QUEUED)
+        for info in store.list_runs(status=status, limit=100_000)
         if info.lease is not None and tag in info.lease.owner
     ]
 
