@@ -31,7 +31,9 @@ class Observer:
     on_step: Callable[[str, int, str], None] | None = None
     """Called with (run_id, step index, step name) before a step runs."""
     on_checkpoint: Callable[[CheckpointHeader, float], None] | None = None
-    """Called with the header and the write time in seconds once a checkpoint is committed."""
+    """Called with the header and the write time in seconds once a checkpoint is committed,
+    in the thread that wrote it: under ``arun``, an io thread, but on the event loop for a
+    store that does not block (``memory://``), so there a callback that waits holds the loop."""
     on_existing: Callable[[RunInfo, str], None] | None = None
     """Called when a start (``run``/``submit`` with a ``run_id``) finds the run: with its
     row and what the start does with it, ``"continue"`` or ``"return"``."""
