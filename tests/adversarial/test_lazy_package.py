@@ -13,19 +13,7 @@ import sys
 
 import pytest
 
-from tests.cli.conftest import clean_env
-
-
-def _python(code: str, *args: str, **env: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env={**clean_env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from tests.cli.conftest import TYPER_ROOT_HELP, clean_env, python_output
 
 
 def test_a_star_import_binds_every_public_name_to_the_package_s_own() -> None:
@@ -38,7 +26,7 @@ def test_a_star_import_binds_every_public_name_to_the_package_s_own() -> None:
         "extra = sorted(k for k in ns if k != '__builtins__' and k not in savegame.__all__)\n"
         "print(missing, other, extra, set(savegame.__all__) <= set(dir(savegame)))\n"
     )
-    assert _python(code) == "[] [] [] True\n"
+    assert python_output(code) == "[] [] [] True\n"
 
 
 def test_a_subpackage_read_as_an_attribute_is_there_whatever_was_read_first() -> None:
@@ -49,7 +37,7 @@ def test_a_subpackage_read_as_an_attribute_is_there_whatever_was_read_first() ->
         "print(savegame.errors.NotFoundError.__name__, savegame.stores.open_store.__name__,"
         " savegame.model.RunStatus.__name__, savegame.testing.__name__)\n"
     )
-    assert _python(code) == "NotFoundError open_store RunStatus savegame.testing\n"
+    assert python_output(code) == "NotFoundError open_store RunStatus savegame.testing\n"
 
 
 def test_a_name_that_does_not_exist_is_a_plain_attribute_error() -> None:
@@ -66,7 +54,7 @@ def test_a_name_that_does_not_exist_is_a_plain_attribute_error() -> None:
         "except ImportError as exc:\n"
         "    print(type(exc).__name__)\n"
     )
-    assert _python(code) == (
+    assert python_output(code) == (
         "module 'savegame' has no attribute 'Wrokflow'\nFalse False\nFalse\nImportError\n"
     )
 
@@ -96,23 +84,10 @@ def test_threads_reading_names_at_once_on_first_access_all_get_the_same_object(
         "[t.join(60) for t in threads]\n"
         "print(errors, len(seen), all(s == seen[0] for s in seen))\n"
     )
-    assert _python(code) == "[] 16 True\n"
+    assert python_output(code) == "[] 16 True\n"
 
 
 # -- the root help, drawn by cli.root_help as typer draws it ------------------------------
-_TYPERS = (
-    "import typer\n"
-    "from typer import rich_utils\n"
-    "from savegame.cli import app\n"
-    "group = typer.main.get_command(app)\n"
-    "ctx = typer.Context(group, info_name='savegame')\n"
-    "for name in list(group.commands):\n"
-    "    group.get_command(ctx, name)\n"
-    "rich_utils.rich_format_help(obj=group, ctx=ctx, markup_mode='rich')\n"
-    "print()\n"
-)
-
-
 @pytest.mark.parametrize(
     "env",
     [
@@ -125,15 +100,7 @@ _TYPERS = (
 )
 def test_the_root_help_matches_typer_s_under_any_terminal(env: dict[str, str]) -> None:
     ours = "from savegame.cli import main\nmain()\n"
-    expected = _python(_TYPERS, **env)
-    done = subprocess.run(
-        [sys.executable, "-c", ours, "--help"],
-        env={**clean_env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.stdout == expected
+    assert python_output(ours, "--help", **env) == python_output(TYPER_ROOT_HELP, **env)
 
 
 @pytest.mark.parametrize(("typo", "meant"), [("rnu", "'run'"), ("ru", "'run', 'runs'")])

@@ -186,6 +186,35 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+def python_output(code: str, *args: str, **env: str) -> str:
+    """What ``python -c CODE ARGS`` prints in a fresh interpreter (with :func:`clean_env`
+    and ``env``); it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env={**clean_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+#: Typer's own drawing of the root help, with every command loaded (so the one-line help
+#: in ``COMMANDS`` is checked against the docstrings too): what ``cli.root_help`` must equal.
+TYPER_ROOT_HELP = (
+    "import typer\n"
+    "from typer import rich_utils\n"
+    "from savegame.cli import app\n"
+    "group = typer.main.get_command(app)\n"
+    "ctx = typer.Context(group, info_name='savegame')\n"
+    "for name in list(group.commands):\n"
+    "    group.get_command(ctx, name)\n"
+    "rich_utils.rich_format_help(obj=group, ctx=ctx, markup_mode='rich')\n"
+    "print()\n"  # click's echo of the (empty) formatter after format_help
+)
+
+
 def savegame_cli(
     *args: str, cwd: Path, stdin: int | None = subprocess.DEVNULL
 ) -> subprocess.CompletedProcess[str]:

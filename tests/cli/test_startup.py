@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from savegame.cli import app
 from savegame.cli.app import COMMANDS, load
-from tests.cli.conftest import clean_env
+from tests.cli.conftest import TYPER_ROOT_HELP, clean_env, python_output
 
 #: Imported by a command, never by the root's help: savegame's layers below the CLI,
 #: the web UI's server, typer's help renderer (rich's Markdown and Syntax).
@@ -37,18 +37,6 @@ NOT_FOR_HELP = [
 LISTED = [name for commands in COMMANDS.values() for name in commands]
 
 
-def _python(code: str, *args: str, **env: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env={**clean_env(), **env},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return done.stdout
-
-
 def test_the_root_help_lists_every_command_and_imports_none_of_them() -> None:
     code = (
         "import contextlib, io, runpy, sys\n"
@@ -59,7 +47,7 @@ def test_the_root_help_lists_every_command_and_imports_none_of_them() -> None:
         "print(out.getvalue())\n"
         "print(sorted(m for m in names if m in sys.modules))\n"
     )
-    *shown, loaded = _python(code, *NOT_FOR_HELP, COLUMNS="200").splitlines()
+    *shown, loaded = python_output(code, *NOT_FOR_HELP, COLUMNS="200").splitlines()
     assert loaded == "[]"
     listed = [line.split()[1] for line in shown if line.startswith("│ ") and "  " in line]
     assert listed[2:] == LISTED  # after --debug and --help
@@ -67,23 +55,12 @@ def test_the_root_help_lists_every_command_and_imports_none_of_them() -> None:
 
 def test_the_root_help_is_drawn_as_typer_draws_it() -> None:
     """Byte for byte, colours on: typer's renderer over the group with every command
-    loaded (so the one-line help in COMMANDS is also checked against the docstrings)."""
-    typers = (
-        "import typer\n"
-        "from typer import rich_utils\n"
-        "from savegame.cli import app\n"
-        "group = typer.main.get_command(app)\n"
-        "ctx = typer.Context(group, info_name='savegame')\n"
-        "for name in list(group.commands):\n"
-        "    group.get_command(ctx, name)\n"
-        "rich_utils.rich_format_help(obj=group, ctx=ctx, markup_mode='rich')\n"
-        "print()\n"  # click's echo of the (empty) formatter after format_help
-    )
+    loaded (TYPER_ROOT_HELP)."""
     ours = "from savegame.cli import main\nmain()\n"
     for env in ({"FORCE_COLOR": "1", "TERMINAL_WIDTH": "100"}, {"COLUMNS": "60"}):
-        expected = _python(typers, **env)
+        expected = python_output(TYPER_ROOT_HELP, **env)
         assert "\x1b[" in expected or "COLUMNS" in env
-        assert _python(ours, "--help", **env) == expected
+        assert python_output(ours, "--help", **env) == expected
 
 
 @pytest.mark.parametrize("module", list(COMMANDS))
@@ -122,7 +99,7 @@ def test_a_command_imports_its_own_module_alone() -> None:
         "    main()\n"
         "print(sorted(m for m in sys.modules if m.endswith('_cmds')))\n"
     )
-    assert _python(code) == "['savegame.cli.storage_cmds']\n"
+    assert python_output(code) == "['savegame.cli.storage_cmds']\n"
 
 
 def test_a_misspelt_command_is_still_suggested() -> None:
