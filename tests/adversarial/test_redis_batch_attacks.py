@@ -388,29 +388,36 @@ class _DropsTheReply:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+@contextlib.contextmanager
+def _behind(relay: _DropsTheReply) -> Iterator[RedisStore]:
+    """A store on a fresh prefix reached through ``relay``; both closed afterwards."""
+    with services.redis_prefix() as prefix:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the test server keeps nothing on disk
+            store = open_store(f"redis://127.0.0.1:{relay.port}/0?prefix={prefix}")
+        try:
+            assert isinstance(store, RedisStore)
+            yield store
+        finally:
+            store.close()
+            relay.close()
+
+
 def test_a_batch_whose_reply_is_lost_is_written_whole_or_not_at_all() -> None:
     # EXEC ran on the server, its reply never came: the batch raises (each run hears
     # it, in doubt), and what the server holds is every put of it or none.
     relay = _DropsTheReply(b"EXEC")
-    with services.redis_prefix() as prefix:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            store = open_store(f"redis://127.0.0.1:{relay.port}/0?prefix={prefix}")
-        try:
-            assert isinstance(store, RedisStore)
-            started = [_start(store) for _ in range(5)]
-            puts = [Put(next_record(first), lease.token) for first, lease in started]
-            relay.armed.set()
-            with pytest.raises(redis.ConnectionError):
-                store.put_checkpoints(puts)
-            moved = {
-                store.get_run(p.record.run_id).head_checkpoint_id == p.record.checkpoint_id
-                for p in puts
-            }
-            assert len(moved) == 1  # all or none
-        finally:
-            store.close()
-            relay.close()
+    with _behind(relay) as store:
+        started = [_start(store) for _ in range(5)]
+        puts = [Put(next_record(first), lease.token) for first, lease in started]
+        relay.armed.set()
+        with pytest.raises(redis.ConnectionError):
+            store.put_checkpoints(puts)
+        moved = {
+            store.get_run(p.record.run_id).head_checkpoint_id == p.record.checkpoint_id
+            for p in puts
+        }
+        assert len(moved) == 1  # all or none
 
 
 def test_scripts_flushed_between_loading_and_exec_are_loaded_again() -> None:
@@ -418,22 +425,14 @@ def test_scripts_flushed_between_loading_and_exec_are_loaded_again() -> None:
     # and before MULTI/EXEC: every EVALSHA of the batch meets NOSCRIPT. A put alone
     # loads its script again; the batch must too, not fail every run in it.
     relay = _DropsTheReply(b"MULTI", flush=True)
-    with services.redis_prefix() as prefix:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            store = open_store(f"redis://127.0.0.1:{relay.port}/0?prefix={prefix}")
-        try:
-            assert isinstance(store, RedisStore)
-            started = [_start(store) for _ in range(3)]
-            first, lease = started[0]
-            a = next_record(first)
-            puts = [Put(a, lease.token), Put(next_record(a), lease.token)]
-            puts += [Put(next_record(f), token.token) for f, token in started[1:]]
-            relay.armed.set()
-            got = store.put_checkpoints(puts)
-            assert not relay.armed.is_set()  # the flush happened
-            assert [type(x) for x in got] == [Written] * 4
-            assert store.get_run(first.run_id).head_checkpoint_id == puts[1].record.checkpoint_id
-        finally:
-            store.close()
-            relay.close()
+    with _behind(relay) as store:
+        started = [_start(store) for _ in range(3)]
+        first, lease = started[0]
+        a = next_record(first)
+        puts = [Put(a, lease.token), Put(next_record(a), lease.token)]
+        puts += [Put(next_record(f), token.token) for f, token in started[1:]]
+        relay.armed.set()
+        got = store.put_checkpoints(puts)
+        assert not relay.armed.is_set()  # the flush happened
+        assert [type(x) for x in got] == [Written] * 4
+        assert store.get_run(first.run_id).head_checkpoint_id == puts[1].record.checkpoint_id
