@@ -77,6 +77,16 @@ _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 
+def _head_move(put: _common.CheckedPut) -> tuple[Any, ...]:
+    """MOVE_HEAD's parameters for a put (MOVE_HEAD_FENCED's before its token)."""
+    header = put.record.header
+    until, topics, need = put.wait
+    return (
+        header.checkpoint_id, RunStatus(header.status).value, header.step, put.error,
+        _common.to_micros(utcnow()), until, topics, need, header.run_id,
+    )  # fmt: skip
+
+
 class _Refused(Exception):
     """A pipelined put was refused: roll its batch back, to be written again one by one."""
 
@@ -106,14 +116,10 @@ class _Sent:
         """Raises: as ``CheckedPut.of`` and ``checkpoint_values`` do."""
         checked = _common.CheckedPut.of(put)
         header = checked.record.header
-        until, topics, need = checked.wait
-        move = (
-            header.checkpoint_id, RunStatus(header.status).value, header.step, checked.error,
-            _common.to_micros(utcnow()), until, topics, need, header.run_id, checked.lease_token,
-        )  # fmt: skip
+        topics = checked.wait[1]
         return cls(
             checked,
-            move,
+            (*_head_move(checked), checked.lease_token),
             checkpoint_values(SQL.dialect, checked.record),
             [effect_values(e) for e in checked.journal],
             not header.blobs and not checked.blobs and checked.waiting is None and not topics,
@@ -448,12 +454,8 @@ class PostgresStore(SqlSchedules, SqlStore):
     def _put(self, conn: Conn, put: _common.CheckedPut) -> Written:
         """Write one checked put; call inside a transaction."""
         header, record = put.record.header, put.record
-        until, topics, need = put.wait
         params = checkpoint_values(SQL.dialect, record)
-        move = (
-            header.checkpoint_id, RunStatus(header.status).value, header.step, put.error,
-            _common.to_micros(utcnow()), until, topics, need, header.run_id,
-        )  # fmt: skip
+        move = _head_move(put)
         # See MOVE_HEAD_FENCED. A later failure rolls it all back, so the order
         # inside the transaction does not matter.
         token = put.lease_token
