@@ -60,17 +60,26 @@ def parse_url(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss"):
         raise ConfigurationError(f"not a Redis store URL: {url!r} (expected redis:// or rediss://)")
-    prefix, rest = DEFAULT_PREFIX, []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key == "prefix":
-            prefix = value
-        else:
-            rest.append((key, value))
+    driver_url, ours = _split_query(url, ("prefix",))
+    prefix = ours.get("prefix", DEFAULT_PREFIX)
     if not _PREFIX.fullmatch(prefix):
         raise ConfigurationError(
             f"bad Redis store URL {url!r}: prefix must be letters, digits, '_', '.' or '-'"
         )
-    return urlunsplit(parts._replace(query=urlencode(rest))), prefix
+    return driver_url, prefix
+
+
+def _split_query(url: str, names: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """``url`` without the query parameters ``names``, and their values (the last of a
+    repeated one)."""
+    parts = urlsplit(url)
+    rest, taken = [], {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in names:
+            taken[key] = value
+        else:
+            rest.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(rest))), taken
 
 
 _POOL_OPTIONS = ("pool_max", "max_connections", "pool_timeout")
@@ -85,14 +94,9 @@ def _client(driver_url: str) -> redis.Redis:
     Raises:
         ValueError: a pool option that is not a number.
     """
-    parts = urlsplit(driver_url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    given = dict(query)
-    if not any(k in given for k in _POOL_OPTIONS):
+    rest, given = _split_query(driver_url, _POOL_OPTIONS)
+    if not given:
         return redis.Redis.from_url(driver_url)
-    rest = urlunsplit(
-        parts._replace(query=urlencode([x for x in query if x[0] not in _POOL_OPTIONS]))
-    )
     size = given.get("pool_max") or given.get("max_connections") or "50"
     pool = redis.BlockingConnectionPool.from_url(
         rest, max_connections=int(size), timeout=float(given.get("pool_timeout") or 30.0)
