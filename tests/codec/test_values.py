@@ -204,9 +204,52 @@ def test_unknown_type_name_on_load_is_a_clear_error() -> None:
         codec.loads(b'{"x":{"$sg:obj":["nobody.Knows",{}]}}')
 
 
-def test_builtin_subclasses_are_refused() -> None:
-    class MyStr(str):
+def test_a_str_int_or_float_subclass_is_kept_as_its_plain_value() -> None:
+    """langchain-core's ``message.text`` is a str subclass with no state of its own: it
+    loads back equal, as the builtin type. One with attributes of its own would lose them,
+    and a list or dict subclass (a defaultdict's factory) is refused as before."""
+
+    class Text(str):
+        __slots__ = ()
+
+    class Count(int):
         pass
 
+    class Ratio(float):
+        pass
+
+    loaded = codec.loads(codec.dumps({"s": Text("x"), "i": Count(3), "f": Ratio(0.5)}))
+    assert loaded == {"s": "x", "i": 3, "f": 0.5}
+    assert (type(loaded["s"]), type(loaded["i"]), type(loaded["f"])) == (str, int, float)
+
+    tagged = Text("y")
+    with pytest.raises(
+        SerializationError, match=r"state.s: .*_Tagged is a subclass of str with attributes"
+    ):
+        codec.dumps({"s": _Tagged("y", note="lost")})
+    assert codec.dumps(tagged) == b'"y"'
     with pytest.raises(SerializationError, match="subclass of a builtin"):
-        codec.dumps({"s": MyStr("x")})
+        codec.dumps({"l": _MyList([1])})
+
+
+class _Tagged(str):
+    note: str
+
+    def __new__(cls, value: str, *, note: str) -> _Tagged:
+        made = super().__new__(cls, value)
+        made.note = note
+        return made
+
+
+class _MyList(list[int]):
+    pass
+
+
+def test_an_unregistered_str_enum_is_still_refused() -> None:
+    """An enum is not its value: kept as a str it would not load back as the enum."""
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    with pytest.raises(SerializationError, match="until registered"):
+        codec.dumps({"c": Colour.RED})

@@ -5,7 +5,9 @@ Users need :func:`register`, :class:`Migration`, :func:`canonical`, :func:`dumps
 :func:`encode` and :func:`decode`. The rest is what savegame's runtime, effects,
 inspect and maintenance packages ask of the codec. The modules behind it, one job each:
 
-    _values     pure data <-> JSON trees with tags (_registry: registered types)
+    _values     pure data <-> JSON trees with tags (_registry: registered types;
+                _stdlib: deque, paths, IP addresses ... registered by name;
+                _conventions: what a framework's saver asks, tuples as lists ...)
     _delta      a patch between two states
     _packs      long lists and dicts of a keyframe as packs
     _refs       blob references in a tree: extract, resolve, rename (rekey)
@@ -24,7 +26,10 @@ They are private. Two modules stay public, because users build what they hold:
 :mod:`savegame.codec.storage` (``StorageConfig``).
 """
 
+from savegame.codec import _stdlib  # noqa: F401  (registers the standard library's values)
 from savegame.codec._blobs import blob_digest, known_blobs, unseal_blob
+from savegame.codec._conventions import Conventions
+from savegame.codec._conventions import using as using_conventions
 from savegame.codec._engine import Chain, Encoded, Encoder, load_chain, load_state
 from savegame.codec._entries import (
     decode_value,
@@ -39,7 +44,7 @@ from savegame.codec._metadata import refuse_reserved, reseal_metadata, reveal_me
 from savegame.codec._migrate import Migration, upgrade
 from savegame.codec._records import decode, encode, marker, rewrap
 from savegame.codec._refs import Renamed, Renamer
-from savegame.codec._registry import register
+from savegame.codec._registry import register, storable
 from savegame.codec._runs import (
     check_head,
     reseal_run,
@@ -53,6 +58,7 @@ from savegame.codec._values import canonical, dumps, from_data, loads, to_data
 
 __all__ = [
     "Chain",
+    "Conventions",
     "Encoded",
     "Encoder",
     "Migration",
@@ -87,9 +93,11 @@ __all__ = [
     "seal_entry",
     "seal_error",
     "seal_record",
+    "storable",
     "to_data",
     "unseal_blob",
     "upgrade",
+    "using_conventions",
     "verify_entry",
     "verify_run",
     "verify_schedule",

@@ -19,6 +19,10 @@ T = TypeVar("T")
 
 _by_name: dict[str, type[Any]] = {}
 _by_type: dict[type[Any], str] = {}
+#: Names registered by :func:`admit`, not by the user: one may be bound again, to a class
+#: of the same name defined anew (a class made in a function, redefined on each call),
+#: and an explicit :func:`register` takes it over.
+_admitted: set[str] = set()
 _adapters: dict[
     type[Any], tuple[Callable[[Any], dict[str, Any]], Callable[[dict[str, Any]], Any]]
 ] = {}
@@ -46,17 +50,16 @@ def register(
 
     def apply(target: type[T]) -> type[T]:
         key = name or f"{target.__module__}.{target.__qualname__}"
-        if fields is None and not (
-            _is_dataclass_type(target) or _is_pydantic_type(target) or issubclass(target, enum.Enum)
-        ):
+        if fields is None and not storable(target):
             raise ConfigurationError(
                 f"cannot register {target.__qualname__}: only dataclasses, pydantic models and enums can be saved"
             )
         existing = _by_name.get(key)
-        if existing is not None and existing is not target:
+        if existing is not None and existing is not target and key not in _admitted:
             raise ConfigurationError(
                 f"type name {key!r} is already registered for {existing.__qualname__}"
             )
+        _admitted.discard(key)
         _by_name[key] = target
         _by_type[target] = key
         if fields is not None and rebuild is not None:
@@ -68,12 +71,30 @@ def register(
     return apply
 
 
+def admit(cls: type[Any], name: str) -> bool:
+    """Register a dataclass, pydantic model or enum under ``name`` on a saver's behalf
+    (:mod:`savegame.codec._conventions`); False when ``name`` is the user's for another class."""
+    existing = _by_name.get(name)
+    if existing is not None and existing is not cls and name not in _admitted:
+        return False
+    if existing is None or name in _admitted:
+        _admitted.add(name)
+    _by_name[name] = cls
+    _by_type[cls] = name
+    return True
+
+
 def name_of(cls: type[Any]) -> str | None:
     return _by_type.get(cls)
 
 
 def type_named(name: str) -> type[Any] | None:
     return _by_name.get(name)
+
+
+def storable(cls: type[Any]) -> bool:
+    """A class the codec can save by its fields once it is registered."""
+    return _is_dataclass_type(cls) or _is_pydantic_type(cls) or issubclass(cls, enum.Enum)
 
 
 def _is_dataclass_type(cls: type[Any]) -> bool:

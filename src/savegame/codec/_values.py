@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import _registry
+from savegame.codec import _conventions, _registry
 from savegame.errors import SerializationError
 from savegame.model import StoredFile
 from savegame.secrets import Secret
@@ -135,6 +135,11 @@ def encode_at(value: Any, room: int) -> Any:
             raise Unsaveable(_too_deep())
         return {key: encode_at(item, room) for key, item in value.items()}
     if kind is tuple:
+        if _conventions.current().tuples_as_lists:
+            room -= 1
+            if room < 0:
+                raise Unsaveable(_too_deep())
+            return [encode_at(item, room) for item in value]
         room -= 2
         if room < 0:
             raise Unsaveable(_too_deep())
@@ -143,7 +148,7 @@ def encode_at(value: Any, room: int) -> Any:
         room -= 2
         if room < 0:
             raise Unsaveable(_too_deep())
-        items = [encode_at(item, room) for item in value]
+        items = [_hashable_at(item, room) for item in value]
         # Canonical order, so equal sets always encode to equal bytes.
         items.sort(key=lambda item: orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
         return {_TAG + ("set" if kind is set else "frozenset"): items}
@@ -179,7 +184,7 @@ def _encode_tagged(value: Any, kind: type, room: int) -> Any:
         # A blob reference of kind "f": listed in the record's header (kept by retention,
         # renamed by rekey) but never fetched when the state loads.
         return {_TAG + "blob": ["f", value.digest, value.mode, value.size]}
-    name = _registry.name_of(kind)
+    name = _registry.name_of(kind) or _admitted(kind)
     if name is not None:
         room -= 3
         if room < 0:
@@ -190,12 +195,54 @@ def _encode_tagged(value: Any, kind: type, room: int) -> Any:
             fields = _registry.fields_of(value)
             body = {key: encode_at(item, room) for key, item in fields.items()}
         return {_TAG + "obj": [name, body]}
+    plain = _plain_value(value)
+    if plain is not None:
+        return plain
     raise Unsaveable(_refusal(value))
+
+
+def _admitted(kind: type[Any]) -> str | None:
+    """The name a saver's conventions store an unregistered class under, registered now."""
+    admit = _conventions.current().admit
+    if admit is None or not _registry.storable(kind):
+        return None
+    name = admit(kind)
+    return name if name is not None and _registry.admit(kind, name) else None
+
+
+#: The builtin scalars whose subclasses are kept as the builtin value they hold.
+_PLAIN = (str, int, float)
+
+
+def _plain_value(value: Any) -> Any:
+    """A str, int or float subclass's value as the builtin type, when that is all it
+    holds (langchain-core's ``message.text`` is a ``str`` subclass with no state of its
+    own): it loads back equal. None for anything else, an enum or an instance with
+    attributes of its own, which would not come back."""
+    if isinstance(value, enum.Enum) or getattr(value, "__dict__", None):
+        return None
+    for base in _PLAIN:
+        if isinstance(value, base):
+            if any(_slot_set(value, cls) for cls in type(value).__mro__):
+                return None
+            return base(value)
+    return None
+
+
+def _slot_set(value: Any, cls: type[Any]) -> bool:
+    slots = cls.__dict__.get("__slots__", ())
+    names = (slots,) if isinstance(slots, str) else slots
+    return any(hasattr(value, name) for name in names if name not in ("__dict__", "__weakref__"))
 
 
 def _refusal(value: Any) -> str:
     kind = type(value)
-    if isinstance(value, (list, dict, tuple, str, int, float, bytes, set, frozenset)):
+    if isinstance(value, _PLAIN) and not isinstance(value, enum.Enum):
+        return (
+            f"{_describe(value)} is a subclass of {type(value).__mro__[-2].__name__} with "
+            "attributes of its own, which would not be kept; convert it to the plain type"
+        )
+    if isinstance(value, (list, dict, tuple, bytes, set, frozenset)):
         return (
             f"{_describe(value)} is a subclass of a builtin type and is not serializable; "
             "convert it to the plain type"
@@ -351,9 +398,20 @@ def _map_to_data(value: dict[Any, Any], room: int) -> Any:
     room -= 3
     if room < 0:
         raise Unsaveable(_too_deep())
-    pairs = [[encode_at(key, room), encode_at(item, room)] for key, item in value.items()]
+    pairs = [[_hashable_at(key, room), encode_at(item, room)] for key, item in value.items()]
     pairs.sort(key=lambda pair: orjson.dumps(pair[0], option=orjson.OPT_SORT_KEYS))
     return {_TAG + "map": pairs}
+
+
+def _hashable_at(value: Any, room: int) -> Any:
+    """:func:`encode_at` for a dict key or a set's item, where a tuple stays a tuple
+    whatever the conventions say: a list could not be one when loaded."""
+    if type(value) is not tuple:
+        return encode_at(value, room)
+    room -= 2
+    if room < 0:
+        raise Unsaveable(_too_deep())
+    return {_TAG + "tuple": [_hashable_at(item, room) for item in value]}
 
 
 def from_data(tree: Any) -> Any:
@@ -409,7 +467,7 @@ def _untag(tag: str, body: Any) -> Any:
         return {from_data(key): from_data(item) for key, item in body}
     if tag == "obj":
         name, fields = body
-        cls = _registry.type_named(name)
+        cls = _registry.type_named(name) or _resolved(name)
         if cls is None:
             raise SerializationError(
                 f"<{name}>",
@@ -417,6 +475,15 @@ def _untag(tag: str, body: Any) -> Any:
             )
         return _registry.build(cls, {key: from_data(item) for key, item in fields.items()})
     raise SerializationError(f"<{tag}>", f"unknown tag {_TAG}{tag} (written by a newer savegame?)")
+
+
+def _resolved(name: str) -> type[Any] | None:
+    """The class a saver's conventions find for a name nobody registered here, registered now."""
+    resolve = _conventions.current().resolve
+    cls = None if resolve is None else resolve(name)
+    if cls is None or not _registry.storable(cls) or not _registry.admit(cls, name):
+        return None
+    return cls
 
 
 def _stored_file(body: Any) -> StoredFile:

@@ -1,0 +1,49 @@
+"""What a framework's saver asks of the codec for the values that framework hands it.
+
+savegame's own runs keep a tuple a tuple and refuse a type nobody registered. A
+framework's saver must give back what that framework's own savers give: LangGraph's
+return tuples as lists (msgpack has no tuple) and store the graph's own schema types
+(its pydantic models, dataclasses, enums) by name. Such a saver sets
+:class:`Conventions` around its encodes and decodes with :func:`using`.
+
+A ContextVar, so the runs of other threads and tasks keep the defaults; and read only
+where a tuple or an unregistered type is met, so a value of plain data pays nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Conventions:
+    tuples_as_lists: bool = False
+    """Encode a tuple as a list (a dict key stays a tuple: a list cannot be one)."""
+    admit: Callable[[type[Any]], str | None] | None = None
+    """The name to store an unregistered class under (it is registered under it), or
+    None to refuse it as usual."""
+    resolve: Callable[[str], type[Any] | None] | None = None
+    """The class a stored name that nobody registered in this process stands for, or
+    None to refuse it as usual."""
+
+
+DEFAULT = Conventions()
+_current: ContextVar[Conventions] = ContextVar("savegame_codec_conventions", default=DEFAULT)
+
+
+def current() -> Conventions:
+    return _current.get()
+
+
+@contextmanager
+def using(conventions: Conventions) -> Iterator[None]:
+    """Encode and decode with ``conventions`` in this context (thread, task) until exit."""
+    token = _current.set(conventions)
+    try:
+        yield
+    finally:
+        _current.reset(token)
