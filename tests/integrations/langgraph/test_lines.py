@@ -24,6 +24,8 @@ from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
 from savegame.errors import SavegameError, SerializationError
 from savegame.integrations.langgraph import _lines as lines_module
+from savegame.integrations.langgraph._lines import Write
+from savegame.integrations.langgraph._types import RecordedError
 from savegame.langgraph import SavegameSaver
 from savegame.stores import open_store
 
@@ -111,7 +113,7 @@ def test_an_unknown_type_is_refused_at_save_with_its_path(sqlite_url: str) -> No
     assert saver.get_tuple(stored).pending_writes == []  # type: ignore[union-attr]
 
 
-def test_a_node_error_is_kept_as_its_type_and_message(sqlite_url: str) -> None:
+def test_a_node_error_is_kept_as_the_string_langgraph_savers_keep(sqlite_url: str) -> None:
     def boom(state: Chat) -> dict[str, Any]:
         raise ValueError("the tool is down")
 
@@ -122,9 +124,22 @@ def test_a_node_error_is_kept_as_its_type_and_message(sqlite_url: str) -> None:
     config = {"configurable": {"thread_id": "err"}}
     with pytest.raises(ValueError, match="the tool is down"):
         graph.invoke({"messages": [HumanMessage(content="go")]}, config)
+    saver = SavegameSaver(sqlite_url)
+    (task,) = saver.get_tuple(config).pending_writes  # type: ignore[union-attr]
+    assert task[1:] == ("__error__", "ValueError('the tool is down')")
+    # What LangGraph's own tests do with it: a substring test on a str.
+    (failed,) = graph.get_state(config).tasks
+    assert "ValueError('the tool is down')" in failed.error  # type: ignore[operator]
+
+    # A thread written before kept a RecordedError: LangGraph gets the same string.
+    head = saver.get_tuple(config)
+    assert head is not None
+    line = saver._lines.find("err", "")
+    assert line is not None
+    old = Write(task[0], "__error__", RecordedError("builtins.KeyError", "k"), "", -1)
+    saver._lines.put_write(line, head.checkpoint["id"], old)
     (task,) = SavegameSaver(sqlite_url).get_tuple(config).pending_writes  # type: ignore[union-attr]
-    assert task[1] == "__error__"
-    assert (task[2].type, task[2].message) == ("builtins.ValueError", "the tool is down")
+    assert task[2] == "KeyError('k')"
 
 
 def test_two_savers_take_turns_on_one_thread(sqlite_url: str) -> None:

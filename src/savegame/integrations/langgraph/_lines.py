@@ -89,14 +89,23 @@ class Write:
     value: Any
     task_path: str
     index: int
+    data: tuple[bytes, bytes] | None = None
+    """Its journal entry's arguments and result, encoded (:meth:`Lines.encoded`)."""
 
 
 class Lines:
     """The lines of a store, with their encoders and lease tokens."""
 
-    def __init__(self, store: Store, storage: StorageConfig | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        storage: StorageConfig | None,
+        conventions: codec.Conventions | None = None,
+    ) -> None:
         self.store = store
         self.storage = storage
+        self.conventions = conventions or codec.Conventions()
+        """How values are encoded and decoded (:mod:`._types`: LangGraph's rules)."""
         self.lock = threading.RLock()
         self._appended = threading.Condition(self.lock)
         self._lines: OrderedDict[tuple[str, str], Line] = OrderedDict()
@@ -210,7 +219,8 @@ class Lines:
                 next=None,
                 metadata=_header_metadata(metadata),
             )
-            encoded = line.encoder.encode(header, state, None if fresh else changed)
+            with codec.using_conventions(self.conventions):
+                encoded = line.encoder.encode(header, state, None if fresh else changed)
             blobs = line.encoder.to_upload(self.store, encoded)
             record = encoded.record
             if fresh:
@@ -271,11 +281,26 @@ class Lines:
             token = self._token(line, again=True)
             self.store.put_checkpoint(record, lease_token=token, blobs=blobs)
 
+    def encoded(self, lg_id: str, write: Write) -> Write:
+        """``write`` with its journal entry's values encoded: a value savegame refuses is
+        refused here (naming its path), before any write of the task is recorded."""
+        if write.data is not None:
+            return write
+        path = f"writes[{write.task_id}][{write.index}]({write.channel})"
+        with codec.using_conventions(self.conventions):
+            arguments = codec.encode_value([write.task_id, write.task_path, lg_id], path)
+            result = codec.encode_value(
+                write.value, path, compress_from=_compress_from(self.storage)
+            )
+        return replace(write, data=(arguments, result))
+
     def put_write(self, line: Line, lg_id: str, write: Write) -> None:
         """Journal one pending write: insert-if-absent; a reserved channel (index < 0) overwrites."""
         with self.lock:
             request_id = f"{lg_id}|{write.task_id}|{write.index}"
-            path = f"writes[{write.task_id}][{write.index}]({write.channel})"
+            ready = self.encoded(lg_id, write)
+            assert ready.data is not None
+            arguments, result = ready.data
             plain = EffectRecord(
                 run_id=line.run_id,
                 request_id=request_id,
@@ -285,10 +310,8 @@ class Lines:
                 node=write.task_path,
                 call_index=write.index,
                 status=EffectStatus.DONE,
-                arguments=codec.encode_value([write.task_id, write.task_path, lg_id], path),
-                result=codec.encode_value(
-                    write.value, path, compress_from=_compress_from(self.storage)
-                ),
+                arguments=arguments,
+                result=result,
                 metadata=WRITE_MARK,
                 completed_at=utcnow(),
             )
@@ -339,7 +362,7 @@ class Lines:
             while True:
                 line = self.find(thread_id, ns)
                 if line is not None and (
-                    lg_id in line.stored or self._has(stored_id(lg_id, line.run_id))
+                    lg_id in line.stored or self.has(stored_id(lg_id, line.run_id))
                 ):
                     if lg_id not in line.stored:
                         line.stored.append(lg_id)
@@ -353,7 +376,7 @@ class Lines:
                     )
                 self._appended.wait(min(left, 0.5))
 
-    def _has(self, checkpoint_id: str) -> bool:
+    def has(self, checkpoint_id: str) -> bool:
         try:
             self.store.get_checkpoint(checkpoint_id)
         except NotFoundError:
@@ -388,7 +411,8 @@ class Lines:
             record = self.store.get_checkpoint(checkpoint_id)
         except NotFoundError:
             return None
-        return codec.load_state(self.store, record, self.storage).state
+        with codec.using_conventions(self.conventions):
+            return codec.load_state(self.store, record, self.storage).state
 
     def writes(self, run_id: str, lg_id: str | None = None) -> dict[str, list[Write]]:
         """The run's pending writes (of one checkpoint, or all) by LangGraph checkpoint id,
@@ -402,8 +426,9 @@ class Lines:
             if dict(entry.metadata).get("langgraph") != "write":
                 continue
             opened = codec.open_entry(entry, self.storage)
-            task_id, task_path, lg_id = codec.decode_value(opened.arguments)
-            value = codec.decode_value(opened.result)
+            with codec.using_conventions(self.conventions):
+                task_id, task_path, lg_id = codec.decode_value(opened.arguments)
+                value = codec.decode_value(opened.result)
             out.setdefault(lg_id, []).append(
                 Write(task_id, entry.name, value, task_path, entry.call_index)
             )

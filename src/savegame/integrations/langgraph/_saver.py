@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -24,12 +24,13 @@ from langgraph.checkpoint.base import (
 )
 
 from savegame.codec.storage import StorageConfig
-from savegame.integrations.langgraph import _types
+from savegame.integrations.langgraph import _prune, _types
 from savegame.integrations.langgraph._lines import (
     CHANNEL,
     CHECKPOINT,
     COPY_OF,
     METADATA,
+    NS_KEY,
     PARENT,
     REBUILD_OF,
     Line,
@@ -49,18 +50,41 @@ FEW_WRITES = 8
 class SavegameSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer that keeps threads in a savegame store.
 
+    Values are kept as LangGraph's own savers keep them (:mod:`._types`): the graph's
+    pydantic models, dataclasses and enums without ``savegame.register`` (under
+    ``LANGGRAPH_STRICT_MSGPACK``, only those LangGraph names at ``compile()``), tuples
+    given back as lists, a node's error as ``repr(exc)``; never by pickle, and a value
+    that is not data is refused with its path before the node's writes are recorded.
+
     Args:
         store: a store URL (``sqlite:///agent.db``, ``postgresql://...``, ``redis://...``)
             or an open :class:`~savegame.stores.Store`.
         storage: encryption, compression and the other storage settings; None reads
             the environment, as the rest of savegame does.
+        strict: store only the graph's schema types LangGraph names at ``compile()``
+            (and registered ones), as LangGraph's strict mode; None follows
+            ``LANGGRAPH_STRICT_MSGPACK``, as LangGraph does.
     """
 
-    def __init__(self, store: str | Store, *, storage: StorageConfig | None = None) -> None:
+    def __init__(
+        self,
+        store: str | Store,
+        *,
+        storage: StorageConfig | None = None,
+        strict: bool | None = None,
+    ) -> None:
         super().__init__()
         _types.register_langgraph_types()
         self.store = open_store(store)
-        self._lines = Lines(self.store, storage)
+        self.types = _types.TypePolicy(_types.strict_by_default() if strict is None else strict)
+        self._lines = Lines(self.store, storage, self.types.conventions())
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> SavegameSaver:
+        """Allow the classes LangGraph found in the graph's schemas (``compile()`` calls
+        this under ``LANGGRAPH_STRICT_MSGPACK``). The saver itself, not a copy: the types
+        are the process's, and a copy would share its store and lines anyway."""
+        self.types.allow(extra_allowlist)
+        return self
 
     # -- reading ------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -164,13 +188,17 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         lg_id = str(conf["checkpoint_id"])
+        # Every value encoded before any is recorded: one savegame refuses leaves none.
         found = [
-            Write(
-                task_id,
-                channel,
-                _types.error_record(raw) if channel == ERROR else raw,
-                task_path,
-                WRITES_IDX_MAP.get(channel, index),
+            self._lines.encoded(
+                lg_id,
+                Write(
+                    task_id,
+                    channel,
+                    _types.error_value(raw) if channel == ERROR else raw,
+                    task_path,
+                    WRITES_IDX_MAP.get(channel, index),
+                ),
             )
             for index, (channel, raw) in enumerate(writes)
         ]
@@ -212,39 +240,31 @@ class SavegameSaver(BaseCheckpointSaver[str]):
             self._rebuild(source_thread_id, ns, run_id, target_thread_id, None)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest`` keeps what LangGraph's own prune keeps (:mod:`._prune`), and the
+        checkpoints a ``DeltaChannel`` is rebuilt from; ``delete`` deletes the threads."""
+        if isinstance(thread_ids, str):
+            raise TypeError("thread_ids must be a sequence of thread ids, not a str")
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
         for thread_id in thread_ids:
             if strategy == "delete":
                 self.delete_thread(thread_id)
                 continue
+            # Decided from the thread as it is, before any namespace is rebuilt.
+            plan = _prune.keep_latest(self._lines, thread_id)
             for ns, run_id in self._lines.namespaces(thread_id).items():
-                keep = self._needed(run_id)
-                self._rebuild(thread_id, ns, run_id, thread_id, None, keep=keep)
+                keep = plan.get(run_id, set())
+                if keep is None:
+                    self._drop(thread_id, ns)
+                else:
+                    self._rebuild(thread_id, ns, run_id, thread_id, None, keep=keep)
 
-    def _needed(self, run_id: str) -> set[str]:
-        """The latest checkpoint, and the ancestors its values are rebuilt from: a
-        ``DeltaChannel`` keeps no value in a checkpoint, LangGraph replays the pending
-        writes of the parent chain down to the nearest checkpoint that holds one."""
-        latest = self.store.list_checkpoints(run_id, limit=1)
-        if not latest:
-            return set()
-        keep = {latest[0].checkpoint_id}
-        state = self._lines.load(latest[0].checkpoint_id)
-        if state is None:
-            return keep
-        versions = state[CHECKPOINT].get("channel_versions", {})
-        missing = {name for name in versions if CHANNEL + name not in state and not _trigger(name)}
-        parent = state[PARENT]
-        while missing and parent is not None:
-            ancestor = stored_id(parent, run_id)
-            state = self._lines.load(ancestor)
-            if state is None:
-                break
-            keep.add(ancestor)
-            missing = {name for name in missing if CHANNEL + name not in state}
-            parent = state[PARENT]
-        return keep
+    def _drop(self, thread_id: str, ns: str) -> None:
+        """Delete a namespace's runs (a finished subgraph call's)."""
+        with self._lines.lock:
+            runs = self._lines.runs(thread_id, unfinished=True)
+            self.store.delete_runs([r.run_id for r in runs if r.metadata.get(NS_KEY) == ns])
+            self._lines.forget(thread_id, ns)
 
     def _rebuild(
         self,
@@ -267,6 +287,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 state = self._lines.load(header.checkpoint_id)
                 if state is not None and not (drop is not None and drop(state)):
                     kept.append(state)
+            kept = _prune.cut_parents(kept)
             copying = target != thread_id
             # Runs no reader uses (what a killed rebuild or copy left) go first.
             self.store.delete_runs(self._lines.leftovers(target, ns))
@@ -356,12 +377,6 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         self.store.close()
 
 
-def _trigger(channel: str) -> bool:
-    """LangGraph's own trigger channels (the input, a node's ``branch:to:``): one without a
-    value in a checkpoint was consumed, never a ``DeltaChannel`` to rebuild from its parents."""
-    return channel == "__start__" or channel.startswith("branch:to:")
-
-
 def _state(checkpoint: Checkpoint, metadata: dict[str, Any], parent: str | None) -> dict[str, Any]:
     """A LangGraph checkpoint as savegame state: one key per channel, so deltas follow channels."""
     values = checkpoint.get("channel_values", {})
@@ -391,5 +406,8 @@ def _tuple(thread_id: str, ns: str, state: dict[str, Any], writes: list[Write]) 
         checkpoint=checkpoint,  # type: ignore[arg-type]
         metadata=state[METADATA],
         parent_config=None if parent is None else conf(parent),
-        pending_writes=[(w.task_id, w.channel, w.value) for w in writes],
+        pending_writes=[
+            (w.task_id, w.channel, _types.error_text(w.value) if w.channel == ERROR else w.value)
+            for w in writes
+        ],
     )

@@ -15,12 +15,10 @@ from itertools import zip_longest
 from typing import Any
 
 from savegame import codec
-from savegame.integrations.langgraph import _types
 
 PAGE = 50
 #: A thread's report stops after this many differences.
 MAX_PROBLEMS = 5
-_ERROR = "__error__"
 
 
 def _conf(thread_id: str, **more: str) -> Any:
@@ -113,8 +111,6 @@ def differences(src: Any, dst: Any) -> list[str]:
 
 
 def _writes(where: str, src: list[Any], dst: list[Any]) -> list[str]:
-    # SavegameSaver keeps a node's error as a RecordedError: compare what it keeps.
-    src = [(t, c, _types.error_record(v) if c == _ERROR else v) for t, c, v in src]
     if len(src) != len(dst):
         return [f"{where}: {len(src)} pending writes in the source, {len(dst)} in the target"]
     for index, (a, b) in enumerate(zip(src, dst, strict=True)):
