@@ -397,6 +397,11 @@ class _Held:
             self._renewed = time.monotonic()
         return self.leases[run_id].token
 
+    def release(self) -> None:
+        """Every lease given up, once every run is whole (a worker may claim one then)."""
+        for run_id in list(self.leases):
+            self.store.release_lease(run_id, self.leases.pop(run_id).token)
+
     def mine(self) -> list[str]:
         """The runs still held by this import (another may have replaced one)."""
         found = []
@@ -485,9 +490,7 @@ def write(got: _Contents, store: Store, leftovers: Mapping[str, Lease] | None = 
             effects = [e for e in got.effects if e.run_id == run.run_id]
             left = (leftovers or {}).get(run.run_id)
             _write_run(store, run, records, effects, got.blobs, held, left)
-        for run_id in held.leases:
-            # Released together, once every run is whole: a worker may claim one then.
-            store.release_lease(run_id, held.token(run_id))
+        held.release()
     except BaseException:
         # The original failure is what the caller must see, even if the clean-up fails too
         # (a lost connection).
