@@ -157,6 +157,7 @@ PUBLIC_API = [
     "StepError",
     "StoreNotFoundError",
     "ThreadBusyError",
+    "ThreadExistsError",
     "TimedOutError",
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",

@@ -21,6 +21,7 @@ each branch is named for what the caller does next::
     │   ├── EffectSettledError      a journal entry was settled first (a reject raced an approve)
     │   ├── RunExistsError          a start named a run id that is taken by another workflow or input
     │   ├── ThreadBusyError         a start found the thread's last run unfinished: continue or end it
+    │   ├── ThreadExistsError       an import's run would join a thread the store has: import it as another
     │   └── LeaseLostError          our lease was taken over; a stale write was rejected
     ├── CheckpointWriteError        a checkpoint could not be written; the run stopped
     ├── WorkspaceError              a workspace cannot be saved: too large, a link out of it
@@ -299,6 +300,24 @@ class ThreadBusyError(ConflictError):
             f"thread {thread_id} has an unfinished run {run_id} ({status}): continue it "
             f"(`savegame resume {run_id}`), end it (`savegame cancel {run_id}`), or start a "
             "second run anyway (on_thread_busy='allow', --on-thread-busy allow)"
+        )
+
+
+class ThreadExistsError(ConflictError):
+    """An import found a thread of its file in the store already, with runs of its own: the
+    file's run would join a conversation it was never part of (a turn started there would
+    wait for it, or go on from its state). Nothing was imported. Import it as a new thread
+    (``import_run(..., thread=...)``, ``savegame import --thread``)."""
+
+    def __init__(self, thread_id: str, run_id: str, imported_run_id: str) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        """A run the store has on that thread."""
+        self.imported_run_id = imported_run_id
+        """The file's run on that thread."""
+        super().__init__(
+            f"thread {thread_id} is in the store already (run {run_id}): the file's run "
+            f"{imported_run_id} would join it; import it as another thread (--thread NEW)"
         )
 
 

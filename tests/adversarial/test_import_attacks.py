@@ -9,9 +9,7 @@ check under the target's keyring, the one ``savegame verify`` makes on a store.
 from __future__ import annotations
 
 import base64
-import io
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from savegame import END, Keyring, StepContext, StorageConfig, Workflow, tool
 from savegame.errors import CorruptRecordError, DamagedExportError, UnauthenticatedRecordError
 from savegame.maintenance import _archive
 from savegame.stores import MemoryStore, SqliteStore
+from tests.adversarial.forging import forged, on, written
 
 RING = Keyring({"atk": os.urandom(32)}, active="atk")
 SEALED = StorageConfig(keyring=RING, blob_threshold=100)
@@ -111,40 +110,9 @@ def test_bytes_after_the_end_and_other_files_are_refused(exported: bytes, tmp_pa
     assert "not a savegame export" in _refused(b"PK\x03\x04" * 10, tmp_path, DamagedExportError)
 
 
-def _forged(data: bytes, edit: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bytes:
-    """The file with ``edit`` applied to each record (None drops it), every checksum
-    and the header's counts recomputed: what an attacker who knows the format can do."""
-    records = [obj for _, _, obj in _archive.frames(data)]
-    kept = [e for e in (edit(dict(r)) for r in records[1:]) if e is not None]
-    counts = {"runs": 0, "records": 0, "effects": 0, "blobs": 0}
-    for r in kept:
-        counts[
-            {"run": "runs", "checkpoint": "records", "effect": "effects"}.get(r["type"], "blobs")
-        ] += 1
-    out = io.BytesIO()
-    writer = _archive.Writer(out)
-    writer.write({**records[0], "counts": counts})
-    for r in kept:
-        writer.write(r)
-    writer.end()
-    return out.getvalue()
-
-
-def _on(kind: str, change: Callable[[dict[str, Any]], None], *, once: bool = False) -> Any:
-    done: list[bool] = []
-
-    def edit(obj: dict[str, Any]) -> dict[str, Any]:
-        if obj["type"] == kind and not (once and done):
-            change(obj)
-            done.append(True)
-        return obj
-
-    return edit
-
-
 def test_a_forged_file_with_no_edit_still_imports(exported: bytes, tmp_path: Path) -> None:
     target = MemoryStore()  # the forger's tooling is right: the refusals below are for the edits
-    _import(_forged(exported, lambda r: r), tmp_path, target)
+    _import(forged(exported, lambda r: r), tmp_path, target)
     assert savegame.get_checkpoint("victim", store=target, storage=SEALED).state["n"] == 3
 
 
@@ -152,7 +120,7 @@ def test_a_run_row_pointing_at_other_code_is_refused(exported: bytes, tmp_path: 
     def steer(obj: dict[str, Any]) -> None:
         obj["row"]["workflow_ref"] = "evil.module:wf"
 
-    message = _refused(_forged(exported, _on("run", steer)), tmp_path)
+    message = _refused(forged(exported, on("run", steer)), tmp_path)
     assert "run victim" in message
 
 
@@ -160,7 +128,7 @@ def test_a_checkpoint_header_steered_elsewhere_is_refused(exported: bytes, tmp_p
     def steer(obj: dict[str, Any]) -> None:
         obj["record"]["header"]["next"] = "refund_everyone"
 
-    message = _refused(_forged(exported, _on("checkpoint", steer, once=True)), tmp_path)
+    message = _refused(forged(exported, on("checkpoint", steer, once=True)), tmp_path)
     assert "damaged" in message
 
 
@@ -168,7 +136,7 @@ def test_a_journal_entry_with_another_result_is_refused(exported: bytes, tmp_pat
     def steer(obj: dict[str, Any]) -> None:
         obj["entry"]["status"] = "not_done"  # so a resume would pay again
 
-    _refused(_forged(exported, _on("effect", steer, once=True)), tmp_path)
+    _refused(forged(exported, on("effect", steer, once=True)), tmp_path)
 
 
 def test_a_blob_swapped_is_refused(exported: bytes, tmp_path: Path) -> None:
@@ -177,7 +145,7 @@ def test_a_blob_swapped_is_refused(exported: bytes, tmp_path: Path) -> None:
         raw[-1] ^= 0xFF
         obj["data"] = base64.b64encode(bytes(raw)).decode()
 
-    assert "blob" in _refused(_forged(exported, _on("blob", steer, once=True)), tmp_path)
+    assert "blob" in _refused(forged(exported, on("blob", steer, once=True)), tmp_path)
 
 
 def test_a_plaintext_record_slipped_into_an_encrypted_export_is_refused(
@@ -186,14 +154,14 @@ def test_a_plaintext_record_slipped_into_an_encrypted_export_is_refused(
     def strip(obj: dict[str, Any]) -> None:
         obj["row"]["checksum"] = ""  # a row with no keyed check
 
-    _refused(_forged(exported, _on("run", strip)), tmp_path, UnauthenticatedRecordError)
+    _refused(forged(exported, on("run", strip)), tmp_path, UnauthenticatedRecordError)
 
 
 def test_a_row_whose_head_says_another_status_is_refused(exported: bytes, tmp_path: Path) -> None:
     def steer(obj: dict[str, Any]) -> None:
         obj["row"]["status"] = "running"  # the head says completed: a worker would claim it
 
-    assert "head" in _refused(_forged(exported, _on("run", steer)), tmp_path)
+    assert "head" in _refused(forged(exported, on("run", steer)), tmp_path)
 
 
 def test_a_checkpoint_cut_out_is_refused(exported: bytes, tmp_path: Path) -> None:
@@ -206,7 +174,7 @@ def test_a_checkpoint_cut_out_is_refused(exported: bytes, tmp_path: Path) -> Non
             return None
         return obj
 
-    assert "head" in _refused(_forged(exported, drop_head), tmp_path, DamagedExportError)
+    assert "head" in _refused(forged(exported, drop_head), tmp_path, DamagedExportError)
 
 
 def test_an_unknown_field_or_version_is_refused(exported: bytes, tmp_path: Path) -> None:
@@ -214,14 +182,12 @@ def test_an_unknown_field_or_version_is_refused(exported: bytes, tmp_path: Path)
         obj["row"]["owner_is_root"] = True
 
     assert "owner_is_root" in _refused(
-        _forged(exported, _on("run", extra)), tmp_path, DamagedExportError
+        forged(exported, on("run", extra)), tmp_path, DamagedExportError
     )
     records = [obj for _, _, obj in _archive.frames(exported)]
-    out = io.BytesIO()
-    writer = _archive.Writer(out)
-    writer.write({**records[0], "version": 99})
-    writer.end()
-    assert "version 99" in _refused(out.getvalue(), tmp_path, DamagedExportError)
+    assert "version 99" in _refused(
+        written([{**records[0], "version": 99}]), tmp_path, DamagedExportError
+    )
 
 
 class _FailingStore(MemoryStore):
@@ -252,15 +218,12 @@ def test_a_decompression_bomb_is_refused_before_it_fills_memory(tmp_path: Path) 
     """Records of 30 MB of one letter each compress to a few kilobytes: a file that small
     may not unpack to more than its growth budget (found by an adversarial review: an
     86 KB file reached 4 GB of memory)."""
-    out = io.BytesIO()
-    writer = _archive.Writer(out)
     counts = {"runs": 0, "records": 0, "effects": 0, "blobs": 3}
-    writer.write({"type": "header", "format": "savegame-export", "version": 1, "counts": counts})
-    for i in range(3):
-        writer.write({"type": "blob", "digest": f"d{i}", "data": "A" * 30_000_000})
-    writer.end()
-    assert len(out.getvalue()) < 100_000
-    (tmp_path / "bomb.sgx").write_bytes(out.getvalue())
+    header = {"type": "header", "format": "savegame-export", "version": 1, "counts": counts}
+    blobs = [{"type": "blob", "digest": f"d{i}", "data": "A" * 30_000_000} for i in range(3)]
+    bomb = written([header, *blobs])
+    assert len(bomb) < 100_000
+    (tmp_path / "bomb.sgx").write_bytes(bomb)
     with pytest.raises(DamagedExportError, match="decompression bomb") as refused:
         savegame.import_run(tmp_path / "bomb.sgx", store=MemoryStore())
     assert refused.value.record == 3  # the third blob is over the budget

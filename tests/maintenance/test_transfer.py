@@ -184,3 +184,57 @@ def test_a_waiting_run_moves_still_waiting_and_is_woken_there(tmp_path: Path) ->
     assert moved.wake_at is not None  # its event came with it: woken there at once
     done = savegame.resume("w-1", store=target)
     assert done.state == {"paid": 7, "shipped": "early"}
+
+
+def test_a_thread_imported_as_another_loads_the_same_beside_its_original(
+    target: Store, tmp_path: Path
+) -> None:
+    """``thread=``: the runs land in a new thread, on every backend, their records resealed
+    for it (sensitive metadata stays sealed), beside the thread they came from."""
+    source = SqliteStore(tmp_path / "source.db")
+    stock(source, SEALED)
+    path = tmp_path / "t.sgx"
+    savegame.export_run("t", path, store=source)
+    # The store has a thread t of its own: the file's runs cannot join it.
+    savegame.run(shop(), {}, store=target, run_id="mine", thread_id="t", storage=SEALED)
+    with pytest.raises(savegame.ThreadExistsError, match=r"thread t is in the store .*run mine"):
+        savegame.import_run(path, store=target, storage=SEALED)
+    savegame.import_run(path, store=target, storage=SEALED, thread="t-copy")
+    assert savegame.verify(store=target, storage=SEALED).ok
+    for run_id in ("t-1", "t-2"):
+        here = savegame.get_checkpoint(run_id, store=target, storage=SEALED)
+        there = savegame.get_checkpoint(run_id, store=source, storage=SEALED)
+        assert here.state == there.state
+        assert here.header == replace(there.header, thread_id="t-copy", size=here.header.size)
+        assert target.get_run(run_id).metadata == source.get_run(run_id).metadata  # sealed
+    assert {r.run_id for r in target.list_runs(thread_id="t")} == {"mine"}
+    source.close()
+
+
+class _Renewing(SqliteStore):
+    """Counts the import's lease renewals."""
+
+    renewals = 0
+
+    def renew_lease(self, run_id: str, token: int, ttl: float) -> Any:
+        type(self).renewals += 1
+        return super().renew_lease(run_id, token, ttl)
+
+
+def test_an_import_renews_its_lease_as_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How an import on another host shows it is alive (docs/export.md): a second import
+    takes a lease that has not been renewed for two minutes for a dead import's."""
+    from savegame.maintenance import _transfer
+
+    source = SqliteStore(tmp_path / "source.db")
+    stock(source, PLAIN)
+    savegame.export_run("t", tmp_path / "t.sgx", store=source)
+    monkeypatch.setattr(_transfer, "RENEW_EVERY", 0.0)
+    target = _Renewing(tmp_path / "target.db")
+    report = savegame.import_run(tmp_path / "t.sgx", store=target, storage=PLAIN)
+    # Before every write after the run's creation, and once more before each row's checks.
+    assert _Renewing.renewals >= report.checkpoints - len(report.run_ids) + report.effects
+    target.close()
+    source.close()

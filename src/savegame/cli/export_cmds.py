@@ -45,15 +45,23 @@ def export_command(
 
 def import_command(
     path: Annotated[Path, typer.Argument(metavar="FILE", help="A file `savegame export` wrote.")],
+    thread: Annotated[
+        str | None,
+        typer.Option(
+            "--thread",
+            metavar="THREAD",
+            help="Import the runs into this (new) thread instead of their own.",
+        ),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Load an export file into a store; nothing is written unless the whole file checks.
 
     Encrypted exports are checked with the keys in $SAVEGAME_KEYS. A run id the
-    store has already is refused.
+    store has already is refused, and so is a thread the store has (use --thread).
     """
-    report = savegame.import_run(path, store=store)
+    report = savegame.import_run(path, store=store, thread=thread)
     if as_json:
         jsonview.emit(jsonview.transfer(report, str(path)))
     else:

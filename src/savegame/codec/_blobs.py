@@ -66,10 +66,18 @@ def _binding(name: str, body: bytes) -> bytes:
     return zlib.crc32(body, zlib.crc32(name.encode())).to_bytes(4, "big")
 
 
-def unseal_blob(name: str, stored: bytes, storage: StorageConfig, *, full: bool = False) -> bytes:
+def unseal_blob(
+    name: str,
+    stored: bytes,
+    storage: StorageConfig,
+    *,
+    full: bool = False,
+    limit: int | None = None,
+) -> bytes:
     """Raises CorruptRecordError (named ``blob <digest>``) when the bytes fail their check.
 
     ``full``: recompute a plain blob's digest even when its frame checksum held.
+    ``limit``: the most bytes its content may unpack to (refused before allocating).
     """
     label = f"blob {name}"
     if stored[:4] != _MAGIC or len(stored) < 6:
@@ -90,7 +98,7 @@ def unseal_blob(name: str, stored: bytes, storage: StorageConfig, *, full: bool 
             raise CorruptRecordError(label, "its bytes are damaged, or another blob's")
     if flags & _ZSTD:
         try:
-            body = _compress.decompress(body)
+            body = _compress.decompress(body, limit=limit)
         except Exception as exc:
             raise CorruptRecordError(label, f"does not decompress: {exc}") from exc
     if flags & _AEAD or (flags & _BOUND and not full):

@@ -33,7 +33,32 @@ def compress(data: bytes, *, checksum: bool = False, level: int = LEVEL) -> byte
     return out
 
 
-def decompress(data: bytes) -> bytes:
+def declared_size(data: bytes) -> int:
+    """The size a zstd frame says its content has (what decompress() allocates at once).
+
+    Raises:
+        ValueError: the frame states no size (compress() always writes one), or is no frame.
+    """
+    try:
+        size = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"not a zstd frame: {exc}") from None
+    if size < 0:
+        raise ValueError("its zstd frame states no content size")
+    return size
+
+
+def decompress(data: bytes, *, limit: int | None = None) -> bytes:
+    """The frame's content. zstandard allocates the size the frame header states before it
+    reads a byte of the body (a 62-byte frame may state 4 GiB), so ``limit`` is checked
+    against that statement first: a frame stating more is refused without allocating.
+    Content longer than stated fails (zstd stops at the stated size).
+
+    Raises:
+        ValueError: the frame states more than ``limit`` bytes, or no size.
+    """
+    if limit is not None and (size := declared_size(data)) > limit:
+        raise ValueError(f"its zstd frame states {size:,} bytes, more than the {limit:,} allowed")
     decompressor = getattr(_local, "decompressor", None)
     if decompressor is None:
         decompressor = _local.decompressor = zstandard.ZstdDecompressor()

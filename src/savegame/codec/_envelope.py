@@ -160,8 +160,11 @@ def seal_record(
     return CheckpointRecord(header=header, payload=prefix + sealed, checksum=_AEAD_MARK)
 
 
-def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool, bytes]:
-    """Verify a record and return (is_delta, JSON body).
+def open_record(
+    record: CheckpointRecord, storage: StorageConfig, *, limit: int | None = None
+) -> tuple[bool, bytes]:
+    """Verify a record and return (is_delta, JSON body); ``limit``: the most bytes a
+    compressed body may unpack to (refused before allocating).
 
     Raises:
         CorruptRecordError: failed check, unknown format, or plaintext where encryption is required.
@@ -211,7 +214,7 @@ def open_record(record: CheckpointRecord, storage: StorageConfig) -> tuple[bool,
             raise CorruptRecordError(ident, "checksum mismatch")
     if flags & ZSTD:
         try:
-            body = _compress.decompress(body)
+            body = _compress.decompress(body, limit=limit)
         except Exception as exc:
             raise CorruptRecordError(ident, f"payload does not decompress: {exc}") from exc
     return bool(flags & DELTA), body

@@ -104,22 +104,32 @@ def import_run(
     *,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
+    thread: str | None = None,
 ) -> TransferReport:
     """Load an export file into ``store`` (any backend); nothing is written unless all of
     it checks.
 
     Every record is checked first: the file's own checksums, then each record's check
     under ``storage`` (its keyring authenticates encrypted exports, as ``verify`` does).
-    A write that fails midway deletes the runs the import created.
+    A write that fails midway deletes the runs the import created. What a killed import
+    left is replaced; a run another import is writing is refused.
+
+    Args:
+        thread: import the file's runs into this thread (a new one) instead of their own.
 
     Raises:
-        DamagedExportError: the file is damaged, truncated or not an export (which record, where).
-        CorruptRecordError: a record fails its own check (edited, or under other keys).
+        DamagedExportError: the file is damaged, truncated or not an export (which record,
+            where), or unpacks to more than its growth budget (a decompression bomb).
+        CorruptRecordError: a record fails its own check (edited, or under other keys), or
+            a payload or blob inside it states more than is left of that budget.
         EncryptionKeyError: the records need a key ``storage`` does not hold.
-        RunExistsError: the store has a run with an id the file holds.
+        RunExistsError: the store has a run with an id the file holds, or another import
+            (alive) is writing it.
+        ThreadExistsError: the store has the thread of one of the file's runs, with other
+            runs: import it with ``thread=``.
     """
     with opened_store(store) as handle:
-        return _transfer.import_run(handle, path, storage)
+        return _transfer.import_run(handle, path, storage, thread=thread)
 
 
 __all__ = [

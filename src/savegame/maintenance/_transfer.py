@@ -10,6 +10,22 @@ authenticates the records. It then writes through the Store protocol (create the
 run, put its checkpoints and journal under an import lease, restore the row's
 checks), which every backend implements; no backend offers one transaction
 across those calls, so a write that fails midway deletes the runs it created.
+
+**Two imports of one run.** The import lease names the importing process
+(``savegame-import:host:pid:start``) and is renewed every few seconds while the import
+writes. A second import of the run is refused while the first is alive; what a dead
+one left (killed midway) is replaced: its process is gone (this host: seen at once,
+as a dead lease holder is), or it has not renewed for :data:`STALE` seconds (another
+host). The replacing import takes the leftover's lease over before deleting it, and
+the run it creates again, whose fencing token would start at 1 again, takes its own
+lease until the token is past the one the leftover had: a writer of the old run that
+is somehow still about (a process frozen past :data:`STALE` on another host) is
+refused at its next write. A failed import deletes only the runs it still holds.
+
+**Threads.** A run of the file on a thread the store has, under other runs, is refused
+(:class:`ThreadExistsError`): it would join that thread. ``thread=`` imports the file's
+runs into another thread, their rows and checkpoint headers (and their checks, keyed
+under a keyring) made again for it.
 """
 
 from __future__ import annotations
@@ -17,31 +33,55 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from savegame.codec import check_head, open_entry, open_record, unseal_blob, verify_run
+from savegame.codec import (
+    check_head,
+    open_entry,
+    open_record,
+    rewrap,
+    run_checksum,
+    unseal_blob,
+    verify_run,
+)
 from savegame.codec.storage import StorageConfig, resolve
-from savegame.errors import DamagedExportError, NotFoundError, RunExistsError
+from savegame.errors import (
+    DamagedExportError,
+    LeaseHeldError,
+    NotFoundError,
+    RunExistsError,
+    ThreadExistsError,
+)
+from savegame.ids import check_given
 from savegame.maintenance import _archive
 from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
     EffectRecord,
+    Lease,
     RunInfo,
     RunStatus,
     Waiting,
     utcnow,
 )
+from savegame.runtime import holder_alive, owner_id
 from savegame.stores.base import ALL_EFFECTS, Store
 
-#: Who holds an imported run's lease while it is written (released at the end).
+#: Who holds an imported run's lease while it is written (released at the end): this,
+#: ``:`` and the importing process (``host:pid:start``). ``resume`` never takes it over
+#: (it is no process id of its own), so nobody resumes what a killed import left half
+#: written (its journal may lack entries); the next import of the run replaces it.
 IMPORTER = "savegame-import"
-#: How long: long enough that nobody resumes what a killed import left half written
-#: (its journal may lack entries); the next import of the run replaces it.
+#: How long: long enough that nobody resumes that leftover in the meantime.
 IMPORT_TTL = 30 * 24 * 3600.0
+#: An import renews its leases this often while it writes, so an import on another host,
+#: whose process cannot be looked at, shows it is alive: one that has not renewed for
+#: STALE seconds (24 renewals) is taken for dead, its runs for leftovers.
+RENEW_EVERY, STALE = 5.0, 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,14 +205,15 @@ def _header(index: int, offset: int, obj: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def parse(data: bytes) -> _Contents:
-    """Every record of an export file, each decoded into its dataclass.
+def parse(data: bytes, budget: _archive.Budget | None = None) -> _Contents:
+    """Every record of an export file, each decoded into its dataclass; what the frames
+    unpack to is charged to ``budget``.
 
     Raises:
         DamagedExportError: the file is damaged, truncated, or not an export.
     """
     got, counts = _Contents(), None
-    for index, offset, obj in _archive.frames(data):
+    for index, offset, obj in _archive.frames(data, budget):
         kind = obj["type"]
         try:
             if counts is None:
@@ -242,43 +283,149 @@ def _consistent(got: _Contents) -> None:
         seen.add((effect.run_id, effect.request_id))
 
 
-def _verified(got: _Contents, config: StorageConfig) -> None:
-    """Every record's own check, as ``savegame verify`` makes it on a store."""
+def _verified(got: _Contents, config: StorageConfig, budget: _archive.Budget) -> None:
+    """Every record's own check, as ``savegame verify`` makes it on a store. A payload or
+    blob is zstd inside the file's own frames: each is held to what is left of the file's
+    budget by the size its frame states, before it is unpacked."""
     heads = {r.checkpoint_id: r for r in got.records}
     for run in got.runs:
         verify_run(run, config)
         check_head(run, heads[run.head_checkpoint_id or ""])
     for record in got.records:
-        open_record(record, config)
+        budget.take(len(open_record(record, config, limit=max(budget.left, 0))[1]))
     for effect in got.effects:
         open_entry(effect, config)
     for digest, data in got.blobs.items():
-        unseal_blob(digest, data, config, full=True)
+        budget.take(len(unseal_blob(digest, data, config, full=True, limit=max(budget.left, 0))))
 
 
-def check(got: _Contents, store: Store, storage: StorageConfig | None) -> list[str]:
-    """Refuse the import before anything is written: damage, forgery, or a run that exists.
+def _importer(owner: str) -> str | None:
+    """The process (``host:pid:start``) behind an import's lease owner; "" for an import
+    by an older savegame, which did not name it; None for an owner that is no import."""
+    if owner == IMPORTER:
+        return ""
+    head, _, process = owner.partition(":")
+    return process if head == IMPORTER else None
 
-    Returns the runs a killed import left (held by :data:`IMPORTER`), for write() to replace.
+
+def _left_by_the_dead(lease: Lease) -> bool | None:
+    """Whether an import's lease is a leftover: its process is not running (this host), or
+    it has not renewed for :data:`STALE` seconds (elsewhere). None: no import's lease."""
+    process = _importer(lease.owner)
+    if process is None:
+        return None
+    alive = holder_alive(process)
+    if alive is not None:
+        return not alive
+    return time.time() - (lease.expires_at - IMPORT_TTL) > STALE
+
+
+def _into_thread(got: _Contents, thread: str, config: StorageConfig) -> _Contents:
+    """The file's runs moved to ``thread``: their rows and checkpoint headers name it,
+    their checks made again for it (keyed under a keyring; sealed values stay sealed)."""
+    runs = [replace(r, thread_id=thread) for r in got.runs]
+    return replace(
+        got,
+        runs=[replace(r, checksum=run_checksum(r, config)) for r in runs],
+        records=[rewrap(r, replace(r.header, thread_id=thread), config) for r in got.records],
+    )
+
+
+def check(
+    got: _Contents,
+    store: Store,
+    storage: StorageConfig | None,
+    budget: _archive.Budget,
+    *,
+    thread: str | None = None,
+) -> tuple[_Contents, dict[str, Lease]]:
+    """Refuse the import before anything is written: damage, forgery, a run that exists
+    (or that a live import is writing), or a thread the store has already.
+
+    Returns the contents to write (moved to ``thread`` if given) and the runs a dead
+    import left (their leases), for write() to replace.
     """
+    config = resolve(storage)
+    check_given(thread=thread)
     _consistent(got)
-    _verified(got, resolve(storage))
-    leftovers: list[str] = []
+    _verified(got, config, budget)
+    if thread is not None:
+        got = _into_thread(got, thread, config)
+    leftovers: dict[str, Lease] = {}
     for run in got.runs:
         try:
             there = store.get_run(run.run_id)
         except NotFoundError:
             continue
-        if there.lease is not None and there.lease.owner == IMPORTER:
-            leftovers.append(run.run_id)
+        lease = there.lease
+        dead = None if lease is None else _left_by_the_dead(lease)
+        if lease is not None and dead:
+            leftovers[run.run_id] = lease
             continue
-        raise RunExistsError(
-            run.run_id, there.status.value, "the export file holds a run with this id"
-        )
-    return leftovers
+        why = "the export file holds a run with this id"
+        if lease is not None and dead is False:
+            why = f"another import is writing it ({lease.owner}): import again once it has ended"
+        raise RunExistsError(run.run_id, there.status.value, why)
+    ours = {r.run_id for r in got.runs}
+    for thread, run in {r.thread_id: r for r in got.runs}.items():
+        found = store.list_runs(thread_id=thread, limit=len(ours) + 1)
+        other = next((r for r in found if r.run_id not in ours), None)
+        if other is not None:
+            raise ThreadExistsError(thread, other.run_id, run.run_id)
+    return got, leftovers
 
 
 # -- writing -----------------------------------------------------------------------------------
+
+
+class _Held:
+    """The leases an import holds, renewed every :data:`RENEW_EVERY` seconds as it writes
+    (a lost one raises LeaseLostError at the next write)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.owner = f"{IMPORTER}:{owner_id()}"
+        self.leases: dict[str, Lease] = {}
+        self._renewed = time.monotonic()
+
+    def token(self, run_id: str, *, now: bool = False) -> int:
+        if now or time.monotonic() - self._renewed >= RENEW_EVERY:
+            for held in list(self.leases.values()):
+                self.leases[held.run_id] = self.store.renew_lease(
+                    held.run_id, held.token, IMPORT_TTL
+                )
+            self._renewed = time.monotonic()
+        return self.leases[run_id].token
+
+    def release(self) -> None:
+        """Every lease given up, once every run is whole (a worker may claim one then)."""
+        for run_id in list(self.leases):
+            self.store.release_lease(run_id, self.leases.pop(run_id).token)
+
+    def mine(self) -> list[str]:
+        """The runs still held by this import (another may have replaced one)."""
+        found = []
+        for run_id in self.leases:
+            with contextlib.suppress(NotFoundError):
+                lease = self.store.get_run(run_id).lease
+                if lease is not None and lease.owner == self.owner:
+                    found.append(run_id)
+        return found
+
+
+def _replace(store: Store, run: RunInfo, left: Lease, held: _Held) -> int:
+    """Take what a dead import left of ``run`` over and delete it; the fencing token it
+    had reached (the run made anew must pass it)."""
+    try:
+        taken = store.acquire_lease(run.run_id, held.owner, IMPORT_TTL, takeover_token=left.token)
+    except LeaseHeldError:  # another import replaced it first, and writes it
+        raise RunExistsError(
+            run.run_id, run.status.value, "another import took it over: import again later"
+        ) from None
+    except NotFoundError:
+        return left.token
+    store.delete_runs([run.run_id])
+    return taken.token
 
 
 def _write_run(
@@ -287,36 +434,43 @@ def _write_run(
     records: Sequence[CheckpointRecord],
     effects: Iterable[EffectRecord],
     blobs: dict[str, bytes],
-    created: list[str],
+    held: _Held,
+    left: Lease | None,
 ) -> None:
     def needed(header: CheckpointHeader) -> dict[str, bytes]:
         # Every blob the record names, even one an earlier run of the file brought: the
         # store checks each is present in the record's transaction, and inserts if absent.
         return {d: blobs[d] for d in header.blobs}
 
+    fenced = 0 if left is None else _replace(store, run, left, held)
     first, *rest = records
     lease = store.create_run(
-        replace(run, lease=None), first, owner=IMPORTER, ttl=IMPORT_TTL, blobs=needed(first.header)
-    )
-    created.append(run.run_id)  # only now: a run someone else created is never deleted
+        replace(run, lease=None), first, owner=held.owner, ttl=IMPORT_TTL,
+        blobs=needed(first.header),
+    )  # fmt: skip
+    # A new row's token starts at 1: past the replaced one's, whose writer is then fenced.
+    while lease.token <= fenced:
+        lease = store.acquire_lease(run.run_id, held.owner, IMPORT_TTL, takeover_token=lease.token)
+    held.leases[run.run_id] = lease  # only now: a run someone else created is never deleted
     # The journal before the checkpoints after the first: a run killed midway never has a
     # head further on than the calls it has on record. Until the lease is released at the
     # end, nobody else resumes it, and the next import replaces it.
     for effect in effects:
-        store.record_intent(effect, lease_token=lease.token)
+        store.record_intent(effect, lease_token=held.token(run.run_id))
     for record in rest:
+        token = held.token(run.run_id)
         if record.header.status is RunStatus.WAITING:
             # Waiting again for what its metadata says (the store wakes it if that came).
             store.put_checkpoint(
-                record, lease_token=lease.token, blobs=needed(record.header),
+                record, lease_token=token, blobs=needed(record.header),
                 waiting=Waiting.from_metadata(record.header.metadata),
             )  # fmt: skip
         else:
-            store.put_checkpoint(record, lease_token=lease.token, blobs=needed(record.header))
+            store.put_checkpoint(record, lease_token=token, blobs=needed(record.header))
+    held.token(run.run_id, now=True)  # still ours: the row's checks go to our run only
     store.rewrite(runs=[run])  # the row's error and checks exactly as exported
     if run.cancel_requested:
         store.request_cancel(run.run_id)
-    store.release_lease(run.run_id, lease.token)
 
 
 def _ordered(run: RunInfo, records: Iterable[CheckpointRecord]) -> list[CheckpointRecord]:
@@ -326,29 +480,34 @@ def _ordered(run: RunInfo, records: Iterable[CheckpointRecord]) -> list[Checkpoi
     return [r for r in mine if r is not head] + [head]
 
 
-def write(got: _Contents, store: Store, leftovers: list[str] | None = None) -> None:
-    """Load checked contents; on a failure midway, delete every run this call created."""
-    created: list[str] = []
-    if leftovers:
-        store.delete_runs(leftovers)
+def write(got: _Contents, store: Store, leftovers: Mapping[str, Lease] | None = None) -> None:
+    """Load checked contents, replacing what a dead import left of its runs; on a failure
+    midway, delete every run this call created and still holds."""
+    held = _Held(store)
     try:
         for run in got.runs:
             records = _ordered(run, got.records)
             effects = [e for e in got.effects if e.run_id == run.run_id]
-            _write_run(store, run, records, effects, got.blobs, created)
+            left = (leftovers or {}).get(run.run_id)
+            _write_run(store, run, records, effects, got.blobs, held, left)
+        held.release()
     except BaseException:
         # The original failure is what the caller must see, even if the clean-up fails too
         # (a lost connection).
         with contextlib.suppress(Exception):
-            store.delete_runs(created)
+            store.delete_runs(held.mine())
         raise
 
 
 def import_run(
-    store: Store, path: str | os.PathLike[str], storage: StorageConfig | None
+    store: Store,
+    path: str | os.PathLike[str],
+    storage: StorageConfig | None,
+    *,
+    thread: str | None = None,
 ) -> TransferReport:
     data = Path(path).read_bytes()
-    got = parse(data)
-    leftovers = check(got, store, storage)
+    budget = _archive.Budget(len(data))
+    got, leftovers = check(parse(data, budget), store, storage, budget, thread=thread)
     write(got, store, leftovers)
     return got.report(len(data))

@@ -50,7 +50,7 @@ from savegame.runtime._events import Sent, send
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
 from savegame.runtime._fork import Call, ForkPlan, ForkResult, fork, plan_fork
-from savegame.runtime._lease import DEFAULT_TTL, owner_id
+from savegame.runtime._lease import DEFAULT_TTL, holder_alive, owner_id
 from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
@@ -102,6 +102,7 @@ __all__ = [
     "fire_schedules",
     "fork",
     "get_schedule",
+    "holder_alive",
     "list_effects",
     "list_queues",
     "list_schedules",

@@ -101,6 +101,14 @@ def holder_is_dead(owner: str) -> bool:
     return _not_running(pid)
 
 
+def holder_alive(owner: str) -> bool | None:
+    """Whether ``owner`` (``host:pid:start``) is a running process: True or False on this
+    host, None where that cannot be seen (another host, or not a process's id)."""
+    if _holder(owner) is None:
+        return None
+    return not holder_is_dead(owner)
+
+
 def acquire(store: Store, run_id: str, *, ttl: float) -> Lease:
     """Take the run's lease, taking it over from a dead holder on this host.
 

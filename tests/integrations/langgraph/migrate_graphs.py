@@ -106,6 +106,20 @@ def sqlite_source(path: Path, prefix: str = "") -> dict[str, str]:
 
 
 @contextmanager
+def postgres_source_url() -> Iterator[str]:
+    """A new schema on the test server (dropped afterwards), as a PostgresSaver URL: the
+    schema on its search path."""
+    import psycopg
+
+    from tests.services import POSTGRES_URL, postgres_schema, with_query
+
+    with postgres_schema("lgsrc") as schema:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        yield with_query(POSTGRES_URL, options=f"-csearch_path%3D{schema}")
+
+
+@contextmanager
 def postgres_saver(url: str) -> Iterator[Any]:
     """A PostgresSaver on ``url`` (its schema on the search path), tables set up."""
     import psycopg
@@ -126,3 +140,31 @@ def states(saver: Any, thread: str) -> list[tuple[Any, ...]]:
          [t.interrupts for t in s.tasks])
         for s in app.get_state_history(conf(thread))
     ]  # fmt: skip
+
+
+def set_write(source: Path | str, thread: str, channel: str, kind: str, raw: bytes) -> str:
+    """Edit one stored pending write by hand (a SqliteSaver file, or a PostgresSaver URL):
+    its type and bytes set to ``kind`` and ``raw``; its checkpoint id."""
+    first = (
+        "SELECT checkpoint_id, task_id, idx FROM {t} WHERE thread_id = ? AND channel = ? "
+        "ORDER BY checkpoint_id, task_path, task_id, idx LIMIT 1"
+    )
+    edit = (
+        "UPDATE {t} SET type = ?, {v} = ? WHERE thread_id = ? AND checkpoint_id = ? "
+        "AND task_id = ? AND idx = ?"
+    )
+    if isinstance(source, Path):
+        conn = sqlite3.connect(source)
+        cid, task, idx = conn.execute(first.format(t="writes"), (thread, channel)).fetchone()
+        conn.execute(edit.format(t="writes", v="value"), (kind, raw, thread, cid, task, idx))
+        conn.commit()
+        conn.close()
+        return str(cid)
+    import psycopg
+
+    with psycopg.connect(source, autocommit=True) as pg:
+        sql = first.format(t="checkpoint_writes").replace("?", "%s")
+        cid, task, idx = pg.execute(sql, (thread, channel)).fetchone()
+        sql = edit.format(t="checkpoint_writes", v="blob").replace("?", "%s")
+        pg.execute(sql, (kind, raw, thread, cid, task, idx))
+    return str(cid)

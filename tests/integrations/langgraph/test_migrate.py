@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import orjson
 import pytest
 
 pytest.importorskip("langgraph.checkpoint.sqlite")
 
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
@@ -23,11 +25,13 @@ from tests.integrations.langgraph.migrate_graphs import (
     conf,
     graph,
     postgres_saver,
+    postgres_source_url,
+    set_write,
     sqlite_saver,
     sqlite_source,
     states,
 )
-from tests.services import POSTGRES_URL, postgres_schema, postgres_url, with_query
+from tests.services import postgres_schema, postgres_url
 
 SHAPES = ["done", "forked", "waiting"]
 
@@ -173,12 +177,8 @@ def test_a_missing_driver_names_the_package(source: Path, monkeypatch: pytest.Mo
 @pytest.fixture
 def pg_source() -> Iterator[str]:
     pytest.importorskip("langgraph.checkpoint.postgres")
-    import psycopg
-
-    with postgres_schema("lgsrc") as schema:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-        yield with_query(POSTGRES_URL, options=f"-csearch_path%3D{schema}")
+    with postgres_source_url() as url:
+        yield url
 
 
 def test_a_postgres_saver_database_moves_to_postgres_and_resumes(pg_source: str) -> None:
@@ -249,3 +249,20 @@ def test_a_delta_channels_snapshots_move_too(tmp_path: Path, sqlite_url: str) ->
     assert [(r.status, r.checkpoints) for r in report.results] == [("migrated", rows)]
     moved = g.compile(checkpointer=SavegameSaver(sqlite_url)).get_state(conf("s"))
     assert moved.values == {"items": list(range(8)), "n": 8}
+
+
+def test_a_json_row_of_messages_moves_as_langgraph_reads_it(source: Path, sqlite_url: str) -> None:
+    """Older LangGraph wrote values as JSON, a message as LangChain's ``lc: 1`` envelope (and
+    LangGraph still writes some values so): read through the migration's guard, the classes
+    savegame stores come back as LangGraph's own reader builds them."""
+    messages = [AIMessage(content="old", id="m-1").to_json(), HumanMessage(content="hi").to_json()]
+    cid = set_write(source, "waiting", "messages", "json", orjson.dumps(messages))
+    at = conf("waiting", checkpoint_ns="", checkpoint_id=cid)
+    with sqlite_saver(source) as lg:
+        expected = lg.get_tuple(at).pending_writes
+    assert [AIMessage(content="old", id="m-1"), HumanMessage(content="hi")] in [
+        v for _, _, v in expected
+    ]
+    report = migrate(str(source), sqlite_url)
+    assert [r.status for r in report.results] == ["migrated"] * 3
+    assert SavegameSaver(sqlite_url).get_tuple(at).pending_writes == expected

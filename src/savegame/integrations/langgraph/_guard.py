@@ -15,10 +15,19 @@ skipped. The classes savegame stores (its LangGraph and
 LangChain allow-list, the value types its codec knows, and the registered types a
 caller passes) are built by LangGraph's own code, so every format LangGraph reads
 is read as LangGraph reads it.
+
+Both encodings a row may have are guarded: ``msgpack`` (what LangGraph writes now) by an
+extension hook, and ``json`` (older checkpoints, and values LangGraph still writes so)
+by reading the text first as plain data: every LangChain envelope in it
+(``{"lc": 1, "type": "constructor", "id": [...], "kwargs": ...}``, LangGraph's ``lc: 2``
+ones, a ``secret``) is checked against the same allow-list before LangGraph's reviver
+sees the row, which otherwise imports and builds any class LangChain's "core" list
+names (a ``PromptTemplate``, a ``Runnable``) and turns a secret into None.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -45,9 +54,13 @@ class UnknownType:
     """``module.Class`` as the source names it."""
     inside: str | None = None
     """The allowed class it was found in (a ``Send`` whose ``arg`` holds it), if any."""
+    why: str | None = None
+    """What it is when it is no class at all (a LangChain secret, a LangChain stand-in)."""
 
     def describe(self) -> str:
         where = f" inside a {self.inside}" if self.inside else ""
+        if self.why is not None:
+            return f"{self.why}{where}: savegame stores no such value"
         return (
             f"a {self.type_name}{where}, a type savegame does not store: register it with "
             "savegame.register() and pass it to migrate(types=[...]) (or --type module:Class)"
@@ -104,9 +117,64 @@ def serializer(allowed: Iterable[type[Any]]) -> Any:
             return UnknownType(nested.type_name, inside=f"{module}.{name}")
         return built(code, data)
 
-    return jsonplus.JsonPlusSerializer(
-        allowed_msgpack_modules=sorted(names), __unpack_ext_hook__=hook
+    # Where LangChain imports each legacy ``lc: 1`` id from (its reviver's own table).
+    paths: dict[tuple[str, ...], tuple[str, ...]] = getattr(
+        jsonplus.LC_REVIVER, "import_mappings", {}
     )
+
+    class Guarded(jsonplus.JsonPlusSerializer):
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            if data[0] == "json":
+                # Read as plain data first: a stand-in where LangGraph would build a class
+                # savegame does not store; only a row without one is LangGraph's to read.
+                plain = json.loads(data[1], object_hook=lambda v: _envelope(v, names, paths))
+                if first_unknown(plain) is not None:
+                    return plain
+            return super().loads_typed(data)
+
+    return Guarded(
+        allowed_msgpack_modules=sorted(names),
+        allowed_json_modules=_json_ids(names),
+        __unpack_ext_hook__=hook,
+    )
+
+
+def _json_ids(names: Iterable[tuple[str, str]]) -> list[tuple[str, ...]]:
+    """``names`` as LangGraph's ``lc: 2`` JSON envelopes spell them: the module's parts, then
+    the class."""
+    return sorted((*module.split("."), name) for module, name in names)
+
+
+def _envelope(
+    value: dict[str, Any],
+    names: set[tuple[str, str]],
+    paths: dict[tuple[str, ...], tuple[str, ...]],
+) -> Any:
+    """A JSON object as the check reads it: an :class:`UnknownType` where LangChain's or
+    LangGraph's reviver would build a class savegame does not store (or hand back a
+    secret's stand-in), else the object as it is. Compared as those revivers compare
+    (``lc == 1``), so nothing they would revive slips past as plain data."""
+    lc, kind, ident = value.get("lc"), value.get("type"), value.get("id")
+    if lc not in (1, 2) or ident is None:
+        return value
+    if lc == 1 and kind == "secret":
+        return UnknownType(f"secret {ident!r}", why=f"a LangChain secret ({ident!r})")
+    if lc == 1 and kind == "not_implemented":
+        return UnknownType(f"{ident!r}", why="a LangChain object its writer could not save")
+    if kind != "constructor":
+        return value
+    if not (isinstance(ident, list) and ident and all(isinstance(p, str) for p in ident)):
+        return UnknownType(repr(ident))
+    path = tuple(ident)
+    if lc == 1:
+        path = tuple(paths.get(path, path))
+    dotted = ".".join(path)
+    if (".".join(path[:-1]), path[-1]) not in names:
+        return UnknownType(".".join(ident))
+    nested = first_unknown([value.get("args"), value.get("kwargs")])
+    if nested is not None:
+        return UnknownType(nested.type_name, inside=dotted, why=nested.why)
+    return value
 
 
 def first_unknown(value: Any) -> UnknownType | None:
