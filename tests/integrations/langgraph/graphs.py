@@ -67,3 +67,30 @@ def fan_graph() -> Any:
     )
     g.add_edge("work", END)
     return g
+
+
+def two_asks_graph() -> Any:
+    """x and y in one superstep, each asks a person: two interrupts pending at once."""
+    g = StateGraph(Log)
+    g.add_node("x", lambda s: {"log": [f"x {interrupt('x?')}"]})
+    g.add_node("y", lambda s: {"log": [f"y {interrupt('y?')}"]})
+    g.add_edge(START, "x")
+    g.add_edge(START, "y")
+    g.add_edge("x", END)
+    g.add_edge("y", END)
+    return g
+
+
+def asks_twice_graph() -> Any:
+    """One node asks, then asks again: its second interrupt comes after an answer."""
+
+    def n(state: Log) -> dict[str, Any]:
+        first = interrupt("first?")
+        second = interrupt("second?")
+        return {"log": [f"n {first} {second}"]}
+
+    g = StateGraph(Log)
+    g.add_node("n", n)
+    g.add_edge(START, "n")
+    g.add_edge("n", END)
+    return g

@@ -263,6 +263,11 @@ class Lines:
             ).token
         return line.token
 
+    def token(self, line: Line) -> int:
+        """The line's fencing token, taken over from whoever holds it: a person answering
+        an interrupt writes into a line a live graph may use (its saver takes it back)."""
+        return self._token(line)
+
     def _put(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
         try:
             self.store.put_checkpoint(record, lease_token=self._token(line), blobs=blobs)
@@ -274,24 +279,8 @@ class Lines:
     def put_write(self, line: Line, lg_id: str, write: Write) -> None:
         """Journal one pending write: insert-if-absent; a reserved channel (index < 0) overwrites."""
         with self.lock:
-            request_id = f"{lg_id}|{write.task_id}|{write.index}"
-            path = f"writes[{write.task_id}][{write.index}]({write.channel})"
-            plain = EffectRecord(
-                run_id=line.run_id,
-                request_id=request_id,
-                kind=EffectKind.READ,
-                name=write.channel,
-                step=0,
-                node=write.task_path,
-                call_index=write.index,
-                status=EffectStatus.DONE,
-                arguments=codec.encode_value([write.task_id, write.task_path, lg_id], path),
-                result=codec.encode_value(
-                    write.value, path, compress_from=_compress_from(self.storage)
-                ),
-                metadata=WRITE_MARK,
-                completed_at=utcnow(),
-            )
+            plain = write_record(line.run_id, lg_id, write, self.storage)
+            request_id = plain.request_id
             sealed = codec.seal_entry(plain, self.storage)
             try:
                 stored = self.store.record_intent(sealed, lease_token=self._token(line))
@@ -299,8 +288,11 @@ class Lines:
                 stored = self.store.record_intent(sealed, lease_token=self._token(line, again=True))
             if write.index >= 0 or stored.checksum == sealed.checksum:
                 return
-            opened = codec.open_entry(stored, self.storage)
-            done = codec.seal_entry(replace(opened, result=plain.result), self.storage)
+            # Re-sealed from the stored entry, which keeps its sealed arguments: sealed
+            # again from plaintext they would be new ciphertext the store never gets,
+            # and the new check (over them) would not hold for the row.
+            codec.verify_entry(stored, self.storage)
+            done = codec.seal_entry(replace(stored, result=plain.result), self.storage)
             self.store.record_result(
                 line.run_id,
                 request_id,
@@ -410,6 +402,27 @@ class Lines:
         for found in out.values():
             found.sort(key=lambda w: (w.task_path, w.task_id, w.index))
         return out
+
+
+def write_record(
+    run_id: str, lg_id: str, write: Write, storage: StorageConfig | None
+) -> EffectRecord:
+    """The journal entry of one pending write, plain (the caller seals it)."""
+    path = f"writes[{write.task_id}][{write.index}]({write.channel})"
+    return EffectRecord(
+        run_id=run_id,
+        request_id=f"{lg_id}|{write.task_id}|{write.index}",
+        kind=EffectKind.READ,
+        name=write.channel,
+        step=0,
+        node=write.task_path,
+        call_index=write.index,
+        status=EffectStatus.DONE,
+        arguments=codec.encode_value([write.task_id, write.task_path, lg_id], path),
+        result=codec.encode_value(write.value, path, compress_from=_compress_from(storage)),
+        metadata=WRITE_MARK,
+        completed_at=utcnow(),
+    )
 
 
 _ABSENT = object()
