@@ -15,6 +15,8 @@ pytest.importorskip("langgraph")
 
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import WRITES_IDX_MAP
+from langgraph.graph import END as LG_END
+from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 
 import savegame
@@ -28,7 +30,12 @@ from savegame.integrations.langgraph._claims import marker_id
 from savegame.langgraph import SavegameSaver
 from savegame.model import BOOKKEEPING_KEY
 from savegame.stores import open_store
-from tests.integrations.langgraph.graphs import asks_twice_graph, nested_graph, two_asks_graph
+from tests.integrations.langgraph.graphs import (
+    Log,
+    asks_twice_graph,
+    nested_graph,
+    two_asks_graph,
+)
 from tests.integrations.langgraph.migrate_graphs import sqlite_source
 from tests.integrations.langgraph.test_saver import chat_graph, conf
 
@@ -243,3 +250,28 @@ def test_a_reserved_write_replaced_in_an_encrypted_store_keeps_its_check(sqlite_
     assert out["__interrupt__"][0].value == "second?"
     assert savegame.verify(store=sqlite_url, storage=storage).damaged == []
     assert graph.invoke(Command(resume="B"), conf("s"))["log"] == ["n A B"]
+
+
+def test_a_thread_that_failed_or_stopped_before_a_node_is_failed_or_running(
+    sqlite_url: str,
+) -> None:
+    def boom(state: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("the API said no")
+
+    g = StateGraph(Log)
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_node("b", boom)
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", LG_END)
+    saver = SavegameSaver(sqlite_url)
+    with pytest.raises(RuntimeError):
+        g.compile(checkpointer=saver).invoke({"log": []}, conf("failed"))
+    # A static breakpoint: tasks left, nothing recorded about them.
+    g.compile(checkpointer=saver, interrupt_before=["b"]).invoke({"log": []}, conf("paused"))
+    assert statuses(sqlite_url, "failed") == {"failed"}
+    assert statuses(sqlite_url, "paused") == {"running"}
+    assert langgraph.waiting(store=sqlite_url) == []
+    assert [r.info.thread_id for r in langgraph.shown_runs(status="failed", store=sqlite_url)] == [
+        "failed"
+    ]
