@@ -5,17 +5,23 @@ graph continues with the answer given on the command line (``graph.invoke(None, 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import HumanMessage
+from langgraph.graph import END, START, StateGraph
 
 import savegame
 from savegame.langgraph import SavegameSaver
+from tests.cli.conftest import clean_env
 from tests.integrations.langgraph import migrate_graphs
 from tests.integrations.langgraph.test_tools import Ledger, email_graph
 
@@ -135,3 +141,38 @@ def test_answer_gives_a_savegame_run_its_value_and_continues_it(
     assert savegame.get_checkpoint("q1", store=store).state == {"plan": "gold"}
     [entry] = ok(cli, "effects", "q1", "--store", store, "--json").json()
     assert entry["metadata"]["by"] == "dan"
+
+
+@dataclass(frozen=True)
+class Parcel:
+    weight: int
+
+
+class Shipping(TypedDict):
+    parcel: Parcel
+
+
+def test_a_thread_holding_a_class_the_cli_does_not_import_is_shown(sqlite_url: str) -> None:
+    """``savegame`` in its own process, which never imports this module: the graph's class
+    is shown by its registered name, in every reading command."""
+    savegame.register(Parcel, name="tests.cli.Parcel")
+    g = StateGraph(Shipping)
+    g.add_node("weigh", lambda s: {"parcel": Parcel(s["parcel"].weight + 1)})
+    g.add_edge(START, "weigh")
+    g.add_edge("weigh", END)
+    saver = SavegameSaver(sqlite_url)
+    g.compile(checkpointer=saver).invoke({"parcel": Parcel(1)}, conf("p1"))
+    saver.close()
+
+    def savegame_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "savegame", *args, "--store", sqlite_url]
+        done = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    shown = json.loads(savegame_cli("show", "p1", "--json").stdout)["langgraph"]
+    assert shown["channels"]["parcel"] == {"$sg:obj": ["tests.cli.Parcel", {"weight": 2}]}
+    assert "tests.cli.Parcel" in savegame_cli("show", "p1").stdout
+    assert json.loads(savegame_cli("runs", "--json").stdout)[0]["status"] == "completed"
+    assert savegame_cli("history", "p1").stdout
+    assert savegame_cli("effects", "p1", "--all").stdout
