@@ -8,21 +8,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import HumanMessage
-from langgraph.graph import END, START, StateGraph
 
 import savegame
 from savegame.langgraph import SavegameSaver
 from tests.cli.conftest import clean_env
 from tests.integrations.langgraph import migrate_graphs
+from tests.integrations.langgraph.graphs import PARCEL, Parcel, parcel_graph
 from tests.integrations.langgraph.test_tools import Ledger, email_graph
 
 
@@ -143,25 +142,11 @@ def test_answer_gives_a_savegame_run_its_value_and_continues_it(
     assert entry["metadata"]["by"] == "dan"
 
 
-@dataclass(frozen=True)
-class Parcel:
-    weight: int
-
-
-class Shipping(TypedDict):
-    parcel: Parcel
-
-
 def test_a_thread_holding_a_class_the_cli_does_not_import_is_shown(sqlite_url: str) -> None:
     """``savegame`` in its own process, which never imports this module: the graph's class
     is shown by its registered name, in every reading command."""
-    savegame.register(Parcel, name="tests.cli.Parcel")
-    g = StateGraph(Shipping)
-    g.add_node("weigh", lambda s: {"parcel": Parcel(s["parcel"].weight + 1)})
-    g.add_edge(START, "weigh")
-    g.add_edge("weigh", END)
     saver = SavegameSaver(sqlite_url)
-    g.compile(checkpointer=saver).invoke({"parcel": Parcel(1)}, conf("p1"))
+    parcel_graph().compile(checkpointer=saver).invoke({"parcel": Parcel(1)}, conf("p1"))
     saver.close()
 
     def savegame_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -171,8 +156,8 @@ def test_a_thread_holding_a_class_the_cli_does_not_import_is_shown(sqlite_url: s
         return done
 
     shown = json.loads(savegame_cli("show", "p1", "--json").stdout)["langgraph"]
-    assert shown["channels"]["parcel"] == {"$sg:obj": ["tests.cli.Parcel", {"weight": 2}]}
-    assert "tests.cli.Parcel" in savegame_cli("show", "p1").stdout
+    assert shown["channels"]["parcel"] == {"$sg:obj": [PARCEL, {"weight": 2}]}
+    assert PARCEL in savegame_cli("show", "p1").stdout
     assert json.loads(savegame_cli("runs", "--json").stdout)[0]["status"] == "completed"
     assert savegame_cli("history", "p1").stdout
     assert savegame_cli("effects", "p1", "--all").stdout

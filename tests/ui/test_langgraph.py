@@ -7,22 +7,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import HumanMessage
-from langgraph.graph import END, START, StateGraph
 from starlette.testclient import TestClient
 
 import savegame
 from savegame.codec import _registry
 from savegame.langgraph import SavegameSaver
 from tests.integrations.langgraph import migrate_graphs
+from tests.integrations.langgraph.graphs import PARCEL, Parcel, parcel_graph
 from tests.integrations.langgraph.test_saver import chat_graph, conf
 from tests.ui.conftest import csrf_of
 
@@ -108,33 +107,19 @@ def test_every_page_of_a_migrated_store_reads_and_bookkeeping_is_not_listed(
     c.close()
 
 
-@dataclass(frozen=True)
-class Parcel:
-    weight: int
-
-
-class Shipping(TypedDict):
-    parcel: Parcel
-
-
 def test_a_type_the_ui_does_not_have_shows_as_its_name(
     client: Callable[..., TestClient], ui_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The UI's process need not import the graph's classes: a page shows them by name."""
-    savegame.register(Parcel, name="tests.Parcel")
-    g = StateGraph(Shipping)
-    g.add_node("weigh", lambda s: {"parcel": Parcel(s["parcel"].weight + 1)})
-    g.add_edge(START, "weigh")
-    g.add_edge("weigh", END)
     saver = SavegameSaver(ui_url)
-    g.compile(checkpointer=saver).invoke({"parcel": Parcel(1)}, conf("p1"))
+    parcel_graph().compile(checkpointer=saver).invoke({"parcel": Parcel(1)}, conf("p1"))
     saver.close()
-    monkeypatch.delitem(_registry._by_name, "tests.Parcel")  # as in a process without it
+    monkeypatch.delitem(_registry._by_name, PARCEL)  # as in a process without it
     (run,) = savegame.list_runs(store=ui_url)
     c = client()
     page = c.get(f"/runs/{run.run_id}")
     assert page.status_code == 200, page.text
-    assert "tests.Parcel" in page.text and "weight" in page.text
+    assert PARCEL in page.text and "weight" in page.text
     assert statuses(page.text)[0] == "completed"
     ids = re.findall(r'href="/checkpoints/([^"]+)"', page.text)
     assert all(c.get(f"/checkpoints/{i}").status_code == 200 for i in ids)

@@ -4,10 +4,13 @@ subgraph that interrupts, a Send fan-out (the chat graph is ``test_saver.chat_gr
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
+
+import savegame
 
 
 class Log(TypedDict):
@@ -93,4 +96,29 @@ def asks_twice_graph() -> Any:
     g.add_node("n", n)
     g.add_edge(START, "n")
     g.add_edge("n", END)
+    return g
+
+
+@dataclass(frozen=True)
+class Parcel:
+    """A class of the application's own: a reader in another process does not import it."""
+
+    weight: int
+
+
+#: The name Parcel is stored under.
+PARCEL = "tests.langgraph.Parcel"
+
+
+class Shipping(TypedDict):
+    parcel: Parcel
+
+
+def parcel_graph() -> Any:
+    """One node that weighs a Parcel (registered, so the saver stores it)."""
+    savegame.register(Parcel, name=PARCEL)
+    g = StateGraph(Shipping)
+    g.add_node("weigh", lambda s: {"parcel": Parcel(s["parcel"].weight + 1)})
+    g.add_edge(START, "weigh")
+    g.add_edge("weigh", END)
     return g
