@@ -424,6 +424,11 @@ WRITER_KEY = "writer"
 #: checkpoint, so a holder killed before its own first checkpoint is named too.
 TAKEOVER_KEY = "took_over"
 
+#: The run metadata key marking a run savegame keeps for its own bookkeeping (a
+#: LangGraph migration's marker per thread), its value naming whose: lists for people
+#: (``savegame runs``, the UI's runs page) leave such a run out; read by id it is there.
+BOOKKEEPING_KEY = "bookkeeping"
+
 
 #: The state key under which a workflow with a workspace keeps the manifest of its
 #: files (``{relative path: StoredFile}``): in the state, so it is sealed and

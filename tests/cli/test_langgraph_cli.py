@@ -90,7 +90,10 @@ def test_an_interrupted_chat_reads_as_langgraph_sees_it(
     assert '"$sg:obj"' not in shown
     assert "interrupt" in shown and "send it?" in shown and "task ask" in shown
 
+    # Its pending writes are LangGraph's own entries: listed only with --all.
     journal = run(cli, "effects", runs[0]["run_id"], "--store", sqlite_url, "--json").json()
+    assert journal == []
+    journal = run(cli, "effects", "t1", "--all", "--store", sqlite_url, "--json").json()
     assert "__interrupt__" in {e["name"] for e in journal}
 
     body = run(cli, "show", "t1", "--store", sqlite_url, "--json").json()["langgraph"]

@@ -22,10 +22,8 @@ import pytest
 
 import savegame
 from savegame import RunStatus, open_store
-from tests import services
 from tests.ui.shop import HOSTILE, asks, wf
 
-CHROMIUM = os.environ.get("SAVEGAME_TEST_CHROMIUM", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
 SRC = Path(savegame.__file__).resolve().parents[1]
 TOKEN = "browser-test-token-0123456789"
@@ -75,20 +73,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        services.unusable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as exc:
-        services.unusable(f"playwright is not installed: {exc}")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(store URL, UI base URL) of one server for the module's tests."""
     url = f"sqlite:///{tmp_path_factory.mktemp('ui') / 'shop.db'}"
@@ -97,18 +81,6 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     proc = _serve(url, port)
     yield url, f"http://127.0.0.1:{port}"
     _stop(proc)
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    tab = context.new_page()
-    tab.set_default_timeout(10_000)
-    dialogs: list[str] = []
-    tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    tab.dialogs = dialogs
-    yield tab
-    context.close()
 
 
 def _status(url: str, run_id: str, want: RunStatus) -> RunStatus:

@@ -41,6 +41,7 @@ COMMANDS: dict[str, dict[str, str]] = {
         "approvals": "List approvals and interrupts waiting for a person, across runs, oldest first.",
         "approve": "Approve a gated tool call (optionally with edited arguments), then continue the run here.",
         "reject": "Reject a gated tool call, then continue the run here (its step gets ApprovalRejected).",
+        "answer": "Answer a waiting interrupt: a run's ctx.interrupt (then continue it here), or a LangGraph thread's interrupt().",
         "cancel": "Stop a run: a live one at its next step boundary, a waiting or failed one at once.",
         "compensate": "Undo a run's completed writes that declared a compensation, newest first, exactly once.",
     },

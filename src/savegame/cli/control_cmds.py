@@ -1,6 +1,6 @@
 """Commands that act on runs from outside: the journal, approvals, in-doubt calls, cancel, compensate.
 
-approve and reject record a person's decision, then continue the run in this
+approve, reject and answer record a person's decision, then continue the run in this
 process where its workflow imports, and show where it ended as ``savegame
 resume`` would; with --no-resume (or where the workflow does not import) the
 run is queued for a worker or a later ``savegame resume`` instead. A recorded
@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Annotated
 
+import orjson
 import typer
 from rich.text import Text
 
@@ -20,6 +21,7 @@ from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
 from savegame.cli.options import JsonOption, StoreOption
+from savegame.codec import to_data
 from savegame.effects import decisions
 from savegame.integrations import langgraph
 from savegame.model import EffectKind, EffectRecord, RunStatus
@@ -30,7 +32,7 @@ InterruptOption = Annotated[
     typer.Option(
         "--interrupt",
         metavar="ID",
-        help="Which pending approval, when the run waits for several (see `savegame approvals`).",
+        help="Which pending approval or interrupt, when it waits for several (see `savegame approvals`).",
     ),
 ]
 ByOption = Annotated[
@@ -39,18 +41,45 @@ ByOption = Annotated[
 ]
 
 
-def effects_command(run_id: RunArg, store: StoreOption = None, as_json: JsonOption = False) -> None:
+def effects_command(
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_ID|THREAD",
+            help="A run, or a LangGraph thread (the journals of its namespaces).",
+        ),
+    ],
+    everything: Annotated[
+        bool,
+        typer.Option("--all", help="A LangGraph run's internal entries too (its pending writes)."),
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Show a run's journal: every tool call, model call, approval and compensation, oldest first.
 
-    A LangGraph run's journal holds its pending writes (kind read, named by channel).
+    A LangGraph run (or thread) lists its durable tools' calls; LangGraph's own pending
+    writes, which the same journal keeps, only with --all.
     """
-    if langgraph.line_of(savegame.get_run(run_id, store=store)) is not None:
-        langgraph.decodable()  # its writes hold LangChain's types (when LangGraph is installed)
-    items = savegame.list_effects(run_id, store=store)
+    found = langgraph.line_effects(run_id, everything=everything, store=store)
+    items = savegame.list_effects(run_id, store=store) if found is None else found.effects
     if as_json:
         jsonview.emit_many(jsonview.effect(e) for e in items)
-    else:
-        render.effects(render.console(), run_id, items)
+        return
+    out = render.console()
+    if found is None:
+        render.effects(out, run_id, items)
+        return
+    whose = f"LangGraph thread {run_id}" if run_id == found.thread_id else f"LangGraph run {run_id}"
+    render.effects(out, run_id, items, what=whose)
+    if found.hidden:
+        out.print(
+            Text(
+                f"{found.hidden} internal entr{'ies' if found.hidden != 1 else 'y'} of "
+                "LangGraph (pending writes) not shown: --all shows them",
+                style="dim",
+            )
+        )
 
 
 def resolve_command(
@@ -121,8 +150,11 @@ def approvals_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List approvals and interrupts waiting for a person, across runs, oldest first."""
-    items = savegame.pending_interrupts(run, store=store)
+    """List approvals and interrupts waiting for a person, across runs, oldest first.
+
+    A LangGraph thread's interrupt() shows on the thread's root run until answered.
+    """
+    items = langgraph.waiting(run, store=store)
     if as_json:
         jsonview.emit_many(jsonview.pending(p) for p in items)
         return
@@ -131,7 +163,7 @@ def approvals_command(
     if items:
         out.print(
             "approve: savegame approve RUN_ID [--edit JSON]   reject: savegame reject RUN_ID "
-            "--reason TEXT   answer: savegame resume RUN_ID --value JSON",
+            "--reason TEXT   answer: savegame answer RUN_ID --value JSON",
             soft_wrap=True,
         )
 
@@ -246,6 +278,68 @@ def _decided(verb: str, decision: savegame.Decision, store: str | None, as_json:
     out.print(f"next: savegame resume {run_id}{tail}  ({then})", soft_wrap=True)
 
 
+def answer_command(
+    ident: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_ID|THREAD", help="The waiting run, or a LangGraph thread (or its run)."
+        ),
+    ],
+    value: Annotated[
+        str,
+        typer.Option(
+            "--value", metavar="JSON", help="The answer, as JSON: what the interrupt returns."
+        ),
+    ],
+    interrupt: InterruptOption = None,
+    by: ByOption = None,
+    resume: ResumeOption = True,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answer a waiting interrupt: a run's ctx.interrupt (then continue it here), or a LangGraph thread's interrupt().
+
+    A LangGraph thread's answer is recorded as LangGraph keeps a resume, with who gave
+    it and when, without the graph's code; `graph.invoke(None, config)` in the
+    application then continues the node with it. An interrupt answered already is refused.
+    """
+    answer = parse_json(value, "--value")
+    if langgraph.thread_of(ident, store=store) is None:
+        decision = savegame.supply(
+            ident, answer, interrupt_id=interrupt, by=by, store=store, resume=resume,
+            observer=_telling("answered", as_json),
+        )  # fmt: skip
+        _decided("answered", decision, store, as_json)
+        return
+    done = langgraph.answer(ident, answer, interrupt_id=interrupt, by=by, store=store)
+    if as_json:
+        jsonview.emit(
+            {
+                "thread_id": done.thread_id,
+                "run_id": done.run_id,
+                "interrupt_id": done.interrupt_id,
+                "node": done.node,
+                "value": to_data(done.value, "value"),
+                "by": done.by,
+                "at": done.at,
+                "continued": False,
+                "next": f"graph.invoke(None, {orjson.dumps(done.config).decode()})",
+            }
+        )
+        return
+    out = render.console()
+    out.print(
+        f"answered interrupt {done.interrupt_id} ({done.node}) of LangGraph thread "
+        f"{done.thread_id} by {done.by}",
+        soft_wrap=True,
+    )
+    out.print(
+        f"next: the application continues it: graph.invoke(None, "
+        f"{orjson.dumps(done.config).decode()})  (the node gets this answer)",
+        soft_wrap=True,
+    )
+
+
 def cancel_command(
     run_id: RunArg,
     compensate: Annotated[
@@ -302,5 +396,6 @@ def register(app: typer.Typer) -> None:
     app.command("approvals")(approvals_command)
     app.command("approve")(approve_command)
     app.command("reject")(reject_command)
+    app.command("answer")(answer_command)
     app.command("cancel")(cancel_command)
     app.command("compensate")(compensate_command)

@@ -50,22 +50,21 @@ def runs_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest first; a LangGraph thread's runs (one per namespace) as LangGraph sees them."""
-    items = savegame.list_runs(
+    """List runs, newest first; a LangGraph thread's runs (one per namespace) as LangGraph sees them.
+
+    A LangGraph run's status is its latest checkpoint's (interrupted while an interrupt()
+    waits for an answer), here, in --json, for --status and in the UI alike. Runs savegame
+    keeps for itself (a migration's marker per thread) are not listed.
+    """
+    items = langgraph.shown_runs(
         thread_id=thread, status=_parse_status(status), limit=limit, store=store
     )
-    heads = langgraph.line_heads(items, store=store)
     if as_json:
-        jsonview.emit_many(
-            langgraph_view.run_json(info, heads[info.run_id])
-            if info.run_id in heads
-            else jsonview.run(info)
-            for info in items
-        )
-    elif heads:
-        langgraph_view.runs(render.console(), items, heads)
+        jsonview.emit_many(langgraph_view.run_json(shown) for shown in items)
+    elif any(shown.head is not None for shown in items):
+        langgraph_view.runs(render.console(), items)
     else:
-        render.runs(render.console(), items)
+        render.runs(render.console(), [shown.info for shown in items])
 
 
 def history_command(

@@ -3,7 +3,7 @@ writes, for people and as JSON. The reading itself is ``savegame.integrations.la
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -19,11 +19,11 @@ from savegame.integrations.langgraph import (
     LangGraphCheckpoint,
     LangGraphDiff,
     PendingWrite,
+    ShownRun,
     Task,
     ThreadLine,
     message_line,
 )
-from savegame.model import RunInfo
 
 #: Characters of a message or value on one line.
 WIDTH = 100
@@ -35,7 +35,7 @@ STATUS_STYLE = {"done": "green", "interrupted": "yellow", "error": "bold red", "
 
 def where(line: ThreadLine) -> str:
     """``root`` or ``subgraph outer > inner``."""
-    return "root" if line.root else "subgraph " + " > ".join(line.subgraph)
+    return line.where
 
 
 def names(tasks: Sequence[Task]) -> str:
@@ -68,7 +68,7 @@ def _step(cp: LangGraphCheckpoint) -> str:
 
 
 # -- runs ---------------------------------------------------------------------------------
-def runs(out: Console, items: Sequence[RunInfo], heads: Mapping[str, LangGraphCheckpoint]) -> None:
+def runs(out: Console, items: Sequence[ShownRun]) -> None:
     """The runs table; a LangGraph run says so with its namespace, and shows the status
     and step LangGraph sees."""
     table = new_table(f"{len(items)} run{'s' if len(items) != 1 else ''} (newest first)")
@@ -79,28 +79,26 @@ def runs(out: Console, items: Sequence[RunInfo], heads: Mapping[str, LangGraphCh
             overflow="fold",
             justify="right" if name == "step" else "left",
         )
-    for info in items:
-        head = heads.get(info.run_id)
+    for shown in items:
+        info, head = shown.info, shown.head
         thread = "=" if info.thread_id == info.run_id else info.thread_id
-        if head is None:
-            table.add_row(
-                info.run_id, thread, info.workflow, run_status(info.status), str(info.step),
-                when(info.updated_at),
-            )  # fmt: skip
-            continue
+        workflow = info.workflow if head is None else f"{info.workflow} ({where(head.line)})"
+        step = str(info.step) if head is None else _step(head)
         table.add_row(
-            info.run_id, thread, f"{info.workflow} ({where(head.line)})", status(head),
-            _step(head), when(info.updated_at),
-        )  # fmt: skip
+            info.run_id, thread, workflow, run_status(info.status), step, when(info.updated_at)
+        )
     out.print(table)
     out.print(
         Text(
-            "langgraph: one namespace of a LangGraph thread (root or a subgraph); status "
-            "and step as LangGraph sees its latest checkpoint (savegame show THREAD)",
+            "langgraph: one namespace of a LangGraph thread (root or a subgraph), its status "
+            "and step as its latest checkpoint says (interrupted: an interrupt() waits for "
+            "an answer, savegame approvals; queued: answered, the graph takes it at "
+            "graph.invoke(None, config))",
             style="dim",
-        )
+        ),
+        soft_wrap=True,
     )
-    _missing(out, heads.values())
+    _missing(out, [r.head for r in items if r.head is not None])
 
 
 def _missing(out: Console, found: Any) -> None:
@@ -109,9 +107,13 @@ def _missing(out: Console, found: Any) -> None:
         out.print(Text(f"LangGraph checkpoints not decoded: {why}", style="yellow"))
 
 
-def run_json(info: RunInfo, head: LangGraphCheckpoint | None) -> dict[str, Any]:
-    body = jsonview.run(info)
-    body["langgraph"] = None if head is None else summary(head)
+def run_json(shown: ShownRun) -> dict[str, Any]:
+    """A run as ``savegame runs --json`` lists it: ``status`` the one shown everywhere, a
+    LangGraph run's with LangGraph's reading of its latest checkpoint beside it."""
+    body = jsonview.run(shown.info)
+    if shown.head is None:
+        return body
+    body["langgraph"] = {**summary(shown.head), "stored_status": shown.stored.value}
     return body
 
 

@@ -242,12 +242,14 @@ def short(value: Any, limit: int = SHORT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def effects(out: Console, run_id: str, items: Sequence[Effect]) -> None:
+def effects(out: Console, run_id: str, items: Sequence[Effect], *, what: str | None = None) -> None:
+    """The journal table; ``what`` names whose it is (default: ``run RUN_ID``)."""
+    what = what or f"run {run_id}"
     if not items:
-        out.print(f"run {run_id} has no journal entries")
+        out.print(f"{what} has no journal entries")
         return
     entries = "entry" if len(items) == 1 else "entries"
-    table = new_table(f"run {run_id}: {len(items)} journal {entries} (oldest first)")
+    table = new_table(f"{what}: {len(items)} journal {entries} (oldest first)")
     # A fork's calls: reused from the journal it left, or executed for real.
     replayed = any("replay" in e.metadata for e in items)
     columns = ("request id", "kind", "name", "step/node", "status", "args", "result", "error")

@@ -54,7 +54,15 @@ from savegame.codec._runs import (
     verify_run,
 )
 from savegame.codec._schedules import schedule_checksum, verify_schedule
-from savegame.codec._values import canonical, dumps, from_data, loads, to_data
+from savegame.codec._values import (
+    Unregistered,
+    canonical,
+    dumps,
+    from_data,
+    loads,
+    placeholders,
+    to_data,
+)
 
 __all__ = [
     "Chain",
@@ -64,6 +72,7 @@ __all__ = [
     "Migration",
     "Renamed",
     "Renamer",
+    "Unregistered",
     "blob_digest",
     "canonical",
     "check_head",
@@ -81,6 +90,7 @@ __all__ = [
     "marker",
     "open_entry",
     "open_record",
+    "placeholders",
     "refuse_reserved",
     "register",
     "reseal_metadata",

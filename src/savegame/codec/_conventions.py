@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -29,6 +29,9 @@ class Conventions:
     resolve: Callable[[str], type[Any] | None] | None = None
     """The class a stored name that nobody registered in this process stands for, or
     None to refuse it as usual."""
+    placeholders: bool = False
+    """Decode an object of a type nobody registered (nor ``resolve`` found) as an
+    ``Unregistered`` stand-in instead of refusing it: for readers that only show."""
 
 
 DEFAULT = Conventions()
@@ -41,7 +44,11 @@ def current() -> Conventions:
 
 @contextmanager
 def using(conventions: Conventions) -> Iterator[None]:
-    """Encode and decode with ``conventions`` in this context (thread, task) until exit."""
+    """Encode and decode with ``conventions`` in this context (thread, task) until exit.
+    Placeholders a reader asked for around it hold inside too (a saver's reads under
+    ``savegame show`` are still only shown)."""
+    if _current.get().placeholders and not conventions.placeholders:
+        conventions = replace(conventions, placeholders=True)
     token = _current.set(conventions)
     try:
         yield

@@ -20,11 +20,14 @@ then does :func:`refusal` walk the value again, iteratively, for the path and th
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import datetime as dt
 import enum
 import math
 import uuid
 import zoneinfo
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -65,6 +68,27 @@ class Unsaveable(SerializationError):
 
     def __init__(self, reason: str) -> None:
         super().__init__("?", reason)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Unregistered:
+    """A registered object whose type this process does not have, read under
+    :func:`placeholders`: its name and its fields, decoded. Encoded again it is the
+    tagged object it was read from, so showing it (``to_data``) shows what is stored."""
+
+    name: str
+    """The type's registered name (``langchain.AIMessage``, ``shop.Order``)."""
+    fields: dict[str, Any]
+
+
+@contextlib.contextmanager
+def placeholders() -> Iterator[None]:
+    """Within it, an object of a type not registered here decodes as :class:`Unregistered`
+    instead of raising: for readers that show a state (the UI, ``savegame show``) in a
+    process that does not import the code that wrote it. Never for a state a run goes
+    on from: a step must get its own types or fail."""
+    with _conventions.using(dataclasses.replace(_conventions.current(), placeholders=True)):
+        yield
 
 
 def _too_deep() -> str:
@@ -184,6 +208,13 @@ def _encode_tagged(value: Any, kind: type, room: int) -> Any:
         # A blob reference of kind "f": listed in the record's header (kept by retention,
         # renamed by rekey) but never fetched when the state loads.
         return {_TAG + "blob": ["f", value.digest, value.mode, value.size]}
+    if kind is Unregistered:
+        room -= 3
+        if room < 0:
+            raise Unsaveable(_too_deep())
+        return {
+            _TAG + "obj": [value.name, {k: encode_at(v, room) for k, v in value.fields.items()}]
+        }
     name = _registry.name_of(kind) or _admitted(kind)
     if name is not None:
         room -= 3
@@ -468,6 +499,8 @@ def _untag(tag: str, body: Any) -> Any:
     if tag == "obj":
         name, fields = body
         cls = _registry.type_named(name) or _resolved(name)
+        if cls is None and _conventions.current().placeholders:
+            return Unregistered(name, {key: from_data(item) for key, item in fields.items()})
         if cls is None:
             raise SerializationError(
                 f"<{name}>",

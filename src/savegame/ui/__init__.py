@@ -5,7 +5,8 @@ Server-rendered pages (Starlette, Jinja2) with htmx, which ships inside the pack
 offline. The pages read the store only through the public API (``savegame.list_runs``,
 ``history``, ``get_checkpoint``, ``diff``, ``list_effects``, ``tree``,
 ``pending_interrupts``) and act only through it (``approve``, ``reject``,
-``resolve``, ``cancel``, ``fork``, ``resume``), like the CLI.
+``resolve``, ``cancel``, ``fork``, ``resume``), like the CLI; LangGraph threads through
+``savegame.integrations.langgraph`` (its lists, readers and ``answer``), as the CLI does.
 
 Where things are::
 
@@ -17,6 +18,7 @@ Where things are::
     _timeline.py   checkpoints as a timeline: durations, resumes, retries, forks
     _inbox.py      the approvals inbox, polled with ETags
     _actions.py    approve, reject, resolve, cancel, resume, fork: confirm, then do
+    _graph.py      a LangGraph run (one namespace of a thread), checkpoint and diff
     _values.py     any value as an escaped, collapsible tree
     templates/     the pages (Jinja2, autoescaped)
     static/        htmx, the stylesheet

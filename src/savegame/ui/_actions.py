@@ -9,7 +9,9 @@ Both pass the CSRF check of :mod:`savegame.ui._guard` first.
 
 A decided run goes on in the UI's process, on a thread of its own, where its
 workflow imports here (``savegame.resume``); where it does not, or with
-``--no-continue``, the decision leaves it queued for ``savegame worker``.
+``--no-continue``, the decision leaves it queued for ``savegame worker``. A
+LangGraph thread's answer is recorded only (``langgraph.answer``): the application
+that runs the graph continues it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from starlette.responses import RedirectResponse, Response
 
 import savegame
 from savegame import ConfigurationError, EffectKind, RunStatus, SavegameError
+from savegame.codec import placeholders
+from savegame.integrations import langgraph
 from savegame.ui._guard import form_of
 from savegame.ui._site import Site
 
@@ -96,14 +100,15 @@ async def act(site: Site, request: Request, action: str) -> Response:
                                "by": by or request.cookies.get(BY_COOKIE, ""), "error": None,
                                # what a preview that raised did not get to fill in
                                "run": None, "waiting": None, "effect": None, "plan": None,
-                               "value": None}  # fmt: skip
+                               "value": None, "graph": False}  # fmt: skip
     try:
-        context.update(await _preview(site, action, ident, form))
+        with placeholders():  # the preview shows what the person decides on, as stored
+            context.update(await _preview(site, action, ident, form))
         if form.get("confirmed") != "1":
             return site.page(request, "confirm.html", **context)
         if not by and action != "resume":
             raise BadInput("say who you are (the journal records who decided)")
-        target, done = await _do(site, action, ident, form, by)
+        target, done = await _do(site, action, ident, form, by, graph=context["graph"])
     except (BadInput, SavegameError) as exc:
         context["error"] = str(exc)
         return site.page(request, "confirm.html", 400, **context)
@@ -118,8 +123,9 @@ async def _preview(site: Site, action: str, ident: str, form: dict[str, str]) ->
     if action == "fork":
         plan = await run_in_threadpool(lambda: savegame.plan_fork(ident, **opts))
         return {"plan": plan, "run": None}
-    run = await run_in_threadpool(lambda: savegame.get_run(ident, **opts))
-    waiting = await run_in_threadpool(lambda: savegame.pending_interrupts(ident, **opts))
+    shown = await run_in_threadpool(lambda: langgraph.shown_run(ident, **opts))
+    run = shown.info
+    waiting = await run_in_threadpool(lambda: langgraph.waiting(ident, **opts))
     chosen = [w for w in waiting if w.interrupt_id == form.get("interrupt_id")]
     effect = None
     if action == "resolve":
@@ -129,6 +135,14 @@ async def _preview(site: Site, action: str, ident: str, form: dict[str, str]) ->
             raise BadInput(f"run {ident} has no journal entry {form.get('request_id')!r}")
         effect = found[0]
     if action in ("approve", "reject", "supply") and not chosen:
+        if shown.head is not None:  # a LangGraph thread: say who answered, if anyone did
+            waits = await run_in_threadpool(lambda: langgraph.thread_of(ident, **opts))
+            asked = waits.ask(form.get("interrupt_id", "")) if waits is not None else None
+            if asked is not None and asked.answered is not None:
+                raise BadInput(
+                    f"interrupt {asked.interrupt_id} was answered already, by "
+                    f"{asked.answered.by} at {asked.answered.at}"
+                )
         raise BadInput(
             f"run {ident} does not wait for {form.get('interrupt_id')!r} (decided already?)"
         )
@@ -139,13 +153,14 @@ async def _preview(site: Site, action: str, ident: str, form: dict[str, str]) ->
         # Checked before the confirmation shows it, and again (pure data) when recorded.
         value = _json(form.get("value", ""), "the value")
     return {"run": run, "waiting": chosen[0] if chosen else None, "effect": effect,
-            "plan": None, "value": value}  # fmt: skip
+            "plan": None, "value": value, "graph": shown.head is not None}  # fmt: skip
 
 
 async def _do(
-    site: Site, action: str, ident: str, form: dict[str, str], by: str
+    site: Site, action: str, ident: str, form: dict[str, str], by: str, *, graph: bool
 ) -> tuple[str, str]:
-    """Do it; returns the page to go back to and what was done."""
+    """Do it; returns the page to go back to and what was done. ``graph``: ``ident`` is
+    a LangGraph run."""
     from starlette.concurrency import run_in_threadpool
 
     opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
@@ -166,6 +181,12 @@ async def _do(
         ))  # fmt: skip
         continue_in_background(site, ident)
         return page, "rejected"
+    if action == "supply" and graph:
+        value = _json(form.get("value", ""), "the value")
+        await run_in_threadpool(lambda: langgraph.answer(
+            ident, value, interrupt_id=form["interrupt_id"], by=by, **opts
+        ))  # fmt: skip
+        return page, "answered"  # the graph's application continues it, not the UI
     if action == "supply":
         value = _json(form.get("value", ""), "the value")
         await run_in_threadpool(lambda: savegame.supply(

@@ -2,7 +2,9 @@
 
 Every route is one page module's function; reading pages are plain functions,
 which Starlette runs on its thread pool (the store's calls block), and actions are
-``async`` only to read their form.
+``async`` only to read their form. Reading pages decode with placeholders
+(:func:`savegame.codec.placeholders`): the UI's process need not import the classes
+a run's state holds to show it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from savegame import ConflictError, NotFoundError, RunStateError, SavegameError
+from savegame.codec import placeholders
 from savegame.ui import _actions, _inbox, _run, _runs
 from savegame.ui._guard import Guard
 from savegame.ui._site import HERE, Site
@@ -29,7 +32,9 @@ ACTIONS = ("approve", "reject", "supply", "resolve", "cancel", "resume")
 def _page(site: Site, view: Callable[[Site, Request], Response]) -> Callable[[Request], Response]:
     def endpoint(request: Request) -> Response:
         try:
-            return view(site, request)
+            # A page shows states; a type this process lacks shows as its name, never a 400.
+            with placeholders():
+                return view(site, request)
         except NotFoundError as exc:
             return site.page(request, "error.html", 404, title="Not found", message=str(exc))
         except _run.UNREADABLE as exc:

@@ -1,4 +1,5 @@
-"""The approvals inbox: what every run waits for from a person, oldest first, live.
+"""The approvals inbox: what every run waits for from a person, oldest first, live;
+a LangGraph thread's unanswered ``interrupt()`` among them (``langgraph.waiting``).
 
 The list polls itself (htmx, every few seconds) with ``If-None-Match`` set to the
 ETag of what it shows; the server answers ``304 Not Modified`` while nothing
@@ -13,8 +14,8 @@ import hashlib
 from starlette.requests import Request
 from starlette.responses import Response
 
-import savegame
 from savegame import PendingInterrupt
+from savegame.integrations import langgraph
 from savegame.ui._run import UNREADABLE, unreadable
 from savegame.ui._site import Site, fragment
 
@@ -31,7 +32,7 @@ def etag(waiting: list[PendingInterrupt]) -> str:
 
 def inbox_page(site: Site, request: Request) -> Response:
     try:
-        waiting = savegame.pending_interrupts(store=site.store, storage=site.storage)
+        waiting = langgraph.waiting(store=site.store, storage=site.storage)
     except UNREADABLE as exc:  # one sealed entry the UI has no key for hides the list
         return site.page(request, "error.html", 503, title="Approvals", message=unreadable(exc))
     tag = etag(waiting)

@@ -15,15 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 import savegame
-from savegame import (
-    CorruptRecordError,
-    Effect,
-    EffectKind,
-    EffectStatus,
-    EncryptionKeyError,
-    RunNode,
-    Tree,
-)
+from savegame import CorruptRecordError, Effect, EncryptionKeyError, RunNode, Tree
+from savegame.integrations import langgraph
+from savegame.ui import _graph
 from savegame.ui._site import Site, fragment
 from savegame.ui._timeline import timeline
 
@@ -39,11 +33,6 @@ def unreadable(exc: Exception) -> str:
             "store's keys in SAVEGAME_KEYS to see it."
         )
     return f"This record failed its integrity check and is not shown: {exc}"
-
-
-def in_doubt(e: Effect) -> bool:
-    """A write that started and has no result: it may or may not have happened."""
-    return e.kind is EffectKind.WRITE and e.status is EffectStatus.PENDING
 
 
 def _journal(site: Site, run_id: str) -> tuple[list[Effect], str | None]:
@@ -63,6 +52,8 @@ def _tree(site: Site, run_id: str) -> tuple[Tree | None, str | None]:
 def run_page(site: Site, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     info = savegame.get_run(run_id, store=site.store, storage=site.storage)
+    if langgraph.line_of(info) is not None:
+        return _graph.line_page(site, request, info)
     before = request.query_params.get("before") or None
     opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
     headers = savegame.history(run_id, limit=TIMELINE_PAGE, before=before, **opts)
@@ -82,13 +73,16 @@ def run_page(site: Site, request: Request) -> Response:
         request, "run.html", run=info, run_metadata=site.metadata(info.metadata),
         run_error=site.text(info.error), head=head,
         moments=timeline(headers, forks, earlier), earlier=earlier, paged=before is not None,
-        effects=effects, journal_error=journal_error, in_doubt=in_doubt, waiting=waiting,
+        effects=effects, journal_error=journal_error, waiting=waiting,
         found=found, tree_error=tree_error, shown_metadata=site.metadata,
     )  # fmt: skip
 
 
 def checkpoint_page(site: Site, request: Request) -> Response:
     ident = request.path_params["checkpoint_id"]
+    found = _graph.checkpoint_page(site, request, ident)
+    if found is not None:
+        return found
     name = "state.html" if fragment(request) else "checkpoint.html"
     try:
         cp = savegame.get_checkpoint(ident, store=site.store, storage=site.storage)
@@ -103,13 +97,18 @@ def diff_page(site: Site, request: Request) -> Response:
     b = request.query_params.get("b", "")
     name = "diff_body.html" if fragment(request) else "diff.html"
     if not a or not b:
-        return site.page(request, name, 400, d=None, a=a, b=b, error="pick two checkpoints")
+        return site.page(
+            request, name, 400, d=None, lg=None, a=a, b=b, error="pick two checkpoints"
+        )
     if a == b:
         return site.page(
-            request, name, 400, d=None, a=a, b=b, error="pick two different checkpoints"
+            request, name, 400, d=None, lg=None, a=a, b=b, error="pick two different checkpoints"
         )
+    graph = _graph.diff_page(site, request, a, b)
+    if graph is not None:
+        return graph
     try:
         found = savegame.diff(a, b, store=site.store, storage=site.storage)
     except UNREADABLE as exc:
-        return site.page(request, name, d=None, a=a, b=b, error=unreadable(exc))
-    return site.page(request, name, d=found, a=a, b=b, error=None)
+        return site.page(request, name, d=None, lg=None, a=a, b=b, error=unreadable(exc))
+    return site.page(request, name, d=found, lg=None, a=a, b=b, error=None)

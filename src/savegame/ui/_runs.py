@@ -1,5 +1,9 @@
 """The runs page: every run, newest first, filtered, a page at a time.
 
+The list is the one ``savegame runs`` prints (``langgraph.shown_runs``): a LangGraph
+run's status is what its latest checkpoint says, and runs savegame keeps for its own
+bookkeeping are left out.
+
 Pages follow each other by keyset (``savegame.list_runs(before=<last run id>)``), so
 the hundredth page costs what the first does; the list asks for one run more than it
 shows to know whether an older page exists, and never counts the table. Each row's
@@ -18,6 +22,7 @@ from starlette.responses import Response
 
 import savegame
 from savegame import RunInfo, RunStatus, Usage
+from savegame.integrations import langgraph
 from savegame.ui._site import Site, fragment
 
 PAGE = 50
@@ -28,7 +33,10 @@ FILTERS = ("status", "workflow", "thread", "q")
 @dataclass(frozen=True, slots=True)
 class Row:
     run: RunInfo
+    """Its ``status`` as every list shows it (a LangGraph run's: its latest checkpoint's)."""
     usage: Usage
+    where: str | None = None
+    """A LangGraph run's namespace: ``root`` or ``subgraph a > b``."""
 
 
 class BadFilter(ValueError):
@@ -61,22 +69,25 @@ def rows(site: Site, request: Request) -> dict[str, Any]:
     q = request.query_params
     filters = {name: q.get(name, "").strip() for name in FILTERS}
     limit = _limit(q.get("limit"))
-    found = savegame.list_runs(
+    found = langgraph.shown_runs(
         status=_status(filters["status"]), workflow=filters["workflow"] or None,
         thread_id=filters["thread"] or None, search=filters["q"] or None,
         before=q.get("before") or None, limit=limit + 1, store=site.store, storage=site.storage,
     )  # fmt: skip
     shown = found[:limit]
     listed = []
-    for info in shown:
-        head = savegame.history(info.run_id, limit=1, store=site.store, storage=site.storage)
-        listed.append(Row(info, head[0].usage if head else Usage()))
+    for run in shown:
+        if run.head is not None:  # a LangGraph run: its checkpoints hold no usage
+            listed.append(Row(run.info, Usage(), run.head.line.where))
+            continue
+        head = savegame.history(run.info.run_id, limit=1, store=site.store, storage=site.storage)
+        listed.append(Row(run.info, head[0].usage if head else Usage()))
     kept = {k: v for k, v in filters.items() if v}
     if q.get("limit"):
         kept["limit"] = str(limit)
     older = None
     if len(found) > limit:
-        older = "/runs?" + urlencode({**kept, "before": shown[-1].run_id})
+        older = "/runs?" + urlencode({**kept, "before": shown[-1].info.run_id})
     return {
         "filters": filters,
         "rows": listed,

@@ -20,7 +20,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from savegame import RunStatus, Store, __version__
+from savegame import Effect, EffectKind, EffectStatus, RunStatus, Store, __version__
 from savegame.codec.storage import StorageConfig
 from savegame.ui import _values
 
@@ -57,6 +57,11 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def in_doubt(e: Effect) -> bool:
+    """A write that started and has no result: it may or may not have happened."""
+    return e.kind is EffectKind.WRITE and e.status is EffectStatus.PENDING
+
+
 @dataclass
 class Site:
     """One server's store, settings and templates."""
@@ -79,7 +84,7 @@ class Site:
         self.templates.globals.update(
             version=__version__, statuses=[s.value for s in RunStatus], tree=_values.render,
             scalar=_values.scalar, ago=ago, when=when, duration=duration,
-            store_url=self.store.url, encrypted=self.storage.encrypted,
+            store_url=self.store.url, encrypted=self.storage.encrypted, in_doubt=in_doubt,
         )  # fmt: skip
 
     def metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from savegame import Secret
-from savegame.codec import to_data
+from savegame.codec import Unregistered, to_data
 
 #: Characters of a string shown before the rest is folded.
 FOLD_AT = 160
@@ -134,8 +134,17 @@ def _container(
 
 
 def _other(out: list[str], value: Any, depth: int, open_levels: int, budget: _Budget) -> None:
-    """A registered type (a dataclass, a model response ...): its fields, under its type's name."""
+    """A registered type (a dataclass, a model response ...): its fields, under its type's name;
+    one this process does not have (read as a placeholder) under its registered name."""
     name = type(value).__name__
+    if isinstance(value, Unregistered):
+        out.append(
+            f'<span class="type" title="not registered in the UI\'s process">'
+            f"{escape(value.name)}</span>"
+        )
+        _container(out, "{…}", list(value.fields.items()), depth, open_levels, budget,
+                   keyed=True, kind=value.name)  # fmt: skip
+        return
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     else:

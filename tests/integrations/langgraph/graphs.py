@@ -4,10 +4,13 @@ subgraph that interrupts, a Send fan-out (the chat graph is ``test_saver.chat_gr
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
+
+import savegame
 
 
 class Log(TypedDict):
@@ -66,4 +69,56 @@ def fan_graph() -> Any:
         START, lambda s: [Send("work", {"topic": t}) for t in s["topics"]], ["work"]
     )
     g.add_edge("work", END)
+    return g
+
+
+def two_asks_graph() -> Any:
+    """x and y in one superstep, each asks a person: two interrupts pending at once."""
+    g = StateGraph(Log)
+    g.add_node("x", lambda s: {"log": [f"x {interrupt('x?')}"]})
+    g.add_node("y", lambda s: {"log": [f"y {interrupt('y?')}"]})
+    g.add_edge(START, "x")
+    g.add_edge(START, "y")
+    g.add_edge("x", END)
+    g.add_edge("y", END)
+    return g
+
+
+def asks_twice_graph() -> Any:
+    """One node asks, then asks again: its second interrupt comes after an answer."""
+
+    def n(state: Log) -> dict[str, Any]:
+        first = interrupt("first?")
+        second = interrupt("second?")
+        return {"log": [f"n {first} {second}"]}
+
+    g = StateGraph(Log)
+    g.add_node("n", n)
+    g.add_edge(START, "n")
+    g.add_edge("n", END)
+    return g
+
+
+@dataclass(frozen=True)
+class Parcel:
+    """A class of the application's own: a reader in another process does not import it."""
+
+    weight: int
+
+
+#: The name Parcel is stored under.
+PARCEL = "tests.langgraph.Parcel"
+
+
+class Shipping(TypedDict):
+    parcel: Parcel
+
+
+def parcel_graph() -> Any:
+    """One node that weighs a Parcel (registered, so the saver stores it)."""
+    savegame.register(Parcel, name=PARCEL)
+    g = StateGraph(Shipping)
+    g.add_node("weigh", lambda s: {"parcel": Parcel(s["parcel"].weight + 1)})
+    g.add_edge(START, "weigh")
+    g.add_edge("weigh", END)
     return g

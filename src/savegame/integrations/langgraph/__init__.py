@@ -45,7 +45,15 @@ The mapping, and why:
   ``history``, ``diff`` and ``runs`` print for a LangGraph thread (channels, next nodes,
   pending writes), and the rules ``savegame prune`` applies to its runs
   (``_retention``: a thread is one unit, a waiting one is exempt); importable without
-  LangGraph, which only decoding needs.
+  LangGraph, which only decoding needs. A type the reading process lacks reads as a
+  named placeholder (:class:`savegame.codec.Unregistered`), never as a failure.
+* **Status and waiting** (``_waits``): the status savegame shows for a LangGraph run
+  (stored ``completed``, it is what its latest checkpoint says: ``interrupted`` while an
+  ``interrupt()`` is unanswered, ``queued`` once answered ...), computed in one place
+  for every list (``_shown``: ``savegame runs``, ``approvals``, ``effects``, the UI).
+* **Answering** (``_answer``): a person answers an ``interrupt()`` from the CLI or the
+  UI without the graph: the asking task's ``__resume__`` write, with who and when; the
+  application continues with ``graph.invoke(None, config)``.
 
 :func:`migrate` (``savegame migrate langgraph``) moves threads from LangGraph's own
 SqliteSaver and PostgresSaver into a store through SavegameSaver, resumable and
@@ -60,6 +68,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from savegame.integrations.langgraph._answer import Answer, answer, thread_of
 from savegame.integrations.langgraph._reading import (
     UNDECODED,
     LangGraphCheckpoint,
@@ -68,12 +77,23 @@ from savegame.integrations.langgraph._reading import (
     decodable,
     diff_checkpoints,
     find_checkpoint,
-    line_heads,
     line_history,
     line_of,
 )
 from savegame.integrations.langgraph._retention import retention
+from savegame.integrations.langgraph._shown import (
+    LangGraphEffects,
+    ShownRun,
+    bookkeeping,
+    internal,
+    line_effects,
+    pending_of,
+    shown_run,
+    shown_runs,
+    waiting,
+)
 from savegame.integrations.langgraph._view import PendingWrite, Reading, Task, message_line
+from savegame.integrations.langgraph._waits import Answered, Ask, ThreadWaits
 
 if TYPE_CHECKING:
     from savegame.integrations.langgraph._migrate import MigrationReport, ThreadResult, migrate
@@ -99,23 +119,37 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "UNDECODED",
+    "Answer",
+    "Answered",
+    "Ask",
     "LangGraphCheckpoint",
     "LangGraphDiff",
+    "LangGraphEffects",
     "MigrationReport",
     "PendingWrite",
     "Reading",
     "SavegameSaver",
+    "ShownRun",
     "Task",
     "ThreadLine",
     "ThreadResult",
+    "ThreadWaits",
+    "answer",
+    "bookkeeping",
     "decodable",
     "diff_checkpoints",
     "durable_tool",
     "find_checkpoint",
-    "line_heads",
+    "internal",
+    "line_effects",
     "line_history",
     "line_of",
     "message_line",
     "migrate",
+    "pending_of",
     "retention",
+    "shown_run",
+    "shown_runs",
+    "thread_of",
+    "waiting",
 ]

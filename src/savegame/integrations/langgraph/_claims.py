@@ -2,7 +2,8 @@
 
 The marker is a savegame run of the thread (workflow ``langgraph-migration``, run id
 derived from the thread id, so two processes name the same one), stored
-``completed`` so no worker ever claims it. Its first checkpoint says ``writing``;
+``completed`` so no worker ever claims it, and marked bookkeeping
+(:data:`savegame.model.BOOKKEEPING_KEY`) so lists for people leave it out. Its first checkpoint says ``writing``;
 its second, written after the thread was written and verified, says ``done`` and
 what was moved. While a process writes the thread it holds the marker's lease;
 why that makes a thread land once, also with a second migration running, is in
@@ -21,7 +22,14 @@ from savegame import codec
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
-from savegame.model import CheckpointHeader, CheckpointRecord, RunInfo, RunStatus, utcnow
+from savegame.model import (
+    BOOKKEEPING_KEY,
+    CheckpointHeader,
+    CheckpointRecord,
+    RunInfo,
+    RunStatus,
+    utcnow,
+)
 from savegame.runtime import acquire_lease, owner_id
 from savegame.stores import Store
 
@@ -135,7 +143,7 @@ class Claims:
             head_checkpoint_id=first.checkpoint_id,
             created_at=now,
             updated_at=now,
-            metadata={"source": self.source},
+            metadata={"source": self.source, BOOKKEEPING_KEY: WORKFLOW},
         )
         info = replace(info, checksum=codec.run_checksum(info, self.storage))
         try:

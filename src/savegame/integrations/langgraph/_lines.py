@@ -273,6 +273,11 @@ class Lines:
             ).token
         return line.token
 
+    def token(self, line: Line) -> int:
+        """The line's fencing token, taken over from whoever holds it: a person answering
+        an interrupt writes into a line a live graph may use (its saver takes it back)."""
+        return self._token(line)
+
     def _put(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
         try:
             self.store.put_checkpoint(record, lease_token=self._token(line), blobs=blobs)
@@ -286,35 +291,14 @@ class Lines:
         refused here (naming its path), before any write of the task is recorded."""
         if write.data is not None:
             return write
-        path = f"writes[{write.task_id}][{write.index}]({write.channel})"
         with codec.using_conventions(self.conventions):
-            arguments = codec.encode_value([write.task_id, write.task_path, lg_id], path)
-            result = codec.encode_value(
-                write.value, path, compress_from=_compress_from(self.storage)
-            )
-        return replace(write, data=(arguments, result))
+            return replace(write, data=_encoded(lg_id, write, self.storage))
 
     def put_write(self, line: Line, lg_id: str, write: Write) -> None:
         """Journal one pending write: insert-if-absent; a reserved channel (index < 0) overwrites."""
         with self.lock:
-            request_id = f"{lg_id}|{write.task_id}|{write.index}"
-            ready = self.encoded(lg_id, write)
-            assert ready.data is not None
-            arguments, result = ready.data
-            plain = EffectRecord(
-                run_id=line.run_id,
-                request_id=request_id,
-                kind=EffectKind.READ,
-                name=write.channel,
-                step=0,
-                node=write.task_path,
-                call_index=write.index,
-                status=EffectStatus.DONE,
-                arguments=arguments,
-                result=result,
-                metadata=WRITE_MARK,
-                completed_at=utcnow(),
-            )
+            plain = write_record(line.run_id, lg_id, self.encoded(lg_id, write), self.storage)
+            request_id = plain.request_id
             sealed = codec.seal_entry(plain, self.storage)
             try:
                 stored = self.store.record_intent(sealed, lease_token=self._token(line))
@@ -322,8 +306,11 @@ class Lines:
                 stored = self.store.record_intent(sealed, lease_token=self._token(line, again=True))
             if write.index >= 0 or stored.checksum == sealed.checksum:
                 return
-            opened = codec.open_entry(stored, self.storage)
-            done = codec.seal_entry(replace(opened, result=plain.result), self.storage)
+            # Re-sealed from the stored entry, which keeps its sealed arguments: sealed
+            # again from plaintext they would be new ciphertext the store never gets,
+            # and the new check (over them) would not hold for the row.
+            codec.verify_entry(stored, self.storage)
+            done = codec.seal_entry(replace(stored, result=plain.result), self.storage)
             self.store.record_result(
                 line.run_id,
                 request_id,
@@ -435,6 +422,35 @@ class Lines:
         for found in out.values():
             found.sort(key=lambda w: (w.task_path, w.task_id, w.index))
         return out
+
+
+def write_record(
+    run_id: str, lg_id: str, write: Write, storage: StorageConfig | None
+) -> EffectRecord:
+    """The journal entry of one pending write, plain (the caller seals it)."""
+    arguments, result = write.data or _encoded(lg_id, write, storage)
+    return EffectRecord(
+        run_id=run_id,
+        request_id=f"{lg_id}|{write.task_id}|{write.index}",
+        kind=EffectKind.READ,
+        name=write.channel,
+        step=0,
+        node=write.task_path,
+        call_index=write.index,
+        status=EffectStatus.DONE,
+        arguments=arguments,
+        result=result,
+        metadata=WRITE_MARK,
+        completed_at=utcnow(),
+    )
+
+
+def _encoded(lg_id: str, write: Write, storage: StorageConfig | None) -> tuple[bytes, bytes]:
+    """A pending write's entry arguments and result; refused with the write's path."""
+    path = f"writes[{write.task_id}][{write.index}]({write.channel})"
+    arguments = codec.encode_value([write.task_id, write.task_path, lg_id], path)
+    result = codec.encode_value(write.value, path, compress_from=_compress_from(storage))
+    return arguments, result
 
 
 _ABSENT = object()

@@ -16,11 +16,10 @@ reading.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from savegame.codec import load_state, reveal_metadata
+from savegame.codec import load_state, placeholders, reveal_metadata
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, NotFoundError
 from savegame.inspect import StateDiff, compare
@@ -53,6 +52,11 @@ class ThreadLine:
     def subgraph(self) -> tuple[str, ...]:
         """The nodes the namespace nests in, outermost first (empty for the root)."""
         return subgraph(self.ns)
+
+    @property
+    def where(self) -> str:
+        """``root``, or ``subgraph outer > inner``."""
+        return "root" if self.root else "subgraph " + " > ".join(self.subgraph)
 
 
 def line_of(run: RunInfo) -> ThreadLine | None:
@@ -145,30 +149,13 @@ def line_history(
             return None
         headers = s.list_checkpoints(run.run_id, limit=limit)
         missing = decodable()
-        writes = {} if missing else Lines(s, storage).writes(run.run_id)
+        with placeholders():
+            writes = {} if missing else Lines(s, storage).writes(run.run_id)
         rows = [
             load(s, run, s.get_checkpoint(h.checkpoint_id), storage, writes, missing)
             for h in headers
         ]
         return line, rows
-
-
-def line_heads(
-    runs: Sequence[RunInfo],
-    *,
-    store: Store | str | None = None,
-    storage: StorageConfig | None = None,
-) -> dict[str, LangGraphCheckpoint]:
-    """The latest checkpoint of each LangGraph run among ``runs``, by run id."""
-    lines = [r for r in runs if line_of(r) is not None and r.head_checkpoint_id is not None]
-    if not lines:
-        return {}
-    with opened_store(store, create=False) as s:
-        missing = decodable()
-        return {
-            r.run_id: load(s, r, s.latest_checkpoint(r.run_id), storage, None, missing)
-            for r in lines
-        }
 
 
 def diff_checkpoints(
@@ -268,14 +255,19 @@ def load(
     writes: dict[str, Any] | None = None,
     missing: str | None = None,
 ) -> LangGraphCheckpoint:
-    """``record`` read; ``writes`` (the run's, by LangGraph id) are read for it when None."""
+    """``record`` read; ``writes`` (the run's, by LangGraph id) are read for it when None.
+
+    A value of a type this process does not have (the graph's own classes, where the
+    reader does not import them) reads as a :class:`~savegame.codec.Unregistered`
+    placeholder: showing a thread never fails on a type."""
     line = line_of(run)
     assert line is not None
     missing = missing or decodable()
     if missing:
         return LangGraphCheckpoint(line, reveal_metadata(record.header, storage), None, missing)
-    cp = load_state(s, record, storage)
     lg_id = lg_id_of(record.checkpoint_id)
-    if writes is None:
-        writes = Lines(s, storage).writes(run.run_id, lg_id)
+    with placeholders():
+        cp = load_state(s, record, storage)
+        if writes is None:
+            writes = Lines(s, storage).writes(run.run_id, lg_id)
     return LangGraphCheckpoint(line, cp.header, read(cp.state, writes.get(lg_id, [])))

@@ -110,6 +110,13 @@ class Reading:
         return tuple(w for w in self.writes if w.interrupt)
 
     @property
+    def asking(self) -> tuple[PendingWrite, ...]:
+        """The interrupt writes of tasks still to run: what this checkpoint waits on (an
+        interrupted task whose superstep went on without it is not one of them)."""
+        left = {(t.name, t.push) for t in self.to_run}
+        return tuple(w for w in self.interrupts if w.node is not None and _task_of(w) in left)
+
+    @property
     def status(self) -> str:
         """``done`` (nothing left to run), ``interrupted`` (a task waits for a person),
         ``error`` (a task raised) or ``pending`` (tasks left: stopped at a breakpoint,
@@ -117,10 +124,10 @@ class Reading:
         left = {(t.name, t.push) for t in self.to_run}
         if not left:
             return "done"
-        marked = {w.channel for w in self.writes if w.node is not None and _task_of(w) in left}
-        if INTERRUPT in marked:
+        if self.asking:
             return "interrupted"
-        return "error" if ERROR in marked else "pending"
+        failed = any(w.error and w.node is not None and _task_of(w) in left for w in self.writes)
+        return "error" if failed else "pending"
 
 
 def read(state: Mapping[str, Any], writes: Sequence[Write]) -> Reading:
