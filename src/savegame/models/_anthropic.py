@@ -185,13 +185,13 @@ class Anthropic(Adapter):
                     ToolCall(str(block["id"]), str(block["name"]), dict(block.get("input") or {}))
                 )
         usage = data.get("usage") or {}
-        read = number(usage.get("cache_read_input_tokens"))
-        write = number(usage.get("cache_creation_input_tokens"))
+        read = number(usage, "cache_read_input_tokens")
+        write = number(usage, "cache_creation_input_tokens")
         return Parsed(
             content="".join(texts) if texts else None,
             tool_calls=tuple(calls),
-            input_tokens=number(usage.get("input_tokens")) + read + write,
-            output_tokens=number(usage.get("output_tokens")),
+            input_tokens=number(usage, "input_tokens") + read + write,
+            output_tokens=number(usage, "output_tokens"),
             cached_tokens=read,
             cache_write_tokens=write,
             model=data.get("model"),

@@ -429,6 +429,16 @@ def _reason(exc: BaseException) -> str:
     return message if isinstance(message, str) and message else describe(exc, with_type=False)
 
 
-def number(value: Any) -> int:
-    """A token count from a usage block (absent or None is 0)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def number(usage: Mapping[str, Any], key: str) -> int:
+    """A token count from a usage block (absent or None is 0).
+
+    Raises:
+        ValueError: a count below zero (read as an unreadable answer): it would take
+            tokens and money off the run's usage, and budgets are checked against it.
+    """
+    value = usage.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    if value < 0:
+        raise ValueError(f"usage {key}={value} is below zero")
+    return value
