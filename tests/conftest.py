@@ -9,6 +9,7 @@ import pytest
 
 from savegame import Store
 from savegame.effects import _tools
+from savegame.models import LocalServer
 from tests import services
 
 SLOW_DIRS = ("crash", "fleet", "examples")
@@ -41,6 +42,13 @@ def _tools_registered_by_a_test_stay_in_it() -> Iterator[None]:
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.S3Server]:
     """A SeaweedFS ``weed mini`` with one bucket, answering S3 on a free port of 127.0.0.1."""
     yield from services.s3_server(tmp_path_factory.mktemp("seaweedfs"))
+
+
+@pytest.fixture(scope="session")
+def local_model() -> Iterator[LocalServer]:
+    """SmolLM2-135M on the CPU behind llama.cpp's server, speaking OpenAI's and Anthropic's
+    protocols on a free port of 127.0.0.1; ``.requests()`` is its own count of requests."""
+    yield from services.local_model()
 
 
 @pytest.fixture(params=services.RUNTIME_BACKENDS)

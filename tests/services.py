@@ -291,3 +291,17 @@ def s3_server(data: Path) -> Iterator[S3Server]:
             # weed mini's orderly shutdown can take over 10 s; its data is scratch.
             proc.kill()
             proc.wait(timeout=10)
+
+
+# -- a real small model on the CPU ---------------------------------------------------------
+def local_model() -> Iterator[Any]:
+    """SmolLM2-135M behind llama.cpp's server (``savegame.models.LocalServer``) on a free
+    port: skipped (failed in CI) when xllamacpp or the model's package is not installed."""
+    from savegame.models import LocalServer
+    from savegame.models._local import missing
+
+    lacking = missing()
+    if lacking is not None:
+        unusable(f"the local model is not there: {lacking}")
+    with LocalServer() as server:
+        yield server

@@ -174,7 +174,7 @@ def test_the_public_api_is_pinned() -> None:
     assert len(set(PUBLIC_API)) == len(PUBLIC_API)
 
 
-MODELS_API = ["Anthropic", "LiteLLM", "OpenAI", "Price", "lookup_price"]
+MODELS_API = ["Anthropic", "LiteLLM", "LocalServer", "OpenAI", "Price", "lookup_price"]
 
 
 def test_the_model_adapters_are_pinned() -> None:

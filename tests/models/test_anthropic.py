@@ -13,7 +13,7 @@ from savegame import Agent, ModelRequestError, ModelTransientError, RunStatus, r
 from savegame.effects import tool_spec
 from savegame.models import Anthropic, Price
 from tests.models.test_openai import CONVERSATION, lookup_order
-from tests.provider import MESSAGES, FakeProvider, error, messages
+from tests.provider import MESSAGES, FakeProvider, error, messages, messages_stream
 
 LOOKUP = tool_spec(lookup_order)
 
@@ -117,3 +117,21 @@ def test_an_agent_runs_tool_rounds_over_the_messages_api(
     last = fake.bodies(MESSAGES)[-1]
     assert [m["role"] for m in last["messages"]] == ["user", "assistant", "user"]
     assert [b["tool_use_id"] for b in last["messages"][2]["content"]] == ["toolu_0", "toolu_1"]
+
+
+@pytest.mark.parametrize("how", ["complete", "acomplete", "stream", "astream"])
+def test_settings_the_sdk_has_no_argument_for_go_in_the_body(fake: FakeProvider, how: str) -> None:
+    # anthropic 2.x's messages.create has no temperature, top_p or top_k: passed as
+    # keywords they raised TypeError before any request went out.
+    reply = messages_stream(["ok"]) if "stream" in how else messages("ok")
+    fake.script(MESSAGES, reply)
+    asked = model(fake, temperature=0, top_k=5, extra_body={"metadata": {"user_id": "u-1"}})
+    call = getattr(asked, how)
+    args = (CONVERSATION[:2], [], print) if "stream" in how else (CONVERSATION[:2], [])
+    out = call(*args)
+    if how.startswith("a"):
+        out = asyncio.run(out)
+    assert out.content == "ok"
+    [body] = fake.bodies(MESSAGES)
+    assert (body["temperature"], body["top_k"], body["max_tokens"]) == (0, 5, 4096)
+    assert body["metadata"] == {"user_id": "u-1"}

@@ -3,10 +3,13 @@ the local provider by the SDK's own variables (OPENAI_BASE_URL, OPENAI_API_KEY).
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
+from savegame import ModelResponse, ToolCall
 from tests.provider import CHAT, FakeProvider, chat
-from tests.readme import readme_example, run_example
+from tests.readme import ROOT, readme_example, run_example
 
 
 def test_the_real_models_example_runs(fake: FakeProvider, tmp_path: Path) -> None:
@@ -26,3 +29,17 @@ def test_the_real_models_example_runs(fake: FakeProvider, tmp_path: Path) -> Non
     assert lines[:2] == ["gpt-4o 2 None", "gpt-4o 4 A-1 totals 120."]
     assert "cached_tokens=64" in lines[2] and "calls=2" in lines[2]
     assert [body["temperature"] for body in fake.bodies(CHAT)] == [0, 0]
+
+
+def test_the_tool_round_example_runs(tmp_path: Path) -> None:
+    out = run_example(tmp_path, readme_example("Agents", "tool_call_id"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["A-1 is 120."]
+
+
+def test_the_table_of_a_model_calls_answer_names_every_field() -> None:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("**What a model call returns, and how a tool's result goes back.**")
+    rows = re.findall(r"^\| `(\w+)` \|", text[start : text.index("```python", start)], re.M)
+    assert rows == [f.name for f in dataclasses.fields(ModelResponse)]
+    assert [f.name for f in dataclasses.fields(ToolCall)] == ["id", "name", "arguments"]

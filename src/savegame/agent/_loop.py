@@ -133,6 +133,8 @@ class Agent:
             content: Any
             if fn is None:
                 content = {"error": f"unknown tool {call['name']!r}"}
+            elif (refused := _refused(fn, call["arguments"])) is not None:
+                content = {"error": refused}
             else:
                 try:
                     content = await ctx.acall(fn, **call["arguments"])
@@ -150,3 +152,19 @@ class Agent:
                 }
             )
         return {"messages": messages}, "llm"
+
+
+def _refused(fn: Tool, arguments: Any) -> str | None:
+    """Why the model's arguments do not fit the tool (a missing or unknown name), or None.
+
+    Told to the model like an unknown tool's name, so it can ask again: raised, the
+    error would fail the run, and every resume would replay the journaled answer into
+    the same failure.
+    """
+    if not isinstance(arguments, dict):
+        return f"the arguments of tool {fn.name} must be an object, not {arguments!r:.200}"
+    try:
+        fn.bind((), arguments)
+    except ConfigurationError as exc:
+        return str(exc)
+    return None

@@ -36,6 +36,7 @@ from savegame.effects._llm import (
     ToolCall,
     ToolSpec,
     as_response,
+    below_zero,
     tool_spec,
 )
 from savegame.effects._prompts import STREAM_MARK, AskedRequest, asked, is_stream_marker
@@ -121,6 +122,7 @@ __all__ = [
     "as_response",
     "as_tool",
     "asked",
+    "below_zero",
     "check_approval",
     "check_retries",
     "check_topic",

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from savegame.codec import decode_value, register
 from savegame.effects._tools import Tool
-from savegame.errors import ConfigurationError
+from savegame.errors import ConfigurationError, ModelTransientError
 from savegame.model import EffectKind, EffectRecord
 
 Message = dict[str, Any]
@@ -252,7 +252,25 @@ class ModelCall:
             raise ConfigurationError(
                 f"model {self.name} returned {type(out).__name__}, not a ModelResponse"
             )
+        negative = below_zero(out.to_dict())
+        if negative:
+            raise ModelTransientError(self.name.removeprefix("llm:"), negative)
         return out
+
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd")
+
+
+def below_zero(usage: Mapping[str, Any]) -> str | None:
+    """Why a model's answer is refused for its usage (a count or a cost below zero), or
+    None. Usage is added to the run's and checked against its budgets: a server that
+    answers ``prompt_tokens: -1000000`` must not buy a run more room."""
+    wrong = [
+        f"{key}={usage[key]}"
+        for key in USAGE_KEYS
+        if isinstance(usage.get(key), (int, float)) and usage[key] < 0
+    ]
+    return f"answered usage below zero ({', '.join(wrong)})" if wrong else None
 
 
 def _as_spec(item: ToolSpec | Tool | Callable[..., Any]) -> ToolSpec:

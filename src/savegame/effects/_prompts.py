@@ -25,6 +25,8 @@ and read as "request not recorded".
 from __future__ import annotations
 
 import hashlib
+import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -56,6 +58,53 @@ def spec_data(call: ModelCall) -> list[dict[str, Any]]:
     ]
 
 
+NOT_RECORDED = "(not recorded)"
+"""What the journal keeps in place of a credential in a model's parameters."""
+
+_HIDDEN_VALUES = re.compile(r"(^|_)(headers|query)$")
+"""Parameters whose values are all hidden, their names kept: a gateway's
+``Authorization`` header, a key in ``extra_query``."""
+_HIDDEN = re.compile(r"(^|_)(api_key|authorization|password|secret|token)$", re.IGNORECASE)
+
+
+def recordable(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A model's ``params`` as its journal entries keep them: no credentials.
+
+    The adapters never put ``api_key`` in ``params``, but settings pass through as given
+    (``extra_headers={"Authorization": ...}``, pydantic-ai's ``ModelSettings`` too) and a
+    server's URL may carry ``user:password@``. Hidden here, in the one place every model
+    call's request is recorded, whatever the model: the headers' and query's names stay
+    (what was sent is still visible), their values do not; userinfo leaves every URL.
+    """
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if _HIDDEN.search(str(key)):
+            out[key] = NOT_RECORDED
+        elif _HIDDEN_VALUES.search(str(key)) and isinstance(value, Mapping):
+            out[key] = {name: NOT_RECORDED for name in value}
+        else:
+            out[key] = _without_userinfo(value)
+    return out
+
+
+def _without_userinfo(value: Any) -> Any:
+    if isinstance(value, str):
+        if "@" not in value or "://" not in value:
+            return value
+        try:
+            parts = urllib.parse.urlsplit(value)
+        except ValueError:
+            return value
+        if parts.username is None and parts.password is None:
+            return value
+        return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    if isinstance(value, Mapping):
+        return {key: _without_userinfo(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_userinfo(item) for item in value]
+    return value
+
+
 def request_of(call: ModelCall, known: set[str]) -> dict[str, Any]:
     """The request to record for ``call``: its parts by digest, the ones ``known`` lacks in full."""
     new: dict[str, Any] = {}
@@ -69,7 +118,7 @@ def request_of(call: ModelCall, known: set[str]) -> dict[str, Any]:
     return {
         "messages": [ref(m) for m in call.messages],
         "tools": [ref(spec) for spec in spec_data(call)],
-        "params": ref(call.params) if call.params else None,
+        "params": ref(recordable(call.params)) if call.params else None,
         "new": new,
     }
 

@@ -15,7 +15,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from savegame.effects import ToolCall, ToolSpec
-from savegame.models._base import Adapter, OnChunk, Parsed, number, options, require, text_of
+from savegame.models._base import (
+    Adapter,
+    OnChunk,
+    Parsed,
+    fitted,
+    number,
+    options,
+    require,
+    text_of,
+)
 from savegame.models._chat import role_of
 from savegame.models._prices import Price
 
@@ -148,19 +157,19 @@ class Anthropic(Adapter):
         return {**body, **self.settings}
 
     def send(self, client: Any, body: dict[str, Any]) -> Any:
-        return client.messages.create(**body)
+        return client.messages.create(**fitted(client.messages.create, body))
 
     async def asend(self, client: Any, body: dict[str, Any]) -> Any:
-        return await client.messages.create(**body)
+        return await client.messages.create(**fitted(client.messages.create, body))
 
     def send_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
-        with client.messages.stream(**body) as events:
+        with client.messages.stream(**fitted(client.messages.stream, body)) as events:
             for text in events.text_stream:
                 on_chunk(text)
             return events.get_final_message()
 
     async def asend_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
-        async with client.messages.stream(**body) as events:
+        async with client.messages.stream(**fitted(client.messages.stream, body)) as events:
             async for text in events.text_stream:
                 on_chunk(text)
             return await events.get_final_message()
@@ -176,13 +185,13 @@ class Anthropic(Adapter):
                     ToolCall(str(block["id"]), str(block["name"]), dict(block.get("input") or {}))
                 )
         usage = data.get("usage") or {}
-        read = number(usage.get("cache_read_input_tokens"))
-        write = number(usage.get("cache_creation_input_tokens"))
+        read = number(usage, "cache_read_input_tokens")
+        write = number(usage, "cache_creation_input_tokens")
         return Parsed(
             content="".join(texts) if texts else None,
             tool_calls=tuple(calls),
-            input_tokens=number(usage.get("input_tokens")) + read + write,
-            output_tokens=number(usage.get("output_tokens")),
+            input_tokens=number(usage, "input_tokens") + read + write,
+            output_tokens=number(usage, "output_tokens"),
             cached_tokens=read,
             cache_write_tokens=write,
             model=data.get("model"),

@@ -16,6 +16,7 @@ import dataclasses
 import email.utils
 import enum
 import importlib
+import inspect
 import json
 import math
 from abc import ABC, abstractmethod
@@ -98,6 +99,29 @@ def require(module: str, extra: str, adapter: str) -> ModuleType:
 def options(**given: Any) -> dict[str, Any]:
     """The SDK client's options that were given (None: the SDK's default)."""
     return {key: value for key, value in given.items() if value is not None}
+
+
+def fitted(method: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as an SDK's ``method`` (``messages.create``) takes it: a setting the method
+    has no argument for goes in ``extra_body``, which the SDK sends in the request as it is.
+
+    The SDKs add and drop arguments from one release to the next (anthropic 2.x's
+    ``messages.create`` has no ``temperature``); a setting passed as a keyword the method
+    does not take raises TypeError before any request, while the API still reads it.
+    """
+    try:
+        accepted = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a callable without a signature: pass it all
+        return body
+    if "extra_body" not in accepted or any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        return body
+    unknown = {key: value for key, value in body.items() if key not in accepted}
+    if not unknown:
+        return body
+    given = body.get("extra_body")
+    kept = {key: value for key, value in body.items() if key in accepted}
+    kept["extra_body"] = {**unknown, **(given if isinstance(given, Mapping) else {})}
+    return kept
 
 
 def text_of(value: Any) -> str:
@@ -405,6 +429,16 @@ def _reason(exc: BaseException) -> str:
     return message if isinstance(message, str) and message else describe(exc, with_type=False)
 
 
-def number(value: Any) -> int:
-    """A token count from a usage block (absent or None is 0)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def number(usage: Mapping[str, Any], key: str) -> int:
+    """A token count from a usage block (absent or None is 0).
+
+    Raises:
+        ValueError: a count below zero (read as an unreadable answer): it would take
+            tokens and money off the run's usage, and budgets are checked against it.
+    """
+    value = usage.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    if value < 0:
+        raise ValueError(f"usage {key}={value} is below zero")
+    return value

@@ -90,9 +90,9 @@ def parse(model: str, data: Mapping[str, Any]) -> Parsed:
     return Parsed(
         content=message.get("content"),
         tool_calls=calls,
-        input_tokens=number(usage.get("prompt_tokens")),
-        output_tokens=number(usage.get("completion_tokens")),
-        cached_tokens=number(details.get("cached_tokens")),
+        input_tokens=number(usage, "prompt_tokens"),
+        output_tokens=number(usage, "completion_tokens"),
+        cached_tokens=number(details, "cached_tokens"),
         model=data.get("model"),
         stop_reason=choice.get("finish_reason"),
     )

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from savegame.effects import ToolSpec
 from savegame.errors import ConfigurationError
 from savegame.models import _chat, _responses
-from savegame.models._base import Adapter, OnChunk, Parsed, options, require
+from savegame.models._base import Adapter, OnChunk, Parsed, fitted, options, require
 from savegame.models._prices import Price
 
 Api = Literal["chat", "responses"]
@@ -105,20 +105,22 @@ class OpenAI(Adapter):
 
     def send(self, client: Any, body: dict[str, Any]) -> Any:
         api = client.responses if self.api == "responses" else client.chat.completions
-        return api.create(**body)
+        return api.create(**fitted(api.create, body))
 
     async def asend(self, client: Any, body: dict[str, Any]) -> Any:
         api = client.responses if self.api == "responses" else client.chat.completions
-        return await api.create(**body)
+        return await api.create(**fitted(api.create, body))
 
     def send_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
         if self.api == "responses":
-            with client.responses.stream(**body) as events:
+            with client.responses.stream(**fitted(client.responses.stream, body)) as events:
                 for event in events:
                     if event.type == "response.output_text.delta":
                         on_chunk(event.delta)
                 return events.get_final_response()
-        with client.chat.completions.stream(**body, stream_options=_USAGE) as events:
+        with client.chat.completions.stream(
+            **fitted(client.chat.completions.stream, body), stream_options=_USAGE
+        ) as events:
             for event in events:
                 if event.type == "content.delta" and event.delta:
                     on_chunk(event.delta)
@@ -126,12 +128,14 @@ class OpenAI(Adapter):
 
     async def asend_stream(self, client: Any, body: dict[str, Any], on_chunk: OnChunk) -> Any:
         if self.api == "responses":
-            async with client.responses.stream(**body) as events:
+            async with client.responses.stream(**fitted(client.responses.stream, body)) as events:
                 async for event in events:
                     if event.type == "response.output_text.delta":
                         on_chunk(event.delta)
                 return await events.get_final_response()
-        async with client.chat.completions.stream(**body, stream_options=_USAGE) as events:
+        async with client.chat.completions.stream(
+            **fitted(client.chat.completions.stream, body), stream_options=_USAGE
+        ) as events:
             async for event in events:
                 if event.type == "content.delta" and event.delta:
                     on_chunk(event.delta)

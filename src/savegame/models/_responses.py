@@ -98,9 +98,9 @@ def parse(model: str, data: Mapping[str, Any]) -> Parsed:
     return Parsed(
         content="".join(texts) if texts else None,
         tool_calls=tuple(calls),
-        input_tokens=number(usage.get("input_tokens")),
-        output_tokens=number(usage.get("output_tokens")),
-        cached_tokens=number(details.get("cached_tokens")),
+        input_tokens=number(usage, "input_tokens"),
+        output_tokens=number(usage, "output_tokens"),
+        cached_tokens=number(details, "cached_tokens"),
         model=data.get("model"),
         stop_reason=incomplete.get("reason") or data.get("status"),
     )

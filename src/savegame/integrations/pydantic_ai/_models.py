@@ -22,7 +22,8 @@ from typing import Any, cast
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.models import ModelRequestParameters
 
-from savegame.effects import ModelCall, ToolSpec
+from savegame.effects import ModelCall, ToolSpec, below_zero
+from savegame.errors import ModelTransientError
 from savegame.integrations.pydantic_ai._entries import plain, stable
 from savegame.models import lookup_price
 
@@ -73,6 +74,11 @@ def recorded(payload: Any) -> dict[str, Any]:
     tokens_out = int(usage.get("output_tokens") or 0)
     cached = int(usage.get("cache_read_tokens") or 0)
     name = response.get("model_name")
+    negative = below_zero(
+        {"input_tokens": tokens_in, "output_tokens": tokens_out, "cached_tokens": cached}
+    )
+    if negative:
+        raise ModelTransientError(str(name or "pydantic-ai model"), negative)
     price = lookup_price(name, response.get("provider_name")) if isinstance(name, str) else None
     return {
         "content": "".join(texts) if texts else None,
