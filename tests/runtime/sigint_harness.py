@@ -23,7 +23,9 @@ SRC = str(Path(savegame.__file__).resolve().parents[1])
 WORKLOAD = Path(__file__).with_name("sigint_workload.py")
 NOTICE = "savegame: Ctrl-C:"
 """What savegame's handler writes to a terminal when it takes the first Ctrl-C."""
-PATIENCE = 15.0
+PATIENCE = 60.0
+"""Seconds a test waits for the child at most: it needs well under one, on a machine
+nothing else loads."""
 
 
 @dataclass
