@@ -38,6 +38,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     events: list[tuple[str | None, Any]] | None = None
     """A streamed answer: server-sent events, (event name or None, data)."""
+    gate: threading.Event | None = None
+    """The server answers once this is set (the request is in ``asked`` at once): a call
+    a test holds in flight."""
 
 
 @dataclass
@@ -88,6 +91,8 @@ class FakeProvider:
             )
             queue = self._script.get(request.path) or []
             reply = queue.pop(0) if queue else Reply(599, {"error": {"message": "unscripted"}})
+        if reply.gate is not None:
+            reply.gate.wait(60)
         if reply.events is not None:
             return Response(_sse(reply.events), status=200, content_type="text/event-stream")
         return Response(

@@ -24,6 +24,12 @@ class Cancel(BaseException):
     """Someone asked the run to stop (``savegame cancel``)."""
 
 
+class Halt(BaseException):
+    """A Ctrl-C asked this process to stop its runs (:mod:`savegame.runtime._sigint`): the
+    step stops before its next call, and the run is checkpointed interrupted with that
+    step to run again on resume."""
+
+
 class NeedsAttention(BaseException):
     """An in-doubt effect stops the run until a person settles it."""
 

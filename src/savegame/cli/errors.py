@@ -34,7 +34,9 @@ Exit codes, so scripts can tell what to do next:
 9     damaged data: ``savegame verify`` found damaged records, or a record
       failed its checksum or did not decode (CorruptRecordError); ``savegame
       verify`` names them, ``savegame resume --from`` picks an older checkpoint
-130   interrupted (Ctrl-C)
+130   interrupted (Ctrl-C). A run the first Ctrl-C stopped at a step boundary
+      says so in place of ``error: ...``: ``run X stopped at step N: savegame
+      resume X continues it``
 ====  =====================================================================
 """
 
@@ -126,12 +128,32 @@ def exit_code(exc: BaseException) -> int:
     return next((code for kind, code in _CODES if isinstance(exc, kind)), EXIT_ERROR)
 
 
-def report(exc: BaseException, *, debug: bool, as_json: bool = False) -> int:
-    """Write the error to stderr and return the exit code for it."""
+def _stopped(exc: BaseException, store: str | None) -> str | None:
+    """What to say of a run a Ctrl-C stopped at a boundary, or None for another error."""
+    if not isinstance(exc, KeyboardInterrupt):
+        return None
+    from savegame.runtime import stopped_at  # only here: the runtime is no light import
+
+    result = stopped_at(exc)
+    if result is None:
+        return None
+    tail = f" --store {store}" if store else ""
+    resume = f"savegame resume {result.run_id}{tail}"
+    return f"run {result.run_id} stopped at step {result.step}: {resume} continues it"
+
+
+def report(
+    exc: BaseException, *, debug: bool, as_json: bool = False, store: str | None = None
+) -> int:
+    """Write the error to stderr and return the exit code for it (``store``: the one the
+    command was given, for a command it suggests)."""
     if debug:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     code = exit_code(exc)
-    if isinstance(exc, KeyboardInterrupt):
+    stopped = _stopped(exc, store)
+    if stopped is not None:
+        message = stopped
+    elif isinstance(exc, KeyboardInterrupt):
         message = "interrupted"
     elif _is_control_flow(exc):
         message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
@@ -141,7 +163,7 @@ def report(exc: BaseException, *, debug: bool, as_json: bool = False) -> int:
     if as_json:
         line = orjson.dumps({"error": message, "code": code, "type": type(exc).__name__}).decode()
     else:
-        line = f"error: {message}"
+        line = message if stopped is not None else f"error: {message}"
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
     return code
@@ -203,6 +225,17 @@ def without_flag_types(params: P) -> P:
 
 
 _JSON = "savegame.json"
+_STORE = "savegame.store"
+
+
+def _option(args: Sequence[str], name: str) -> str | None:
+    """The value given to option ``name`` (``--store URL`` or ``--store=URL``), or None."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1 :]
+    return None
 
 
 def _is_usage_error(exc: BaseException) -> bool:
@@ -217,6 +250,7 @@ class Group(TyperGroup):
         # Read before the parser sees them, so even its own errors know --json was asked.
         given = args[: args.index("--")] if "--" in args else args
         ctx.meta[_JSON] = "--json" in given
+        ctx.meta[_STORE] = _option(given, "--store")
         return super().parse_args(ctx, args)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
@@ -236,5 +270,6 @@ class Group(TyperGroup):
         except (Exception, KeyboardInterrupt) as exc:
             if _is_control_flow(exc) and not (as_json and _is_usage_error(exc)):
                 raise
-            code = report(exc, debug=bool(ctx.params.get("debug")), as_json=as_json)
+            debug = bool(ctx.params.get("debug"))
+            code = report(exc, debug=debug, as_json=as_json, store=ctx.meta.get(_STORE))
             raise typer.Exit(code) from None

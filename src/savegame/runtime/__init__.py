@@ -8,6 +8,7 @@ Where things are, along the path of a run::
     _setup.py         start_run, prepare_resume: a new run, or one checked and loaded
     _execution.py     Execution: what one execution is given; Observer
     _runner.py        the step loop (boundary, signals, advance)
+    _sigint.py        Ctrl-C during a run: the first stops it at a boundary, a second at once
     _context.py       StepContext: what a step sees besides its state
     _persist.py       the saver: encode, upload missing blobs, write, commit notice
     _mutations.py     the debug check for state changed in place
@@ -65,6 +66,7 @@ from savegame.runtime._schedules import (
     resume_schedule,
     schedule,
 )
+from savegame.runtime._sigint import stopped_at
 from savegame.runtime._start import OnExists, OnThreadBusy
 from savegame.runtime._worker import Worker, WorkerStats
 from savegame.runtime._workflow import END, Workflow
@@ -120,6 +122,7 @@ __all__ = [
     "run",
     "schedule",
     "send",
+    "stopped_at",
     "submit",
     "supply",
 ]

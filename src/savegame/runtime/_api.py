@@ -19,6 +19,7 @@ from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._runner import execute
 from savegame.runtime._setup import prepare_resume
+from savegame.runtime._sigint import current, holding_sigint
 from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_run
 from savegame.runtime._waiting import blocker
 from savegame.stores import Store, opened_store
@@ -63,6 +64,7 @@ async def _arun(
             policy=policy,
             durability=durability,
             block=_blocker(s, ready.start.run_id, io, start.ttl, start.storage) if wait else None,
+            sigint=current(),
         )
         return await execute(ex)
 
@@ -99,6 +101,7 @@ async def _aresume(
             policy=policy,
             durability=durability,
             block=_blocker(s, run_id, io, lease_ttl, storage) if wait else None,
+            sigint=current(),
         )
         return await execute(ex)
 
@@ -114,13 +117,16 @@ async def _hold(
     waiting = await io(awaited, s, run_id, storage)
     if waiting is not None:
         await _blocker(s, run_id, io, lease_ttl, storage)(waiting)
+        sigint = current()
+        if sigint is not None and sigint():
+            raise KeyboardInterrupt  # nothing ran here: the run waits as it did
 
 
 def _blocker(
     s: Store, run_id: str, io: Io, lease_ttl: float, storage: StorageConfig | None
 ) -> Callable[[Waiting], Awaitable[None]]:
-    """Where a run that waits blocks (``wait=True``): until it is woken, its child runs
-    that nobody executes run here meanwhile, each waiting here too."""
+    """Where a run that waits blocks (``wait=True``): until it is woken (or a Ctrl-C), its
+    child runs that nobody executes run here meanwhile, each waiting here too."""
 
     async def drive(child: str) -> None:
         try:
@@ -135,9 +141,10 @@ def _blocker(
             # The child's failure is the child's (recorded there, and its parent is told).
             log.warning("child run %s stopped: %s", child, describe(exc))
 
-    return blocker(s, run_id, io, drive=drive)
+    return blocker(s, run_id, io, drive=drive, stop=current())
 
 
+@holding_sigint
 def run(
     workflow: Any,
     input: Mapping[str, Any] | None = None,
@@ -187,6 +194,20 @@ def run(
             run is checkpointed ``waiting`` and returned: no process waits, and a
             worker (or ``resume``) continues it once it is woken.
 
+    Ctrl-C (SIGINT), when called in the main thread: the first lets the call in flight
+    (a tool, a model) return and starts no other; the run is checkpointed
+    ``interrupted`` at the step boundary it stopped at (after the step in flight, or,
+    when that step would make another call, before it: its recorded calls are replayed
+    when it runs again) and its lease released. Then KeyboardInterrupt is raised (its
+    message names the run, the step and ``savegame resume RUN``; its ``result``
+    attribute is the RunResult where the run stopped), unless the run ended anyway: its
+    result is returned. A second Ctrl-C stops at once with a KeyboardInterrupt: the step
+    in flight is abandoned, and leaves only what its journal recorded (the run resumes
+    from its last checkpoint). While the run executes, its SIGINT handler stands in for
+    the process's own, put back when it returns (a program's own handler gets the first
+    Ctrl-C once the run has stopped). Called from another thread, nothing changes: the
+    main thread gets Python's KeyboardInterrupt and the run goes on.
+
     Returns:
         The run's status, final state and last checkpoint id.
 
@@ -197,6 +218,7 @@ def run(
         RunExistsError: ``run_id`` is a run of another workflow, thread or input.
         ThreadBusyError: the thread has an unfinished run (``on_thread_busy="reject"``).
         LeaseHeldError: ``run_id`` exists and a live process is executing it.
+        KeyboardInterrupt: a Ctrl-C stopped the run before it ended (see above).
     """
     return run_sync(
         _arun(
@@ -246,6 +268,7 @@ def _start(
     )
 
 
+@holding_sigint
 async def arun(
     workflow: Any,
     input: Mapping[str, Any] | None = None,
@@ -263,7 +286,9 @@ async def arun(
     on_thread_busy: OnThreadBusy = "reject",
     wait: bool = False,
 ) -> RunResult:
-    """Async twin of :func:`run`; store calls run in a worker thread."""
+    """Async twin of :func:`run`; store calls run in a worker thread. A Ctrl-C is handled
+    as :func:`run` says when the event loop runs in the main thread (``asyncio.run``'s
+    own handler stands aside while the run executes)."""
     return await _arun(
         workflow,
         input,
@@ -286,6 +311,7 @@ async def arun(
     )
 
 
+@holding_sigint
 def resume(
     run_id: str,
     *,
@@ -323,6 +349,7 @@ def resume(
             timer, an event or child runs and ``wait`` is False.
         LeaseHeldError: a live process is executing the run.
         CorruptRecordError: the checkpoint failed its integrity check.
+        KeyboardInterrupt: a Ctrl-C stopped the run before it ended (see :func:`run`).
     """
     return run_sync(
         _aresume(
@@ -343,6 +370,7 @@ def resume(
     )
 
 
+@holding_sigint
 async def aresume(
     run_id: str,
     *,
@@ -358,7 +386,7 @@ async def aresume(
     storage: StorageConfig | None = None,
     wait: bool = False,
 ) -> RunResult:
-    """Async twin of :func:`resume`."""
+    """Async twin of :func:`resume` (a Ctrl-C as :func:`arun` says)."""
     return await _aresume(
         run_id,
         value=value,

@@ -19,6 +19,7 @@ from savegame.model import (
 )
 from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._sigint import StopRequest
 from savegame.runtime._workflow import Workflow
 from savegame.runtime._workspace import Workspace
 from savegame.stores.base import Store
@@ -75,6 +76,9 @@ class Execution:
     should_stop: Callable[[], bool] | None = None
     """Polled at every step boundary; True stops the run there (graceful worker shutdown):
     the progress so far is checkpointed and the lease released, status still running."""
+    sigint: StopRequest | None = None
+    """The first Ctrl-C's stop (:mod:`savegame.runtime._sigint`), polled at every boundary
+    and before every call a step makes: the run stops there, checkpointed interrupted."""
     took_over: str | None = None
     """The process whose unreleased lease this execution took over (it died holding the
     run), named in the first checkpoint this execution writes."""

@@ -7,9 +7,9 @@ is never blocked on disk or network. At each boundary the policy picks, the loop
 asks the saver (:mod:`savegame.runtime._persist`) once to write the checkpoint.
 
 Every way a run stops in this process (done, failed, paused for a person,
-cancelled, stopped on an in-doubt effect) writes a checkpoint that says so and
-keeps the right resume point: the state before the step that did not finish,
-and that step as ``next``.
+cancelled, stopped on an in-doubt effect, stopped by a Ctrl-C) writes a checkpoint
+that says so and keeps the right resume point: the state before the step that did
+not finish, and that step as ``next``.
 """
 
 from __future__ import annotations
@@ -63,9 +63,10 @@ from savegame.runtime._execution import Execution
 from savegame.runtime._lease import Heartbeat
 from savegame.runtime._mutations import fingerprints, refuse_hidden_mutations
 from savegame.runtime._persist import NOTHING, Beside, saver
+from savegame.runtime._sigint import unless_stopped
 from savegame.runtime._trace import TRACE_KEY, Span, run_span, step_span, usage_attributes
 from savegame.runtime._workflow import END, StepSpec
-from savegame.signals import Cancel, NeedsAttention, Pause, Suspend
+from savegame.signals import Cancel, Halt, NeedsAttention, Pause, Suspend
 from savegame.stores.base import ALL_EFFECTS, Store
 
 
@@ -177,6 +178,8 @@ class _Loop:
                 raise heartbeat.lost
             if ex.should_stop is not None and ex.should_stop():
                 return await self._shut_down(name)
+            if self._halting():
+                return await self._halt(name)
             with step_span(self.run_id, self.step + 1, name) as span:
                 try:
                     if await self._cancelled():
@@ -185,13 +188,15 @@ class _Loop:
                 except Suspend as suspend:
                     span.set({"savegame.outcome": "waiting"})
                     waiting = await self._suspend(name, suspend)
-                    if ex.block is None:
+                    if ex.block is None or self._halting():
                         return waiting
                     # A caller that wants to block: the lease is kept (with its heartbeat)
                     # while the store says the run waits, then the step runs again.
                     await ex.block(suspend.waiting)
+                    if self._halting():
+                        return waiting  # a Ctrl-C ended the wait: the run stays waiting
                     continue
-                except (Pause, Cancel, NeedsAttention) as signal:
+                except (Pause, Cancel, NeedsAttention, Halt) as signal:
                     result = await self._on_signal(name, signal)
                     span.set(
                         {
@@ -203,6 +208,12 @@ class _Loop:
                 except LeaseLostError:
                     raise
                 except Exception as exc:
+                    if self._halting():
+                        # A terminal's Ctrl-C reaches the whole process group, so a tool's
+                        # own child process died of it too: the step is stopped with the
+                        # run (its error noted), to run again on resume, not failed.
+                        span.set({"savegame.outcome": RunStatus.INTERRUPTED.value})
+                        return await self._halt(name, error=exc)
                     await self._fail(name, exc)
                 except BaseException as exc:
                     # SystemExit from a library, a CancelledError the step raised itself:
@@ -245,7 +256,14 @@ class _Loop:
         def wait(error: Exception) -> bool | float:
             return retry_wait(error, spec.retry_on)
 
-        async for attempt in aattempts(spec.retries, spec.backoff, done, wait):
+        retrying = aattempts(spec.retries, spec.backoff, done, wait).__aiter__()
+        while True:
+            # The wait before another attempt holds nothing unsaved (the failed attempt
+            # was checkpointed): a Ctrl-C ends it at once rather than after the backoff.
+            async with unless_stopped(self.ex.sigint):
+                attempt = await anext(retrying, None)
+            if attempt is None:
+                break
             with attempt:
                 self.attempt += 1
                 if self.attempt > done + 1 and await self._cancelled():
@@ -263,7 +281,7 @@ class _Loop:
         name = spec.name
         calls = Calls(
             self.journal, run_id=self.run_id, step=self.step + 1, node=name,
-            cancelled=self._cancel_requested, replay=self.replay,
+            cancelled=self._before_call, replay=self.replay,
         )  # fmt: skip
         ctx = StepContext(self.run_id, self.thread_id, name, self.step + 1, self.parent, calls)
         if self.ex.observer.on_step is not None:
@@ -351,9 +369,12 @@ class _Loop:
         )
         return self._result(record)
 
-    async def _on_signal(self, name: str, signal: Pause | Cancel | NeedsAttention) -> RunResult:
-        """A step paused for a person, a cancel was asked, or an in-doubt effect needs a
-        person: write the checkpoint that says so, with ``name`` to run on resume."""
+    async def _on_signal(
+        self, name: str, signal: Pause | Cancel | NeedsAttention | Halt
+    ) -> RunResult:
+        """A step paused for a person, a cancel was asked, an in-doubt effect needs a
+        person, or a Ctrl-C stopped the step: write the checkpoint that says so, with
+        ``name`` to run on resume."""
         if isinstance(signal, Pause):
             paused = await self._stop(
                 RunStatus.INTERRUPTED, name, metadata={"interrupt": signal.interrupt_id}
@@ -361,6 +382,8 @@ class _Loop:
             return self._result(paused, signal.interrupt_id)
         if isinstance(signal, Cancel):
             return self._result(await self._stop(RunStatus.CANCELLED, None))
+        if isinstance(signal, Halt):
+            return await self._halt(name)
         await self._stop(RunStatus.NEEDS_ATTENTION, name, error=signal.error)
         raise signal.error from None
 
@@ -388,6 +411,15 @@ class _Loop:
         if isinstance(exc, SavegameError):
             raise exc
         raise StepError(self.run_id, name, exc) from exc
+
+    async def _halt(self, name: str, error: Exception | None = None) -> RunResult:
+        """A Ctrl-C asked this process to stop: checkpoint the run interrupted, ``name``
+        next. Not running (a worker would take it up at once): a person stopped it, and
+        a person goes on with it (``resume``)."""
+        meta = {"stopped": "ctrl-c"}
+        return self._result(
+            await self._stop(RunStatus.INTERRUPTED, name, error=error, metadata=meta)
+        )
 
     async def _shut_down(self, name: str) -> RunResult:
         """A worker shuts down: checkpoint the steps since the last checkpoint, if any,
@@ -438,6 +470,16 @@ class _Loop:
 
     def _cancel_requested(self) -> bool:
         return self.ex.store.get_run(self.run_id).cancel_requested
+
+    def _halting(self) -> bool:
+        return self.ex.sigint is not None and self.ex.sigint()
+
+    def _before_call(self) -> bool:
+        """Asked before each call a step makes: a Ctrl-C stops the step there (Halt, the
+        call not made); otherwise, whether a cancel was asked."""
+        if self._halting():
+            raise Halt()
+        return self._cancel_requested()
 
     async def _cancelled(self) -> bool:
         """Whether a cancel is requested, as the write just before this boundary read it

@@ -34,6 +34,7 @@ from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._execution import Execution, Observer
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
+from savegame.runtime._sigint import StopRequest
 from savegame.runtime._trace import TRACE_KEY, anchor
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
@@ -78,6 +79,7 @@ class Ready:
         durability: Durability | None = None,
         should_stop: Callable[[], bool] | None = None,
         block: Callable[[Waiting], Awaitable[None]] | None = None,
+        sigint: StopRequest | None = None,
     ) -> Execution:
         """What the loop drives: the workflow's policy and durability unless overridden."""
         return Execution(
@@ -98,6 +100,7 @@ class Ready:
             should_stop=should_stop,
             workspace=as_workspace(self.workflow.workspace, self.start.run_id),
             block=block,
+            sigint=sigint,
             took_over=self.took_over,
         )
 

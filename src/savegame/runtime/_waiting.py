@@ -49,20 +49,27 @@ def blocker(
     *,
     drive: Callable[[str], Awaitable[None]] | None = None,
     poll: float = POLL,
+    stop: Callable[[], bool] | None = None,
 ) -> Callable[[Waiting], Awaitable[None]]:
     """``Execution.block`` for a caller that waits: returns once the run is woken, no longer
-    waiting, or asked to stop (cancel), looking at its row every ``poll`` seconds at most.
+    waiting, or asked to stop (cancel; ``stop``, a Ctrl-C here), looking at its row every
+    ``poll`` seconds at most.
 
     ``drive``: runs a child run here; each child the run waits for that nobody runs
     (queued, or woken, its lease free) is driven here first, so a parent run in one
     process needs no worker for its children."""
 
+    def stopped() -> bool:
+        return stop is not None and stop()
+
     async def block(waiting: Waiting) -> None:
         children = [t[len(CHILD_TOPIC) :] for t in waiting.topics if t.startswith(CHILD_TOPIC)]
-        while True:
+        while not stopped():
             # A child nobody runs (queued; woken; its holder dead) runs here, each look.
             if drive is not None and children:
                 for child in await io(_runnable, store, children):
+                    if stopped():
+                        return  # one not started yet stays as it is, for a worker
                     await drive(child)
             info = await until_woken(store, run_id, io, waiting.until, poll=poll, once=True)
             if info is not None:

@@ -11,7 +11,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from savegame.signals import Cancel, Pause, Suspend
+from savegame.signals import Cancel, Halt, Pause, Suspend
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 
@@ -20,6 +20,7 @@ _SIGNALS: dict[type[BaseException], str] = {
     Pause: "interrupted",
     Suspend: "waiting",
     Cancel: "cancelled",
+    Halt: "interrupted",
 }
 
 try:
