@@ -161,6 +161,7 @@ PUBLIC_API = [
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     "WaitTimedOutError",
+    "WorkflowImportError",
     "WorkspaceError",
     # The version
     "__version__",

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         UnauthenticatedRecordError,
         UnencryptedRecordError,
         WaitTimedOutError,
+        WorkflowImportError,
         WorkspaceError,
     )
     from savegame.inspect import (
@@ -222,6 +223,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "UnauthenticatedRecordError",
         "UnencryptedRecordError",
         "WaitTimedOutError",
+        "WorkflowImportError",
         "WorkspaceError",
     ),
     "savegame.inspect": (
@@ -466,6 +468,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     "WaitTimedOutError",
+    "WorkflowImportError",
     "WorkspaceError",
     # The version
     "__version__",
