@@ -50,22 +50,34 @@ def runs_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest first; a LangGraph thread's runs (one per namespace) as LangGraph sees them."""
+    """List runs, newest first; a LangGraph thread's runs (one per namespace) as LangGraph sees them.
+
+    A queued or running run whose owner is gone (its process not running on this host,
+    or its lease expired) says so, with the command that continues it.
+    """
     items = savegame.list_runs(
         thread_id=thread, status=_parse_status(status), limit=limit, store=store
     )
     heads = langgraph.line_heads(items, store=store)
+    gone = {i.run_id: dead for i in items if (dead := savegame.owner_gone(i)) is not None}
     if as_json:
         jsonview.emit_many(
-            langgraph_view.run_json(info, heads[info.run_id])
-            if info.run_id in heads
-            else jsonview.run(info)
+            {
+                **(
+                    langgraph_view.run_json(info, heads[info.run_id])
+                    if info.run_id in heads
+                    else jsonview.run(info)
+                ),
+                "owner_gone": jsonview.owner_gone(
+                    gone.get(info.run_id), render.resume_command(info.run_id, store)
+                ),
+            }
             for info in items
         )
     elif heads:
         langgraph_view.runs(render.console(), items, heads)
     else:
-        render.runs(render.console(), items)
+        render.runs(render.console(), items, gone, store)
 
 
 def history_command(

@@ -5,8 +5,12 @@ one store. Each claims a runnable run atomically (PostgreSQL: ``FOR UPDATE
 SKIP LOCKED``), holds its lease with a heartbeat while it runs, and releases it
 when the run ends, pauses or the worker stops. A worker killed with SIGKILL
 leaves its runs leased until the lease expires; then any other worker claims
-and resumes them from their last checkpoint. Two workers never execute one run
-at once: the stale one's next checkpoint write is rejected by the fencing token.
+and resumes them from their last checkpoint. A worker on the killed one's host
+needs no wait: before it claims (at most once a second) it frees the runs that
+processes on its host hold and that are not running (:func:`~savegame.runtime._lease.free_dead`,
+the rule ``savegame resume`` follows), and claims them like any other. Two workers
+never execute one run at once: the stale one's next checkpoint write is rejected by
+the fencing token.
 
 On a store that keeps schedules (``Capabilities.schedules``) each worker also fires the
 due ones every ``poll`` seconds (:func:`~savegame.runtime._schedules.fire_schedules`):
@@ -54,6 +58,11 @@ from savegame.stores import Store, open_store, queue_store
 log = logging.getLogger("savegame.worker")
 
 _RUNNABLE = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+#: Runs of each runnable status a worker looks through for dead holders on its host,
+#: newest first: the scan's cost stays bounded in a deep queue; a dead holder's run
+#: past it is claimed once its lease expires, as on another host.
+_SCAN = 500
 
 
 @dataclass
@@ -124,6 +133,8 @@ class Worker:
         """run id -> the lease that holds it back, released when the worker stops."""
         self._told: set[str] = set()
         """Workflow references the worker said it cannot import."""
+        self._next_scan = 0.0
+        """When (monotonic) to look for runs of dead holders on this host next."""
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
         self._lock = threading.Lock()
@@ -199,11 +210,27 @@ class Worker:
                 store.close()
 
     def _claim(self, store: Store) -> Lease | None:
+        self._free_dead(store)
         owner = leases.owner_id()
         if self.queues is None:
             return store.claim_run(owner, self.lease_ttl, workflows=self.workflows)
         queues = queue_store(store, "Worker(queues=...)")
         return queues.claim_run(owner, self.lease_ttl, workflows=self.workflows, queues=self.queues)
+
+    def _free_dead(self, store: Store) -> None:
+        """Free the runs held by dead processes on this host, at most once per ``poll``
+        (and a second) across the slots, so they are claimed now, not when leases expire."""
+        with self._lock:
+            now = time.monotonic()
+            if now < self._next_scan:
+                return
+            self._next_scan = now + max(self.poll, 1.0)
+        try:
+            for status in _RUNNABLE:
+                for run_id in leases.free_dead(store, store.list_runs(status=status, limit=_SCAN)):
+                    log.info("run %s was held by a process that is not running: freed", run_id)
+        except Exception as exc:  # the store is unreachable: the claim says so, or leases expire
+            log.warning("could not look for runs of dead workers: %s", exc)
 
     def _execute(self, store: Store, index: int, lease: Lease) -> None:
         """Run the claimed run until it ends, pauses or the worker stops; count what came of it."""
