@@ -68,11 +68,13 @@ PUBLIC_API = [
     "supply",
     "tool",
     # A worker fleet
+    "OwnerGone",
     "Queue",
     "QueueStats",
     "Worker",
     "declare_queue",
     "list_queues",
+    "owner_gone",
     "submit",
     # Schedules: cron occurrences started once per fleet
     "Missed",
@@ -162,6 +164,7 @@ PUBLIC_API = [
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     "WaitTimedOutError",
+    "WorkflowImportError",
     "WorkspaceError",
     # The version
     "__version__",

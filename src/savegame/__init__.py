@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         UnauthenticatedRecordError,
         UnencryptedRecordError,
         WaitTimedOutError,
+        WorkflowImportError,
         WorkspaceError,
     )
     from savegame.inspect import (
@@ -129,6 +130,7 @@ if TYPE_CHECKING:
         ForkPlan,
         ForkResult,
         Observer,
+        OwnerGone,
         RestoredWorkspace,
         Sent,
         StepContext,
@@ -147,6 +149,7 @@ if TYPE_CHECKING:
         list_effects,
         list_queues,
         list_schedules,
+        owner_gone,
         pause_schedule,
         pending_interrupts,
         plan_fork,
@@ -224,6 +227,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "UnauthenticatedRecordError",
         "UnencryptedRecordError",
         "WaitTimedOutError",
+        "WorkflowImportError",
         "WorkspaceError",
     ),
     "savegame.inspect": (
@@ -279,6 +283,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "ForkPlan",
         "ForkResult",
         "Observer",
+        "OwnerGone",
         "RestoredWorkspace",
         "Sent",
         "StepContext",
@@ -297,6 +302,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "list_effects",
         "list_queues",
         "list_schedules",
+        "owner_gone",
         "pause_schedule",
         "pending_interrupts",
         "plan_fork",
@@ -375,11 +381,13 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "supply",
     "tool",
     # A worker fleet
+    "OwnerGone",
     "Queue",
     "QueueStats",
     "Worker",
     "declare_queue",
     "list_queues",
+    "owner_gone",
     "submit",
     # Schedules: cron occurrences started once per fleet
     "Missed",
@@ -469,6 +477,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
     "UnauthenticatedRecordError",
     "UnencryptedRecordError",
     "WaitTimedOutError",
+    "WorkflowImportError",
     "WorkspaceError",
     # The version
     "__version__",
@@ -478,6 +487,19 @@ __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by
 # Only at run time: mypy reads the TYPE_CHECKING imports, and a module __getattr__ it could
 # see would type every misspelt ``savegame.X`` as Any instead of an error.
 if not TYPE_CHECKING:
+    import _thread  # built in: `import savegame` stays as light as it is
+
+    # First reads of names from several threads at once each imported another part of the
+    # package, in parallel across its import cycles, and Python's escape from the deadlock
+    # handed some thread a half-made module (ImportError: partially initialized module).
+    # One lock for first reads: those imports run one thread at a time. Reentrant: an
+    # import may read another name. A subpackage read by name (`from savegame import
+    # codec`, as the runtime's modules do while being imported) takes no lock: a thread
+    # importing them directly would wait holding module locks. A name read while a module
+    # is imported (`from savegame import Worker` in the UI, the CLI) may wait holding its
+    # module lock, but the lock's holder imports lower layers only, which never need it
+    # (tests/test_layers.py).
+    _FIRST_READ = _thread.RLock()
 
     def __getattr__(name: str) -> Any:
         module = _MODULE_OF.get(name)
@@ -492,7 +514,8 @@ if not TYPE_CHECKING:
                     if exc.name != f"savegame.{name}":
                         raise  # the subpackage is there; something it imports is not
             raise AttributeError(f"module 'savegame' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+        with _FIRST_READ:
+            value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
         globals()[name] = value  # read once: later reads are a plain global
         return value
 

@@ -5,6 +5,7 @@ each branch is named for what the caller does next::
 
     SavegameError
     ├── ConfigurationError          fix the setup (bad store URL, bad workflow)
+    │   └── WorkflowImportError     a workflow's code does not import in this process
     ├── SerializationError          state holds something that is not pure data
     ├── StateVersionError           a checkpoint's state schema cannot be migrated
     ├── CorruptRecordError          a stored record failed its checksum or did not decode
@@ -54,6 +55,26 @@ class SavegameError(Exception):
 
 class ConfigurationError(SavegameError):
     """The setup is wrong: a bad store URL, a workflow with no entry step, an unknown step."""
+
+
+class WorkflowImportError(ConfigurationError):
+    """A workflow reference (``module:attr``, ``path/file.py:attr``) does not import here:
+    its module is not on this process's import path, raised while it was imported, or has
+    no such attribute. A worker leaves such a run queued for one that can import it.
+
+    Attributes:
+        ref: the reference, as stored with the run.
+        module: its module part (a module name or a file path).
+        detail: what went wrong, the message.
+        missing: the module Python could not find, when that is why (``exc.name``).
+    """
+
+    def __init__(self, ref: str, module: str, detail: str, *, missing: str | None = None) -> None:
+        self.ref = ref
+        self.module = module
+        self.detail = detail
+        self.missing = missing
+        super().__init__(detail)
 
 
 class SerializationError(SavegameError):

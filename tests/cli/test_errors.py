@@ -114,8 +114,14 @@ def test_a_crash_while_importing_the_workflow_is_one_line(
     broken = tmp_path / "broken_flow.py"
     broken.write_text("import definitely_not_installed_pkg\n")
     out = cli("run", f"{broken}:wf", "--store", store)
-    assert_one_error_line(out, "ModuleNotFoundError", "definitely_not_installed_pkg")
-    assert out.exit_code == 1
+    assert_one_error_line(
+        out, f"cannot import '{broken}'", "No module named 'definitely_not_installed_pkg'"
+    )
+    assert out.exit_code == 2  # the workflow's code does not import here: fix the setup
+    broken.write_text("raise KeyError('OPENAI_API_KEY')\n")  # whatever its code raises
+    out = cli("run", f"{broken}:wf", "--store", store)
+    assert_one_error_line(out, f"cannot import '{broken}'", "KeyError: 'OPENAI_API_KEY'")
+    assert out.exit_code == 2
 
 
 def test_the_demo_refuses_a_store_other_processes_cannot_see(cli: Any) -> None:

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from savegame import open_store
+from tests.projects import completed
 
 from .conftest import clean_env
 
@@ -73,15 +74,7 @@ def flow(tmp_path: Path) -> Path:
 
 
 def sg(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "savegame", *args],
-        cwd=cwd,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return completed([sys.executable, "-m", "savegame", *args], cwd=cwd, env=clean_env())
 
 
 def background(*args: str, cwd: Path) -> subprocess.Popen[str]:

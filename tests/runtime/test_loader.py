@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from savegame import ConfigurationError, Workflow
+from savegame import ConfigurationError, Workflow, WorkflowImportError
 from savegame.runtime import load
 from savegame.testing.together import together
 
@@ -38,8 +38,11 @@ def test_threads_loading_one_file_at_once_all_get_the_workflow(tmp_path: Path) -
 def test_a_file_that_fails_to_import_can_be_loaded_once_fixed(tmp_path: Path) -> None:
     path = tmp_path / "broken_workflow.py"
     path.write_text("raise RuntimeError('not yet')\n")
-    with pytest.raises(RuntimeError, match="not yet"):
+    # What the module raised is the cause: a worker tells "does not import here" apart
+    # from a broken run by the error's class.
+    with pytest.raises(WorkflowImportError, match=r"cannot import .*: RuntimeError: not yet") as e:
         load(f"{path}:wf")
+    assert isinstance(e.value.__cause__, RuntimeError)
     path.write_text("from savegame import Workflow\n\nwf = Workflow('fixed')\n")
     assert isinstance(load(f"{path}:wf"), Workflow)
 

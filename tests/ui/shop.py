@@ -6,6 +6,8 @@ finds the workflow again and continues a run after a decision, like a real one.
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 from savegame import END, StepContext, Workflow, tool
@@ -72,3 +74,16 @@ def ask_size(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], s
 @asks.step
 def ship(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
     return {"shipped": state["size"]}, END
+
+
+gated = Workflow("gated-shop")
+
+
+@gated.step(entry=True)
+def wait_for_gate(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+    """Says it has started (``state["entered"]``, a file), then waits for ``state["gate"]``:
+    a test kills the process that runs it in between."""
+    Path(state["entered"]).touch()
+    while not Path(state["gate"]).exists():
+        time.sleep(0.02)
+    return {"passed": True}, END

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -12,6 +16,9 @@ import savegame
 from savegame import EffectKind, RunStatus
 from tests.ui.conftest import csrf_of
 from tests.ui.shop import asks, flaky, wf
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = str(Path(savegame.__file__).resolve().parents[1])
 
 
 def _settled(url: str, run_id: str, *statuses: RunStatus) -> RunStatus:
@@ -201,3 +208,36 @@ def test_supply_the_public_call_behind_the_form_continues_here_and_answers_once(
         savegame.supply(r.run_id, "M", by="bo", store=ui_url, resume=False)
     with pytest.raises(savegame.SerializationError):  # a value that is not pure data
         savegame.supply(savegame.run(asks, {}, store=ui_url).run_id, object(), store=ui_url)
+
+
+def test_a_run_whose_owner_was_killed_says_so_and_is_resumed_from_its_page(
+    client: Callable[..., TestClient], ui_url: str, tmp_path: Path
+) -> None:
+    gate, entered = tmp_path / "gate", tmp_path / "entered"
+    code = (
+        "import sys, savegame\nfrom tests.ui.shop import gated\n"
+        "savegame.run(gated, {'gate': sys.argv[1], 'entered': sys.argv[2]}, run_id='g1',"
+        " store=sys.argv[3])"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(ROOT)])}
+    child = subprocess.Popen([sys.executable, "-c", code, str(gate), str(entered), ui_url],
+                             cwd=ROOT, env=env)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not entered.exists():
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        child.kill()  # SIGKILL in its step: the run stays running, its lease held
+        child.wait()
+    c = client()
+    listed = c.get("/runs").text
+    row = listed[listed.index('<tr data-run="g1">') :].split("</tr>")[0]
+    assert 's-running">running</span>' in row and ">owner gone</span>" in row
+    page = c.get("/runs/g1").text
+    assert f"PID {child.pid} on host " in page and "owner gone" in page
+    assert "/runs/g1/resume" in page  # the page offers to continue it
+    gate.touch()
+    _do(c, "/runs/g1/resume", by="ana")
+    assert _settled(ui_url, "g1", RunStatus.COMPLETED) is RunStatus.COMPLETED
+    assert ">owner gone</span>" not in c.get("/runs").text

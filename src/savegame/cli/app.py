@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from savegame.cli.app_dir import importable
 from savegame.cli.errors import Group
 
 #: Module (in ``savegame.cli``) -> the commands its ``register(app)`` adds, each with its
@@ -159,3 +160,4 @@ app = typer.Typer(
 def _root(debug: DebugOption = False) -> None:
     """Durable execution for AI agents: run, resume and inspect checkpointed runs."""
     # --debug is read by Group.invoke from the parsed parameters.
+    importable()  # a run's `module:attr` is found beside the user, as with `python -m`

@@ -14,13 +14,13 @@ Exit codes, so scripts can tell what to do next:
 
 ====  =====================================================================
 0     done (a run that paused for a person also exits 0 and says so)
-1     any other error (a step raised, a workflow's module failed to import,
-      a cancel that timed out, ...)
+1     any other error (a step raised, a cancel that timed out, ...)
 2     usage error, nothing was done: the parser's own (unknown option,
       missing argument, a number out of range), a value it cannot check
       (UsageError: bad JSON, a bad duration, options that do not go
       together) or a ConfigurationError (fix the setup: an id with a
-      newline, a bad store URL, a workflow that is not one)
+      newline, a bad store URL, a workflow that is not one or whose module
+      does not import, whatever it raised)
 3     NotFoundError: no such run, checkpoint or pending interrupt
 4     RunStateError: the run cannot do that now (resume a completed run,
       approve a run that waits for nothing); EffectSettledError: someone

@@ -18,6 +18,7 @@ import typer
 
 import savegame
 from savegame.cli import jsonview, render
+from savegame.cli.app_dir import AppDirOption, importable
 from savegame.cli.common import load_workflow, parse_input
 from savegame.cli.errors import UsageError
 from savegame.cli.options import (
@@ -67,8 +68,10 @@ def submit_command(
             help="While a run of the queue with this key is unfinished, return it instead.",
         ),
     ] = None,
+    app_dir: AppDirOption = None,
 ) -> None:
     """Queue a run for the worker fleet instead of running it here; print its id."""
+    importable(app_dir)
     state = parse_input(input_json)
     target = load_workflow(workflow)
     info = savegame.submit(
@@ -206,16 +209,23 @@ def worker_command(
     exit_when_idle: ExitWhenIdleOption = None,
     store: StoreOption = None,
     queues: QueuesOption = None,
+    app_dir: AppDirOption = None,
 ) -> None:
     """Claim queued and orphaned runs and execute them, until SIGTERM or Ctrl-C.
 
     Due schedules (`savegame schedule add`) are fired too: each occurrence starts
     once however many workers are up.
 
+    A run's workflow (module:attr) is imported from the working directory (or
+    --app-dir), then PYTHONPATH. A run whose code does not import here stays
+    queued for a worker that can import it; the worker says once what it cannot
+    import.
+
     On SIGTERM or SIGINT each run in hand finishes its current step, is
     checkpointed, and its lease is released for another worker; then the
     worker prints what it did and exits 0. Events go to stderr, one line each.
     """
+    importable(app_dir)
     # Fail here, as one error line, on a bad URL: a slot thread that cannot open
     # the store would only print a traceback and leave the worker idle.
     probe = savegame.open_store(store)

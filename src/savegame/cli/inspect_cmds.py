@@ -54,17 +54,29 @@ def runs_command(
 
     A LangGraph run's status is its latest checkpoint's (interrupted while an interrupt()
     waits for an answer), here, in --json, for --status and in the UI alike. Runs savegame
-    keeps for itself (a migration's marker per thread) are not listed.
+    keeps for itself (a migration's marker per thread) are not listed. A queued or running
+    run whose owner is gone (its process not running on this host, or its lease expired)
+    says so, with the command that continues it.
     """
     items = langgraph.shown_runs(
         thread_id=thread, status=_parse_status(status), limit=limit, store=store
     )
+    infos = [shown.info for shown in items]
+    gone = {i.run_id: dead for i in infos if (dead := savegame.owner_gone(i)) is not None}
     if as_json:
-        jsonview.emit_many(langgraph_view.run_json(shown) for shown in items)
+        jsonview.emit_many(
+            {
+                **langgraph_view.run_json(shown),
+                "owner_gone": jsonview.owner_gone(
+                    gone.get(shown.info.run_id), render.resume_command(shown.info.run_id, store)
+                ),
+            }
+            for shown in items
+        )
     elif any(shown.head is not None for shown in items):
         langgraph_view.runs(render.console(), items)
     else:
-        render.runs(render.console(), [shown.info for shown in items])
+        render.runs(render.console(), infos, gone, store)
 
 
 def history_command(

@@ -18,7 +18,7 @@ from savegame.effects import PendingInterrupt
 from savegame.inspect import Change, ChangeKind, StateDiff
 from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, TransferReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
-from savegame.runtime import Effect
+from savegame.runtime import Effect, OwnerGone
 
 
 def _usage(usage: Usage) -> dict[str, Any]:
@@ -83,6 +83,13 @@ def run(info: RunInfo) -> dict[str, Any]:
         "cancel_requested": info.cancel_requested,
         "wake_at": info.wake_at,
     }
+
+
+def owner_gone(gone: OwnerGone | None, continue_with: str) -> dict[str, Any] | None:
+    """A run's dead owner, and the command that continues the run (None: not gone)."""
+    if gone is None:
+        return None
+    return {"owner": gone.owner, "reason": gone.reason, "continue_with": continue_with}
 
 
 def result(res: RunResult) -> dict[str, Any]:

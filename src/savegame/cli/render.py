@@ -27,7 +27,7 @@ from savegame.model import (
     RunStatus,
     Usage,
 )
-from savegame.runtime import Effect
+from savegame.runtime import Effect, OwnerGone
 
 PIPED_WIDTH = 160
 
@@ -100,7 +100,19 @@ def new_table(title: str) -> Table:
     return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
 
 
-def runs(out: Console, items: Sequence[RunInfo]) -> None:
+def resume_command(run_id: str, store: str | None) -> str:
+    return f"savegame resume {run_id}" + (f" --store {store}" if store else "")
+
+
+def runs(
+    out: Console,
+    items: Sequence[RunInfo],
+    gone: Mapping[str, OwnerGone] | None = None,
+    store: str | None = None,
+) -> None:
+    """The runs, newest first; those whose owner is gone (``gone``, by run id) say so,
+    with the command that continues each."""
+    gone = gone or {}
     if not items:
         out.print("no runs")
         return
@@ -116,11 +128,19 @@ def runs(out: Console, items: Sequence[RunInfo]) -> None:
             info.run_id,
             "=" if info.thread_id == info.run_id else info.thread_id,
             info.workflow,
-            status(info.status),
+            Text(f"{info.status.value} (owner gone)", style="bold red")
+            if info.run_id in gone
+            else status(info.status),
             str(info.step),
             when(info.updated_at),
         )
     out.print(table)
+    for run_id, dead in gone.items():
+        out.print(
+            f"run {run_id}: its owner is gone ({dead.reason}); "
+            f"continue it: {resume_command(run_id, store)}",
+            soft_wrap=True,
+        )
 
 
 def _lineage(h: CheckpointHeader, forks: Mapping[str, Sequence[str]]) -> Text:

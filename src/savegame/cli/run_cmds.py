@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 import savegame
+from savegame.cli.app_dir import AppDirOption, importable
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import UsageError
 from savegame.cli.options import (
@@ -35,8 +36,10 @@ def run_command(
     on_thread_busy: OnThreadBusyOption = "reject",
     store: StoreOption = None,
     as_json: JsonOption = False,
+    app_dir: AppDirOption = None,
 ) -> None:
     """Start a run of a workflow (or continue the one --run-id names) and drive it to its end."""
+    importable(app_dir)
     state = parse_input(input_json)
     target = load_workflow(workflow)
     res = savegame.run(
@@ -83,8 +86,10 @@ def resume_command(
     ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    app_dir: AppDirOption = None,
 ) -> None:
     """Continue a run from its latest checkpoint (or an earlier one), in this process."""
+    importable(app_dir)
     options: dict[str, Any] = {}
     if value is not None:
         options = {"value": parse_json(value, "--value"), "interrupt_id": interrupt}

@@ -13,7 +13,7 @@ Where things are, along the path of a run::
     _persist.py       the saver: encode, upload missing blobs, write, commit notice
     _mutations.py     the debug check for state changed in place
     _bridge.py        one async loop behind the sync and the async API
-    _lease.py         who owns a run, the heartbeat
+    _lease.py         who owns a run, whether it is gone, the heartbeat
     _loader.py        finding a workflow again from its reference
     _control.py       acting on runs from outside: cancel, compensate, approve ...
     _fork.py          fork: a new run from any checkpoint, its edit, what it reused
@@ -51,7 +51,7 @@ from savegame.runtime._events import Sent, send
 from savegame.runtime._execution import Observer
 from savegame.runtime._fleet import submit
 from savegame.runtime._fork import Call, ForkPlan, ForkResult, fork, plan_fork
-from savegame.runtime._lease import DEFAULT_TTL, holder_alive, owner_id
+from savegame.runtime._lease import DEFAULT_TTL, OwnerGone, holder_alive, owner_gone, owner_id
 from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load
 from savegame.runtime._policy import CheckpointPolicy, Durability
@@ -86,6 +86,7 @@ __all__ = [
     "Observer",
     "OnExists",
     "OnThreadBusy",
+    "OwnerGone",
     "RestoredWorkspace",
     "Sent",
     "StepContext",
@@ -109,6 +110,7 @@ __all__ = [
     "list_queues",
     "list_schedules",
     "load",
+    "owner_gone",
     "owner_id",
     "pause_schedule",
     "pending_interrupts",

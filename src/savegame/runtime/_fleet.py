@@ -15,6 +15,7 @@ from savegame.errors import (
     ConflictError,
     LeaseHeldError,
     LeaseLostError,
+    WorkflowImportError,
     describe,
 )
 from savegame.model import CheckpointRecord, Lease, RunInfo, RunResult, RunStatus
@@ -109,9 +110,11 @@ def resume_claimed(
 ) -> RunResult:
     """Drive a run whose lease a worker claimed, until it ends, pauses or ``should_stop``.
 
-    A run that cannot even start is marked failed (parked). One that cannot be parked
-    either (its head checkpoint is damaged, say) keeps ``lease`` held rather than
-    released, so no worker claims it again at once: see :func:`hold_back`.
+    A run that cannot even start is marked failed (parked). Two kinds keep ``lease``
+    held rather than released, so no worker claims them again at once (see
+    :func:`hold_back`): one whose workflow does not import here (WorkflowImportError),
+    which a worker with the code will run, so it is not failed for it; and one that
+    cannot be parked either (its head checkpoint is damaged, say).
     """
     try:
         ready = prepare_resume(lease.run_id, store, None, None, lease_ttl, storage, lease=lease)
@@ -119,7 +122,7 @@ def resume_claimed(
         stuck = (
             isinstance(exc, Exception)
             and not isinstance(exc, ConflictError)
-            and not _park(store, lease, exc, storage)
+            and (isinstance(exc, WorkflowImportError) or not _park(store, lease, exc, storage))
         )
         if not stuck:
             store.release_lease(lease.run_id, lease.token)
@@ -130,7 +133,7 @@ def resume_claimed(
     return run_sync(execute(ex))
 
 
-def hold_back(store: Store, lease: Lease, seconds: float) -> bool:
+def hold_back(store: Store, lease: Lease, seconds: float) -> Lease | None:
     """Keep every worker from claiming ``lease``'s run for ``seconds``: a run that failed
     and is still runnable would otherwise be claimed again at once, in a tight loop.
 
@@ -139,16 +142,16 @@ def hold_back(store: Store, lease: Lease, seconds: float) -> bool:
     leased run until it expires, so this works across slots, workers and hosts.
 
     Returns:
-        False when another owner holds the run now (it is theirs to deal with).
+        The lease held, or None when another owner holds the run now (it is theirs to
+        deal with).
     """
     try:
-        store.renew_lease(lease.run_id, lease.token, seconds)
+        return store.renew_lease(lease.run_id, lease.token, seconds)
     except LeaseLostError:
         try:
-            store.acquire_lease(lease.run_id, lease.owner, seconds)
+            return store.acquire_lease(lease.run_id, lease.owner, seconds)
         except LeaseHeldError:
-            return False
-    return True
+            return None
 
 
 def _own_head(store: Store, run_id: str) -> CheckpointRecord:
@@ -159,7 +162,7 @@ def _own_head(store: Store, run_id: str) -> CheckpointRecord:
 
 
 def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig | None) -> bool:
-    """Take a run this worker cannot even start (its workflow does not import, its
+    """Take a run this worker cannot even start (it has no workflow reference, its
     checkpoint is damaged...) out of the queue: mark it failed with the reason, so
     the fleet moves on instead of claiming it again and again. ``savegame resume``
     retries it once the cause is fixed. False when that failed too.

@@ -3,9 +3,12 @@
 A lease is held as ``host:pid:start`` where ``start`` is the process start time
 (from /proc where available) so a recycled pid is not mistaken for the dead
 owner. On the same host a holder whose process is gone is recognised at once,
-so ``savegame resume`` right after a crash does not wait for the lease to expire.
-So is a holder that was killed but not yet reaped (a zombie: its parent does not
-wait for it, as in a container without an init), which ``kill(pid, 0)`` still finds.
+so ``savegame resume`` right after a crash does not wait for the lease to expire,
+a worker frees such a holder's runs for the fleet (:func:`free_dead`), and
+``savegame runs`` shows them as dead (:func:`owner_gone`). So is a holder that was
+killed but not yet reaped (a zombie: its parent does not wait for it, as in a
+container without an init), which ``kill(pid, 0)`` still finds. A holder on another
+host is known gone only when its lease has expired.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import shutil
 import socket
 import subprocess
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from savegame.errors import LeaseHeldError, SavegameError
-from savegame.model import Lease
+from savegame.errors import LeaseHeldError, NotFoundError, SavegameError
+from savegame.model import Lease, RunInfo, RunStatus
 from savegame.stores.base import Store
 
 DEFAULT_TTL = 30.0
@@ -129,16 +134,81 @@ def acquire(store: Store, run_id: str, *, ttl: float) -> Lease:
             raise LeaseHeldError(
                 run_id, current.owner, exc.expires_in, running=True if here else None
             ) from None
-        host, pid, _ = _holder(current.owner) or ("?", 0, "")
-        log.info(
-            "run %s was held by PID %d on host %s, which is not running: taking it over",
-            run_id,
-            pid,
-            host,
-        )
-        # Compare-and-swap on the dead holder's token: if someone else took the
-        # run over in the meantime, this fails with LeaseHeldError as it should.
-        return store.acquire_lease(run_id, me, ttl, takeover_token=current.token)
+        return _take_over(store, run_id, current, me, ttl)
+
+
+def _take_over(store: Store, run_id: str, held: Lease, me: str, ttl: float) -> Lease:
+    """The lease of ``run_id`` from ``held``'s holder, which :func:`holder_is_dead` proved
+    not running."""
+    host, pid, _ = _holder(held.owner) or ("?", 0, "")
+    log.info("run %s was held by PID %d on host %s, which is not running: taking it over",
+             run_id, pid, host)  # fmt: skip
+    # Compare-and-swap on the dead holder's token: if someone else took the run over
+    # in the meantime, this fails with LeaseHeldError as it should.
+    return store.acquire_lease(run_id, me, ttl, takeover_token=held.token)
+
+
+def free_dead(store: Store, runs: Iterable[RunInfo]) -> list[str]:
+    """Release the live leases among ``runs`` whose holders are processes on this host that
+    are not running (a SIGKILLed worker), so that a claimer takes those runs now, as
+    ``savegame resume`` would, rather than when the leases expire. Released, not kept:
+    which worker claims a run stays the claim's business (its workflows, queues, limits).
+
+    Returns:
+        The ids of the runs freed.
+    """
+    me, now, freed = owner_id(), time.time(), []
+    for info in runs:
+        held = info.lease
+        if held is None or held.expires_at <= now or not holder_is_dead(held.owner):
+            continue  # free, claimable already, or not provably dead
+        try:
+            taken = _take_over(store, info.run_id, held, me, DEFAULT_TTL)
+        except (LeaseHeldError, NotFoundError):
+            continue  # another process took it first, or it was deleted
+        store.release_lease(info.run_id, taken.token)
+        freed.append(info.run_id)
+    return freed
+
+
+_IN_HAND = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerGone:
+    """A queued or running run leased to a process that is gone: nothing executes it."""
+
+    run_id: str
+    owner: str
+    """``host:pid:start`` of the process that held it."""
+    reason: str
+    """How that is known, for people: its PID is not running on this host, or its lease
+    expired (a holder on another host)."""
+
+
+def owner_gone(info: RunInfo) -> OwnerGone | None:
+    """Whether the process holding ``info``'s run is gone (the row as ``get_run`` or
+    ``list_runs`` return it): its PID not running on this host, or, anywhere, its lease
+    expired. None while a live owner holds it, or nobody does (a run queued, or left by
+    a worker that stopped), or it is not queued or running.
+
+    Such a run continues where it stopped with ``savegame resume RUN`` (at once, from this
+    host), or in a worker: one on this host claims it at once, elsewhere once the lease
+    expires.
+    """
+    held = info.lease
+    if held is None or info.status not in _IN_HAND:
+        return None
+    host, _, rest = held.owner.partition(":")
+    pid = rest.partition(":")[0]
+    if holder_is_dead(held.owner):
+        return OwnerGone(info.run_id, held.owner, f"PID {pid} on host {host} is not running")
+    late = time.time() - held.expires_at
+    if late < 0:
+        return None
+    return OwnerGone(
+        info.run_id, held.owner, f"the lease of PID {pid} on host {host} expired {late:.0f} s ago"
+    )
 
 
 class Heartbeat:

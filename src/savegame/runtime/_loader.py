@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import Any
 
-from savegame.errors import ConfigurationError
+from savegame.errors import ConfigurationError, WorkflowImportError
 from savegame.runtime._workflow import Workflow
 
 # A module is in sys.modules before its file has finished running. Without a lock
@@ -42,30 +42,40 @@ def as_workflow(obj: Any, ref: str = "<object>") -> Workflow:
 
 
 def load(ref: str) -> Any:
-    """Import ``module:attr`` or ``path/file.py:attr`` and return the attribute."""
+    """Import ``module:attr`` or ``path/file.py:attr`` and return the attribute.
+
+    Raises:
+        ConfigurationError: ``ref`` is not such a reference.
+        WorkflowImportError: its module is not found, raises while it is imported, or
+            has no such attribute (anything the module raises is its cause).
+    """
     target, sep, attr = ref.rpartition(":")
     if not sep or not target or not attr:
         raise ConfigurationError(
             f"workflow reference {ref!r} must look like module:attr or path/file.py:attr"
         )
-    if target.endswith(".py") or os.sep in target:
-        with _file_lock(_module_name(target)):
-            module = _load_file(target, ref)
-    else:
-        try:
+    try:
+        if target.endswith(".py") or os.sep in target:
+            with _file_lock(_module_name(target)):
+                module = _load_file(target, ref)
+        else:
             module = importlib.import_module(target)
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"cannot import {target!r} for workflow {ref!r}: {exc}"
-            ) from exc
+    except WorkflowImportError:
+        raise
+    except Exception as exc:
+        # Whatever the module raised (a missing package, a KeyError on an unset variable):
+        # the code does not import here, which a worker must tell from a broken run.
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        why = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+        detail = f"cannot import {target!r} for workflow {ref!r}: {why}"
+        raise WorkflowImportError(ref, target, detail, missing=missing) from exc
     obj = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ConfigurationError(
-                f"{target!r} has no attribute {attr!r} (workflow {ref!r})"
-            ) from None
+            detail = f"{target!r} has no attribute {attr!r} (workflow {ref!r})"
+            raise WorkflowImportError(ref, target, detail) from None
     return obj
 
 
@@ -78,13 +88,14 @@ def _module_name(path: str) -> str:
 def _load_file(path: str, ref: str) -> Any:
     full = os.path.abspath(path)
     if not os.path.isfile(full):
-        raise ConfigurationError(f"no file {path!r} for workflow {ref!r}")
+        raise WorkflowImportError(ref, path, f"no file {path!r} for workflow {ref!r}")
     name = _module_name(path)
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, full)
     if spec is None or spec.loader is None:
-        raise ConfigurationError(f"cannot load {path!r} as a Python module (workflow {ref!r})")
+        detail = f"cannot load {path!r} as a Python module (workflow {ref!r})"
+        raise WorkflowImportError(ref, path, detail)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     # The file's own folder goes on the path so its sibling imports work, as with `python file.py`.

@@ -5,8 +5,12 @@ one store. Each claims a runnable run atomically (PostgreSQL: ``FOR UPDATE
 SKIP LOCKED``), holds its lease with a heartbeat while it runs, and releases it
 when the run ends, pauses or the worker stops. A worker killed with SIGKILL
 leaves its runs leased until the lease expires; then any other worker claims
-and resumes them from their last checkpoint. Two workers never execute one run
-at once: the stale one's next checkpoint write is rejected by the fencing token.
+and resumes them from their last checkpoint. A worker on the killed one's host
+needs no wait: before it claims (at most once a second) it frees the runs that
+processes on its host hold and that are not running (:func:`~savegame.runtime._lease.free_dead`,
+the rule ``savegame resume`` follows), and claims them like any other. Two workers
+never execute one run at once: the stale one's next checkpoint write is rejected by
+the fencing token.
 
 On a store that keeps schedules (``Capabilities.schedules``) each worker also fires the
 due ones every ``poll`` seconds (:func:`~savegame.runtime._schedules.fire_schedules`):
@@ -16,25 +20,35 @@ queued for any slot of any worker to claim.
 SIGTERM (or SIGINT) stops a worker gracefully: each run in hand finishes its
 current step, is checkpointed, and its lease is released for another worker.
 
-A run still runnable after it failed in a slot (it could not start and could
-not be marked failed, or no stop checkpoint could be written) is held back:
-its lease is kept for ``backoff`` seconds, doubling with each such failure in
-a row in this worker, up to ``lease_ttl``. The lease is in the store, so no
-slot or worker claims it meanwhile; the counts are per worker, so with N
-workers a broken run is tried at most about N times per delay.
+A run still runnable after it failed in a slot (its workflow does not import
+here, it could not start and could not be marked failed, or no stop checkpoint
+could be written) is held back: its lease is kept for ``backoff`` seconds,
+doubling with each such failure in a row in this worker, up to ``lease_ttl``.
+The lease is in the store, so no slot or worker claims it meanwhile; the counts
+are per worker, so with N workers a broken run is tried at most about N times
+per delay. A worker that stops releases the runs it holds back, for the next.
+
+A run whose workflow does not import here is not failed for it: the code may be
+missing from this worker only (its folder not on the import path, a package not
+installed), and a worker that has it runs it. The worker says once per workflow
+reference what it cannot import and what to do.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from types import FrameType
 
-from savegame.errors import ConfigurationError, describe
+from savegame.errors import ConfigurationError, WorkflowImportError, describe
 from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import _lease as leases
 from savegame.runtime._fleet import hold_back, resume_claimed
@@ -44,6 +58,11 @@ from savegame.stores import Store, open_store, queue_store
 log = logging.getLogger("savegame.worker")
 
 _RUNNABLE = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+#: Runs of each runnable status a worker looks through for dead holders on its host,
+#: newest first: the scan's cost stays bounded in a deep queue; a dead holder's run
+#: past it is claimed once its lease expires, as on another host.
+_SCAN = 500
 
 
 @dataclass
@@ -110,6 +129,12 @@ class Worker:
         self.backoff = backoff
         self._failures: dict[str, int] = {}
         """run id -> failures in a row that left the run runnable."""
+        self._holding: dict[str, Lease] = {}
+        """run id -> the lease that holds it back, released when the worker stops."""
+        self._told: set[str] = set()
+        """Workflow references the worker said it cannot import."""
+        self._next_scan = 0.0
+        """When (monotonic) to look for runs of dead holders on this host next."""
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
         self._lock = threading.Lock()
@@ -185,16 +210,33 @@ class Worker:
                 store.close()
 
     def _claim(self, store: Store) -> Lease | None:
+        self._free_dead(store)
         owner = leases.owner_id()
         if self.queues is None:
             return store.claim_run(owner, self.lease_ttl, workflows=self.workflows)
         queues = queue_store(store, "Worker(queues=...)")
         return queues.claim_run(owner, self.lease_ttl, workflows=self.workflows, queues=self.queues)
 
+    def _free_dead(self, store: Store) -> None:
+        """Free the runs held by dead processes on this host, at most once per ``poll``
+        (and a second) across the slots, so they are claimed now, not when leases expire."""
+        with self._lock:
+            now = time.monotonic()
+            if now < self._next_scan:
+                return
+            self._next_scan = now + max(self.poll, 1.0)
+        try:
+            for status in _RUNNABLE:
+                for run_id in leases.free_dead(store, store.list_runs(status=status, limit=_SCAN)):
+                    log.info("run %s was held by a process that is not running: freed", run_id)
+        except Exception as exc:  # the store is unreachable: the claim says so, or leases expire
+            log.warning("could not look for runs of dead workers: %s", exc)
+
     def _execute(self, store: Store, index: int, lease: Lease) -> None:
         """Run the claimed run until it ends, pauses or the worker stops; count what came of it."""
         with self._lock:
             self.stats.claimed += 1
+            self._holding.pop(lease.run_id, None)  # held by this claim's lease now
         log.info("slot %d claimed run %s (token %d)", index, lease.run_id, lease.token)
         try:
             result = resume_claimed(
@@ -209,10 +251,13 @@ class Worker:
             # A run's failure is the run's (recorded in the store); the worker goes on.
             # BaseException too: a step's SystemExit or CancelledError must not end
             # the slot, which would leave the other runs queued behind it.
-            log.warning("run %s stopped: %s", lease.run_id, describe(exc))
             with self._lock:
                 self.stats.errors[lease.run_id] = describe(exc)
-            self._back_off(store, lease)
+            if isinstance(exc, WorkflowImportError):
+                self._cannot_import(exc)
+            else:
+                log.warning("run %s stopped: %s", lease.run_id, describe(exc))
+            self._back_off(store, lease, quiet=isinstance(exc, WorkflowImportError))
             return
         with self._lock:
             self.stats.finished[lease.run_id] = result.status.value
@@ -224,8 +269,31 @@ class Worker:
         if self.on_result is not None:
             self.on_result(result)
 
-    def _back_off(self, store: Store, lease: Lease) -> None:
-        """Hold back ``lease``'s run if it is still runnable after failing in this slot."""
+    def _cannot_import(self, exc: WorkflowImportError) -> None:
+        """Say once per reference what this worker cannot import, and what to do."""
+        with self._lock:
+            if exc.ref in self._told:
+                return
+            self._told.add(exc.ref)
+        top = exc.module.partition(".")[0]
+        if exc.missing is not None and top in (exc.missing, exc.missing.partition(".")[0]):
+            todo = (
+                f"start the worker in the folder that holds {top!r}, or give it that folder: "
+                "`savegame worker --app-dir DIR` (or PYTHONPATH=DIR)"
+            )
+        elif exc.missing is not None:
+            todo = f"install {exc.missing!r} where the worker runs"
+        else:
+            todo = "run the worker where its code imports, or fix the code"
+        log.warning(
+            "%s. Its runs stay queued for a worker that can import it. To run them here, %s; "
+            "this worker runs in %s",
+            exc.detail, todo, os.getcwd(),
+        )  # fmt: skip
+
+    def _back_off(self, store: Store, lease: Lease, *, quiet: bool = False) -> None:
+        """Hold back ``lease``'s run if it is still runnable after failing in this slot
+        (``quiet``: without a line, the cause said already)."""
         run_id = lease.run_id
         try:
             status = store.get_run(run_id).status
@@ -236,14 +304,16 @@ class Worker:
                 failures = self._failures[run_id] = self._failures.get(run_id, 0) + 1
             # The exponent is capped: a run broken for days must not overflow a float.
             seconds = min(self.backoff * 2 ** min(failures - 1, 32), self.lease_ttl)
-            if not hold_back(store, lease, seconds):
+            held = hold_back(store, lease, seconds)
+            if held is None:
                 return
         except Exception as exc:  # the store is unreachable: the lease expires anyway
             log.warning("could not hold back run %s: %s", run_id, exc)
             return
         with self._lock:
             self.stats.held[run_id] = seconds
-        log.warning(
+            self._holding[run_id] = held
+        (log.debug if quiet else log.warning)(
             "run %s is still %s after failing here (%d time(s) in a row): "
             "no worker claims it for %.1f s",
             run_id, status.value, failures, seconds,
@@ -262,6 +332,23 @@ class Worker:
             if shared is not None:
                 self._handle = self._store
                 shared.close()
+
+    async def arun(self, *, idle_exit: float | None = None) -> WorkerStats:
+        """:meth:`run` from an asyncio application (a web app's lifespan, a service's main):
+        the worker works in its own threads while the event loop goes on. Cancelling the
+        awaiting task stops it as :meth:`stop` does (each run in hand finishes its step and
+        is released), then raises CancelledError.
+        """
+        loop = asyncio.get_running_loop()
+        # Its own thread, not the loop's default pool: the worker holds it for its life.
+        with ThreadPoolExecutor(1, thread_name_prefix="savegame-worker") as pool:
+            working = loop.run_in_executor(pool, partial(self.run, idle_exit=idle_exit))
+            try:
+                return await asyncio.shield(working)
+            except asyncio.CancelledError:
+                self.stop()
+                await asyncio.wait([working])
+                raise
 
     def _share(self) -> Store | None:
         """From a URL, the one handle the slots share, if its store pools connections."""
@@ -295,6 +382,29 @@ class Worker:
         done.set()
         if ticker.is_alive():
             ticker.join(5.0)  # a tick in flight finishes its transaction
+        self._release_held()
         if self._fatal is not None:
             raise self._fatal
         return self.stats
+
+    def _release_held(self) -> None:
+        """Give back the runs this worker holds back, so the next worker (one that can
+        import their code, say) claims them without waiting out the holds."""
+        with self._lock:
+            held, self._holding = list(self._holding.values()), {}
+        if not held:
+            return
+        try:
+            store = open_store(self._handle)
+        except Exception as exc:  # the holds expire on their own
+            log.warning("could not release the runs held back: %s", exc)
+            return
+        try:
+            for lease in held:
+                try:
+                    store.release_lease(lease.run_id, lease.token)
+                except Exception as exc:
+                    log.warning("could not release run %s: %s", lease.run_id, exc)
+        finally:
+            if store is not self._handle:
+                store.close()

@@ -211,7 +211,8 @@ async def _do(
         return page, "cancelled"
     if action == "resume":
         info = await run_in_threadpool(lambda: savegame.get_run(ident, **opts))
-        if info.status.finished or (info.status is RunStatus.RUNNING and info.lease is not None):
+        live = info.lease is not None and savegame.owner_gone(info) is None
+        if info.status.finished or (info.status is RunStatus.RUNNING and live):
             raise BadInput(f"run {ident} is {info.status.value}: nothing to resume")
         continue_in_background(site, ident)
         return page, "resumed"

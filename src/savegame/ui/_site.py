@@ -20,7 +20,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from savegame import Effect, EffectKind, EffectStatus, RunStatus, Store, __version__
+from savegame import Effect, EffectKind, EffectStatus, RunStatus, Store, __version__, owner_gone
 from savegame.codec.storage import StorageConfig
 from savegame.ui import _values
 
@@ -85,6 +85,7 @@ class Site:
             version=__version__, statuses=[s.value for s in RunStatus], tree=_values.render,
             scalar=_values.scalar, ago=ago, when=when, duration=duration,
             store_url=self.store.url, encrypted=self.storage.encrypted, in_doubt=in_doubt,
+            owner_gone=owner_gone,  # the rule `savegame runs` shows a dead owner by
         )  # fmt: skip
 
     def metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
