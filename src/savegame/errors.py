@@ -365,8 +365,9 @@ class CheckpointWriteError(SavegameError):
 
 
 class WorkspaceError(SavegameError):
-    """A workflow's workspace cannot be snapshotted as it is: fix the directory or its
-    ``ignore`` patterns (a file too large, a link that leaves the workspace).
+    """A workflow's workspace cannot be snapshotted or restored as it is: fix the
+    directory or its ``ignore`` patterns (a file too large, a link that leaves the
+    workspace, ignored files where a checkpoint has its own).
 
     Attributes:
         root: the workspace directory.

@@ -3,6 +3,8 @@
 An attacker here has what a leaked database password gives: they can read and
 change any row, but hold no encryption key. ``Raw`` runs SQL straight against
 the store's own SQLite file or PostgreSQL schema, bypassing savegame.
+``coarse_dir`` is a directory whose files are stamped by a coarse clock, where a
+rewrite can leave a file's stat as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests import services
+from tests.adversarial.coarse_fs import ext2_mount
 
 TABLES = ("runs", "checkpoints", "effects", "blobs", "checkpoint_blobs")
 
@@ -75,3 +78,11 @@ def raw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Raw]:
     conninfo = services.postgres_conninfo()
     with services.postgres_schema("sgattack") as schema:
         yield Raw(services.postgres_url(schema), "postgres", conninfo=conninfo, schema=schema)
+
+
+@pytest.fixture
+def coarse_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory on a loop-mounted ext2 filesystem: mtimes from the kernel's coarse
+    clock (skipped, with the reason, where the machine refuses to mount one)."""
+    with ext2_mount(tmp_path) as mnt:
+        yield mnt

@@ -29,7 +29,7 @@ from savegame import (
     verify,
 )
 from savegame.model import WORKSPACE_KEY
-from savegame.runtime._workspace import Snapshots
+from savegame.runtime._workspace import Snapshots, vouches
 from savegame.stores import SqliteStore, Store
 
 
@@ -112,6 +112,22 @@ def test_only_changed_files_are_read_and_stored(tmp_path: Path) -> None:
     assert after.changed and list(after.files.values()) == [b"changed"]
     unchanged = [k for k in after.manifest if after.manifest[k] is first.manifest[k]]
     assert len(unchanged) == 48  # the same objects: the manifest's delta skips them
+
+
+def test_a_stat_vouches_only_for_a_file_stamped_before_the_last_capture() -> None:
+    """git's racily clean rule: a stamp a write after the capture's start could carry
+    (a tick of 1-10 ms, a whole second on a filesystem keeping seconds) says nothing."""
+    since = 1_800_000_000_123_456_789  # a capture's start, ns
+    ms, second = 1_000_000, 1_000_000_000
+    assert not vouches(since - 1 * ms, since)  # the same tick
+    assert not vouches(since - 9 * ms, since)  # a 10 ms tick, read late
+    assert vouches(since - 30 * ms, since)
+    assert not vouches(since + 5 * second, since)  # ahead of our clock: never
+    whole = since // second * second
+    assert not vouches(whole - 1 * second, since)  # a whole second: maybe that one's
+    assert vouches(whole - 3 * second, since)
+    assert vouches(whole - 3 * second + 1, since)  # finer stamps: the tick only
+    assert not vouches(since - 5 * ms, 0)  # no capture yet: nothing is trusted
 
 
 def test_a_new_file_costs_its_blob_and_a_small_delta(tmp_path: Path) -> None:

@@ -98,10 +98,11 @@ class Saver:
         assert ws is not None
         manifest = manifest_of(state)
         stats = None
+        since = time.time_ns()  # before the restore's first stat, like a capture's start
         if manifest is not None:
             label = self.ex.start_record.checkpoint_id
             stats = restore(ws, manifest, self.ex.store, self.ex.storage, label).stats
-        self.snapshots = Snapshots(ws, manifest, dict(stats or {}), self.ex.storage)
+        self.snapshots = Snapshots(ws, manifest, dict(stats or {}), self.ex.storage, since=since)
         return manifest is not None
 
     async def save(

@@ -2,8 +2,13 @@
 
 Files that differ are rewritten (through a temporary file and a rename), files the
 manifest does not hold are deleted, permission bits are set, links are made again,
-and directories left empty by the deletions are removed. Ignored paths are left
-alone. Files already as the manifest says are hashed and kept.
+and directories left empty by the deletions are removed. Files already as the
+manifest says are hashed and kept.
+
+Ignored paths are left alone: never captured, they would be lost. A restore that
+would have to remove one (a directory holding some where the manifest has a file, an
+ignored file where it has a directory) is refused before anything is written, naming
+them.
 
 A stored manifest is not trusted for where it writes: a path that is absolute, holds
 ``..``, ``.`` or an empty part, or is both a file and a directory, a link whose target
@@ -24,7 +29,7 @@ from typing import Any
 
 from savegame.codec import blob_digest, unseal_blob
 from savegame.codec.storage import StorageConfig, resolve
-from savegame.errors import CorruptRecordError
+from savegame.errors import CorruptRecordError, WorkspaceError
 from savegame.model import Checkpoint, StoredFile
 from savegame.runtime._workspace import (
     Stat,
@@ -40,6 +45,9 @@ from savegame.stores.base import Store
 _BATCH = 256
 """Blobs read from the store at once: bounds the memory a restore holds."""
 
+_NAMED = 5
+"""Ignored paths in the way a refusal names (then how many more)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RestoredWorkspace:
@@ -52,7 +60,8 @@ class RestoredWorkspace:
     kept: int
     """Files already as the checkpoint holds them."""
     stats: Mapping[str, Stat]
-    """What each file of the manifest is on disk now (the next capture reads none of them)."""
+    """What each file of the manifest is on disk now (the next capture reads again only
+    those it wrote too recently for their stat to vouch for them)."""
 
 
 def restore_workspace(
@@ -74,6 +83,8 @@ def restore_workspace(
         CorruptRecordError: naming the checkpoint, when its manifest would write outside
             the workspace or a file's blob is missing or damaged (nothing is written then
             for a bad manifest; a bad blob stops the restore where it is found).
+        WorkspaceError: ignored paths stand where the checkpoint has its files (a
+            directory holding some where it has a file), naming them; nothing is written.
     """
     ws = as_workspace(path)
     assert ws is not None
@@ -93,6 +104,7 @@ def restore(
     """:func:`restore_workspace` for a manifest (``label``: the checkpoint, for errors)."""
     config = resolve(storage)
     entries, dirs = _checked(manifest, label)
+    _refuse_ignored_in_the_way(ws, entries, dirs, label)
     root = ws.root
     root.mkdir(parents=True, exist_ok=True)
     deleted = 0
@@ -147,6 +159,61 @@ def _checked(manifest: dict[str, Any], label: str) -> tuple[dict[str, StoredFile
     return entries, dirs
 
 
+def _refuse_ignored_in_the_way(
+    ws: Workspace, entries: Mapping[str, StoredFile], dirs: set[str], label: str
+) -> None:
+    """Refuse a restore that would remove ignored paths: inside a directory where the
+    manifest has a file, or an ignored file or link where it has a directory."""
+    root = ws.root
+    found: list[str] = []
+    real = {""}  # the manifest's directories that are directories on disk
+    for rel in sorted(dirs):  # a parent before what is in it
+        st = _lstat(root / rel) if rel.rpartition("/")[0] in real else None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            real.add(rel)
+        elif st is not None and ws.ignored(rel):
+            found.append(rel)
+    for rel in sorted(entries):
+        st = _lstat(root / rel) if rel.rpartition("/")[0] in real else None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            found.extend(_ignored_in(ws, rel))
+    if found:
+        named = ", ".join(found[:_NAMED])
+        more = f" and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+        raise WorkspaceError(
+            str(root),
+            f"checkpoint {label} has files where ignored paths stand ({named}{more}); a "
+            "restore never touches ignored paths, so nothing was restored (move them away, "
+            "or restore into another directory)",
+        )
+
+
+def _ignored_in(ws: Workspace, top: str) -> list[str]:
+    """The ignored paths under the directory ``top`` (an ignored directory named alone)."""
+    if ws.ignored(top, is_dir=True):
+        return [f"{top}/"]
+    found: list[str] = []
+    stack = [top]
+    while stack:
+        here = stack.pop()
+        with os.scandir(ws.root / here) as entries:
+            for entry in entries:
+                rel = f"{here}/{entry.name}"
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if ws.ignored(rel, is_dir=is_dir):
+                    found.append(f"{rel}/" if is_dir else rel)
+                elif is_dir:
+                    stack.append(rel)
+    return sorted(found)
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
 def _make_dir(root: Path, rel: str) -> None:
     """``rel`` a real directory (its parents are, being made first): nothing else there."""
     path = root / rel
@@ -157,7 +224,7 @@ def _make_dir(root: Path, rel: str) -> None:
         return
     if stat.S_ISDIR(st.st_mode):
         return
-    path.unlink()  # an ignored file or a link in the way: never written through
+    path.unlink()  # a fifo or socket in the way (ignored files were refused before)
     path.mkdir()
 
 
@@ -194,7 +261,7 @@ def _write(
     path = root / rel
     if os.path.lexists(path):
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
+            shutil.rmtree(path)  # emptied by the deletions but for fifos (refused if ignored)
         else:
             path.unlink()
     if stat.S_ISLNK(entry.mode):

@@ -9,6 +9,12 @@ costs anything: a file whose size, mtime (ns), inode and mode are what the last
 capture saw is not read again, a changed one is hashed and, when its content is new,
 uploaded once; the manifest is written as a delta of its changed entries.
 
+An unchanged stat vouches for a file only if its mtime is older than the last capture
+(git's "racily clean" rule, :func:`vouches`): the kernel stamps a write with a clock
+that ticks every 1 to 10 ms on ext2/3, NFS, and ext4/xfs before Linux 6.13, so a step
+that rewrites a file at the same size within the tick of the last capture leaves the
+same stat on a new content. Such a file is read again, once or twice after each write.
+
 What is captured: regular files (content, permission bits) and symbolic links (their
 target, never followed; a link must stay inside the workspace). Directories are
 implied by the files in them (an empty one is not kept); other kinds of file (sockets,
@@ -20,6 +26,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -39,6 +46,16 @@ MAX_BYTES = 512 * 1024 * 1024
 
 Stat = tuple[int, int, int, int]
 """What says a file is unchanged without reading it: size, mtime (ns), inode, mode."""
+
+TICK_NS = 20_000_000
+"""How much older than a capture's start a rewrite after it may be stamped: the clock
+the kernel stamps files with is read at its last tick (every 1 to 10 ms, HZ 1000 to
+100), and exFAT cuts a stamp to 10 ms."""
+
+WHOLE_SECONDS_NS = 2_000_000_000
+"""The same cut for a stamp of whole seconds: ext2/3 with 128-byte inodes and HFS+ keep
+seconds, FAT even seconds. A stamp of whole seconds on a finer filesystem (set by
+``tar`` or ``cp -p``) is almost always old, so the longer wait costs nothing there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +142,19 @@ def stat_key(st: os.stat_result) -> Stat:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
 
 
+def vouches(mtime_ns: int, since_ns: int) -> bool:
+    """Whether a file's stat, the same as when a capture that began at ``since_ns``
+    (``time.time_ns()``) saw it, says its content is the same too.
+
+    Only if its mtime is older than any stamp a write after that start can carry:
+    otherwise a rewrite in the same tick, at the same size, in place, left the stat as
+    it was (git's "racily clean" entries). A stamp in the future (a server's clock ahead
+    of ours) never vouches.
+    """
+    cut = WHOLE_SECONDS_NS if mtime_ns % 1_000_000_000 == 0 else 0
+    return mtime_ns + cut + TICK_NS < since_ns
+
+
 def stored_mode(st_mode: int) -> int:
     """The file type and permission bits kept (no setuid, setgid or sticky bit)."""
     return stat.S_IFMT(st_mode) | (st_mode & 0o777)
@@ -167,11 +197,16 @@ class Snapshots:
         manifest: dict[str, StoredFile] | None,
         stats: dict[str, Stat] | None = None,
         storage: StorageConfig | None = None,
+        *,
+        since: int = 0,
     ) -> None:
-        """``manifest``: the start checkpoint's; ``stats``: what a restore left on disk."""
+        """``manifest``: the start checkpoint's; ``stats``: what a restore left on disk,
+        ``since``: when it began (``time.time_ns()``; 0 trusts none of them)."""
         self.ws, self.storage = ws, resolve(storage)
         self.manifest: dict[str, StoredFile] = manifest or {}
         self.stats: dict[str, Stat] = stats or {}
+        self.since = since
+        """When the capture that took ``stats`` began: see :func:`vouches`."""
 
     def capture(self) -> Capture:
         """The workspace now.
@@ -180,6 +215,9 @@ class Snapshots:
             WorkspaceError: larger than ``max_bytes`` (naming the largest files), or a
                 link that leaves the workspace.
         """
+        # Before the first stat: a write after any of them is stamped no earlier than
+        # TICK_NS before this.
+        started = time.time_ns()
         found = sorted(scan(self.ws), key=itemgetter(0))
         self._check_size(found)
         old, known = self.manifest, {e.digest for e in self.manifest.values()}
@@ -189,7 +227,11 @@ class Snapshots:
         for rel, st in found:
             key = stat_key(st)
             before = old.get(rel)
-            if before is not None and self.stats.get(rel) == key:
+            if (
+                before is not None
+                and self.stats.get(rel) == key
+                and vouches(st.st_mtime_ns, self.since)
+            ):
                 manifest[rel], stats[rel] = before, key
                 continue
             entry, data = self._read(rel, st)
@@ -202,6 +244,7 @@ class Snapshots:
             manifest[rel], stats[rel] = entry, key
         changed = manifest.keys() != old.keys() or any(manifest[k] is not old[k] for k in manifest)
         self.manifest, self.stats = (manifest if changed else old), stats
+        self.since = started
         return Capture(self.manifest, files, changed)
 
     def _read(self, rel: str, st: os.stat_result) -> tuple[StoredFile | None, bytes]:
