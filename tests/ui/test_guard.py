@@ -13,6 +13,7 @@ from savegame import ConfigurationError
 from savegame.cli import app
 from savegame.ui import serve
 from savegame.ui._guard import check_bind, is_loopback
+from savegame.ui._tokens import parse_token
 from tests.ui.conftest import csrf_of
 from tests.ui.shop import wf
 
@@ -22,14 +23,14 @@ TOKEN = "a-token-of-twenty-chars"
 def test_only_loopback_serves_without_a_token() -> None:
     for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"):
         assert is_loopback(host)
-        check_bind(host, None)
+        check_bind(host, ())
     for host in ("0.0.0.0", "::", "192.0.2.7", "example.org"):
         assert not is_loopback(host)
         with pytest.raises(ConfigurationError, match="give it a token"):
-            check_bind(host, None)
-        check_bind(host, TOKEN)
+            check_bind(host, ())
+        check_bind(host, (parse_token(TOKEN),))
     with pytest.raises(ConfigurationError, match="at least 16"):
-        check_bind("0.0.0.0", "short")
+        parse_token("short")
 
 
 def test_serve_and_the_command_refuse_an_open_host_without_a_token(

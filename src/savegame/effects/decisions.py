@@ -41,6 +41,22 @@ class PendingInterrupt:
     created_at: Any
 
 
+AUTHENTICATED_AS = "authenticated_as"
+"""The metadata key of the identity a front end checked (``ui-token:NAME``), beside ``by``."""
+
+
+def who(by: str | None, authenticated_as: str | None) -> dict[str, str]:
+    """The metadata naming who decided: ``by`` (what they said, default user@host) and,
+    when a front end checked a credential, ``authenticated_as`` (which one).
+
+    Old records hold ``by`` alone: a reader takes a missing key as "nothing was checked".
+    """
+    meta = {"by": by or default_actor()}
+    if authenticated_as:
+        meta[AUTHENTICATED_AS] = authenticated_as
+    return meta
+
+
 def default_actor() -> str:
     try:
         user = getpass.getuser()
@@ -106,13 +122,14 @@ def _settle(
     result: Any = None,
     error: str | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     extra: dict[str, Any] | None = None,
     storage: StorageConfig | None = None,
     expect: EffectStatus = EffectStatus.PENDING,
 ) -> EffectRecord:
     # Checked before it is signed again: a settle must not launder an edited entry.
     verify_entry(entry, storage)
-    meta = {"by": by or default_actor(), "at": utcnow().isoformat(), **(extra or {})}
+    meta = {**who(by, authenticated_as), "at": utcnow().isoformat(), **(extra or {})}
     encoded = (
         None
         if result is None and status is not EffectStatus.DONE
@@ -139,6 +156,7 @@ def approve(
     interrupt_id: str | None = None,
     edit: dict[str, Any] | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Approve a gated tool call; ``edit`` replaces the tool's arguments."""
@@ -155,6 +173,7 @@ def approve(
         EffectStatus.DONE,
         result={"approved": True, "edit": edit},
         by=by,
+        authenticated_as=authenticated_as,
         storage=storage,
     )
 
@@ -179,11 +198,15 @@ def reject(
     reason: str,
     interrupt_id: str | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Reject a gated tool call; the step's ``ctx.call`` raises ApprovalRejected on resume."""
     entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL], storage)
-    return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by, storage=storage)
+    return _settle(
+        store, entry, EffectStatus.REJECTED, error=reason, by=by,
+        authenticated_as=authenticated_as, storage=storage,
+    )  # fmt: skip
 
 
 def supply(
@@ -193,11 +216,15 @@ def supply(
     *,
     interrupt_id: str | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Give ``ctx.interrupt`` its value."""
     entry = _pick(store, run_id, interrupt_id, [EffectKind.INTERRUPT], storage)
-    return _settle(store, entry, EffectStatus.DONE, result=value, by=by, storage=storage)
+    return _settle(
+        store, entry, EffectStatus.DONE, result=value, by=by,
+        authenticated_as=authenticated_as, storage=storage,
+    )  # fmt: skip
 
 
 def close(
@@ -207,11 +234,15 @@ def close(
     *,
     reason: str,
     by: str | None = None,
+    authenticated_as: str | None = None,
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Close a pending approval or interrupt without a decision (its run was cancelled)."""
     entry = verify_entry(store.get_effect(run_id, interrupt_id), storage)
-    return _settle(store, entry, EffectStatus.REJECTED, error=reason, by=by, storage=storage)
+    return _settle(
+        store, entry, EffectStatus.REJECTED, error=reason, by=by,
+        authenticated_as=authenticated_as, storage=storage,
+    )  # fmt: skip
 
 
 NO_RESULT: Any = object()
@@ -226,6 +257,7 @@ def resolve(
     done: bool,
     result: Any = NO_RESULT,
     by: str | None = None,
+    authenticated_as: str | None = None,
     storage: StorageConfig | None = None,
 ) -> EffectRecord:
     """Settle an in-doubt write: it happened (with ``result``) or it did not (call again on resume).
@@ -269,13 +301,15 @@ def resolve(
             EffectStatus.DONE,
             result=result,
             by=by,
+            authenticated_as=authenticated_as,
             extra={"resolved": "done"},
             storage=storage,
             expect=entry.status,
         )
     return _settle(
-        store, entry, EffectStatus.NOT_DONE, by=by, extra={"resolved": "not_done"}, storage=storage
-    )
+        store, entry, EffectStatus.NOT_DONE, by=by, authenticated_as=authenticated_as,
+        extra={"resolved": "not_done"}, storage=storage,
+    )  # fmt: skip
 
 
 def waiting_reason(store: Store, run_id: str, storage: StorageConfig | None = None) -> str | None:
@@ -292,6 +326,7 @@ def waiting_reason(store: Store, run_id: str, storage: StorageConfig | None = No
 
 
 __all__ = [
+    "AUTHENTICATED_AS",
     "NO_RESULT",
     "EffectRecord",
     "PendingInterrupt",
@@ -303,4 +338,5 @@ __all__ = [
     "resolve",
     "supply",
     "waiting_reason",
+    "who",
 ]

@@ -20,6 +20,7 @@ from typing import Any
 from savegame.codec import reveal_run_metadata
 from savegame.codec.storage import StorageConfig
 from savegame.effects import Origin, parent_of
+from savegame.effects.decisions import AUTHENTICATED_AS
 from savegame.errors import NotFoundError
 from savegame.model import CheckpointHeader, EffectKind, RunInfo
 from savegame.stores import Store, opened_store
@@ -54,6 +55,8 @@ class RunNode:
     """When this is a child run: the run whose step started it."""
     spawned: list[RunNode] = field(default_factory=list)
     """The child runs this one started (on threads of their own), oldest first."""
+    authenticated_as: str | None = None
+    """For a fork: the identity a front end checked for it (``ui-token:NAME``), beside ``by``."""
 
     @property
     def run_id(self) -> str:
@@ -105,6 +108,7 @@ def _node(
             info, origin.run_id, origin.checkpoint_id, origin.step, True, origin.mode,
             _text(meta.get("by")), _text(meta.get("reason")),
             tuple(str(e) for e in edited) if isinstance(edited, list) else (),
+            authenticated_as=_text(meta.get(AUTHENTICATED_AS)),
         )  # fmt: skip
     parent_id = None if first is None else first.parent_id
     parent = None if parent_id is None else owner.get(parent_id)

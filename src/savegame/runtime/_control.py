@@ -119,6 +119,7 @@ def cancel(
     compensate_effects: bool = False,
     wait: float = 30.0,
     by: str | None = None,
+    authenticated_as: str | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
     storage: StorageConfig | None = None,
 ) -> RunInfo:
@@ -135,6 +136,8 @@ def cancel(
             names them (``metadata["cancelled_by"]``), and so do the approvals and
             interrupts it closes. A run a live process executes writes its own
             ``cancelled`` checkpoint, which cannot know who asked.
+        authenticated_as: the identity a front end checked for the request (the web
+            UI's ``ui-token:NAME``), recorded beside ``by`` wherever ``by`` is.
 
     Returns:
         The run's row afterwards (``cancel_requested`` stays set if a live
@@ -160,7 +163,7 @@ def cancel(
                 info = s.get_run(run_id)
                 continue
             try:
-                _mark_cancelled(s, run_id, lease, storage, by)
+                _mark_cancelled(s, run_id, lease, storage, by, authenticated_as)
             finally:
                 s.release_lease(run_id, lease.token)
             info = s.get_run(run_id)
@@ -169,7 +172,7 @@ def cancel(
             try:
                 decisions.close(
                     s, run_id, waiting.interrupt_id, reason="run cancelled", by=by,
-                    storage=storage,
+                    authenticated_as=authenticated_as, storage=storage,
                 )  # fmt: skip
             except EffectSettledError:
                 continue  # decided meanwhile: the run is cancelled either way
@@ -177,7 +180,7 @@ def cancel(
             try:
                 cancel(
                     child, store=s, compensate_effects=compensate_effects, wait=wait, by=by,
-                    lease_ttl=lease_ttl, storage=storage,
+                    authenticated_as=authenticated_as, lease_ttl=lease_ttl, storage=storage,
                 )  # fmt: skip
             except RunStateError:
                 continue  # it had ended: it keeps its ending
@@ -187,7 +190,12 @@ def cancel(
 
 
 def _mark_cancelled(
-    s: Store, run_id: str, lease: Lease, storage: StorageConfig | None, by: str | None
+    s: Store,
+    run_id: str,
+    lease: Lease,
+    storage: StorageConfig | None,
+    by: str | None,
+    authenticated_as: str | None,
 ) -> None:
     """Mark a run that nobody executes cancelled, holding its ``lease``."""
     info = s.get_run(run_id)
@@ -198,12 +206,10 @@ def _mark_cancelled(
     if info.status is not RunStatus.CANCELLED:
         head = s.latest_checkpoint(run_id)
         codec.check_head(info, head)
-        record = codec.marker(
-            head,
-            RunStatus.CANCELLED,
-            {"cancelled_by": by or decisions.default_actor()},
-            storage,
-        )
+        said = {"cancelled_by": by or decisions.default_actor()}
+        if authenticated_as:
+            said[decisions.AUTHENTICATED_AS] = authenticated_as
+        record = codec.marker(head, RunStatus.CANCELLED, said, storage)
         # A child's parent hears of it in the same write.
         told = ending(parent_of(info.metadata), run_id, RunStatus.CANCELLED, storage=storage)
         if told:
@@ -218,6 +224,7 @@ def approve(
     interrupt_id: str | None = None,
     edit: dict[str, Any] | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
     resume: bool = True,
@@ -232,6 +239,9 @@ def approve(
     imported from the run's reference to find the tool), so it cannot leave the run stuck.
 
     Args:
+        by: who decides, as they say (default: user@host), recorded with the decision.
+        authenticated_as: the identity a front end checked for the request (the web
+            UI's ``ui-token:NAME``), recorded beside ``by``; None: nothing was checked.
         resume: continue the run in this process once the decision is recorded, where
             its workflow loads (``workflow``, or its stored reference imports here).
             Where it does not, or with ``resume=False``, the run is queued for the
@@ -252,8 +262,9 @@ def approve(
         if edit is not None:
             _import_tools(s.get_run(run_id), storage)
         entry = decisions.approve(
-            s, run_id, interrupt_id=interrupt_id, edit=edit, by=by, storage=storage
-        )
+            s, run_id, interrupt_id=interrupt_id, edit=edit, by=by,
+            authenticated_as=authenticated_as, storage=storage,
+        )  # fmt: skip
         return continue_after(
             s, entry, resume_run=resume, workflow=workflow, observer=observer,
             lease_ttl=lease_ttl, storage=storage,
@@ -266,6 +277,7 @@ def supply(
     *,
     interrupt_id: str | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
     resume: bool = True,
@@ -287,8 +299,9 @@ def supply(
     """
     with opened_store(store, create=False) as s:
         entry = decisions.supply(
-            s, run_id, value, interrupt_id=interrupt_id, by=by, storage=storage
-        )
+            s, run_id, value, interrupt_id=interrupt_id, by=by,
+            authenticated_as=authenticated_as, storage=storage,
+        )  # fmt: skip
         return continue_after(
             s, entry, resume_run=resume, workflow=workflow, observer=observer,
             lease_ttl=lease_ttl, storage=storage,
@@ -301,6 +314,7 @@ def reject(
     reason: str,
     interrupt_id: str | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
     resume: bool = True,
@@ -313,8 +327,9 @@ def reject(
     :func:`approve`."""
     with opened_store(store, create=False) as s:
         entry = decisions.reject(
-            s, run_id, reason=reason, interrupt_id=interrupt_id, by=by, storage=storage
-        )
+            s, run_id, reason=reason, interrupt_id=interrupt_id, by=by,
+            authenticated_as=authenticated_as, storage=storage,
+        )  # fmt: skip
         return continue_after(
             s, entry, resume_run=resume, workflow=workflow, observer=observer,
             lease_ttl=lease_ttl, storage=storage,
@@ -328,6 +343,7 @@ def resolve(
     done: bool,
     result: Any = decisions.NO_RESULT,
     by: str | None = None,
+    authenticated_as: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
 ) -> decisions.EffectRecord:
@@ -341,5 +357,6 @@ def resolve(
     """
     with opened_store(store, create=False) as s:
         return decisions.resolve(
-            s, run_id, request_id, done=done, result=result, by=by, storage=storage
-        )
+            s, run_id, request_id, done=done, result=result, by=by,
+            authenticated_as=authenticated_as, storage=storage,
+        )  # fmt: skip

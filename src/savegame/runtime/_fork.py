@@ -137,11 +137,15 @@ def _workflow_of(
 
 
 def _metadata(
-    origin: Origin, edited: list[str], by: str | None, reason: str | None
+    origin: Origin,
+    edited: list[str],
+    by: str | None,
+    authenticated_as: str | None,
+    reason: str | None,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "source": "update" if edited else "fork",
-        "by": by or decisions.default_actor(),
+        **decisions.who(by, authenticated_as),
         FORK_KEY: {**origin.to_metadata(), "edited": edited},
     }
     if reason:
@@ -159,6 +163,7 @@ def create_fork(
     paths: Mapping[str, Any] | None,
     reason: str | None,
     by: str | None,
+    authenticated_as: str | None,
     mode: Mode,
     ttl: float,
     storage: StorageConfig | None,
@@ -172,12 +177,12 @@ def create_fork(
     cp, _ = decode(s, record, wf, storage)
     state, edited = apply_edits(cp.state, update, paths)
     origin = Origin(src.run_id, src.checkpoint_id, src.step, mode)
-    now = utcnow()
+    now, meta = utcnow(), _metadata(origin, edited, by, authenticated_as, reason)
     header = CheckpointHeader(
         thread_id=src.thread_id, run_id=new_id(), checkpoint_id=new_id(),
         parent_id=src.checkpoint_id, step=src.step, node=src.node,
         status=RunStatus.RUNNING if src.next is not None else RunStatus.COMPLETED,
-        next=src.next, usage=src.usage, metadata=_metadata(origin, edited, by, reason),
+        next=src.next, usage=src.usage, metadata=meta,
         created_at=now, state_version=wf.state_version,
     )  # fmt: skip
     first = codec.encode(
@@ -242,6 +247,7 @@ def fork(
     set: Mapping[str, Any] | None = None,
     reason: str | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     mode: Mode = "replay",
     run: bool = True,
     store: Store | str | None = None,
@@ -260,6 +266,8 @@ def fork(
         set: ``{"order.amount": 20}``: values to set at paths inside the state.
         reason: why, recorded with the fork's first checkpoint.
         by: who (default: user@host).
+        authenticated_as: the identity a front end checked for the request (the web
+            UI's ``ui-token:NAME``), recorded beside ``by``.
         mode: ``"replay"`` (default): a call with the same tool and arguments at the
             same position as in the origin gets the recorded result back, nothing is
             called, until the first call that differs; from there every call is made.
@@ -276,7 +284,8 @@ def fork(
         ConfigurationError: a path of ``set`` does not lead into the state, ``mode`` is unknown.
         StepError: a step of the fork raised (the fork is failed, the origin untouched).
     """
-    edit = {"update": update, "paths": set, "reason": reason, "by": by, "mode": mode}
+    edit = {"update": update, "paths": set, "reason": reason, "by": by,
+            "authenticated_as": authenticated_as, "mode": mode}  # fmt: skip
     return run_sync(
         _afork(checkpoint_id, store, run, observer, lease_ttl, storage, workflow=workflow, **edit)
     )

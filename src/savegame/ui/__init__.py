@@ -11,7 +11,8 @@ offline. The pages read the store only through the public API (``savegame.list_r
 Where things are::
 
     _app.py        the routes, the guard in front of them, errors as pages
-    _guard.py      binding, Host header, token, CSRF, security headers
+    _guard.py      binding, Host header, token, role, CSRF, security headers
+    _tokens.py     the tokens: names, roles (viewer, approver), where they come from
     _site.py       what every page shares: the store, the templates, hidden metadata
     _runs.py       the runs page: filters, keyset pages
     _run.py        a run: timeline, journal, tree; a checkpoint's state; a diff
@@ -26,14 +27,17 @@ Where things are::
 
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from savegame.errors import ConfigurationError
+from savegame.ui._tokens import TOKEN_FILE_VAR, TOKEN_VAR, UIToken, gather
+from savegame.ui._tokens import describe as describe_tokens
 
 #: Where ``savegame ui`` listens unless told otherwise.
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
-TOKEN_VAR = "SAVEGAME_UI_TOKEN"
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "[::1]"})
 
 
 #: What the ui extra installs; a missing one is named in the error.
@@ -56,23 +60,31 @@ def create_app(
     *,
     port: int = DEFAULT_PORT,
     token: str | None = None,
+    tokens: Sequence[UIToken | str] = (),
     hosts: frozenset[str] | None = None,
     storage: Any = None,
     continue_runs: bool = True,
+    read_only: bool = False,
 ) -> Any:
     """The ASGI app of the UI over ``store`` (a URL, a Store, or None for $SAVEGAME_STORE).
 
     Args:
         port: the port it is served on (a request's Host header must name it).
-        token: requests must carry it (see :mod:`savegame.ui._guard`).
+        token: a token every request must carry (``SECRET``, or ``NAME:ROLE=SECRET``);
+            see :mod:`savegame.ui._guard`.
+        tokens: more of them (:class:`UIToken`, or text as ``token``): a request
+            carries one; a viewer's reads, an approver's also acts, and its decisions
+            record ``authenticated_as="ui-token:NAME"``.
         hosts: the host names requests may address (default: the loopback names;
             with a token, any).
         storage: the keyring and settings to read records with (default: $SAVEGAME_KEYS ...).
         continue_runs: after a decision, continue the run in this process where its
             workflow imports (else it stays queued for ``savegame worker``).
+        read_only: mount no action, show none, refuse every POST.
 
     Raises:
-        ConfigurationError: the ui extra is not installed, or the store cannot be opened.
+        ConfigurationError: the ui extra is not installed, the store cannot be opened,
+            or a token is malformed.
     """
     try:
         from savegame.ui._app import build
@@ -83,10 +95,11 @@ def create_app(
     from savegame import open_store
     from savegame.codec.storage import resolve
 
+    accepted = gather(token, tokens, environ={})  # the caller's tokens, not the environment's
     handle = open_store(store, create=False)
     site = Site(handle, resolve(storage), continue_runs=continue_runs)
-    default = None if token else frozenset({"127.0.0.1", "localhost", "[::1]"})
-    guard = Guard(port, token, default if hosts is None else hosts)
+    default = None if accepted else LOOPBACK
+    guard = Guard(port, accepted, default if hosts is None else hosts, read_only)
     return build(site, guard)
 
 
@@ -96,14 +109,22 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     token: str | None = None,
+    tokens: Sequence[UIToken | str] = (),
+    token_file: Path | str | None = None,
     continue_runs: bool = True,
+    read_only: bool = False,
     on_ready: Any = None,
 ) -> None:
     """Serve the UI with uvicorn until interrupted.
 
+    The tokens are ``token`` and ``tokens`` (else ``$SAVEGAME_UI_TOKEN``) and those of
+    ``token_file`` (else ``$SAVEGAME_UI_TOKEN_FILE``), as :func:`create_app` takes them;
+    ``on_ready(tokens)`` is called with them before the server starts (to say how to
+    log in: never print a secret).
+
     Raises:
         ConfigurationError: a host other machines can reach without a token, a token
-            shorter than 16 characters, or the ui extra is not installed.
+            shorter than 16 characters or malformed, or the ui extra is not installed.
     """
     try:
         import uvicorn
@@ -111,13 +132,25 @@ def serve(
         from savegame.ui._guard import check_bind
     except ImportError as exc:
         raise _needs_extra(exc) from None
-    token = token or os.environ.get(TOKEN_VAR) or None
-    check_bind(host, token)
-    hosts = None if token else frozenset({"127.0.0.1", "localhost", "[::1]", host})
-    app = create_app(store, port=port, token=token, hosts=hosts, continue_runs=continue_runs)
+    accepted = gather(token, tokens, token_file)
+    check_bind(host, accepted)
+    hosts = None if accepted else LOOPBACK | {host}
+    app = create_app(
+        store, port=port, tokens=accepted, hosts=hosts, continue_runs=continue_runs,
+        read_only=read_only,
+    )  # fmt: skip
     if on_ready is not None:
-        on_ready()
+        on_ready(accepted)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "TOKEN_VAR", "create_app", "serve"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "TOKEN_FILE_VAR",
+    "TOKEN_VAR",
+    "UIToken",
+    "create_app",
+    "describe_tokens",
+    "serve",
+]

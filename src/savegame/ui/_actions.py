@@ -4,8 +4,11 @@ resume, fork.
 Each action is two POSTs: the first shows what will happen (the call and its
 arguments, the writes a fork may repeat) on a confirmation page; the second, with
 ``confirmed=1``, does it through the public API with ``by=`` the name the person
-gave, which the journal keeps beside the decision (who and when: the audit entry).
-Both pass the CSRF check of :mod:`savegame.ui._guard` first.
+gave and, on a UI with tokens, ``authenticated_as=`` the token the request carried
+(``ui-token:NAME``), which the journal keeps beside the decision (who said they
+decided, with which token, and when: the audit entry). Both pass the role and CSRF
+checks of :mod:`savegame.ui._guard` first (a viewer's token, or a read-only server,
+never gets here).
 
 A decided run goes on in the UI's process, on a thread of its own, where its
 workflow imports here (``savegame.resume``); where it does not, or with
@@ -108,7 +111,8 @@ async def act(site: Site, request: Request, action: str) -> Response:
             return site.page(request, "confirm.html", **context)
         if not by and action != "resume":
             raise BadInput("say who you are (the journal records who decided)")
-        target, done = await _do(site, action, ident, form, by, graph=context["graph"])
+        checked = request.state.access.authenticated_as
+        target, done = await _do(site, action, ident, form, by, checked, graph=context["graph"])
     except (BadInput, SavegameError) as exc:
         context["error"] = str(exc)
         return site.page(request, "confirm.html", 400, **context)
@@ -157,18 +161,26 @@ async def _preview(site: Site, action: str, ident: str, form: dict[str, str]) ->
 
 
 async def _do(
-    site: Site, action: str, ident: str, form: dict[str, str], by: str, *, graph: bool
+    site: Site,
+    action: str,
+    ident: str,
+    form: dict[str, str],
+    by: str,
+    checked: str | None,
+    *,
+    graph: bool,
 ) -> tuple[str, str]:
-    """Do it; returns the page to go back to and what was done. ``graph``: ``ident`` is
-    a LangGraph run."""
+    """Do it; returns the page to go back to and what was done. ``checked``: the identity
+    the guard found (recorded beside ``by``); ``graph``: ``ident`` is a LangGraph run."""
     from starlette.concurrency import run_in_threadpool
 
     opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
+    said: dict[str, Any] = {"by": by, "authenticated_as": checked}
     page = f"/runs/{quote(ident, safe='')}"
     if action == "approve":
         edit = _object(form.get("edit", ""), "the edited arguments")
         await run_in_threadpool(lambda: savegame.approve(
-            ident, interrupt_id=form["interrupt_id"], edit=edit, by=by, resume=False, **opts
+            ident, interrupt_id=form["interrupt_id"], edit=edit, resume=False, **said, **opts
         ))  # fmt: skip
         continue_in_background(site, ident)
         return page, "approved"
@@ -177,20 +189,20 @@ async def _do(
         if not reason:
             raise BadInput("a rejection needs a reason (the step is told it)")
         await run_in_threadpool(lambda: savegame.reject(
-            ident, reason=reason, interrupt_id=form["interrupt_id"], by=by, resume=False, **opts
+            ident, reason=reason, interrupt_id=form["interrupt_id"], resume=False, **said, **opts
         ))  # fmt: skip
         continue_in_background(site, ident)
         return page, "rejected"
     if action == "supply" and graph:
         value = _json(form.get("value", ""), "the value")
         await run_in_threadpool(lambda: langgraph.answer(
-            ident, value, interrupt_id=form["interrupt_id"], by=by, **opts
+            ident, value, interrupt_id=form["interrupt_id"], **said, **opts
         ))  # fmt: skip
         return page, "answered"  # the graph's application continues it, not the UI
     if action == "supply":
         value = _json(form.get("value", ""), "the value")
         await run_in_threadpool(lambda: savegame.supply(
-            ident, value, interrupt_id=form["interrupt_id"], by=by, resume=False, **opts
+            ident, value, interrupt_id=form["interrupt_id"], resume=False, **said, **opts
         ))  # fmt: skip
         continue_in_background(site, ident)
         return page, "answered"
@@ -200,13 +212,13 @@ async def _do(
             raise BadInput("say whether the call happened (done) or not")
         extra = {"result": _json(form.get("result", ""), "the result")} if done == "yes" else {}
         await run_in_threadpool(lambda: savegame.resolve(
-            ident, form["request_id"], done=done == "yes", by=by, **extra, **opts
+            ident, form["request_id"], done=done == "yes", **said, **extra, **opts
         ))  # fmt: skip
         return page, "resolved"
     if action == "cancel":
         compensate = form.get("compensate") == "on"
         await run_in_threadpool(
-            lambda: savegame.cancel(ident, compensate_effects=compensate, wait=10.0, by=by, **opts)
+            lambda: savegame.cancel(ident, compensate_effects=compensate, wait=10.0, **said, **opts)
         )
         return page, "cancelled"
     if action == "resume":
@@ -224,7 +236,7 @@ async def _do(
         paths = _paths(form.get("set", ""))
         why = form.get("reason", "").strip() or None
         result = await run_in_threadpool(lambda: savegame.fork(
-            ident, update=update, set=paths, reason=why, by=by, mode=mode,  # type: ignore[arg-type]
+            ident, update=update, set=paths, reason=why, mode=mode, **said,  # type: ignore[arg-type]
             run=False, **opts,
         ))  # fmt: skip
         continue_in_background(site, result.run_id)

@@ -58,7 +58,15 @@ def _action(site: Site, name: str) -> Callable[[Request], Any]:
 
 
 def build(site: Site, guard: Guard) -> Starlette:
-    """The app serving ``site`` behind ``guard``."""
+    """The app serving ``site`` behind ``guard``; a read-only guard's app mounts no action
+    (and the guard refuses every POST, naming the mode)."""
+    actions = [
+        *(
+            Route(f"/runs/{{run_id:str}}/{name}", _action(site, name), methods=["POST"])
+            for name in ACTIONS
+        ),
+        Route("/checkpoints/{checkpoint_id:str}/fork", _action(site, "fork"), methods=["POST"]),
+    ]
     routes = [
         Route("/", lambda request: RedirectResponse("/runs", 303)),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
@@ -67,11 +75,7 @@ def build(site: Site, guard: Guard) -> Starlette:
         Route("/checkpoints/{checkpoint_id:str}", _page(site, _run.checkpoint_page)),
         Route("/diff", _page(site, _run.diff_page)),
         Route("/approvals", _page(site, _inbox.inbox_page)),
-        *(
-            Route(f"/runs/{{run_id:str}}/{name}", _action(site, name), methods=["POST"])
-            for name in ACTIONS
-        ),
-        Route("/checkpoints/{checkpoint_id:str}/fork", _action(site, "fork"), methods=["POST"]),
+        *([] if guard.read_only else actions),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])

@@ -8,9 +8,13 @@ reject and cancel, so every request passes these checks before a page runs:
 * **Host header.** A request must name one of the hosts the server was bound to
   (``127.0.0.1:8765``, ``localhost:8765`` ...): a web page elsewhere that points a DNS
   name of its own at 127.0.0.1 (DNS rebinding) is refused, so it cannot read pages.
-* **Token.** With a token, a request carries it (``Authorization: Bearer``, or the
+* **Token.** With tokens, a request carries one (``Authorization: Bearer``, or the
   cookie the login link ``/?token=...`` sets, which holds a digest of it, never the
-  token itself); without it the answer is 401 and shows nothing of the store.
+  token itself); without one the answer is 401 and shows nothing of the store. The
+  token found names the request's :class:`~savegame.ui._tokens.Access` (its name and
+  role), which pages read to show or hide actions and decisions record.
+* **Role.** A state-changing request (POST) is refused (403, naming why) on a
+  read-only server and for a viewer's token, before anything else reads it.
 * **CSRF.** A state-changing request (POST) must carry the page's CSRF token (a form
   field or the ``X-CSRF-Token`` header htmx sends) equal to the browser's ``sg_csrf``
   cookie, and its ``Origin`` (when the browser sends one) must be the UI's own.
@@ -33,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from savegame.errors import ConfigurationError
+from savegame.ui._tokens import Access, UIToken
 
 TOKEN_COOKIE = "sg_token"
 CSRF_COOKIE = "sg_csrf"
@@ -63,20 +68,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse to serve on a host other machines can reach without a token.
+def check_bind(host: str, tokens: tuple[UIToken, ...]) -> None:
+    """Refuse to serve on a host other machines can reach without a token (read-only
+    too: the pages show states and journals).
 
     Raises:
         ConfigurationError: ``host`` is not loopback and no token is set.
     """
-    if not is_loopback(host) and not token:
+    if not is_loopback(host) and not tokens:
         raise ConfigurationError(
             f"savegame ui on {host!r} is reachable from other machines: give it a token "
-            "(--token TEXT or SAVEGAME_UI_TOKEN), or bind 127.0.0.1"
-        )
-    if token is not None and len(token) < 16:
-        raise ConfigurationError(
-            "the UI token must be at least 16 characters (try `savegame keygen`)"
+            "(--token, --token-file, SAVEGAME_UI_TOKEN), or bind 127.0.0.1"
         )
 
 
@@ -90,18 +92,29 @@ def _same(a: str | None, b: str) -> bool:
 
 @dataclass(frozen=True)
 class Guard:
-    """The checks of one server: its token and the host names it answers to."""
+    """The checks of one server: its tokens, the host names it answers to, its mode."""
 
     port: int
-    token: str | None = None
+    tokens: tuple[UIToken, ...] = ()
     hosts: frozenset[str] | None = frozenset({"127.0.0.1", "localhost", "[::1]"})
     """The names a Host header may give (with or without the port); None: any (a server
     with a token, where a page of another site has no token to send)."""
-    _token_digest: str = field(init=False, default="")
+    read_only: bool = False
+    """Every POST is refused (the app mounts no action either)."""
+    _digests: tuple[tuple[str, UIToken], ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
-        if self.token:
-            object.__setattr__(self, "_token_digest", _digest(self.token))
+        object.__setattr__(self, "_digests", tuple((_digest(t.secret), t) for t in self.tokens))
+
+    def _holder(self, secret: str | None = None, digest: str | None = None) -> UIToken | None:
+        """The token whose secret (or digest) is given; every one is compared, in
+        constant time each, so the time taken does not say which came close."""
+        wanted = _digest(secret) if secret is not None else digest
+        found = None
+        for known, token in self._digests:
+            if _same(wanted, known):
+                found = token
+        return found
 
     def _host_ok(self, request: Request) -> bool:
         if self.hosts is None:
@@ -109,13 +122,11 @@ class Guard:
         given = request.headers.get("host", "")
         return given in self.hosts or given in {f"{h}:{self.port}" for h in self.hosts}
 
-    def _authorized(self, request: Request) -> bool:
-        if not self.token:
-            return True
+    def _carried(self, request: Request) -> UIToken | None:
+        """The token the request carries (a Bearer header, else the login cookie)."""
         bearer = request.headers.get("authorization", "")
-        if bearer.startswith("Bearer ") and _same(bearer[7:], self.token):
-            return True
-        return _same(request.cookies.get(TOKEN_COOKIE), self._token_digest)
+        found = self._holder(secret=bearer[7:]) if bearer.startswith("Bearer ") else None
+        return found or self._holder(digest=request.cookies.get(TOKEN_COOKIE))
 
     def _csrf_ok(self, request: Request, form_token: str | None) -> bool:
         cookie = request.cookies.get(CSRF_COOKIE)
@@ -147,23 +158,28 @@ class Guard:
                 "unexpected Host header: this UI answers to its own address only", 400
             )
         login = request.query_params.get("token")
-        if self.token and login is not None and request.method == "GET":
-            if not _same(login, self.token):
+        if self.tokens and login is not None and request.method == "GET":
+            if self._holder(secret=login) is None:
                 return PlainTextResponse("wrong token", 401)
             rest = {k: v for k, v in request.query_params.items() if k != "token"}
             target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
             done = RedirectResponse(target, 303)
             done.set_cookie(
-                TOKEN_COOKIE, self._token_digest, httponly=True, samesite="strict", path="/"
+                TOKEN_COOKIE, _digest(login), httponly=True, samesite="strict", path="/"
             )
             return done
-        if not self._authorized(request):
+        holder = self._carried(request) if self.tokens else None
+        if self.tokens and holder is None:
             return PlainTextResponse(
-                "this savegame UI needs its token: open the link `savegame ui` printed "
-                "(/?token=...), or send Authorization: Bearer <token>",
+                "this savegame UI needs its token: open /?token=<your token> once (it sets a "
+                "cookie), or send Authorization: Bearer <token>",
                 401,
             )
+        request.state.access = access = Access.of(holder, read_only=self.read_only)
         if request.method in UNSAFE:
+            refused = access.refusal()
+            if refused is not None:
+                return PlainTextResponse(refused, 403)
             form_token = None
             if request.headers.get(CSRF_HEADER) is None:
                 form_token = (await form_of(request)).get(CSRF_FIELD)

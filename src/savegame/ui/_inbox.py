@@ -18,13 +18,16 @@ from savegame import PendingInterrupt
 from savegame.integrations import langgraph
 from savegame.ui._run import UNREADABLE, unreadable
 from savegame.ui._site import Site, fragment
+from savegame.ui._tokens import Access
 
 #: Seconds between two polls of an open inbox.
 POLL = 2
 
 
-def etag(waiting: list[PendingInterrupt]) -> str:
-    digest = hashlib.sha256()
+def etag(waiting: list[PendingInterrupt], access: Access | None = None) -> str:
+    """What the list shows, and to whom (a viewer's list has no buttons: logging in with
+    another token must repaint it)."""
+    digest = hashlib.sha256(f"{access!r}\0".encode())
     for p in waiting:
         digest.update(f"{p.run_id}\0{p.interrupt_id}\0".encode())
     return f'"{digest.hexdigest()[:32]}"'
@@ -35,7 +38,7 @@ def inbox_page(site: Site, request: Request) -> Response:
         waiting = langgraph.waiting(store=site.store, storage=site.storage)
     except UNREADABLE as exc:  # one sealed entry the UI has no key for hides the list
         return site.page(request, "error.html", 503, title="Approvals", message=unreadable(exc))
-    tag = etag(waiting)
+    tag = etag(waiting, request.state.access)
     if request.headers.get("if-none-match") == tag:
         return Response(status_code=304, headers={"etag": tag})
     name = "inbox_list.html" if fragment(request) else "inbox.html"

@@ -23,12 +23,15 @@ from starlette.responses import HTMLResponse
 from savegame import Effect, EffectKind, EffectStatus, RunStatus, Store, __version__, owner_gone
 from savegame.codec.storage import StorageConfig
 from savegame.ui import _values
+from savegame.ui._tokens import Access
 
 HERE = Path(__file__).parent
 SEALED = "$sg:enc:"
 """How a metadata value the keyring could not open starts (savegame.codec keeps it so)."""
 HIDDEN = "hidden: sensitive metadata"
 LOCKED = "encrypted: the UI has no key for it (SAVEGAME_KEYS)"
+NOBODY = Access(read_only=True)
+"""A request the guard did not pass (none reaches a page): it may do nothing."""
 
 
 def ago(moment: datetime | None) -> str:
@@ -109,8 +112,9 @@ class Site:
     def render(self, request: Request, name: str, **context: Any) -> str:
         template = self.templates.get_template(name)
         return template.render(
-            request=request, csrf=request.state.csrf, path=request.url.path, **context
-        )
+            request=request, csrf=request.state.csrf, path=request.url.path,
+            access=getattr(request.state, "access", NOBODY), **context,
+        )  # fmt: skip
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.render(request, name, **context), status)

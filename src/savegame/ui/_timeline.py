@@ -82,7 +82,10 @@ def _marks(
     if "interrupt" in meta:
         marks.append(("pause", f"waits for {meta['interrupt']}"))
     if "cancelled_by" in meta:
-        marks.append(("pause", f"cancelled by {meta['cancelled_by']}"))
+        checked = meta.get("authenticated_as")
+        marks.append(
+            ("pause", f"cancelled by {meta['cancelled_by']}" + (f" ({checked})" if checked else ""))
+        )
     return marks
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from savegame.codec import decode_value, open_entry, placeholders, seal_entry
 from savegame.codec.storage import StorageConfig
-from savegame.effects.decisions import default_actor
+from savegame.effects.decisions import AUTHENTICATED_AS, who
 from savegame.errors import (
     ConfigurationError,
     EffectSettledError,
@@ -58,6 +58,8 @@ class Answer:
     by: str
     at: str
     """When, ISO 8601 (UTC)."""
+    authenticated_as: str | None = None
+    """The identity a front end checked (the web UI's ``ui-token:NAME``), if any."""
 
     @property
     def config(self) -> dict[str, Any]:
@@ -94,11 +96,15 @@ def answer(
     *,
     interrupt_id: str | None = None,
     by: str | None = None,
+    authenticated_as: str | None = None,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
 ) -> Answer:
     """Answer the ``interrupt()`` LangGraph thread ``ident`` waits on (a thread id, or one
     of its runs); ``interrupt_id`` names one when it waits on several.
+
+    ``by`` (default: user@host) is recorded with the answer, and ``authenticated_as``
+    beside it: the identity a front end checked (the web UI's ``ui-token:NAME``).
 
     Raises:
         NotFoundError: no LangGraph thread or run ``ident``, or it does not wait on
@@ -113,9 +119,12 @@ def answer(
         if waits is None:
             raise NotFoundError("LangGraph thread or run", ident)
         ask = pick(waits, interrupt_id)
-        who, at = by or default_actor(), utcnow().isoformat()
-        _write(s, ask, value, {ANSWERS: ask.interrupt_id, "by": who, "at": at}, storage)
-        return Answer(waits.thread_id, ask.line.run_id, ask.interrupt_id, ask.node, value, who, at)
+        said, at = who(by, authenticated_as), utcnow().isoformat()
+        _write(s, ask, value, {ANSWERS: ask.interrupt_id, **said, "at": at}, storage)
+        return Answer(
+            waits.thread_id, ask.line.run_id, ask.interrupt_id, ask.node, value, said["by"], at,
+            said.get(AUTHENTICATED_AS),
+        )  # fmt: skip
 
 
 def pick(waits: ThreadWaits, interrupt_id: str | None) -> Ask:

@@ -35,6 +35,7 @@ from typing import Any
 
 from savegame.codec import decode_value, open_entry, placeholders
 from savegame.codec.storage import StorageConfig
+from savegame.effects.decisions import AUTHENTICATED_AS
 from savegame.errors import NotFoundError
 from savegame.integrations.langgraph._lines import NS_KEY, Lines
 from savegame.integrations.langgraph._reading import LangGraphCheckpoint, ThreadLine, load
@@ -64,6 +65,9 @@ class Answered:
     by: str | None
     at: str | None
     """When, ISO 8601 (UTC)."""
+    authenticated_as: str | None = None
+    """The identity a front end checked (the web UI's ``ui-token:NAME``); None on an
+    answer recorded without one (or before savegame recorded it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,4 +218,7 @@ def _answer_in(
         answers = decode_value(open_entry(resume, storage).result)
     value = answers[-1] if isinstance(answers, list) and answers else answers
     by, at = resume.metadata.get("by"), resume.metadata.get("at")
-    return Answered(value, str(by) if by else None, str(at) if at else None)
+    checked = resume.metadata.get(AUTHENTICATED_AS)
+    return Answered(
+        value, str(by) if by else None, str(at) if at else None, str(checked) if checked else None
+    )
