@@ -11,7 +11,7 @@ import orjson
 
 import savegame
 from savegame.runtime._schedules import occurrence_id
-from savegame.stores import SqliteStore
+from savegame.stores import Enqueue, SqliteStore
 from savegame.stores.schedules import schedules_of
 
 
@@ -63,3 +63,40 @@ def test_a_worker_starts_the_due_occurrence(cli: Any, ref: str, store: str, tmp_
     run_id = occurrence_id("tick", due)
     assert f"schedule tick started {run_id}" in out.stderr
     assert savegame.get_run(run_id, store=store).status is savegame.RunStatus.COMPLETED
+
+
+def test_a_schedule_with_a_queue_fires_into_it(
+    cli: Any, ref: str, store: str, tmp_path: Path
+) -> None:
+    assert (
+        cli("queues", "declare", "nightly", "--concurrency", "1", "--store", store).exit_code == 0
+    )
+    added = cli(
+        "schedule", "add", "tick", ref, "--cron", "* * * * *", "--queue", "nightly",
+        "--priority", "2", "--store", store, "--json",
+    )  # fmt: skip
+    assert added.exit_code == 0, added.stderr
+    assert orjson.loads(added.stdout)["queue"] == "nightly"
+    listed = cli("schedule", "list", "--store", store, "--json")
+    assert [(s["queue"], s["priority"]) for s in orjson.loads(listed.stdout)] == [("nightly", 2)]
+    due = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    with SqliteStore(tmp_path / "savegame.db") as handle:
+        s = schedules_of(handle)
+        s.put_schedule(replace(s.get_schedule("tick"), next_at=due), replace=True)
+    out = cli(
+        "worker", "--queue", "nightly", "--poll", "0.05", "--exit-when-idle", "1",
+        "--store", store,
+    )  # fmt: skip
+    assert out.exit_code == 0, out.stderr
+    run_id = occurrence_id("tick", due)
+    assert savegame.get_run(run_id, store=store).status is savegame.RunStatus.COMPLETED
+    with SqliteStore(tmp_path / "savegame.db") as handle:
+        assert handle.run_queue(run_id) == Enqueue("nightly", 2)
+
+
+def test_a_schedule_s_queue_must_be_declared(cli: Any, ref: str, store: str) -> None:
+    out = cli(
+        "schedule", "add", "tick", ref, "--cron", "@daily", "--queue", "nope", "--store", store
+    )
+    assert out.exit_code != 0 and "nope" in out.stderr
+    assert "no schedules" in cli("schedule", "list", "--store", store).stdout

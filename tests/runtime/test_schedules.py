@@ -29,7 +29,7 @@ from savegame import (
 )
 from savegame.errors import ConfigurationError, ConflictError, NotFoundError
 from savegame.runtime._schedules import BATCH, next_after, occurrence_id, plan
-from savegame.stores import SqliteStore
+from savegame.stores import Enqueue, MemoryStore, SqliteStore
 from savegame.stores.schedules import ScheduleRecord, schedules_of
 from tests.services import scratch_store
 
@@ -187,6 +187,32 @@ def test_a_worker_fires_a_due_schedule_and_runs_the_occurrence(db: str) -> None:
         savegame.get_run(run_id, store=db).head_checkpoint_id or "", store=db
     )
     assert state.state["reported"] == "ops"
+
+
+def test_a_schedule_naming_a_queue_fires_its_runs_in_it(db: str) -> None:
+    savegame.declare_queue("reports", concurrency=1, store=db)
+    got = schedule("daily", DAILY, cron="* * * * *", store=db, queue="reports", priority=2)
+    assert (got.queue, got.priority) == ("reports", 2)
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    _due(db, "daily", now)
+    # A worker of that queue fires the schedule and runs the occurrence.
+    stats = Worker(db, poll=0.05, lease_ttl=5, queues=["reports"]).run(idle_exit=1.0)
+    run_id = occurrence_id("daily", now)
+    assert stats.finished == {run_id: "completed"}
+    with SqliteStore(db.removeprefix("sqlite:///")) as store:
+        assert store.run_queue(run_id) == Enqueue("reports", 2)
+
+
+def test_a_schedule_s_queue_is_declared_in_a_store_with_queues(db: str) -> None:
+    with pytest.raises(NotFoundError, match="reports"):
+        schedule("daily", DAILY, cron="@daily", store=db, queue="reports")
+    with pytest.raises(ConfigurationError, match="priority needs a queue"):
+        schedule("daily", DAILY, cron="@daily", store=db, priority=3)
+    assert savegame.list_schedules(store=db) == []  # nothing stored
+    memory = MemoryStore()
+    with pytest.raises(ConfigurationError, match="MemoryStore store has no queues"):
+        schedule("daily", DAILY, cron="@daily", store=memory, queue="reports")
+    assert savegame.list_schedules(store=memory) == []
 
 
 def test_an_edited_schedule_row_is_not_fired_under_a_keyring(

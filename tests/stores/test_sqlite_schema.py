@@ -5,17 +5,20 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from savegame import codec
 from savegame.errors import ConfigurationError
 from savegame.model import CheckpointRecord, EffectStatus, RunInfo, RunStatus
 from savegame.stores import SqliteStore
 from savegame.stores._common import to_micros
 from savegame.stores._sql.rows import EFFECT_COLS
+from savegame.stores.schedules import schedules_of
 from savegame.stores.sqlite._schema import MIGRATIONS, SCHEMA_VERSION
 from savegame.testing.builders import OWNER, blob_digest, make_effect, make_run, next_record
 
@@ -137,7 +140,9 @@ def test_a_version_1_file_upgrades_and_keeps_its_data(tmp_path: Path) -> None:
         store.request_cancel(run.run_id)
         assert store.get_run(run.run_id).cancel_requested is True
         assert got.checksum == ""  # a row from before run rows had a check of their own
-    assert _versions(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] == list(range(1, SCHEMA_VERSION + 1))
+    assert (
+        _versions(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] == list(range(1, SCHEMA_VERSION + 1))
+    )
 
 
 def test_a_version_2_file_upgrades_in_place_to_the_storage_engine(tmp_path: Path) -> None:
@@ -178,7 +183,33 @@ def test_a_version_2_file_upgrades_in_place_to_the_storage_engine(tmp_path: Path
         assert [(s.run_id, s.checkpoints, s.effects) for s in sizes] == [(run.run_id, 3, 1)]
         assert store.delete_runs([run.run_id]) == 1
         assert store.delete_unreferenced_blobs() == (1, len(b"large value"))
-    assert _versions(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert _versions(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+
+
+def test_a_schedule_written_before_queues_loads_with_none_and_keeps_its_check(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v10.db"
+    run, first = make_run()
+    conn = _old_file(path, 10, run, [first], 1)
+    at = to_micros(datetime(2030, 1, 7, 9, 0, tzinfo=timezone.utc))
+    # The row as savegame wrote it before migration 11, with the check it computed then.
+    conn.execute(
+        "INSERT INTO schedules (name, workflow, workflow_ref, cron, input, missed,"
+        " catchup_window, next_at, created_at, updated_at, paused, fired, last_run_id,"
+        " metadata, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, NULL, ?, ?)",
+        (
+            "daily", "daily-report", "flows:daily", "0 9 * * 1-5", '{"team":"ops"}', "latest",
+            60.0, at, at, at, '{"owner":"ada"}', "c1:7a204226592675de8915f1bb32a2de95",
+        ),
+    )  # fmt: skip
+    conn.execute("COMMIT")
+    conn.close()
+    with SqliteStore(path) as store:
+        found = schedules_of(store).get_schedule("daily")
+        assert (found.queue, found.priority) == (None, 0)
+        assert codec.verify_schedule(found, None) == found
+    assert _versions(path) == list(range(1, SCHEMA_VERSION + 1))
 
 
 def test_checkpoint_inserts_maintain_only_the_indexes_queries_use(tmp_path: Path) -> None:

@@ -58,6 +58,13 @@ def add_command(
     replace: Annotated[
         bool, typer.Option("--replace", help="Overwrite a schedule of that name.")
     ] = False,
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", metavar="NAME", help="Put each run in this declared queue."),
+    ] = None,
+    priority: Annotated[
+        int, typer.Option("--priority", help="Each run's priority in --queue.")
+    ] = 0,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -72,6 +79,8 @@ def add_command(
         catchup_window=window.total_seconds() if window is not None else 60.0,
         replace=replace,
         store=store,
+        queue=queue,
+        priority=priority,
     )
     if as_json:
         jsonview.emit(schedule_view.as_json(s))

@@ -25,6 +25,8 @@ def as_json(s: Schedule) -> dict[str, Any]:
         "fired": s.fired,
         "last_run_id": s.last_run_id,
         "created_at": s.created_at.isoformat(),
+        "queue": s.queue,
+        "priority": s.priority,
     }
 
 
@@ -37,6 +39,7 @@ def table(out: Console, items: Sequence[Schedule]) -> None:
     t.add_column("workflow", overflow="fold")
     t.add_column("cron (UTC)", no_wrap=True)
     t.add_column("missed")
+    t.add_column("queue", overflow="fold")
     t.add_column("next (UTC)", no_wrap=True)
     t.add_column("runs", justify="right")
     t.add_column("last run", overflow="fold")
@@ -46,6 +49,7 @@ def table(out: Console, items: Sequence[Schedule]) -> None:
             s.workflow,
             s.cron,
             s.missed.value,
+            s.queue or "-",
             "paused" if s.paused else when(s.next_at),
             str(s.fired),
             short(s.last_run_id or "-"),
@@ -55,4 +59,7 @@ def table(out: Console, items: Sequence[Schedule]) -> None:
 
 def one(out: Console, s: Schedule, verb: str) -> None:
     state = "paused" if s.paused else f"next at {when(s.next_at)} UTC"
-    out.print(f"schedule {s.name} {verb}: {s.workflow} at {s.cron!r}, {state}", soft_wrap=True)
+    queue = "" if s.queue is None else f" in queue {s.queue}"
+    out.print(
+        f"schedule {s.name} {verb}: {s.workflow}{queue} at {s.cron!r}, {state}", soft_wrap=True
+    )

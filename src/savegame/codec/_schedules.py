@@ -4,12 +4,15 @@ Like a run row's (:mod:`savegame.codec._runs`): ``c1:`` and an unkeyed BLAKE2b-1
 without a keyring, ``m1:<key id>:`` and a keyed tag with one. It covers the name, the
 workflow's name and reference (which a worker imports: with a forged reference, a
 database edit would become code execution), the cron expression, the input, the missed
-policy and window, and the metadata. The cursor, pause flag and counts move and are not.
+policy and window, the metadata, and the queue and priority its runs go in (a forged
+queue would lift the limits they run under). The cursor, pause flag and counts move and
+are not.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import orjson
 
@@ -21,10 +24,14 @@ _PLAIN, _KEYED = "c1:", "m1:"
 
 
 def _covered(s: ScheduleRecord) -> bytes:
-    fields = [
+    fields: list[Any] = [
         s.name, s.workflow, s.workflow_ref, s.cron, s.input, Missed(s.missed).value,
         float(s.catchup_window), s.metadata,
     ]  # fmt: skip
+    if s.queue is not None or s.priority != 0:
+        # Only then, so the rows written before schedules had queues keep their checks;
+        # a queue dropped from a row that had one changes what is covered all the same.
+        fields.append({"queue": s.queue, "priority": s.priority})
     return b"savegame-schedule-1\0" + orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
 
 

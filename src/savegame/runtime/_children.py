@@ -2,7 +2,9 @@
 
 ``ctx.start_child`` journals the child's id at its position first (derived from that
 position unless given: ``<parent run>:<step>:<call>``), then creates the run queued,
-its row naming its parent (``effects.PARENT_KEY``), and settles the entry: a parent that
+its row naming its parent (``effects.PARENT_KEY``), in its parent's queue at its parent's
+priority unless the step names others (:func:`placement`, checked before the entry is
+journaled), and settles the entry: a parent that
 dies anywhere in between creates it once (``create_run`` refuses a second run with that
 id, and the one found must be this step's child). A worker claims the child like any
 submitted run, or a parent that blocks (``run(..., wait=True)``) runs it here.
@@ -32,6 +34,7 @@ from savegame.model import EffectKind, EffectRecord, RunStatus, Waiting
 from savegame.runtime import _lease as leases
 from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._setup import start_run
+from savegame.stores import Enqueue, check_enqueue, queue_declared, queue_store
 from savegame.stores.base import ALL_EFFECTS, Store
 
 
@@ -67,15 +70,63 @@ def input_digest(input: Mapping[str, Any] | None) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def placement(
+    store: Store,
+    parent_run_id: str,
+    step: str,
+    queue: str | None,
+    priority: int | None,
+) -> Enqueue | None:
+    """Where a child goes in the fleet: ``queue`` (declared in the store), else its parent's
+    queue; at ``priority``, else its parent's (0 for a parent of no queue). Never its
+    parent's dedup key, which names the parent. Checked before the child is journaled,
+    so a bad one fails the parent's step with nothing created.
+
+    Raises:
+        ConfigurationError: ``queue`` on a store without queues, or not declared in it; a
+            bad name or priority; ``priority`` for a child of no queue.
+    """
+    where = f"run {parent_run_id} step {step!r}: start_child"
+    queues = None if queue is None else queue_store(store, f"{where}(queue={queue!r})")
+    parent = (
+        queue_store(store, where).run_queue(parent_run_id) if store.capabilities.queues else None
+    )
+    if queue is None and parent is None:
+        if priority is not None:
+            raise ConfigurationError(
+                f"{where}(priority={priority!r}): a priority needs a queue, and the parent "
+                "is in none (give queue='name')"
+            )
+        return None
+    # A parent of no queue passes on priority 0, as every run of no queue has.
+    inherited = parent or Enqueue("", 0)
+    chosen = Enqueue(
+        inherited.queue if queue is None else queue,
+        inherited.priority if priority is None else priority,
+    )
+    try:
+        check_enqueue(chosen)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+    if queues is not None and not queue_declared(queues, chosen.queue):
+        raise ConfigurationError(
+            f"{where}(queue={queue!r}): no queue of that name is declared in the store "
+            f"(savegame.declare_queue({queue!r}) or `savegame queues declare {queue}`)"
+        )
+    return chosen
+
+
 def creator(
     store: Store,
     storage: StorageConfig | None,
     parent_run_id: str,
     workflow: Any,
     input: Mapping[str, Any] | None,
+    enqueue: Enqueue | None,
 ) -> Callable[[str, str], None]:
-    """What creates the child ``(child_id, request_id)``: queued, unowned, naming its parent;
-    a run found under that id must be this call's child."""
+    """What creates the child ``(child_id, request_id)``: queued (in ``enqueue``'s queue,
+    when given), unowned, naming its parent; a run found under that id must be this
+    call's child."""
     wf = as_workflow(workflow)
 
     def create(child_id: str, request_id: str) -> None:
@@ -91,6 +142,7 @@ def creator(
             start_run(
                 wf, store, input, thread_id=None, run_id=child_id, metadata=meta,
                 ttl=leases.DEFAULT_TTL, ref=ref, storage=storage, queued=True,
+                enqueue=enqueue,
             )  # fmt: skip
         except ConflictError:
             # Created before a crash (its entry not settled yet), or another run's id.

@@ -31,7 +31,14 @@ from savegame.effects import (
 from savegame.errors import ConfigurationError
 from savegame.model import EffectRecord, Usage
 from savegame.runtime._branches import as_branches, branch_calls, run_branches
-from savegame.runtime._children import ChildRun, creator, input_digest, outcome, started
+from savegame.runtime._children import (
+    ChildRun,
+    creator,
+    input_digest,
+    outcome,
+    placement,
+    started,
+)
 from savegame.runtime._loader import as_workflow
 from savegame.runtime._trace import OFF, Span, answered, model_span, tool_span
 from savegame.secrets import Secret
@@ -269,7 +276,13 @@ class StepContext:
         self._waits("sleep_until").sleep(lambda now: when)
 
     def start_child(
-        self, workflow: Any, input: Mapping[str, Any] | None = None, *, run_id: str | None = None
+        self,
+        workflow: Any,
+        input: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
     ) -> ChildRun:
         """Start a child run of ``workflow`` on this run's store, exactly once across crashes.
 
@@ -279,14 +292,24 @@ class StepContext:
         (``run(..., wait=True)``) runs it here; its workflow must import from a module or
         file (as for ``submit``). Wait for it with :meth:`wait_children`.
 
+        Args:
+            queue: the declared queue the child goes in; by default its parent's (none
+                for a parent of no queue), so a worker of that queue runs it within the
+                queue's limits.
+            priority: the child's priority in its queue; by default its parent's.
+
         Raises:
             NonDeterminismError: this position started another workflow, input or id before.
-            ConfigurationError: ``run_id`` is taken by a run that is not this call's child.
+            ConfigurationError: ``run_id`` is taken by a run that is not this call's child;
+                ``queue`` on a store without queues or not declared in it (nothing is
+                started: the step fails).
         """
         waits = self._waits("start_child")
         calls = self._calls()
+        store = calls.journal.store
         wf = as_workflow(workflow)
-        create = creator(calls.journal.store, calls.journal.storage, self.run_id, workflow, input)
+        where = placement(store, self.run_id, self.node, queue, priority)
+        create = creator(store, calls.journal.storage, self.run_id, workflow, input, where)
         child_id = waits.child(wf.name, run_id, input_digest(input), create)
         return ChildRun(child_id, wf.name)
 
@@ -333,10 +356,13 @@ class StepContext:
         input: Mapping[str, Any] | None = None,
         *,
         run_id: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
         timeout: timedelta | float | None = None,
     ) -> dict[str, Any]:
         """Start a child run and wait for it: :meth:`start_child`, then :meth:`wait_child`."""
-        return self.wait_child(self.start_child(workflow, input, run_id=run_id), timeout=timeout)
+        child = self.start_child(workflow, input, run_id=run_id, queue=queue, priority=priority)
+        return self.wait_child(child, timeout=timeout)
 
     async def gather(
         self,

@@ -6,7 +6,8 @@ tick: for each due schedule they work out which occurrences to start (the missed
 policy), build each one's queued run (its id ``<name>:<occurrence, UTC>``, derived, so
 it is the same in every worker) and hand them to the store's ``fire_schedule``, which
 creates them and moves the cursor in one transaction only if no other worker moved it
-first. So several workers up at once start each occurrence once.
+first. So several workers up at once start each occurrence once. A schedule that names a
+queue puts each run in it, at its priority: workers start them within its limits.
 
 An occurrence seen within ``catchup_window`` seconds of its time is on time and starts.
 Older ones (every worker was down) are *missed*: ``missed="latest"`` (default) starts
@@ -33,7 +34,7 @@ from savegame.ids import MAX_GIVEN_LENGTH, check_given
 from savegame.model import CheckpointRecord, RunInfo, utcnow
 from savegame.runtime._loader import as_workflow, load, reference_of
 from savegame.runtime._setup import first_checkpoint
-from savegame.stores import opened_store
+from savegame.stores import Enqueue, check_enqueue, opened_store, queue_declared, queue_store
 from savegame.stores.base import Store
 from savegame.stores.schedules import Missed, ScheduleRecord, schedules_of
 
@@ -141,6 +142,8 @@ def schedule(
     replace: bool = False,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
+    queue: str | None = None,
+    priority: int = 0,
 ) -> ScheduleRecord:
     """Start a run of ``workflow`` at each occurrence of ``cron`` (UTC), on the worker fleet.
 
@@ -154,13 +157,22 @@ def schedule(
             after their time (no worker was up): ``"latest"`` starts the newest once,
             ``"all"`` each, ``"skip"`` none.
         replace: overwrite a schedule of that name (its counts kept) instead of refusing.
+        queue: each run goes in this declared queue (:func:`declare_queue`), so workers
+            start it within the queue's limits, and a worker of that queue runs it
+            (SQLite and PostgreSQL).
+        priority: each run's priority in ``queue``.
 
     Raises:
         ConfigurationError: a bad name, cron expression, policy or input; a workflow with
-            no importable reference; a store that does not keep schedules.
+            no importable reference; a store that does not keep schedules; ``queue`` on
+            a store without queues; ``priority`` without ``queue``.
         ConflictError: a schedule of that name exists (and ``replace`` is False).
+        NotFoundError: ``queue`` is not declared in the store.
     """
     _check_name(name)
+    if queue is None and priority != 0:
+        raise ConfigurationError("schedule: priority needs a queue (queue='name')")
+    where = None if queue is None else check_enqueue(Enqueue(queue, priority))
     cron = _check_cron(cron)
     try:
         policy = Missed(missed)
@@ -186,12 +198,17 @@ def schedule(
     record = ScheduleRecord(
         name=name, workflow=wf.name, workflow_ref=ref, cron=cron, input=data, missed=policy,
         catchup_window=float(catchup_window), next_at=next_after(cron, now), created_at=now,
-        updated_at=now, metadata=meta,
+        updated_at=now, metadata=meta, queue=queue, priority=priority,
     )  # fmt: skip
     record = _sealed(record, storage)
     with opened_store(store) as s:
-        schedules_of(s).put_schedule(record, replace=replace)
-        return schedules_of(s).get_schedule(name)
+        schedules = schedules_of(s)
+        if where is not None:
+            queues = queue_store(s, f"schedule {name!r} queue {where.queue!r}")
+            if not queue_declared(queues, where.queue):
+                raise NotFoundError("queue", where.queue)
+        schedules.put_schedule(record, replace=replace)
+        return schedules.get_schedule(name)
 
 
 def _absolute(ref: str) -> str:
@@ -282,8 +299,9 @@ def _fire(
     due = codec.verify_schedule(due, storage)
     starts, cursor = plan(due, now)
     runs = _runs(store, due, starts, storage)
+    queue = None if due.queue is None else Enqueue(due.queue, due.priority)
     fired = schedules_of(store).fire_schedule(
-        due.name, expect_next=due.next_at, next_at=cursor, runs=runs
+        due.name, expect_next=due.next_at, next_at=cursor, runs=runs, queue=queue
     )
     if fired:
         log.info("schedule %s started %s", due.name, ", ".join(fired))

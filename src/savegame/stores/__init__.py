@@ -41,6 +41,8 @@ from savegame.stores._queues import (
     Queue,
     QueueStats,
     QueueStore,
+    check_enqueue,
+    queue_declared,
     queue_store,
 )
 from savegame.stores.base import (
@@ -170,7 +172,9 @@ __all__ = [
     "StoreStats",
     "ThreadInfo",
     "Written",
+    "check_enqueue",
     "open_store",
     "opened_store",
+    "queue_declared",
     "queue_store",
 ]

@@ -16,6 +16,7 @@ from typing import cast
 from savegame.errors import ConflictError, NotFoundError
 from savegame.model import CheckpointRecord, RunInfo, utcnow
 from savegame.stores import _common
+from savegame.stores._queues import Enqueue, queue_store
 from savegame.stores.base import Store
 from savegame.stores.schedules import ScheduleRecord, check_fire
 
@@ -30,6 +31,8 @@ class MemorySchedules:
 
     def put_schedule(self, schedule: ScheduleRecord, *, replace: bool = False) -> None:
         _common.to_micros(schedule.next_at)  # refuse naive datetimes like the SQL stores do
+        if schedule.queue is not None:
+            queue_store(cast(Store, self), f"schedule {schedule.name} queue {schedule.queue!r}")
         kept = replace_record(schedule)
         with self._schedules_lock:
             old = self._schedules.get(schedule.name)
@@ -79,8 +82,11 @@ class MemorySchedules:
         expect_next: datetime,
         next_at: datetime,
         runs: Sequence[tuple[RunInfo, CheckpointRecord]] = (),
+        queue: Enqueue | None = None,
     ) -> list[str] | None:
         check_fire(expect_next, next_at)
+        if queue is not None:
+            queue_store(cast(Store, self), f"schedule {name} queue {queue.queue!r}")
         with self._schedules_lock:
             found = self._schedules.get(name)
             if found is None or found.paused or found.next_at != expect_next:

@@ -135,6 +135,15 @@ class QueueStore(Store, Protocol):
         these queues (default: any run, of a queue with room or of none)."""
         ...
 
+    def run_queue(self, run_id: str) -> Enqueue | None:
+        """Where the run is in the fleet: its queue, priority and dedup key as it was
+        created with them; None for a run of no queue.
+
+        Raises:
+            NotFoundError: no run of that id.
+        """
+        ...
+
 
 def queue_store(store: Store, what: str) -> QueueStore:
     """``store`` as a QueueStore, or a ConfigurationError naming it and ``what`` needed it."""
@@ -144,6 +153,11 @@ def queue_store(store: Store, what: str) -> QueueStore:
             "store at claim time); use SQLite or PostgreSQL"
         )
     return cast(QueueStore, store)
+
+
+def queue_declared(store: QueueStore, name: str) -> bool:
+    """Whether ``store`` has a queue named ``name`` (a run put in another is refused)."""
+    return any(q.queue.name == name for q in store.list_queues())
 
 
 def _name(value: Any, what: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Protocol, cast
 
 from savegame.errors import ConfigurationError
 from savegame.model import CheckpointRecord, RunInfo
+from savegame.stores._queues import Enqueue
 from savegame.stores.base import Store
 
 
@@ -66,7 +67,12 @@ class ScheduleRecord:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     checksum: str = ""
     """The runtime's check over what decides what runs (workflow, reference, cron, input,
-    policy), keyed under a keyring; the store keeps it as it is given."""
+    policy, queue), keyed under a keyring; the store keeps it as it is given."""
+    queue: str | None = None
+    """The declared queue each occurrence's run goes in (None: no queue); a store with
+    ``Capabilities.queues``."""
+    priority: int = 0
+    """Each occurrence's priority in ``queue``."""
 
 
 class ScheduleStore(Store, Protocol):
@@ -110,11 +116,15 @@ class ScheduleStore(Store, Protocol):
         expect_next: datetime,
         next_at: datetime,
         runs: Sequence[tuple[RunInfo, CheckpointRecord]] = (),
+        queue: Enqueue | None = None,
     ) -> list[str] | None:
         """Create ``runs`` (queued, unowned) and move the cursor to ``next_at``, in one
         atomic step, if the schedule is not paused and its cursor is still ``expect_next``.
 
         A run whose id exists is left as it is (that occurrence started already).
+        ``queue``: the runs go in that declared queue (a store with ``Capabilities.queues``;
+        the others raise ConfigurationError, and one not declared is a NotFoundError:
+        nothing created, the cursor not moved).
 
         Returns:
             The ids of the runs created; None when the cursor had moved (another worker

@@ -32,7 +32,7 @@ CLAIMERS = 8
 
 
 class QueuesContract(ContractBase):
-    """declare_queue, list_queues, create_run(queue=...), claim_run(queues=...)."""
+    """declare_queue, list_queues, create_run(queue=...), claim_run(queues=...), run_queue."""
 
     def queues(self, store: Store) -> QueueStore:
         if not store.capabilities.queues:
@@ -59,6 +59,17 @@ class QueuesContract(ContractBase):
         s.declare_queue(Queue("emails", concurrency=2, limit=10, period=60))
         s.declare_queue(Queue("emails", concurrency=3))  # declared again: replaced
         assert [q.queue for q in s.list_queues()] == [Queue("emails", concurrency=3)]
+
+    def test_run_queue_says_where_a_run_was_put(self, store: Store) -> None:
+        s = self.queues(store)
+        s.declare_queue(Queue("llm", concurrency=1))
+        queued = self.put(s, "llm", priority=4, key="job-9")
+        plain, plain_first = make_run()
+        s.create_run(plain, plain_first, owner=None, ttl=TTL)
+        assert s.run_queue(queued.run_id) == Enqueue("llm", 4, "job-9")
+        assert s.run_queue(plain.run_id) is None
+        with pytest.raises(NotFoundError):
+            s.run_queue("no-such-run")
 
     def test_list_queues_counts_queued_running_started(self, store: Store) -> None:
         s = self.queues(store)

@@ -13,12 +13,14 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import cast
 
 import pytest
 
-from savegame.errors import ConflictError, NotFoundError
+from savegame.errors import ConfigurationError, ConflictError, NotFoundError
 from savegame.ids import new_id
 from savegame.model import CheckpointRecord, RunInfo, RunStatus, utcnow
+from savegame.stores import Enqueue, Queue, QueueStore
 from savegame.stores.base import Store
 from savegame.stores.schedules import Missed, ScheduleRecord, ScheduleStore, schedules_of
 from savegame.testing._contract_base import TTL, ContractBase
@@ -130,6 +132,48 @@ class SchedulesContract(ContractBase):
             assert store.latest_checkpoint(run.run_id) == first
         claimed = [store.claim_run(OWNER, TTL) for _ in runs]
         assert {c.run_id for c in claimed if c is not None} == {r.run_id for r, _ in runs}
+
+    def test_a_schedule_keeps_its_queue_where_the_store_has_queues(self, store: Store) -> None:
+        s = self.schedules(store)
+        sched = replace(make_schedule(), queue="llm", priority=3)
+        if not store.capabilities.queues:
+            with pytest.raises(ConfigurationError, match="has no queues"):
+                s.put_schedule(sched)
+            assert sched.name not in {x.name for x in s.list_schedules()}
+            return
+        s.put_schedule(sched)
+        assert s.get_schedule(sched.name) == sched
+        s.put_schedule(replace(sched, queue="other", priority=0), replace=True)
+        assert (s.get_schedule(sched.name).queue, s.get_schedule(sched.name).priority) == (
+            "other", 0,
+        )  # fmt: skip
+
+    def test_firing_into_a_queue_puts_the_runs_in_it(self, store: Store) -> None:
+        s = self.schedules(store)
+        sched = make_schedule()
+        s.put_schedule(sched)
+        run = occurrence_run(sched.name, T0)
+        one = T0 + timedelta(minutes=1)
+        into = Enqueue("llm", 3)
+        if not store.capabilities.queues:
+            with pytest.raises(ConfigurationError, match="has no queues"):
+                s.fire_schedule(sched.name, expect_next=T0, next_at=one, runs=[run], queue=into)
+            with pytest.raises(NotFoundError):
+                store.get_run(run[0].run_id)
+            assert s.get_schedule(sched.name).next_at == T0
+            return
+        queues = cast(QueueStore, store)
+        # Not declared: nothing created, the cursor where it was.
+        with pytest.raises(NotFoundError, match="llm"):
+            s.fire_schedule(sched.name, expect_next=T0, next_at=one, runs=[run], queue=into)
+        with pytest.raises(NotFoundError):
+            store.get_run(run[0].run_id)
+        assert s.get_schedule(sched.name).next_at == T0
+        queues.declare_queue(Queue("llm", concurrency=1))
+        created = s.fire_schedule(sched.name, expect_next=T0, next_at=one, runs=[run], queue=into)
+        assert created == [run[0].run_id]
+        assert queues.run_queue(run[0].run_id) == into
+        assert queues.list_queues()[0].queued == 1
 
     def test_a_stale_or_paused_cursor_fires_nothing(self, store: Store) -> None:
         s = self.schedules(store)

@@ -23,12 +23,13 @@ from typing import Any, ClassVar
 from savegame.errors import ConflictError, CorruptRecordError, NotFoundError
 from savegame.model import CheckpointRecord, RunInfo, utcnow
 from savegame.stores import _common
+from savegame.stores._queues import Enqueue, check_enqueue
 from savegame.stores._sql.statements import Statements
 from savegame.stores.schedules import Missed, ScheduleRecord, check_fire
 
 _COLUMNS = (
     "name, workflow, workflow_ref, cron, input, missed, catchup_window, next_at,"
-    " created_at, updated_at, paused, fired, last_run_id, metadata, checksum"
+    " created_at, updated_at, paused, fired, last_run_id, metadata, checksum, queue, priority"
 )
 
 
@@ -40,6 +41,7 @@ def _values(s: ScheduleRecord) -> tuple[Any, ...]:
         _common.to_micros(s.created_at), _common.to_micros(s.updated_at), bool(s.paused),
         int(s.fired), s.last_run_id,
         _common.json_dumps(dict(s.metadata), "schedule.metadata").decode(), s.checksum,
+        s.queue, int(s.priority),
     )  # fmt: skip
 
 
@@ -51,7 +53,8 @@ def _record(row: Sequence[Any]) -> ScheduleRecord:
             catchup_window=float(row[6]), next_at=_common.from_micros(row[7]),
             created_at=_common.from_micros(row[8]), updated_at=_common.from_micros(row[9]),
             paused=bool(row[10]), fired=int(row[11]), last_run_id=row[12],
-            metadata=_common.json_loads(row[13]), checksum=row[14],
+            metadata=_common.json_loads(row[13]), checksum=row[14], queue=row[15],
+            priority=int(row[16]),
         )  # fmt: skip
     except (ValueError, TypeError) as exc:
         raise CorruptRecordError(f"schedule {row[0]}", f"its row does not decode: {exc}") from None
@@ -68,14 +71,16 @@ class SqlSchedules:
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         raise NotImplementedError
 
-    def _insert_queued(self, conn: Any, run: RunInfo, first: CheckpointRecord) -> bool:
-        """Insert ``run`` unowned with ``first`` in ``conn``'s transaction; False when a
-        run of that id exists (nothing written)."""
+    def _insert_queued(
+        self, conn: Any, run: RunInfo, first: CheckpointRecord, queue: Enqueue | None
+    ) -> bool:
+        """Insert ``run`` unowned with ``first`` (in ``queue``, when given) in ``conn``'s
+        transaction; False when a run of that id exists (nothing written)."""
         raise NotImplementedError
 
     def put_schedule(self, schedule: ScheduleRecord, *, replace: bool = False) -> None:
         p = self._sql.dialect.p
-        marks = ", ".join([p] * 15)
+        marks = ", ".join([p] * 17)
         sql = f"INSERT INTO schedules ({_COLUMNS}) VALUES ({marks}) ON CONFLICT (name) DO "
         if replace:
             # What it did (fired, last run, created) stays; what it is becomes the new one's.
@@ -84,7 +89,8 @@ class SqlSchedules:
                 " cron = excluded.cron, input = excluded.input, missed = excluded.missed,"
                 " catchup_window = excluded.catchup_window, next_at = excluded.next_at,"
                 " updated_at = excluded.updated_at, paused = excluded.paused,"
-                " metadata = excluded.metadata, checksum = excluded.checksum"
+                " metadata = excluded.metadata, checksum = excluded.checksum,"
+                " queue = excluded.queue, priority = excluded.priority"
             )
         else:
             sql += "NOTHING"
@@ -140,8 +146,10 @@ class SqlSchedules:
         expect_next: datetime,
         next_at: datetime,
         runs: Sequence[tuple[RunInfo, CheckpointRecord]] = (),
+        queue: Enqueue | None = None,
     ) -> list[str] | None:
         check_fire(expect_next, next_at)
+        where = None if queue is None else check_enqueue(queue)
         for run, first in runs:
             _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         p = self._sql.dialect.p
@@ -155,7 +163,9 @@ class SqlSchedules:
             ).rowcount
             if not moved:
                 return None
-            created = [run.run_id for run, first in runs if self._insert_queued(conn, run, first)]
+            created = [
+                run.run_id for run, first in runs if self._insert_queued(conn, run, first, where)
+            ]
             if created:
                 conn.execute(
                     f"UPDATE schedules SET fired = fired + {p}, last_run_id = {p} WHERE name = {p}",

@@ -29,6 +29,7 @@ from savegame.model import (
     utcnow,
 )
 from savegame.stores import _common
+from savegame.stores._queues import Enqueue
 from savegame.stores._sql import rows
 from savegame.stores._sql.statements import Dialect, Statements
 from savegame.stores.base import (
@@ -184,6 +185,17 @@ class SqlStore:
         if not found:
             raise NotFoundError("run", run_id)
         return rows.run_info(found[0], self._sql.dialect.loads)
+
+    def run_queue(self, run_id: str) -> Enqueue | None:
+        # QueueStore.run_queue: the columns the queue migration added, alike on both.
+        p = self._sql.dialect.p
+        found = self._read(
+            f"SELECT queue, priority, dedup_key FROM runs WHERE run_id = {p}", (run_id,)
+        )
+        if not found:
+            raise NotFoundError("run", run_id)
+        queue, priority, dedup_key = found[0]
+        return None if queue is None else Enqueue(queue, int(priority), dedup_key)
 
     def list_runs(
         self,

@@ -180,6 +180,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 7: queues with limits for the worker fleet (postgres/_queues.py).
     queues.MIGRATION,
+    # 8: a schedule's queue: its occurrences' runs go in it (stores/_sql/schedules.py).
+    (
+        "ALTER TABLE {s}.schedules ADD COLUMN queue text",
+        "ALTER TABLE {s}.schedules ADD COLUMN priority integer NOT NULL DEFAULT 0",
+    ),
 )
 
 #: The schema version this code writes and understands.

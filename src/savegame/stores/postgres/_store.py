@@ -316,10 +316,14 @@ class PostgresStore(SqlSchedules, SqlStore):
         # Unowned: a lease nobody holds, expired from the start.
         return Lease(run.run_id, owner or "", 1, row[1] if row[0] is None else row[0])
 
-    def _insert_queued(self, conn: Conn, run: RunInfo, first: CheckpointRecord) -> bool:
+    def _insert_queued(
+        self, conn: Conn, run: RunInfo, first: CheckpointRecord, queue: Enqueue | None
+    ) -> bool:
         # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
         if conn.execute(INSERT_RUN, run_values(run, first.header, None, None)).fetchone() is None:
             return False
+        if queue is not None:
+            _queues.enqueue(conn, run.run_id, queue)
         self._insert_checkpoint(conn, first, checkpoint_values(SQL.dialect, first), {})
         return True
 

@@ -182,6 +182,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 10: queues with limits for the worker fleet (sqlite/_queues.py).
     queues.MIGRATION,
+    # 11: a schedule's queue: its occurrences' runs go in it (stores/_sql/schedules.py).
+    (
+        "ALTER TABLE schedules ADD COLUMN queue TEXT",
+        "ALTER TABLE schedules ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
+    ),
 )
 
 #: The schema version this code writes and understands.

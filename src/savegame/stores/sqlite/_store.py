@@ -255,12 +255,14 @@ class SqliteStore(SqlSchedules, SqlStore):
         return Lease(run.run_id, owner or "", 1, now if expires is None else expires)
 
     def _insert_queued(
-        self, conn: sqlite3.Connection, run: RunInfo, first: CheckpointRecord
+        self, conn: sqlite3.Connection, run: RunInfo, first: CheckpointRecord, queue: Enqueue | None
     ) -> bool:
         # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
         if conn.execute(SQL.run_exists, (run.run_id,)).fetchone():
             return False
         conn.execute(SQL.insert_run, run_values(run, first.header, None, None))
+        if queue is not None:
+            _queues.enqueue(conn, run.run_id, queue)
         self._insert_checkpoint(conn, first, {})
         return True
 
