@@ -137,7 +137,7 @@ def test_approve_prints_the_decision_then_the_resumed_run(cli: Any, shop: Path, 
     out = cli("approve", "r1", "--interrupt", "r1:1:0:approval", "--by", "alice", "--store", store)
     assert out.exit_code == 0, out.stderr
     assert out.stdout.startswith("approved refund (r1:1:0:approval) by alice\n")
-    assert "run r1 resumed and ended: completed after 1 steps" in out.stdout
+    assert "run r1 resumed and ended: completed after 1 step\n" in out.stdout
     assert ledger(shop) == ["refund A 500"]
 
 

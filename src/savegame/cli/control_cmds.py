@@ -21,6 +21,7 @@ from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
 from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.words import plural, store_tail
 from savegame.codec import to_data
 from savegame.effects import decisions
 from savegame.integrations import langgraph
@@ -75,7 +76,7 @@ def effects_command(
     if found.hidden:
         out.print(
             Text(
-                f"{found.hidden} internal entr{'ies' if found.hidden != 1 else 'y'} of "
+                f"{plural(found.hidden, 'internal entry', 'internal entries')} of "
                 "LangGraph (pending writes) not shown: --all shows them",
                 style="dim",
             )
@@ -134,7 +135,7 @@ def resolve_command(
     out.print(
         f"{entry.request_id} ({entry.name}) settled as {outcome} by {entry.metadata.get('by')}"
     )
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     if verb == "compensate":
         then = "skips this undo" if done else "calls it again"
         out.print(f"next: savegame compensate {run_id}{tail}  (it {then})", soft_wrap=True)
@@ -253,7 +254,7 @@ def _decided(verb: str, decision: savegame.Decision, store: str | None, as_json:
         why = one_line(decision.error)
         sys.stderr.write(f"warning: {verb}, but run {run_id} was not continued here: {why}\n")
         sys.stderr.flush()
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     then = (
         "a worker (savegame worker) or `savegame resume` continues it"
         if decision.queued
@@ -386,7 +387,7 @@ def compensate_command(
         return
     out = render.console()
     out.print(Text.assemble(f"run {run_id}: ", render.status(res.status)))
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     out.print(f"what was undone: savegame effects {run_id}{tail}", soft_wrap=True)
 
 

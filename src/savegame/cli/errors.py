@@ -53,6 +53,7 @@ import orjson
 import typer
 from typer.core import TyperGroup
 
+from savegame.cli.words import store_tail
 from savegame.errors import (
     ApprovalRejected,
     CompensationError,
@@ -137,7 +138,7 @@ def _stopped(exc: BaseException, store: str | None) -> str | None:
     result = stopped_at(exc)
     if result is None:
         return None
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     resume = f"savegame resume {result.run_id}{tail}"
     return f"run {result.run_id} stopped at step {result.step}: {resume} continues it"
 

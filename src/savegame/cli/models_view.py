@@ -11,6 +11,7 @@ from rich.text import Text
 from savegame import ModelCallRecord, ModelUsage, RunModelUsage
 from savegame.cli import jsonview
 from savegame.cli.render import EFFECT_STYLE, new_table, when
+from savegame.cli.words import plural
 
 
 def _cost(value: float | None) -> str:
@@ -29,7 +30,7 @@ def table(
     if not calls:
         out.print(f"run {run_id} made no model calls")
         return
-    listing = new_table(f"run {run_id}: {len(calls)} model call{'s' if len(calls) != 1 else ''}")
+    listing = new_table(f"run {run_id}: {plural(len(calls), 'model call')}")
     for name in ("request id", "step/node", "model", "answered by", "status", "in", "out",
                  "cached", "cost", "at (UTC)"):  # fmt: skip
         right = name in ("in", "out", "cached", "cost")

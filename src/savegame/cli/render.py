@@ -15,6 +15,7 @@ from rich.json import JSON
 from rich.table import Table
 from rich.text import Text
 
+from savegame.cli.words import plural, store_tail
 from savegame.codec import to_data
 from savegame.effects import PendingInterrupt
 from savegame.model import (
@@ -83,7 +84,7 @@ def size(n: int) -> str:
 
 
 def usage(u: Usage) -> str:
-    parts = [f"{u.llm_calls} llm calls", f"{u.tool_calls} tool calls"]
+    parts = [plural(u.llm_calls, "llm call"), plural(u.tool_calls, "tool call")]
     if u.input_tokens or u.output_tokens:
         parts.append(f"{u.input_tokens}+{u.output_tokens} tokens")
     if u.cost_usd:
@@ -104,7 +105,7 @@ def runs(out: Console, items: Sequence[RunInfo]) -> None:
     if not items:
         out.print("no runs")
         return
-    table = new_table(f"{len(items)} run{'s' if len(items) != 1 else ''} (newest first)")
+    table = new_table(f"{plural(len(items), 'run')} (newest first)")
     table.add_column("run", no_wrap=True)
     table.add_column("thread", overflow="fold")
     table.add_column("workflow", overflow="fold")
@@ -143,7 +144,7 @@ def history(
 ) -> None:
     forks = forks or {}
     marks = [_lineage(h, forks) for h in items]
-    table = new_table(f"run {run_id}: {len(items)} checkpoints (newest first)")
+    table = new_table(f"run {run_id}: {plural(len(items), 'checkpoint')} (newest first)")
     table.add_column("step", justify="right")
     table.add_column("node")
     table.add_column("checkpoint", no_wrap=True)
@@ -220,7 +221,7 @@ def result(out: Console, res: RunResult, *, verb: str) -> None:
         Text.assemble(
             f"run {res.run_id} {verb}: ",
             status(res.status),
-            f" after {res.step} steps",
+            f" after {plural(res.step, 'step')}",
         )
     )
     rows: list[tuple[str, Any]] = [
@@ -248,8 +249,9 @@ def effects(out: Console, run_id: str, items: Sequence[Effect], *, what: str | N
     if not items:
         out.print(f"{what} has no journal entries")
         return
-    entries = "entry" if len(items) == 1 else "entries"
-    table = new_table(f"{what}: {len(items)} journal {entries} (oldest first)")
+    table = new_table(
+        f"{what}: {plural(len(items), 'journal entry', 'journal entries')} (oldest first)"
+    )
     # A fork's calls: reused from the journal it left, or executed for real.
     replayed = any("replay" in e.metadata for e in items)
     columns = ("request id", "kind", "name", "step/node", "status", "args", "result", "error")
@@ -310,7 +312,7 @@ def waiting(
     out: Console, run_id: str, items: Sequence[PendingInterrupt], store: str | None
 ) -> None:
     """What an interrupted run waits for, and the commands that continue it."""
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     several = len(items) > 1
     for p in items:
         which = f" --interrupt {p.interrupt_id}" if several else ""

@@ -104,7 +104,7 @@ def fork_command(
         body["result"] = None if result.result is None else jsonview.result(result.result)
         jsonview.emit(body)
         return
-    time_view.forked(out, result)
+    time_view.forked(out, result, store)
     if result.result is not None:
         finish(result.result, as_json=False, verb="forked and ended", store=store)
 
