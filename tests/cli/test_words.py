@@ -49,3 +49,41 @@ def test_a_printed_hint_runs_as_printed_in_a_shell(shop: Path, tmp_path: Path, p
         assert (approval.status.value, approval.metadata["by"]) == ("done", "ana")
         assert refund.result == {"order_id": "A", "amount": 500}
         assert savegame.get_run("r1", store=store).status.value == "completed"
+
+
+def test_quiet_prints_the_run_and_its_status_on_one_line(
+    cli: Any, ref: str, shop: Path, store: str, workflow_file: Path
+) -> None:
+    asked = '{"order_id": "A", "amount": 500}'
+    out = cli("run", f"{shop}:refunds", "--run-id", "r1", "-i", asked, "--store", store, "-q")
+    assert (out.exit_code, out.stdout, out.stderr) == (0, "r1 interrupted\n", "")
+    out = cli("approve", "r1", "--by", "ana", "--store", store, "--quiet")
+    assert (out.exit_code, out.stdout, out.stderr) == (0, "r1 completed\n", "")
+
+    out = cli("run", f"{shop}:refunds", "--run-id", "r2", "-i", asked, "--store", store, "-q")
+    out = cli("reject", "r2", "--reason", "no", "--no-resume", "--store", store, "--quiet")
+    assert (out.exit_code, out.stdout) == (0, "r2 queued\n")
+
+    (workflow_file.parent / "FAIL").touch()
+    out = cli("run", ref, "--run-id", "c1", "--store", store, "--quiet")
+    assert (out.exit_code, out.stdout) == (1, "")  # the error, as without: on stderr, exit 1
+    assert out.stderr == "error: run c1: step 'tick' raised RuntimeError: the flaky API said no\n"
+    (workflow_file.parent / "FAIL").unlink()
+    out = cli("resume", "c1", "--store", store, "--quiet")
+    assert (out.exit_code, out.stdout) == (0, "c1 completed\n")
+
+    first = cli("history", "c1", "--store", store, "--json").json()[-1]["checkpoint_id"]
+    out = cli("fork", first, "--store", store, "--quiet")
+    forked = savegame.list_runs(store=store)[0]
+    assert forked.run_id not in ("r1", "r2", "c1")
+    assert (out.exit_code, out.stdout) == (0, f"{forked.run_id} completed\n")
+    out = cli("fork", first, "--no-run", "--store", store, "-q")
+    waiting = savegame.list_runs(store=store)[0]
+    assert (out.exit_code, out.stdout) == (0, f"{waiting.run_id} {waiting.status.value}\n")
+
+
+def test_quiet_leaves_json_as_it_is(cli: Any, ref: str, store: str) -> None:
+    plain = cli("run", ref, "--run-id", "j1", "--store", store, "--json").json()
+    quiet = cli("run", ref, "--run-id", "j2", "--store", store, "--json", "--quiet").json()
+    assert quiet.keys() == plain.keys()
+    assert (quiet["run_id"], quiet["status"], quiet["state"]) == ("j2", "completed", plain["state"])

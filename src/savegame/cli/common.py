@@ -102,8 +102,14 @@ def progress(as_json: bool) -> savegame.Observer:
     return savegame.Observer(on_checkpoint=on_checkpoint)
 
 
-def finish(res: RunResult, *, as_json: bool, verb: str, store: str | None) -> None:
-    """Show where a run ended; a paused run also shows what it waits for and how to go on."""
+def finish(
+    res: RunResult, *, as_json: bool, verb: str, store: str | None, quiet: bool = False
+) -> None:
+    """Show where a run ended; a paused run also shows what it waits for and how to go on
+    (``quiet``: only the run's id and status)."""
+    if quiet and not as_json:
+        render.quiet(render.console(), res.run_id, res.status)
+        return
     waiting = (
         savegame.pending_interrupts(res.run_id, store=store)
         if res.status is RunStatus.INTERRUPTED

@@ -235,6 +235,11 @@ def result(out: Console, res: RunResult, *, verb: str) -> None:
     out.print(state(res.state))
 
 
+def quiet(out: Console, run_id: str, run_status: RunStatus) -> None:
+    """What ``--quiet`` prints: the run and its status, one line a script splits on a space."""
+    out.print(f"{run_id} {run_status.value}", soft_wrap=True, highlight=False)
+
+
 def short(value: Any, limit: int = SHORT) -> str:
     """A value as compact JSON (tagged values visible), cut to ``limit`` characters."""
     if value is None:
