@@ -156,6 +156,7 @@ PUBLIC_API = [
     "StateVersionError",
     "StepError",
     "StoreNotFoundError",
+    "StoreUnavailableError",
     "ThreadBusyError",
     "ThreadExistsError",
     "TimedOutError",

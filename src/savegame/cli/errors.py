@@ -20,7 +20,8 @@ Exit codes, so scripts can tell what to do next:
       missing argument, a number out of range), a value it cannot check
       (UsageError: bad JSON, a bad duration, options that do not go
       together) or a ConfigurationError (fix the setup: an id with a
-      newline, a bad store URL, a workflow that is not one)
+      newline, a bad store URL, a workflow that is not one, a store that
+      cannot be opened: StoreUnavailableError names it, on every backend)
 3     NotFoundError: no such run, checkpoint or pending interrupt
 4     RunStateError: the run cannot do that now (resume a completed run,
       approve a run that waits for nothing); EffectSettledError: someone

@@ -30,8 +30,7 @@ from savegame.cli.options import (
     ThreadOption,
 )
 from savegame.cli.starting import starting
-from savegame.cli.storage_view import plural
-from savegame.cli.words import store_tail
+from savegame.cli.words import plural, store_tail
 from savegame.model import RunResult, RunStatus
 from savegame.runtime import DEFAULT_TTL, WorkerStats
 
