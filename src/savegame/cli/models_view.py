@@ -19,9 +19,11 @@ def _cost(value: float | None) -> str:
 
 
 def _usage_cells(u: ModelUsage) -> tuple[str, ...]:
-    unpriced = f" ({u.unpriced_calls} unpriced)" if u.unpriced_calls and u.cost_usd else ""
+    cost = _cost(u.cost_usd)
+    if 0 < u.unpriced_calls < u.calls:  # unknown, though some calls had a price: say how many
+        cost += f" ({u.unpriced_calls} of {u.calls} unpriced)"
     return (str(u.calls), str(u.input_tokens), str(u.output_tokens), str(u.cached_tokens),
-            _cost(u.cost_usd) + unpriced)  # fmt: skip
+            cost)  # fmt: skip
 
 
 def table(

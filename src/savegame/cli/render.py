@@ -87,7 +87,9 @@ def usage(u: Usage) -> str:
     parts = [plural(u.llm_calls, "llm call"), plural(u.tool_calls, "tool call")]
     if u.input_tokens or u.output_tokens:
         parts.append(f"{u.input_tokens}+{u.output_tokens} tokens")
-    if u.cost_usd:
+    if u.cost_usd is None:
+        parts.append("cost unknown")  # a model call had no price: no partial sum
+    elif u.cost_usd:
         parts.append(f"${u.cost_usd:.4f}")
     return ", ".join(parts)
 
