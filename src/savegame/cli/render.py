@@ -293,7 +293,7 @@ def approvals(out: Console, items: Sequence[PendingInterrupt]) -> None:
         out.print("nothing is waiting for a person")
         return
     table = new_table(f"{len(items)} waiting for a person (oldest first)")
-    for name in ("run", "interrupt id", "kind", "name", "payload", "step/node", "since (UTC)"):
+    for name in ("run", "interrupt id", "kind", "name", "payload", "at step", "since (UTC)"):
         table.add_column(name, no_wrap=name in ("run", "interrupt id"), overflow="fold")
     for p in items:
         table.add_row(
@@ -302,7 +302,7 @@ def approvals(out: Console, items: Sequence[PendingInterrupt]) -> None:
             p.kind.value,
             p.name,
             short(p.payload, 60),
-            f"{p.step}/{p.node}",
+            f"{p.step} -> {p.node}",  # as history shows the checkpoint: its step, what is next
             when(p.created_at),
         )
     out.print(table)
