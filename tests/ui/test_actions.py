@@ -201,3 +201,26 @@ def test_supply_the_public_call_behind_the_form_continues_here_and_answers_once(
         savegame.supply(r.run_id, "M", by="bo", store=ui_url, resume=False)
     with pytest.raises(savegame.SerializationError):  # a value that is not pure data
         savegame.supply(savegame.run(asks, {}, store=ui_url).run_id, object(), store=ui_url)
+
+
+def test_the_ui_remembers_who_decided_whatever_the_name(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    """A name a latin-1 header cannot hold is remembered too (it broke the redirect after
+    the decision was recorded), for a year, and offered on the next confirmation."""
+    name = "Łukasz Żółć 王; ops"
+    first = savegame.run(wf, {"order_id": "o1"}, store=ui_url)
+    c = client()
+    form = {"interrupt_id": first.interrupt_id or "", "by": name, "csrf_token": csrf_of(c)}
+    done = c.post(f"/runs/{first.run_id}/reject", data={**form, "reason": "no", "confirmed": "1"},
+                  follow_redirects=False)  # fmt: skip
+    assert done.status_code == 303, done.text
+    cookie = done.headers["set-cookie"]
+    assert cookie.startswith("sg_by=") and "Max-Age=31536000" in cookie and "HttpOnly" in cookie
+    (entry,) = savegame.list_effects(first.run_id, store=ui_url)
+    assert entry.metadata["by"] == name
+
+    second = savegame.run(wf, {"order_id": "o2"}, store=ui_url)
+    asked = c.post(f"/runs/{second.run_id}/approve",
+                   data={"interrupt_id": second.interrupt_id or "", "csrf_token": csrf_of(c)})  # fmt: skip
+    assert f'<input name="by" value="{name}" required>' in asked.text
