@@ -158,6 +158,7 @@ PUBLIC_API = [
     "StateVersionError",
     "StepError",
     "StoreNotFoundError",
+    "StoreUnavailableError",
     "ThreadBusyError",
     "ThreadExistsError",
     "TimedOutError",

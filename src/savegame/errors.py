@@ -5,7 +5,8 @@ each branch is named for what the caller does next::
 
     SavegameError
     ├── ConfigurationError          fix the setup (bad store URL, bad workflow)
-    │   └── WorkflowImportError     a workflow's code does not import in this process
+    │   ├── WorkflowImportError     a workflow's code does not import in this process
+    │   └── StoreUnavailableError   a store cannot be opened: its server does not answer, a login is refused
     ├── SerializationError          state holds something that is not pure data
     ├── StateVersionError           a checkpoint's state schema cannot be migrated
     ├── CorruptRecordError          a stored record failed its checksum or did not decode
@@ -75,6 +76,22 @@ class WorkflowImportError(ConfigurationError):
         self.detail = detail
         self.missing = missing
         super().__init__(detail)
+
+
+class StoreUnavailableError(ConfigurationError):
+    """A store cannot be opened: its server does not answer or refuses the login, its
+    bucket cannot be reached, its file cannot be made. Every backend says it this way,
+    naming the store, so a script sees one error (and the CLI one exit code) for all.
+
+    Attributes:
+        url: the store's URL as its ``url`` shows it (never with a password).
+        reason: what the driver said.
+    """
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"cannot open the store {url}: {reason}")
 
 
 class SerializationError(SavegameError):

@@ -121,18 +121,23 @@ class Usage:
     """Prompt tokens sent to models."""
     output_tokens: int = 0
     """Completion tokens received from models."""
-    cost_usd: float = 0.0
-    """Money spent, as reported by the model adapters."""
+    cost_usd: float | None = 0.0
+    """Money spent, as the model adapters priced each call; None once a call's price was
+    unknown: the run's total is then unknown, never a sum that leaves calls out (a
+    run's model calls, priced or not, are in ``savegame.model_usage``). A checkpoint
+    saved before this rule holds 0.0 for such calls and reads as it was saved: the
+    value is part of the checkpoint's checksum, and its journal has each call's price."""
     llm_calls: int = 0
     """Number of model calls."""
     tool_calls: int = 0
     """Number of tool calls."""
 
     def __add__(self, other: Usage) -> Usage:
+        mine, theirs = self.cost_usd, other.cost_usd
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
-            round(self.cost_usd + other.cost_usd, 10),
+            None if mine is None or theirs is None else round(mine + theirs, 10),
             self.llm_calls + other.llm_calls,
             self.tool_calls + other.tool_calls,
         )
@@ -153,7 +158,7 @@ class Usage:
         return cls(
             int(data.get("input_tokens", 0)),
             int(data.get("output_tokens", 0)),
-            float(data.get("cost_usd", 0.0)),
+            None if (cost := data.get("cost_usd", 0.0)) is None else float(cost),
             int(data.get("llm_calls", 0)),
             int(data.get("tool_calls", 0)),
         )

@@ -91,6 +91,12 @@ def test_approvals_lists_what_waits_across_runs(cli: Any, shop: Path, store: str
     assert table.exit_code == 0
     assert "r1:1:0:approval" in table.stdout and "q1:1:0" in table.stdout
     assert '{"amount":500,"order_id":"A"}' in table.stdout
+    # Numbered as history numbers the checkpoint the run waits at (step 0, the input's),
+    # not as the journal numbers the step that asked (1, in the interrupt id).
+    [head] = cli("history", "r1", "--store", store, "--json", "--limit", "1").json()
+    assert (head["step"], head["status"], head["next"]) == (0, "interrupted", "refund_step")
+    assert [(p["step"], p["node"]) for p in items] == [(0, "refund_step"), (0, "ask_step")]
+    assert "0 -> refund_step" in table.stdout and "0 -> ask_step" in table.stdout
     assert (
         cli("approvals", "--run", "small", "--store", store).stdout
         == "nothing is waiting for a person\n"
@@ -137,7 +143,7 @@ def test_approve_prints_the_decision_then_the_resumed_run(cli: Any, shop: Path, 
     out = cli("approve", "r1", "--interrupt", "r1:1:0:approval", "--by", "alice", "--store", store)
     assert out.exit_code == 0, out.stderr
     assert out.stdout.startswith("approved refund (r1:1:0:approval) by alice\n")
-    assert "run r1 resumed and ended: completed after 1 steps" in out.stdout
+    assert "run r1 resumed and ended: completed after 1 step\n" in out.stdout
     assert ledger(shop) == ["refund A 500"]
 
 

@@ -43,7 +43,9 @@ def test_bad_input_json(
     ("make_ref", "fragment"),
     [
         (lambda path: f"{path.parent / 'missing.py'}:wf", "no file"),
-        (lambda path: f"{path}:nowhere", "has no attribute 'nowhere'"),
+        (lambda path: f"{path}:nowhere", "has no attribute 'nowhere'; its workflows: wf ("),
+        (lambda path: f"{path}:fw", "has no attribute 'fw'; did you mean 'wf'?"),
+        (lambda path: "json:dumsp", "'json' has no attribute 'dumsp'; did you mean 'dump'?"),
         (lambda path: f"{path}:not_a_workflow", "not a savegame Workflow or Agent"),
         (lambda path: "no_such_module_xyz:wf", "cannot import 'no_such_module_xyz'"),
         (lambda path: "json:dumps", "json:dumps is function"),
@@ -52,6 +54,8 @@ def test_bad_input_json(
     ids=[
         "missing-file",
         "missing-attr",
+        "misspelt-attr",
+        "misspelt-module-attr",
         "not-a-workflow",
         "missing-module",
         "function",
@@ -63,6 +67,29 @@ def test_bad_workflow_reference(
 ) -> None:
     out = cli("run", make_ref(workflow_file), "--store", store)
     assert_one_error_line(out, fragment)
+
+
+def test_a_misspelt_next_step_is_refused_before_anything_runs(
+    cli: Any, tmp_path: Path, store: str
+) -> None:
+    flow = tmp_path / "typo_flow.py"
+    flow.write_text(
+        "from savegame import END, Workflow\n"
+        "wf = Workflow('typo')\n"
+        "@wf.step(entry=True)\n"
+        "def charge(state, ctx):\n"
+        "    return {}, 'notfy'\n"
+        "@wf.step\n"
+        "def notify(state, ctx):\n"
+        "    return {}, END\n"
+    )
+    out = cli("run", f"{flow}:wf", "--store", store)
+    assert out.stderr == (
+        "error: workflow 'typo' has no step 'notfy': step 'charge' returns it as its next "
+        "step; did you mean 'notify'? (steps: charge, notify)\n"
+    )
+    assert (out.exit_code, out.stdout) == (2, "")
+    assert cli("runs", "--store", store, "--json").json() == []
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,11 @@ def test_models_json_lists_each_call_and_totals_per_model(cli: Any, store: str) 
     assert data["models"]["big"]["cost_usd"] is None
     assert data["models"]["big"]["unpriced_calls"] == 1
     assert data["total"]["calls"] == 3 and data["total"]["input_tokens"] == 1200
-    assert data["total"]["cost_usd"] == 0.001 and data["total"]["unpriced_calls"] == 1
+    assert data["total"]["cost_usd"] is None and data["total"]["unpriced_calls"] == 1
+    # The run's usage says the same: unknown, not the priced calls' 0.001.
+    shown = cli("show", run_id, "--store", store, "--json").json()
+    assert shown["usage"]["cost_usd"] is None and shown["usage"]["llm_calls"] == 3
+    assert "cost unknown" in cli("show", run_id, "--store", store).stdout
 
 
 def test_models_table_shows_calls_unknown_prices_and_totals(cli: Any, store: str) -> None:
@@ -72,7 +76,17 @@ def test_models_table_shows_calls_unknown_prices_and_totals(cli: Any, store: str
     big_row = next(line for line in totals.splitlines() if line.strip().startswith("big"))
     assert big_row.split()[1:] == ["1", "1000", "50", "0", "unknown"]
     total_row = next(line for line in totals.splitlines() if line.strip().startswith("total"))
-    assert total_row.split()[1:] == ["3", "1200", "70", "0", "$0.001000", "(1", "unpriced)"]
+    assert total_row.split()[1:] == [
+        "3",
+        "1200",
+        "70",
+        "0",
+        "unknown",
+        "(1",
+        "of",
+        "3",
+        "unpriced)",
+    ]
 
 
 def test_models_of_a_run_without_model_calls_says_so(cli: Any, store: str) -> None:

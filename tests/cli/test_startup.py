@@ -7,6 +7,7 @@ define, and the drawing equal to typer's.
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
 import subprocess
 import sys
@@ -50,7 +51,30 @@ def test_the_root_help_lists_every_command_and_imports_none_of_them() -> None:
     *shown, loaded = python_output(code, *NOT_FOR_HELP, COLUMNS="200").splitlines()
     assert loaded == "[]"
     listed = [line.split()[1] for line in shown if line.startswith("│ ") and "  " in line]
-    assert listed[2:] == LISTED  # after --debug and --help
+    assert listed[3:] == LISTED  # after --debug, --version and --help
+
+
+def test_version_prints_the_installed_version_and_imports_no_command() -> None:
+    code = (
+        "import contextlib, io, runpy, sys\n"
+        "names, sys.argv = sys.argv[1:], ['savegame', '--version']\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    runpy.run_module('savegame', run_name='__main__')\n"
+        "print(out.getvalue(), end='')\n"
+        "print(sorted(m for m in names if m in sys.modules))\n"
+    )
+    shown, loaded = python_output(code, *NOT_FOR_HELP).splitlines()
+    assert shown == f"savegame {importlib.metadata.version('savegame')}"
+    assert loaded == "[]"
+    done = subprocess.run(
+        [sys.executable, "-m", "savegame", "--version"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, shown + "\n", "")
 
 
 def test_the_root_help_is_drawn_as_typer_draws_it() -> None:

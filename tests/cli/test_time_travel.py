@@ -114,7 +114,7 @@ def test_tree_and_history_draw_the_forks(cli: Any, refunds: str, store: str) -> 
     forked = cli("fork", start, "--set", "amount=120", "--by", "ana", "--yes", "--store", store)
     assert forked.exit_code == 0, forked.stderr
     assert "diverged at step 2, call 0 (refund: tt_send_refund)" in forked.stdout
-    assert "reused    1 calls" in forked.stdout
+    assert "reused    1 call from the journal" in forked.stdout
     drawn = cli("tree", run_id, "--store", store)
     assert drawn.exit_code == 0, drawn.stderr
     assert f"run {run_id}" in drawn.stdout and "⑂ fork of step 0 (replay, by ana" in drawn.stdout

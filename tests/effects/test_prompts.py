@@ -19,6 +19,7 @@ from savegame import (
     Store,
     ToolSpec,
     fork,
+    get_run,
     history,
     list_effects,
     model_calls,
@@ -168,9 +169,12 @@ class Counting:
         return ModelResponse(content="done", cost_usd=None)
 
 
-def test_an_unknown_cost_adds_nothing_to_the_runs_usage(store: Store) -> None:
+def test_an_unknown_cost_makes_the_runs_cost_unknown(store: Store) -> None:
     model = Counting()
     result = run(Agent("free", model), {"input": "hi"}, store=store)
-    assert (result.usage.llm_calls, result.usage.cost_usd) == (1, 0.0)
+    assert (result.usage.llm_calls, result.usage.cost_usd) == (1, None)  # not a free 0.0
+    assert get_run(result.run_id, store=store).status.value == "completed"
+    [head] = history(result.run_id, store=store, limit=1)
+    assert head.usage == result.usage  # stored and read back as unknown
     [call] = model_calls(result.run_id, store=store)
     assert call.response is not None and call.response.cost_usd is None

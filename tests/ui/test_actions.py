@@ -241,3 +241,26 @@ def test_a_run_whose_owner_was_killed_says_so_and_is_resumed_from_its_page(
     _do(c, "/runs/g1/resume", by="ana")
     assert _settled(ui_url, "g1", RunStatus.COMPLETED) is RunStatus.COMPLETED
     assert ">owner gone</span>" not in c.get("/runs").text
+
+
+def test_the_ui_remembers_who_decided_whatever_the_name(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    """A name a latin-1 header cannot hold is remembered too (it broke the redirect after
+    the decision was recorded), for a year, and offered on the next confirmation."""
+    name = "Łukasz Żółć 王; ops"
+    first = savegame.run(wf, {"order_id": "o1"}, store=ui_url)
+    c = client()
+    form = {"interrupt_id": first.interrupt_id or "", "by": name, "csrf_token": csrf_of(c)}
+    done = c.post(f"/runs/{first.run_id}/reject", data={**form, "reason": "no", "confirmed": "1"},
+                  follow_redirects=False)  # fmt: skip
+    assert done.status_code == 303, done.text
+    cookie = done.headers["set-cookie"]
+    assert cookie.startswith("sg_by=") and "Max-Age=31536000" in cookie and "HttpOnly" in cookie
+    (entry,) = savegame.list_effects(first.run_id, store=ui_url)
+    assert entry.metadata["by"] == name
+
+    second = savegame.run(wf, {"order_id": "o2"}, store=ui_url)
+    asked = c.post(f"/runs/{second.run_id}/approve",
+                   data={"interrupt_id": second.interrupt_id or "", "csrf_token": csrf_of(c)})  # fmt: skip
+    assert f'<input name="by" value="{name}" required>' in asked.text

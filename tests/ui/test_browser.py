@@ -142,6 +142,28 @@ def test_approve_a_waiting_run_and_see_it_complete(page: Any, shop: tuple[str, s
     assert savegame.get_checkpoint(r.run_id, store=url).state["receipt"]["amount"] == 25
 
 
+def test_the_second_decision_knows_who_you_are(page: Any, shop: tuple[str, str]) -> None:
+    url, base = shop
+    name = "Zoë Łukasz"
+    runs = [
+        savegame.run(wf, {"order_id": f"o-who-{n}"}, thread_id=f"browser-who-{n}", store=url)
+        for n in range(2)
+    ]
+    for n, r in enumerate(runs):
+        page.goto(f"{base}/approvals")
+        page.locator(f'article.decision[data-run="{r.run_id}"] button:has-text("Approve")').click()
+        page.wait_for_url(f"**/runs/{r.run_id}/approve")
+        if n == 0:
+            assert page.input_value("input[name=by]") == ""
+            page.fill("input[name=by]", name)
+        else:  # remembered from the first: nothing typed
+            assert page.input_value("input[name=by]") == name
+        page.click("button:has-text('Yes, approve')")
+        page.wait_for_url(f"**/runs/{r.run_id}?done=approved")
+        assert _status(url, r.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
+        assert savegame.list_effects(r.run_id, store=url)[0].metadata["by"] == name
+
+
 def test_answer_an_interrupt_with_a_value_and_see_the_run_go_on(
     page: Any, shop: tuple[str, str]
 ) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from starlette.testclient import TestClient
 
 import savegame
+from tests.ui.conftest import csrf_of
 from tests.ui.shop import wf
 
 
@@ -31,3 +32,26 @@ def test_the_inbox_lists_oldest_first_and_answers_304_until_it_changes(
     assert moved.status_code == 200 and moved.headers["etag"] != tag
     assert moved.text.lstrip().startswith('<div id="inbox"')
     assert first.run_id not in moved.text and second.run_id in moved.text
+
+
+def test_a_waiting_call_has_one_step_number_wherever_it_shows(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    """The inbox, the run's page, the confirmation page and history number the step the
+    run waits at alike: the checkpoint's (history's), not the journal's (one more)."""
+    r = savegame.run(wf, {"order_id": "o1"}, store=ui_url)  # plan ran; pay asks
+    [head] = savegame.history(r.run_id, store=ui_url, limit=1)
+    assert (head.step, head.status.value, head.next) == (1, "interrupted", "pay")
+    [waiting] = savegame.pending_interrupts(r.run_id, store=ui_url)
+    assert (waiting.step, waiting.node) == (1, "pay")
+    assert waiting.interrupt_id == f"{r.run_id}:2:0:approval"  # the id keeps the journal's
+
+    c = client()
+    said = "at step 1 → pay"
+    assert said in c.get("/approvals").text
+    assert said in c.get(f"/runs/{r.run_id}").text
+    form = {"interrupt_id": waiting.interrupt_id, "csrf_token": csrf_of(c)}
+    confirm = c.post(f"/runs/{r.run_id}/approve", data=form).text
+    assert "interrupted</span>, step 1." in confirm
+    for page in (c.get("/approvals").text, c.get(f"/runs/{r.run_id}").text, confirm):
+        assert "step 2" not in page

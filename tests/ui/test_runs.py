@@ -63,3 +63,17 @@ def test_htmx_gets_the_table_alone_and_a_bad_filter_is_said(
     assert c.get("/runs?limit=0").status_code == 400
     gone = c.get("/runs?before=no-such-run")
     assert gone.status_code == 404 and "no-such-run" in gone.text
+
+
+def test_a_run_that_called_an_unpriced_model_costs_unknown_not_nothing(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    priced = savegame.ScriptedModel([savegame.ModelResponse("ok", input_tokens=5, cost_usd=0.0012)])
+    unpriced = savegame.ScriptedModel([savegame.ModelResponse("ok", input_tokens=5, cost_usd=None)])
+    known = savegame.run(savegame.Agent("priced", priced), {"input": "hi"}, store=ui_url)
+    unknown = savegame.run(savegame.Agent("unpriced", unpriced), {"input": "hi"}, store=ui_url)
+    c = client()
+    rows = dict(re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', c.get("/runs").text, re.S))
+    assert "$0.0012" in rows[known.run_id] and "unknown" not in rows[known.run_id]
+    assert "unknown" in rows[unknown.run_id] and "$" not in rows[unknown.run_id]
+    assert "cost unknown" in c.get(f"/runs/{unknown.run_id}").text

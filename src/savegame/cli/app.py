@@ -98,6 +98,31 @@ DebugOption = Annotated[
 ]
 
 
+def _print_version(asked: bool) -> None:
+    if not asked:
+        return
+    # The installed distribution's version, read from its metadata: importing savegame's
+    # own modules for a version number would cost what `savegame --help` avoids.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        typer.echo(f"savegame {version('savegame')}")
+    except PackageNotFoundError:  # sources on the path, never installed
+        typer.echo("savegame (not installed: no version)")
+    raise typer.Exit(0)
+
+
+VersionOption = Annotated[
+    bool,
+    typer.Option(
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Show the installed version and exit.",
+    ),
+]
+
+
 def load(module: str) -> dict[str, Any]:
     """The commands ``savegame.cli.<module>`` adds, built by typer as the root would."""
     here = typer.Typer()
@@ -157,7 +182,7 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root(debug: DebugOption = False) -> None:
+def _root(debug: DebugOption = False, version: VersionOption = False) -> None:
     """Durable execution for AI agents: run, resume and inspect checkpointed runs."""
     # --debug is read by Group.invoke from the parsed parameters.
     importable()  # a run's `module:attr` is found beside the user, as with `python -m`

@@ -12,6 +12,7 @@ from rich.text import Text
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.errors import UsageError
+from savegame.cli.words import store_tail
 from savegame.codec import from_data
 from savegame.errors import SavegameError
 from savegame.model import CheckpointHeader, RunResult, RunStatus
@@ -101,8 +102,14 @@ def progress(as_json: bool) -> savegame.Observer:
     return savegame.Observer(on_checkpoint=on_checkpoint)
 
 
-def finish(res: RunResult, *, as_json: bool, verb: str, store: str | None) -> None:
-    """Show where a run ended; a paused run also shows what it waits for and how to go on."""
+def finish(
+    res: RunResult, *, as_json: bool, verb: str, store: str | None, quiet: bool = False
+) -> None:
+    """Show where a run ended; a paused run also shows what it waits for and how to go on
+    (``quiet``: only the run's id and status)."""
+    if quiet and not as_json:
+        render.quiet(render.console(), res.run_id, res.status)
+        return
     waiting = (
         savegame.pending_interrupts(res.run_id, store=store)
         if res.status is RunStatus.INTERRUPTED
@@ -120,7 +127,7 @@ def finish(res: RunResult, *, as_json: bool, verb: str, store: str | None) -> No
     if asleep:
         head = savegame.get_checkpoint(res.checkpoint_id, store=store).metadata.get("waiting")
         what = head.get("for") if isinstance(head, dict) else None
-        tail = f" --store {store}" if store else ""
+        tail = store_tail(store)
         out.print(Text.assemble(("waiting for: ", "yellow"), str(what)), soft_wrap=True)
         out.print(
             f"  a worker continues it once woken, or: savegame resume {res.run_id}{tail} --wait",

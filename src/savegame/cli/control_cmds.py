@@ -20,7 +20,8 @@ import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
-from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.options import JsonOption, QuietOption, StoreOption
+from savegame.cli.words import plural, store_tail
 from savegame.codec import to_data
 from savegame.effects import decisions
 from savegame.integrations import langgraph
@@ -75,7 +76,7 @@ def effects_command(
     if found.hidden:
         out.print(
             Text(
-                f"{found.hidden} internal entr{'ies' if found.hidden != 1 else 'y'} of "
+                f"{plural(found.hidden, 'internal entry', 'internal entries')} of "
                 "LangGraph (pending writes) not shown: --all shows them",
                 style="dim",
             )
@@ -134,7 +135,7 @@ def resolve_command(
     out.print(
         f"{entry.request_id} ({entry.name}) settled as {outcome} by {entry.metadata.get('by')}"
     )
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     if verb == "compensate":
         then = "skips this undo" if done else "calls it again"
         out.print(f"next: savegame compensate {run_id}{tail}  (it {then})", soft_wrap=True)
@@ -193,14 +194,15 @@ def approve_command(
     resume: ResumeOption = True,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Approve a gated tool call (optionally with edited arguments), then continue the run here."""
     arguments = None if edit is None else parse_object(edit, "--edit", "tool arguments")
     decision = savegame.approve(
         run_id, interrupt_id=interrupt, edit=arguments, by=by, store=store, resume=resume,
-        observer=_telling("approved", as_json),
+        observer=_telling("approved", as_json or quiet),
     )  # fmt: skip
-    _decided("approved", decision, store, as_json)
+    _decided("approved", decision, store, as_json, quiet=quiet)
 
 
 def reject_command(
@@ -213,19 +215,21 @@ def reject_command(
     resume: ResumeOption = True,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Reject a gated tool call, then continue the run here (its step gets ApprovalRejected)."""
     decision = savegame.reject(
         run_id, reason=reason, interrupt_id=interrupt, by=by, store=store, resume=resume,
-        observer=_telling("rejected", as_json),
+        observer=_telling("rejected", as_json or quiet),
     )  # fmt: skip
-    _decided("rejected", decision, store, as_json)
+    _decided("rejected", decision, store, as_json, quiet=quiet)
 
 
-def _telling(verb: str, as_json: bool) -> savegame.Observer:
-    """Progress lines, after one for the decision as soon as it is recorded."""
-    observer = progress(as_json)
-    if not as_json:
+def _telling(verb: str, silent: bool) -> savegame.Observer:
+    """Progress lines, after one for the decision as soon as it is recorded (none when
+    ``silent``: under --json or --quiet)."""
+    observer = progress(silent)
+    if not silent:
 
         def on_decision(entry: EffectRecord) -> None:
             render.console().print(
@@ -237,7 +241,14 @@ def _telling(verb: str, as_json: bool) -> savegame.Observer:
     return observer
 
 
-def _decided(verb: str, decision: savegame.Decision, store: str | None, as_json: bool) -> None:
+def _decided(
+    verb: str,
+    decision: savegame.Decision,
+    store: str | None,
+    as_json: bool,
+    *,
+    quiet: bool = False,
+) -> None:
     """The decision, then where the run went: continued here, failed here, or left to others.
 
     Exit 0 whenever the decision was recorded; a failure to continue is a line on stderr.
@@ -246,14 +257,17 @@ def _decided(verb: str, decision: savegame.Decision, store: str | None, as_json:
     run_id = entry.run_id
     out = render.console()
     if decision.result is not None:
-        finish(decision.result, as_json=as_json, verb="resumed and ended", store=store)
+        finish(decision.result, as_json=as_json, verb="resumed and ended", store=store, quiet=quiet)
         return
     why = decision.not_continued
     if decision.error is not None:
         why = one_line(decision.error)
         sys.stderr.write(f"warning: {verb}, but run {run_id} was not continued here: {why}\n")
         sys.stderr.flush()
-    tail = f" --store {store}" if store else ""
+    if quiet and not as_json:
+        render.quiet(out, run_id, savegame.get_run(run_id, store=store).status)
+        return
+    tail = store_tail(store)
     then = (
         "a worker (savegame worker) or `savegame resume` continues it"
         if decision.queued
@@ -386,7 +400,7 @@ def compensate_command(
         return
     out = render.console()
     out.print(Text.assemble(f"run {run_id}: ", render.status(res.status)))
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     out.print(f"what was undone: savegame effects {run_id}{tail}", soft_wrap=True)
 
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from savegame.cli import render
+from savegame.cli.words import store_tail
 from savegame.demo import DemoReport, Entry
 from savegame.demo.driver import AFTER_CRASH
 from savegame.model import RunStatus
@@ -195,7 +196,7 @@ def where(out: Console, rep: DemoReport) -> None:
     if rep.kept is None:
         out.print(f"the demo's files were deleted (--no-keep); its store was {rep.store_url}")
         return
-    store = f"--store {rep.store_url}"
+    store = store_tail(rep.store_url).lstrip()
     out.print(Text("the demo's store, kept", style="bold"))
     out.print(f"  {rep.store_url}", soft_wrap=True)
     out.print(f"  files in {rep.kept} (delete the folder when done)", soft_wrap=True)

@@ -9,6 +9,7 @@ import orjson
 from rich.console import Console
 from rich.text import Text
 
+from savegame.cli.words import plural
 from savegame.codec import to_data
 from savegame.inspect import Change, ChangeKind, StateDiff
 from savegame.model import CheckpointHeader
@@ -91,7 +92,7 @@ def _line(change: Change, show: Callable[[Any], str] = value) -> Text:
     else:
         n = len(change.items)
         sign = "+" if change.kind is ChangeKind.GREW else "-"
-        line.append(f"{sign}{n} item{'s' if n != 1 else ''}", style=style)
+        line.append(f"{sign}{plural(n, 'item')}", style=style)
     return line
 
 

@@ -20,7 +20,8 @@ Exit codes, so scripts can tell what to do next:
       (UsageError: bad JSON, a bad duration, options that do not go
       together) or a ConfigurationError (fix the setup: an id with a
       newline, a bad store URL, a workflow that is not one or whose module
-      does not import, whatever it raised)
+      does not import, a store that cannot be opened: StoreUnavailableError
+      names it, on every backend)
 3     NotFoundError: no such run, checkpoint or pending interrupt
 4     RunStateError: the run cannot do that now (resume a completed run,
       approve a run that waits for nothing); EffectSettledError: someone
@@ -53,6 +54,7 @@ import orjson
 import typer
 from typer.core import TyperGroup
 
+from savegame.cli.words import store_tail
 from savegame.errors import (
     ApprovalRejected,
     CompensationError,
@@ -137,7 +139,7 @@ def _stopped(exc: BaseException, store: str | None) -> str | None:
     result = stopped_at(exc)
     if result is None:
         return None
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     resume = f"savegame resume {result.run_id}{tail}"
     return f"run {result.run_id} stopped at step {result.step}: {resume} continues it"
 

@@ -16,6 +16,7 @@ import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import parse_json
 from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.words import store_tail
 
 
 def send_command(
@@ -54,7 +55,7 @@ def send_command(
         )
         return
     out = render.console()
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     if not sent.delivered:
         out.print(
             Text.assemble(

@@ -10,15 +10,17 @@ import typer
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.words import plural
 from savegame.maintenance import TransferReport
 
 
 def _said(verb: str, report: TransferReport, path: Path) -> str:
     runs = ", ".join(report.run_ids)
-    plural = "s" if len(report.run_ids) != 1 else ""
     return (
-        f"{verb} run{plural} {runs}: {report.checkpoints} checkpoints, {report.effects} journal "
-        f"entries, {report.blobs} blobs ({render.size(report.bytes)}, {path})"
+        f"{verb} run{'' if len(report.run_ids) == 1 else 's'} {runs}: "
+        f"{plural(report.checkpoints, 'checkpoint')}, "
+        f"{plural(report.effects, 'journal entry', 'journal entries')}, "
+        f"{plural(report.blobs, 'blob')} ({render.size(report.bytes)}, {path})"
     )
 
 

@@ -31,7 +31,7 @@ from savegame.cli.options import (
     ThreadOption,
 )
 from savegame.cli.starting import starting
-from savegame.cli.storage_view import plural
+from savegame.cli.words import plural, store_tail
 from savegame.model import RunResult, RunStatus
 from savegame.runtime import DEFAULT_TTL, WorkerStats
 
@@ -90,7 +90,7 @@ def submit_command(
     if as_json:
         jsonview.emit(jsonview.run(info))
         return
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     out = render.console()
     if info.status is not RunStatus.QUEUED:
         # It exists and was left as it is: finished, or in hand, or waiting for a person.

@@ -14,6 +14,7 @@ from savegame.cli import jsonview
 from savegame.cli.diff_view import changes, value
 from savegame.cli.render import new_table, size, when
 from savegame.cli.render import status as run_status
+from savegame.cli.words import plural
 from savegame.codec import to_data
 from savegame.integrations.langgraph import (
     LangGraphCheckpoint,
@@ -71,7 +72,7 @@ def _step(cp: LangGraphCheckpoint) -> str:
 def runs(out: Console, items: Sequence[ShownRun]) -> None:
     """The runs table; a LangGraph run says so with its namespace, and shows the status
     and step LangGraph sees."""
-    table = new_table(f"{len(items)} run{'s' if len(items) != 1 else ''} (newest first)")
+    table = new_table(f"{plural(len(items), 'run')} (newest first)")
     for name in ("run", "thread", "workflow", "status", "step", "updated (UTC)"):
         table.add_column(
             name,
@@ -141,7 +142,7 @@ def summary(cp: LangGraphCheckpoint) -> dict[str, Any]:
 def history(out: Console, line: ThreadLine, rows: Sequence[LangGraphCheckpoint]) -> None:
     title = (
         f"LangGraph thread {line.thread_id} ({where(line)}), run {line.run_id}: "
-        f"{len(rows)} checkpoints (newest first)"
+        f"{plural(len(rows), 'checkpoint')} (newest first)"
     )
     table = new_table(title)
     for name in ("step", "checkpoint_id", "next", "writes", "size", "created (UTC)"):
@@ -255,7 +256,7 @@ def checkpoint(out: Console, cp: LangGraphCheckpoint) -> None:
 
 def _channel(out: Console, name: str, v: Any) -> None:
     if _messages(v):
-        out.print(f"  {name}  {len(v)} message{'s' if len(v) != 1 else ''}")
+        out.print(f"  {name}  {plural(len(v), 'message')}")
         start = max(0, len(v) - ITEMS)
         if start:
             out.print(Text(f"    ... {start} earlier (--json shows all)", style="dim"))

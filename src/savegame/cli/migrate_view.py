@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from savegame.cli.render import size
-from savegame.cli.storage_view import plural
+from savegame.cli.words import plural
 
 if TYPE_CHECKING:  # LangGraph is imported only when the command runs
     from savegame.integrations.langgraph import MigrationReport, ThreadResult

@@ -11,6 +11,7 @@ from rich.text import Text
 from savegame import ModelCallRecord, ModelUsage, RunModelUsage
 from savegame.cli import jsonview
 from savegame.cli.render import EFFECT_STYLE, new_table, when
+from savegame.cli.words import plural
 
 
 def _cost(value: float | None) -> str:
@@ -18,9 +19,11 @@ def _cost(value: float | None) -> str:
 
 
 def _usage_cells(u: ModelUsage) -> tuple[str, ...]:
-    unpriced = f" ({u.unpriced_calls} unpriced)" if u.unpriced_calls and u.cost_usd else ""
+    cost = _cost(u.cost_usd)
+    if 0 < u.unpriced_calls < u.calls:  # unknown, though some calls had a price: say how many
+        cost += f" ({u.unpriced_calls} of {u.calls} unpriced)"
     return (str(u.calls), str(u.input_tokens), str(u.output_tokens), str(u.cached_tokens),
-            _cost(u.cost_usd) + unpriced)  # fmt: skip
+            cost)  # fmt: skip
 
 
 def table(
@@ -29,7 +32,7 @@ def table(
     if not calls:
         out.print(f"run {run_id} made no model calls")
         return
-    listing = new_table(f"run {run_id}: {len(calls)} model call{'s' if len(calls) != 1 else ''}")
+    listing = new_table(f"run {run_id}: {plural(len(calls), 'model call')}")
     for name in ("request id", "step/node", "model", "answered by", "status", "in", "out",
                  "cached", "cost", "at (UTC)"):  # fmt: skip
         right = name in ("in", "out", "cached", "cost")

@@ -24,6 +24,15 @@ JsonOption = Annotated[
     typer.Option("--json", help="Print machine-readable JSON instead of tables."),
 ]
 
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Print only the run's id and status, on one line (--json is printed as without).",
+    ),
+]
+
 #: The most rows a listing asks a store for: a bigger --limit overflowed SQLite's integers.
 MAX_ROWS = 1_000_000
 

@@ -15,6 +15,7 @@ from rich.json import JSON
 from rich.table import Table
 from rich.text import Text
 
+from savegame.cli.words import plural, store_tail
 from savegame.codec import to_data
 from savegame.effects import PendingInterrupt
 from savegame.model import (
@@ -83,10 +84,12 @@ def size(n: int) -> str:
 
 
 def usage(u: Usage) -> str:
-    parts = [f"{u.llm_calls} llm calls", f"{u.tool_calls} tool calls"]
+    parts = [plural(u.llm_calls, "llm call"), plural(u.tool_calls, "tool call")]
     if u.input_tokens or u.output_tokens:
         parts.append(f"{u.input_tokens}+{u.output_tokens} tokens")
-    if u.cost_usd:
+    if u.cost_usd is None:
+        parts.append("cost unknown")  # a model call had no price: no partial sum
+    elif u.cost_usd:
         parts.append(f"${u.cost_usd:.4f}")
     return ", ".join(parts)
 
@@ -116,7 +119,7 @@ def runs(
     if not items:
         out.print("no runs")
         return
-    table = new_table(f"{len(items)} run{'s' if len(items) != 1 else ''} (newest first)")
+    table = new_table(f"{plural(len(items), 'run')} (newest first)")
     table.add_column("run", no_wrap=True)
     table.add_column("thread", overflow="fold")
     table.add_column("workflow", overflow="fold")
@@ -163,7 +166,7 @@ def history(
 ) -> None:
     forks = forks or {}
     marks = [_lineage(h, forks) for h in items]
-    table = new_table(f"run {run_id}: {len(items)} checkpoints (newest first)")
+    table = new_table(f"run {run_id}: {plural(len(items), 'checkpoint')} (newest first)")
     table.add_column("step", justify="right")
     table.add_column("node")
     table.add_column("checkpoint", no_wrap=True)
@@ -240,7 +243,7 @@ def result(out: Console, res: RunResult, *, verb: str) -> None:
         Text.assemble(
             f"run {res.run_id} {verb}: ",
             status(res.status),
-            f" after {res.step} steps",
+            f" after {plural(res.step, 'step')}",
         )
     )
     rows: list[tuple[str, Any]] = [
@@ -252,6 +255,11 @@ def result(out: Console, res: RunResult, *, verb: str) -> None:
     _fields(out, rows)
     out.print(Text("state", style="bold"))
     out.print(state(res.state))
+
+
+def quiet(out: Console, run_id: str, run_status: RunStatus) -> None:
+    """What ``--quiet`` prints: the run and its status, one line a script splits on a space."""
+    out.print(f"{run_id} {run_status.value}", soft_wrap=True, highlight=False)
 
 
 def short(value: Any, limit: int = SHORT) -> str:
@@ -268,8 +276,9 @@ def effects(out: Console, run_id: str, items: Sequence[Effect], *, what: str | N
     if not items:
         out.print(f"{what} has no journal entries")
         return
-    entries = "entry" if len(items) == 1 else "entries"
-    table = new_table(f"{what}: {len(items)} journal {entries} (oldest first)")
+    table = new_table(
+        f"{what}: {plural(len(items), 'journal entry', 'journal entries')} (oldest first)"
+    )
     # A fork's calls: reused from the journal it left, or executed for real.
     replayed = any("replay" in e.metadata for e in items)
     columns = ("request id", "kind", "name", "step/node", "status", "args", "result", "error")
@@ -304,7 +313,7 @@ def approvals(out: Console, items: Sequence[PendingInterrupt]) -> None:
         out.print("nothing is waiting for a person")
         return
     table = new_table(f"{len(items)} waiting for a person (oldest first)")
-    for name in ("run", "interrupt id", "kind", "name", "payload", "step/node", "since (UTC)"):
+    for name in ("run", "interrupt id", "kind", "name", "payload", "at step", "since (UTC)"):
         table.add_column(name, no_wrap=name in ("run", "interrupt id"), overflow="fold")
     for p in items:
         table.add_row(
@@ -313,7 +322,7 @@ def approvals(out: Console, items: Sequence[PendingInterrupt]) -> None:
             p.kind.value,
             p.name,
             short(p.payload, 60),
-            f"{p.step}/{p.node}",
+            f"{p.step} -> {p.node}",  # as history shows the checkpoint: its step, what is next
             when(p.created_at),
         )
     out.print(table)
@@ -330,7 +339,7 @@ def waiting(
     out: Console, run_id: str, items: Sequence[PendingInterrupt], store: str | None
 ) -> None:
     """What an interrupted run waits for, and the commands that continue it."""
-    tail = f" --store {store}" if store else ""
+    tail = store_tail(store)
     several = len(items) > 1
     for p in items:
         which = f" --interrupt {p.interrupt_id}" if several else ""

@@ -15,6 +15,7 @@ from savegame.cli.options import (
     JsonOption,
     OnExistsOption,
     OnThreadBusyOption,
+    QuietOption,
     RunIdOption,
     StoreOption,
     ThreadOption,
@@ -37,6 +38,7 @@ def run_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
     app_dir: AppDirOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Start a run of a workflow (or continue the one --run-id names) and drive it to its end."""
     importable(app_dir)
@@ -48,11 +50,11 @@ def run_command(
         thread_id=thread,
         run_id=run_id,
         store=store,
-        observer=starting(progress(as_json), as_json),
+        observer=starting(progress(as_json or quiet), as_json or quiet),
         on_exists=on_exists,
         on_thread_busy=on_thread_busy,
     )
-    finish(res, as_json=as_json, verb="ended", store=store)
+    finish(res, as_json=as_json, verb="ended", store=store, quiet=quiet)
 
 
 def resume_command(
@@ -87,6 +89,7 @@ def resume_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
     app_dir: AppDirOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Continue a run from its latest checkpoint (or an earlier one), in this process."""
     importable(app_dir)
@@ -98,12 +101,12 @@ def resume_command(
     res = savegame.resume(
         run_id,
         store=store,
-        observer=progress(as_json),
+        observer=progress(as_json or quiet),
         from_checkpoint=from_checkpoint,
         wait=wait,
         **options,
     )
-    finish(res, as_json=as_json, verb="resumed and ended", store=store)
+    finish(res, as_json=as_json, verb="resumed and ended", store=store, quiet=quiet)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from savegame import Schedule
 from savegame.cli.render import new_table, short, when
+from savegame.cli.words import plural
 
 
 def as_json(s: Schedule) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def table(out: Console, items: Sequence[Schedule]) -> None:
     if not items:
         out.print("no schedules")
         return
-    t = new_table(f"{len(items)} schedule{'s' if len(items) != 1 else ''}")
+    t = new_table(plural(len(items), "schedule"))
     t.add_column("name", no_wrap=True)
     t.add_column("workflow", overflow="fold")
     t.add_column("cron (UTC)", no_wrap=True)

@@ -17,6 +17,7 @@ from savegame.cli import jsonview, render, storage_view
 from savegame.cli.common import parse_duration
 from savegame.cli.errors import DamageFound, UsageError
 from savegame.cli.options import JsonOption, LimitOption, StoreOption
+from savegame.cli.words import plural
 from savegame.codec.crypto import new_key
 from savegame.errors import EncryptionKeyError
 from savegame.integrations import langgraph
@@ -51,8 +52,8 @@ def verify_command(
         storage_view.verified(render.console(), report)
     if report.damaged:
         raise DamageFound(
-            f"{storage_view.plural(len(report.damaged), 'damaged record')} "
-            f"in {storage_view.plural(len({d.run_id for d in report.damaged}), 'run')}"
+            f"{plural(len(report.damaged), 'damaged record')} "
+            f"in {plural(len({d.run_id for d in report.damaged}), 'run')}"
         )
     if report.missing_keys:
         # Not damage: a setup problem, said in one line (exit 1), as a load would say it.
@@ -172,9 +173,7 @@ def rekey_command(
     else:
         storage_view.rekeyed(render.console(), report)
     if report.skipped:
-        raise DamageFound(
-            f"{storage_view.plural(len(report.skipped), 'run')} left as they were (listed above)"
-        )
+        raise DamageFound(f"{plural(len(report.skipped), 'run')} left as they were (listed above)")
 
 
 _KID = re.compile(r"[A-Za-z0-9._-]+")

@@ -12,14 +12,11 @@ from rich.markup import escape
 from rich.text import Text
 
 from savegame.cli.render import new_table, size, status
+from savegame.cli.words import plural
 from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, VerifyReport
 
 Advance = Callable[[int, int], None]
 """The maintenance functions' ``progress=``: called with (runs done, runs in all)."""
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 @contextmanager

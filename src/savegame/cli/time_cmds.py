@@ -11,7 +11,7 @@ import savegame
 from savegame.cli import jsonview, render, time_view
 from savegame.cli.common import finish, load_workflow, parse_json, parse_object, progress
 from savegame.cli.errors import UsageError
-from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.options import JsonOption, QuietOption, StoreOption
 
 
 def tree_command(
@@ -79,6 +79,7 @@ def fork_command(
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Start a new run of the thread from a checkpoint, optionally edited, replayed against the journal."""
     if mode not in ("replay", "redo"):
@@ -87,16 +88,17 @@ def fork_command(
     changes = None if update is None else parse_object(update, "--update", "state keys")
     plan = savegame.plan_fork(checkpoint_id, store=store)
     out = render.console()
-    if not as_json:
+    asks = bool(plan.writes or plan.in_doubt) and not yes and not no_run
+    if not as_json and (asks or not quiet):  # --quiet too shows what it asks about
         time_view.plan(out, plan, mode)
-    if (plan.writes or plan.in_doubt) and not yes and not no_run:
+    if asks:
         if not sys.stdin.isatty():
             raise UsageError("recorded writes may run again: pass --yes to fork anyway")
         if not typer.confirm("fork?", default=False):
             raise typer.Exit(1)
     result = savegame.fork(
         checkpoint_id, update=changes, set=paths, reason=reason, by=by, mode=mode,  # type: ignore[arg-type]
-        run=not no_run, store=store, observer=progress(as_json),
+        run=not no_run, store=store, observer=progress(as_json or quiet),
         workflow=None if workflow is None else load_workflow(workflow),
     )  # fmt: skip
     if as_json:
@@ -104,7 +106,14 @@ def fork_command(
         body["result"] = None if result.result is None else jsonview.result(result.result)
         jsonview.emit(body)
         return
-    time_view.forked(out, result)
+    if quiet:
+        ended = result.result
+        status = (
+            savegame.get_run(result.run_id, store=store).status if ended is None else ended.status
+        )
+        render.quiet(out, result.run_id, status)
+        return
+    time_view.forked(out, result, store)
     if result.result is not None:
         finish(result.result, as_json=False, verb="forked and ended", store=store)
 

@@ -10,6 +10,7 @@ from rich.tree import Tree as RichTree
 
 from savegame import ForkPlan, ForkResult, RunNode, Tree
 from savegame.cli.render import status
+from savegame.cli.words import plural, store_tail
 from savegame.runtime import Call
 
 
@@ -103,7 +104,7 @@ def plan(out: Console, p: ForkPlan, mode: str) -> None:
             out.print("no recorded write after it: nothing can happen twice")
         return
     n = len(p.writes)
-    writes = f"{n} recorded write{'s' if n != 1 else ''}"
+    writes = plural(n, "recorded write")
     if mode == "redo":
         out.print(Text(f"redo runs {writes} again:", style="yellow"))
     else:
@@ -115,7 +116,7 @@ def plan(out: Console, p: ForkPlan, mode: str) -> None:
         out.print(f"  {c.request_id}  {_call(c)}", soft_wrap=True)
 
 
-def forked(out: Console, f: ForkResult) -> None:
+def forked(out: Console, f: ForkResult, store: str | None) -> None:
     out.print(
         Text.assemble(
             ("forked: ", "bold"), f"run {f.run_id} from checkpoint {f.origin.checkpoint_id}"
@@ -124,12 +125,12 @@ def forked(out: Console, f: ForkResult) -> None:
     )
     if f.edited:
         out.print(f"  edited    {', '.join(f.edited)}  (update checkpoint {f.checkpoint_id})")
-    out.print(f"  reused    {len(f.reused)} calls from the journal, nothing called")
-    out.print(f"  executed  {len(f.executed)} calls")
+    out.print(f"  reused    {plural(len(f.reused), 'call')} from the journal, nothing called")
+    out.print(f"  executed  {plural(len(f.executed), 'call')}")
     if f.diverged_at is not None:
         out.print(Text(f"  diverged at {_call(f.diverged_at)}", style="yellow"), soft_wrap=True)
     if f.result is None:
-        out.print(f"  not run: savegame resume {f.run_id}")
+        out.print(f"  not run: savegame resume {f.run_id}{store_tail(store)}", soft_wrap=True)
 
 
 def forked_json(f: ForkResult) -> dict[str, Any]:

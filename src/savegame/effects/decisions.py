@@ -37,7 +37,10 @@ class PendingInterrupt:
     payload: Any
     """The tool's arguments, or the interrupt's payload."""
     step: int
+    """The step of the checkpoint the run waits at, as ``savegame history`` numbers
+    checkpoints (the run's ``RunInfo.step``): what a person looks at before deciding."""
     node: str
+    """The step that asked: the one that runs next from that checkpoint."""
     created_at: Any
 
 
@@ -83,9 +86,12 @@ def pending(
         except CorruptRecordError as exc:
             log.warning("left out of the pending list: %s", exc)
             continue
+        # The journal numbers an entry by the step that made it, whose checkpoint is not
+        # written yet: the run waits at the one before (step 2 asks, history shows 1).
+        at = e.step - 1
         waiting.append(
             PendingInterrupt(
-                e.run_id, e.request_id, e.kind, e.name, payload, e.step, e.node, e.created_at
+                e.run_id, e.request_id, e.kind, e.name, payload, at, e.node, e.created_at
             )
         )
     return waiting

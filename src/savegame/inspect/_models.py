@@ -64,15 +64,15 @@ class ModelUsage:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
-    cost_usd: float | None = None
-    """The priced calls' cost; None when no call had a price."""
+    cost_usd: float | None = 0.0
+    """What the calls cost; None when a call's price was unknown, as for the run's
+    ``Usage.cost_usd`` (each call's own price is in ``model_calls``)."""
     unpriced_calls: int = 0
-    """Calls whose price was unknown: ``cost_usd`` leaves them out."""
+    """Calls whose price was unknown."""
 
     def add(self, response: ModelResponse) -> ModelUsage:
-        cost = self.cost_usd
-        if response.cost_usd is not None:
-            cost = round((cost or 0.0) + response.cost_usd, 10)
+        mine, theirs = self.cost_usd, response.cost_usd
+        cost = None if mine is None or theirs is None else round(mine + theirs, 10)
         return ModelUsage(
             self.calls + 1,
             self.input_tokens + response.input_tokens,

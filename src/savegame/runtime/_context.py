@@ -198,7 +198,7 @@ class StepContext:
         self.add_usage(
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
-            cost_usd=response.cost_usd or 0.0,  # an unknown price adds nothing, never a guess
+            cost_usd=response.cost_usd,  # an unknown price makes the run's unknown: no guess
             llm_calls=1,
         )
         return response
@@ -434,11 +434,12 @@ class StepContext:
         *,
         input_tokens: int = 0,
         output_tokens: int = 0,
-        cost_usd: float = 0.0,
+        cost_usd: float | None = 0.0,
         llm_calls: int = 0,
         tool_calls: int = 0,
     ) -> None:
-        """Add to the run's usage counters (saved with the next checkpoint)."""
+        """Add to the run's usage counters (saved with the next checkpoint); ``cost_usd``
+        None for a call whose price is unknown, which makes the run's cost unknown."""
         self._usage = self._usage + Usage(
             input_tokens, output_tokens, cost_usd, llm_calls, tool_calls
         )

@@ -6,6 +6,7 @@ in a fresh process can import it without being told where it lives.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -70,13 +71,38 @@ def load(ref: str) -> Any:
         detail = f"cannot import {target!r} for workflow {ref!r}: {why}"
         raise WorkflowImportError(ref, target, detail, missing=missing) from exc
     obj = module
-    for part in attr.split("."):
+    parts = attr.split(".")
+    for i, part in enumerate(parts):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            detail = f"{target!r} has no attribute {attr!r} (workflow {ref!r})"
+            hint = _nearest(obj, part, parts[:i])
+            detail = f"{target!r} has no attribute {attr!r}{hint} (workflow {ref!r})"
             raise WorkflowImportError(ref, target, detail) from None
     return obj
+
+
+def _is_workflow(value: Any) -> bool:
+    return isinstance(value, Workflow) or isinstance(getattr(value, "workflow", None), Workflow)
+
+
+def _nearest(obj: Any, name: str, before: list[str]) -> str:
+    """``; did you mean 'wf'?`` for the attribute of ``obj`` nearest ``name``, its
+    workflows first (a looser match: ``fw`` for ``wf``); else the workflows it has."""
+    names = [n for n in dir(obj) if not n.startswith("_")]
+    flows = []
+    for n in names:
+        try:
+            if _is_workflow(getattr(obj, n, None)):
+                flows.append(n)
+        except Exception:  # a property that raises is no workflow to offer
+            continue
+    near = difflib.get_close_matches(name, flows, n=1, cutoff=0.5) or difflib.get_close_matches(
+        name, names, n=1
+    )
+    if near:
+        return f"; did you mean {'.'.join([*before, near[0]])!r}?"
+    return f"; its workflows: {', '.join(flows)}" if flows else ""
 
 
 def _module_name(path: str) -> str:

@@ -134,6 +134,18 @@ class StoreContract(
         assert store.latest_checkpoint(run.run_id) == record
         assert store.list_checkpoints(run.run_id, limit=1) == [record.header]
 
+    def test_an_unknown_cost_round_trips_as_none(self, store: Store) -> None:
+        # A run that called a model nobody prices has no total cost: None, never 0.0.
+        run, first, lease = self.start(store)
+        record = make_record(
+            run.thread_id, run.run_id, parent_id=first.checkpoint_id, step=1,
+            usage=Usage(input_tokens=10, cost_usd=None, llm_calls=1),
+        )  # fmt: skip
+        store.put_checkpoint(record, lease_token=lease.token)
+        got = store.get_checkpoint(record.checkpoint_id)
+        assert got == record and got.header.usage.cost_usd is None
+        assert store.list_checkpoints(run.run_id, limit=1) == [record.header]
+
     def test_unknown_ids_raise_not_found(self, store: Store) -> None:
         run, first = make_run()
         for call in (

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import orjson
 from starlette.requests import Request
@@ -37,6 +37,8 @@ from savegame.ui._site import Site
 
 log = logging.getLogger("savegame.ui")
 BY_COOKIE = "sg_by"
+#: How long the UI remembers who decided (a name, as the CLI's user@host: no secret).
+BY_MAX_AGE = 365 * 24 * 3600
 _UNSET: Any = object()
 
 
@@ -91,7 +93,11 @@ def continue_in_background(site: Site, run_id: str) -> None:
 
 def _back(request: Request, target: str, done: str, by: str) -> Response:
     response = RedirectResponse(f"{target}?{urlencode({'done': done})}", 303)
-    response.set_cookie(BY_COOKIE, by[:200], samesite="strict", httponly=True, path="/")
+    # %-encoded: a header is latin-1, and a name need not be (Łukasz, 王).
+    remembered = quote(by[:200], safe="")
+    response.set_cookie(
+        BY_COOKIE, remembered, max_age=BY_MAX_AGE, samesite="strict", httponly=True, path="/"
+    )
     return response
 
 
@@ -99,8 +105,9 @@ async def act(site: Site, request: Request, action: str) -> Response:
     form = await form_of(request)
     by = form.get("by", "").strip()
     ident = request.path_params.get("run_id") or request.path_params["checkpoint_id"]
+    remembered = unquote(request.cookies.get(BY_COOKIE, ""))
     context: dict[str, Any] = {"action": action, "form": form, "ident": ident,
-                               "by": by or request.cookies.get(BY_COOKIE, ""), "error": None,
+                               "by": by or remembered, "error": None,
                                # what a preview that raised did not get to fill in
                                "run": None, "waiting": None, "effect": None, "plan": None,
                                "value": None, "graph": False}  # fmt: skip

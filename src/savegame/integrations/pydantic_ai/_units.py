@@ -209,7 +209,7 @@ class SavegameBackend(CallableOperationBackend[Unit]):
         ctx.add_usage(
             input_tokens=int(kept.get("input_tokens") or 0),
             output_tokens=int(kept.get("output_tokens") or 0),
-            cost_usd=float(cost) if isinstance(cost, int | float) else 0.0,
+            cost_usd=float(cost) if isinstance(cost, int | float) else None,
             llm_calls=1,
         )
         return kept[PAYLOAD]

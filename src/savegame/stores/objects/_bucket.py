@@ -140,6 +140,19 @@ class Bucket:
             return [fn(item) for item in items]
         return list(self._pool.map(fn, items))
 
+    def unusable(self, prefix: str) -> str | None:
+        """Why the store cannot use the bucket (no server at the endpoint, no credentials,
+        no such bucket, access denied), from one listing under ``prefix``; None if it can.
+        A listing, not HeadBucket: the store lists its prefix anyway (orphan collection),
+        and a policy may allow that and nothing above it."""
+        from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
+
+        try:
+            self.client.list_objects_v2(Bucket=self.name, Prefix=prefix, MaxKeys=1)
+        except (BotoCoreError, ClientError) as exc:
+            return f"bucket {self.name}: {exc}"
+        return None
+
     def put_many(self, uploads: Sequence[tuple[str, bytes]]) -> None:
         """Upload every (key, body); returns only when all are stored, raises if any failed."""
 

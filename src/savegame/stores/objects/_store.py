@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from savegame.errors import ConfigurationError, NotFoundError
+from savegame.errors import ConfigurationError, NotFoundError, StoreUnavailableError
 from savegame.model import (
     CheckpointRecord,
     EffectRecord,
@@ -99,11 +99,13 @@ class ObjectStorageStore(Delegated):
 
         Raises:
             ConfigurationError: a malformed ``objects``/``endpoint``/``threshold``/``region`` value.
+            StoreUnavailableError: the bucket cannot be used (checked now, as the other
+                backends reach their server when opened, rather than at the first large body).
         """
         parsed = parse_url(url)
         inner = open_inner(parsed.inner_url)
         try:
-            return cls(
+            store = cls(
                 inner,
                 parsed.bucket,
                 prefix=parsed.prefix,
@@ -114,6 +116,11 @@ class ObjectStorageStore(Delegated):
         except BaseException:
             inner.close()
             raise
+        problem = store._bucket.unusable(store._keys.prefix)
+        if problem is not None:
+            store.close()
+            raise StoreUnavailableError(store.url, problem)
+        return store
 
     @property
     def inner(self) -> Store:

@@ -22,6 +22,7 @@ from savegame.errors import (
     LeaseLostError,
     NotFoundError,
     SavegameError,
+    StoreUnavailableError,
 )
 from savegame.model import (
     CheckpointHeader,
@@ -188,8 +189,8 @@ class PostgresStore(SqlSchedules, SqlStore):
         pool_timeout: seconds a call waits for a free connection.
 
     Raises:
-        ConfigurationError: the server cannot be reached or refuses the login, a bad
-            option, or a schema written by a newer savegame.
+        StoreUnavailableError: the server cannot be reached or refuses the login.
+        ConfigurationError: a bad option, or a schema written by a newer savegame.
     """
 
     _sql = SQL
@@ -222,7 +223,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         try:
             conn = psycopg.connect(conninfo, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise ConfigurationError(f"cannot open the store {self._url}: {exc}") from exc
+            raise StoreUnavailableError(self._url, str(exc)) from exc
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             conninfo,
             min_size=pool_min,
@@ -242,7 +243,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         except BaseException as exc:
             self._pool.close()
             if isinstance(exc, psycopg.OperationalError):
-                raise ConfigurationError(f"cannot open the store {self._url}: {exc}") from exc
+                raise StoreUnavailableError(self._url, str(exc)) from exc
             raise
 
     @classmethod

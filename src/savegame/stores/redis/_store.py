@@ -19,6 +19,7 @@ from savegame.errors import (
     LeaseHeldError,
     NotFoundError,
     SavegameError,
+    StoreUnavailableError,
 )
 from savegame.model import (
     CheckpointHeader,
@@ -162,7 +163,7 @@ class RedisStore(RedisJournal, RedisStorage):
 
     Raises:
         ConfigurationError: a bad prefix, or keys written by a newer savegame.
-        redis.ConnectionError: the server cannot be reached.
+        StoreUnavailableError: the server cannot be reached or refuses the login.
     """
 
     def __init__(
@@ -191,8 +192,12 @@ class RedisStore(RedisJournal, RedisStorage):
         try:
             check_layout(client, self._p, prefix)
             persistent, problem = durability(client)
-        except BaseException:
+        except BaseException as exc:
             self.close()
+            # AuthenticationError is a ConnectionError too; a TimeoutError is a server
+            # that accepted the connection and never answered.
+            if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+                raise StoreUnavailableError(self._url, str(exc)) from exc
             raise
         self._capabilities = Capabilities(
             persistent=persistent, multi_process=True, waits=True, group_commit=True, pooled=True

@@ -25,6 +25,7 @@ from savegame.errors import (
     LeaseLostError,
     NotFoundError,
     StoreNotFoundError,
+    StoreUnavailableError,
 )
 from savegame.model import (
     CheckpointHeader,
@@ -99,6 +100,11 @@ def _undecodable(
     return CorruptRecordError(named, f"a text column does not hold UTF-8 text ({exc})")
 
 
+def _why(exc: BaseException, path: str) -> str:
+    # sqlite3 says "unable to open database file" without the file; OSError names it already.
+    return str(exc) if isinstance(exc, OSError) else f"{exc} ({os.path.abspath(path)})"
+
+
 class SqliteStore(SqlSchedules, SqlStore):
     """A store in one SQLite file.
 
@@ -115,6 +121,8 @@ class SqliteStore(SqlSchedules, SqlStore):
     Raises:
         ConfigurationError: a bad ``synchronous`` value, or a file written by a newer savegame.
         StoreNotFoundError: ``create`` is False and there is no file at ``path``.
+        StoreUnavailableError: the file cannot be made or opened (a folder it may not
+            write in, a file that is not a database).
     """
 
     _sql = SQL
@@ -127,17 +135,24 @@ class SqliteStore(SqlSchedules, SqlStore):
         self._path = os.fspath(path)
         self._synchronous = synchronous
         self._lock = threading.Lock()
-        if create:
-            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-        self._conn = self._connect(create)
+        try:
+            if create:
+                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._connect(create)
+        except (OSError, sqlite3.DatabaseError) as exc:  # a folder it may not write in
+            raise StoreUnavailableError(self.url, _why(exc, self._path)) from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
             _schema.enable_wal(self._conn, _BUSY_TIMEOUT_S)
             self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._conn.execute("PRAGMA foreign_keys = ON")
             _schema.migrate(self._conn, self._path)
-        except BaseException:
+        except BaseException as exc:
             self._conn.close()
+            # A read-only file or folder (WAL writes its -shm beside the file), a file
+            # that is not a database: what opening it said, naming the store.
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StoreUnavailableError(self.url, _why(exc, self._path)) from exc
             raise
 
     def _connect(self, create: bool) -> sqlite3.Connection:
