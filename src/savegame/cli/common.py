@@ -12,6 +12,7 @@ from rich.text import Text
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.errors import UsageError
+from savegame.cli.options import store_arg
 from savegame.codec import from_data
 from savegame.errors import SavegameError
 from savegame.model import CheckpointHeader, RunResult, RunStatus
@@ -120,7 +121,7 @@ def finish(res: RunResult, *, as_json: bool, verb: str, store: str | None) -> No
     if asleep:
         head = savegame.get_checkpoint(res.checkpoint_id, store=store).metadata.get("waiting")
         what = head.get("for") if isinstance(head, dict) else None
-        tail = f" --store {store}" if store else ""
+        tail = store_arg(store)
         out.print(Text.assemble(("waiting for: ", "yellow"), str(what)), soft_wrap=True)
         out.print(
             f"  a worker continues it once woken, or: savegame resume {res.run_id}{tail} --wait",

@@ -20,11 +20,12 @@ import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
-from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.options import JsonOption, StoreOption, store_arg
 from savegame.codec import to_data
 from savegame.effects import decisions
 from savegame.integrations import langgraph
 from savegame.model import EffectKind, EffectRecord, RunStatus
+from savegame.redaction import redact
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
 InterruptOption = Annotated[
@@ -134,7 +135,7 @@ def resolve_command(
     out.print(
         f"{entry.request_id} ({entry.name}) settled as {outcome} by {entry.metadata.get('by')}"
     )
-    tail = f" --store {store}" if store else ""
+    tail = store_arg(store)
     if verb == "compensate":
         then = "skips this undo" if done else "calls it again"
         out.print(f"next: savegame compensate {run_id}{tail}  (it {then})", soft_wrap=True)
@@ -250,10 +251,10 @@ def _decided(verb: str, decision: savegame.Decision, store: str | None, as_json:
         return
     why = decision.not_continued
     if decision.error is not None:
-        why = one_line(decision.error)
+        why = redact(one_line(decision.error), store)
         sys.stderr.write(f"warning: {verb}, but run {run_id} was not continued here: {why}\n")
         sys.stderr.flush()
-    tail = f" --store {store}" if store else ""
+    tail = store_arg(store)
     then = (
         "a worker (savegame worker) or `savegame resume` continues it"
         if decision.queued
@@ -386,7 +387,7 @@ def compensate_command(
         return
     out = render.console()
     out.print(Text.assemble(f"run {run_id}: ", render.status(res.status)))
-    tail = f" --store {store}" if store else ""
+    tail = store_arg(store)
     out.print(f"what was undone: savegame effects {run_id}{tail}", soft_wrap=True)
 
 

@@ -15,7 +15,7 @@ from rich.text import Text
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import parse_json
-from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.options import JsonOption, StoreOption, store_arg
 
 
 def send_command(
@@ -54,7 +54,7 @@ def send_command(
         )
         return
     out = render.console()
-    tail = f" --store {store}" if store else ""
+    tail = store_arg(store)
     if not sent.delivered:
         out.print(
             Text.assemble(

@@ -28,10 +28,12 @@ from savegame.cli.options import (
     RunIdOption,
     StoreOption,
     ThreadOption,
+    store_arg,
 )
 from savegame.cli.starting import starting
 from savegame.cli.storage_view import plural
 from savegame.model import RunResult, RunStatus
+from savegame.redaction import redact
 from savegame.runtime import DEFAULT_TTL, WorkerStats
 
 log = logging.getLogger("savegame.worker")
@@ -87,7 +89,7 @@ def submit_command(
     if as_json:
         jsonview.emit(jsonview.run(info))
         return
-    tail = f" --store {store}" if store else ""
+    tail = store_arg(store)
     out = render.console()
     if info.status is not RunStatus.QUEUED:
         # It exists and was left as it is: finished, or in hand, or waiting for a person.
@@ -99,11 +101,20 @@ def submit_command(
     out.print(f"run it: savegame worker{tail}   watch it: savegame runs{tail}", soft_wrap=True)
 
 
+class _EventLine(logging.Formatter):
+    def __init__(self, store: str | None) -> None:
+        super().__init__("%(asctime)s %(message)s", datefmt="%H:%M:%S")
+        self._store = store
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record), self._store)
+
+
 @contextmanager
-def _events_to_stderr() -> Iterator[None]:
+def _events_to_stderr(store: str | None) -> Iterator[None]:
     """One line per worker event on stderr, for as long as the worker runs."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    handler.setFormatter(_EventLine(store))
     level, propagate = log.level, log.propagate
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -235,7 +246,7 @@ def worker_command(
         queues=queues or None,
     )
     worker.install_signal_handlers()
-    with _events_to_stderr():
+    with _events_to_stderr(store):
         log.info("worker started: %s on %s", plural(concurrency, "slot"), where)
         stats = worker.run(idle_exit=exit_when_idle)
     render.console().print(_summary(stats), soft_wrap=True)

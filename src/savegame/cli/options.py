@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from savegame.redaction import redact_url
 from savegame.runtime import OnExists, OnThreadBusy
 
 StoreOption = Annotated[
@@ -18,6 +19,13 @@ StoreOption = Annotated[
         "(default: $SAVEGAME_STORE, else sqlite:///savegame.db).",
     ),
 ]
+
+
+def store_arg(store: str | None) -> str:
+    """`` --store URL`` for a command we suggest (empty for the default store), the URL
+    without its password: whoever runs it supplies that as they did this time."""
+    return f" --store {redact_url(store)}" if store else ""
+
 
 JsonOption = Annotated[
     bool,

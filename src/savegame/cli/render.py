@@ -15,6 +15,7 @@ from rich.json import JSON
 from rich.table import Table
 from rich.text import Text
 
+from savegame.cli.options import store_arg
 from savegame.codec import to_data
 from savegame.effects import PendingInterrupt
 from savegame.model import (
@@ -310,7 +311,7 @@ def waiting(
     out: Console, run_id: str, items: Sequence[PendingInterrupt], store: str | None
 ) -> None:
     """What an interrupted run waits for, and the commands that continue it."""
-    tail = f" --store {store}" if store else ""
+    tail = store_arg(store)
     several = len(items) > 1
     for p in items:
         which = f" --interrupt {p.interrupt_id}" if several else ""
