@@ -151,7 +151,10 @@ class Guard:
             if not _same(login, self.token):
                 return PlainTextResponse("wrong token", 401)
             rest = {k: v for k, v in request.query_params.items() if k != "token"}
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            # The path as sent: request.url's is decoded, and a run id's quoted "/"
+            # (x%2F..%2Fvictim) would come back as a path a browser resolves elsewhere.
+            sent = request.scope.get("raw_path") or request.url.path.encode()
+            target = sent.decode("latin-1") + (f"?{urlencode(rest)}" if rest else "")
             done = RedirectResponse(target, 303)
             done.set_cookie(
                 TOKEN_COOKIE, self._token_digest, httponly=True, samesite="strict", path="/"
