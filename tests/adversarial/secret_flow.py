@@ -11,7 +11,7 @@ wf = Workflow("secret_flow")
 
 
 @tool(effect="write", approval=True, idempotent=True)
-def pay(amount: int, *, request_id: str) -> dict[str, Any]:
+def pay_planted(amount: int, *, request_id: str) -> dict[str, Any]:
     return {"paid": amount, "request_id": request_id}
 
 
@@ -22,4 +22,4 @@ def plan(state: dict[str, Any], ctx: Any) -> tuple[dict[str, Any], str]:
 
 @wf.step
 def charge(state: dict[str, Any], ctx: Any) -> tuple[dict[str, Any], Any]:
-    return {"receipt": ctx.call(pay, amount=state["amount"])}, END
+    return {"receipt": ctx.call(pay_planted, amount=state["amount"])}, END

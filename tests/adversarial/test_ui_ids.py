@@ -46,16 +46,16 @@ IDS = [
 
 
 @tool(effect="write", idempotent=True, approval=True)
-def charge(amount: int, *, request_id: str) -> dict[str, Any]:
+def charge_by_id(amount: int, *, request_id: str) -> dict[str, Any]:
     return {"amount": amount}
 
 
-wf = Workflow("ids")
+wf = Workflow("hostile_ids")
 
 
 @wf.step(entry=True)
 def pay(state: dict[str, Any], ctx: Any) -> tuple[dict[str, Any], Any]:
-    return {"receipt": ctx.call(charge, amount=state["amount"])}, END
+    return {"receipt": ctx.call(charge_by_id, amount=state["amount"])}, END
 
 
 @pytest.fixture(scope="module")
