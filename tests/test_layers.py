@@ -42,8 +42,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("codec",),
     # the Store protocol and its backends
     ("stores",),
-    # records, the error tree, control-flow signals, ids, secrets: used by every layer
-    ("model", "errors", "signals", "ids", "secrets"),
+    # records, the error tree, control-flow signals, ids, secrets, URL redaction: used by
+    # every layer
+    ("model", "errors", "signals", "ids", "secrets", "redaction"),
 ]
 
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}

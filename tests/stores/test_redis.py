@@ -28,6 +28,7 @@ from savegame.errors import (
     NotFoundError,
 )
 from savegame.model import Lease, RunStatus, utcnow
+from savegame.redaction import redact_url
 from savegame.stores import open_store
 from savegame.stores.redis import RedisStore, durability, parse_url
 from savegame.stores.redis import _store as redis_store
@@ -316,8 +317,8 @@ def test_open_store_opens_redis_urls(open_scratch: Opener) -> None:
 
 def test_url_drops_the_password() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0?prefix=p"
-    assert redis_store._without_password(url) == "redis://user@127.0.0.1:1/0?prefix=p"
-    assert redis_store._without_password("redis://:s3cret@h/0") == "redis://h/0"
+    assert redact_url(url) == "redis://user@127.0.0.1:1/0?prefix=p"
+    assert redact_url("redis://:s3cret@h/0?password=s3cret") == "redis://h/0"
 
 
 def test_a_layout_1_journal_is_indexed_when_a_store_opens_it(

@@ -26,6 +26,7 @@ from savegame.codec import to_data
 from savegame.effects import decisions
 from savegame.integrations import langgraph
 from savegame.model import EffectKind, EffectRecord, RunStatus
+from savegame.redaction import redact
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
 InterruptOption = Annotated[
@@ -261,7 +262,7 @@ def _decided(
         return
     why = decision.not_continued
     if decision.error is not None:
-        why = one_line(decision.error)
+        why = redact(one_line(decision.error), store)
         sys.stderr.write(f"warning: {verb}, but run {run_id} was not continued here: {why}\n")
         sys.stderr.flush()
     if quiet and not as_json:

@@ -44,6 +44,7 @@ Exit codes, so scripts can tell what to do next:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -67,6 +68,7 @@ from savegame.errors import (
     RunStateError,
     SavegameError,
 )
+from savegame.redaction import redact
 
 #: Exit codes (the table in the module docstring).
 EXIT_ERROR = 1
@@ -145,12 +147,19 @@ def _stopped(exc: BaseException, store: str | None) -> str | None:
 
 
 def report(
-    exc: BaseException, *, debug: bool, as_json: bool = False, store: str | None = None
+    exc: BaseException,
+    *,
+    debug: bool,
+    as_json: bool = False,
+    store: str | None = None,
+    urls: Sequence[str] = (),
 ) -> int:
     """Write the error to stderr and return the exit code for it (``store``: the one the
-    command was given, for a command it suggests)."""
+    command was given, for a command it suggests; ``urls``: every URL the command was
+    given, whose secrets the line must not show, whoever wrote the message)."""
     if debug:
-        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        shown = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        sys.stderr.write(redact("".join(shown), store, *urls))
     code = exit_code(exc)
     stopped = _stopped(exc, store)
     if stopped is not None:
@@ -162,6 +171,7 @@ def report(
         code = int(getattr(exc, "exit_code", EXIT_USAGE))
     else:
         message = one_line(exc)
+    message = redact(message, store, *urls)
     if as_json:
         line = orjson.dumps({"error": message, "code": code, "type": type(exc).__name__}).decode()
     else:
@@ -172,12 +182,13 @@ def report(
 
 
 class _WarningLine(logging.Formatter):
-    def __init__(self, as_json: bool) -> None:
+    def __init__(self, as_json: bool, urls: Sequence[str]) -> None:
         super().__init__()
         self._as_json = as_json
+        self._urls = urls
 
     def format(self, record: logging.LogRecord) -> str:
-        text = " ".join(_text(record).split())
+        text = redact(" ".join(_text(record).split()), *self._urls)
         return orjson.dumps({"warning": text}).decode() if self._as_json else f"warning: {text}"
 
 
@@ -194,12 +205,13 @@ def _text(record: logging.LogRecord) -> str:
 
 
 @contextmanager
-def warnings_to_stderr(as_json: bool) -> Iterator[None]:
+def warnings_to_stderr(as_json: bool, urls: Sequence[str] = ()) -> Iterator[None]:
     """savegame's warnings (its loggers, WARNING and up) and stamina's retries (the waits
-    of savegame's retries) as one line each, while a command runs."""
+    of savegame's retries) as one line each, while a command runs (``urls``: as for
+    :func:`report`)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
-    handler.setFormatter(_WarningLine(as_json))
+    handler.setFormatter(_WarningLine(as_json, urls))
     loggers = [logging.getLogger("savegame"), logging.getLogger("stamina")]
     for logger in loggers:
         logger.addHandler(handler)
@@ -228,6 +240,7 @@ def without_flag_types(params: P) -> P:
 
 _JSON = "savegame.json"
 _STORE = "savegame.store"
+_URLS = "savegame.urls"
 
 
 def _option(args: Sequence[str], name: str) -> str | None:
@@ -253,6 +266,9 @@ class Group(TyperGroup):
         given = args[: args.index("--")] if "--" in args else args
         ctx.meta[_JSON] = "--json" in given
         ctx.meta[_STORE] = _option(given, "--store")
+        # Every URL given (--store, --to, a migration's source) and the default store's.
+        urls = [arg for arg in args if "://" in arg]
+        ctx.meta[_URLS] = [*urls, os.environ.get("SAVEGAME_STORE") or ""]
         return super().parse_args(ctx, args)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
@@ -266,12 +282,14 @@ class Group(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         as_json = bool(ctx.meta.get(_JSON))
+        urls = ctx.meta.get(_URLS, ())
         try:
-            with warnings_to_stderr(as_json):
+            with warnings_to_stderr(as_json, urls):
                 return super().invoke(ctx)
         except (Exception, KeyboardInterrupt) as exc:
             if _is_control_flow(exc) and not (as_json and _is_usage_error(exc)):
                 raise
             debug = bool(ctx.params.get("debug"))
-            code = report(exc, debug=debug, as_json=as_json, store=ctx.meta.get(_STORE))
+            store = ctx.meta.get(_STORE)
+            code = report(exc, debug=debug, as_json=as_json, store=store, urls=urls)
             raise typer.Exit(code) from None

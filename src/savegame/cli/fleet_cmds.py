@@ -33,6 +33,7 @@ from savegame.cli.options import (
 from savegame.cli.starting import starting
 from savegame.cli.words import plural, store_tail
 from savegame.model import RunResult, RunStatus
+from savegame.redaction import redact
 from savegame.runtime import DEFAULT_TTL, WorkerStats
 
 log = logging.getLogger("savegame.worker")
@@ -102,11 +103,20 @@ def submit_command(
     out.print(f"run it: savegame worker{tail}   watch it: savegame runs{tail}", soft_wrap=True)
 
 
+class _EventLine(logging.Formatter):
+    def __init__(self, store: str | None) -> None:
+        super().__init__("%(asctime)s %(message)s", datefmt="%H:%M:%S")
+        self._store = store
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record), self._store)
+
+
 @contextmanager
-def _events_to_stderr() -> Iterator[None]:
+def _events_to_stderr(store: str | None) -> Iterator[None]:
     """One line per worker event on stderr, for as long as the worker runs."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    handler.setFormatter(_EventLine(store))
     level, propagate = log.level, log.propagate
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -245,7 +255,7 @@ def worker_command(
         queues=queues or None,
     )
     worker.install_signal_handlers()
-    with _events_to_stderr():
+    with _events_to_stderr(store):
         log.info("worker started: %s on %s", plural(concurrency, "slot"), where)
         stats = worker.run(idle_exit=exit_when_idle)
     render.console().print(_summary(stats), soft_wrap=True)

@@ -19,6 +19,7 @@ StoreOption = Annotated[
     ),
 ]
 
+
 JsonOption = Annotated[
     bool,
     typer.Option("--json", help="Print machine-readable JSON instead of tables."),

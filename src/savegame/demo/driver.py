@@ -38,6 +38,7 @@ from savegame.codec import canonical
 from savegame.demo.processes import Child, DemoError, run_child
 from savegame.demo.world import Summary, World
 from savegame.effects import default_actor
+from savegame.redaction import redact_url
 
 #: The tool inside which process 2 is killed.
 KILL_IN = "issue_refund"
@@ -106,6 +107,7 @@ class DemoReport:
     """Everything the demo did and found, for rendering."""
 
     store_url: str
+    """The store's URL without its password (:func:`savegame.redaction.redact_url`)."""
     kept: str | None
     """The folder holding the database and the outside-world files when kept, else None."""
     run_id: str
@@ -239,7 +241,7 @@ def _crash_and_resume(
     """Start the run until it pauses, approve, kill the resumed run mid-refund, resume it."""
     if not handle.capabilities.multi_process:
         raise DemoError(
-            f"demo: store {url} cannot be shared between processes; use a sqlite:// URL"
+            f"demo: store {redact_url(url)} cannot be shared between processes; use a sqlite:// URL"
         )
     common = ("--store", url, "--world", world)
     first = run_child("process 1", "start", *common)
@@ -289,7 +291,7 @@ def run_demo(
     world, ref_world = os.path.join(folder, "world.db"), os.path.join(folder, "reference-world.db")
     started = time.perf_counter()
     seconds: dict[str, float] = {}
-    say(f"the refund agent is {CODE[next(iter(CODE))]}; its runs go to {url}")
+    say(f"the refund agent is {CODE[next(iter(CODE))]}; its runs go to {redact_url(url)}")
     try:
         with closing(savegame.open_store(url)) as handle:
             crashed = _crash_and_resume(handle, url, world, ask, auto, say)
@@ -309,7 +311,7 @@ def run_demo(
             shutil.rmtree(folder, ignore_errors=True)
     seconds["total"] = time.perf_counter() - started - crashed.approval.waited
     return DemoReport(
-        store_url=url,
+        store_url=redact_url(url),
         kept=folder if keep else None,
         run_id=crashed.run_id,
         reference_run_id=reference.run_id,

@@ -16,7 +16,8 @@ Where things are::
     decisions.py       what people do from outside: approve, reject, supply, resolve, close
     _compensation.py   run_compensation: undo a run's completed writes, once each
     _waits.py          Waits: ctx.wait_for and ctx.sleep without a process held; events
-                       (what ``savegame send`` and a child run's end journal)
+                       (what ``savegame send`` and a child run's end journal); ChildRun
+                       (registered with the codec: a planner keeps them in its state)
 
 ``decisions`` stays a public module: the runtime calls its verbs qualified
 (``decisions.approve``, ``decisions.pending``), which is how they read right.
@@ -75,6 +76,7 @@ from savegame.effects._waits import (
     CHILD_TOPIC,
     EVENT_NODE,
     PARENT_KEY,
+    ChildRun,
     Waits,
     as_delta,
     check_topic,
@@ -101,6 +103,7 @@ __all__ = [
     "Backoff",
     "Calls",
     "ChatModel",
+    "ChildRun",
     "Expired",
     "Journal",
     "Message",

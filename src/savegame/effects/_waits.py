@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from savegame.codec import decode_value, encode_value, seal_entry
+from savegame.codec import decode_value, encode_value, register, seal_entry
 from savegame.codec.storage import StorageConfig
 from savegame.effects._calls import Calls
 from savegame.errors import ConfigurationError, NonDeterminismError, WaitTimedOutError
@@ -54,6 +55,18 @@ CHILD_TOPIC = "$child:"
 END_KEY = "end"
 """The key of a child's end event: a run ends once for its parent (a failed child that is
 resumed and completes later does not tell it again)."""
+
+
+# Here, not in the runtime that starts children: a planner's state holds these, and the
+# readers (savegame.inspect: get_checkpoint, diff) import effects, never the runtime.
+@register(name="savegame.ChildRun")
+@dataclass(frozen=True, slots=True)
+class ChildRun:
+    """A child run a step started (``ctx.start_child``); pure data, so a state may keep it."""
+
+    run_id: str
+    workflow: str
+    """Its workflow's name."""
 
 
 def child_topic(child_run_id: str) -> str:

@@ -32,8 +32,8 @@ Where things are, along the path of a run::
     _restore.py       restore_workspace: a checkpoint's files put back
 """
 
+from savegame.effects import ChildRun
 from savegame.runtime._api import aresume, arun, resume, run
-from savegame.runtime._children import ChildRun
 from savegame.runtime._context import StepContext
 from savegame.runtime._control import (
     Effect,

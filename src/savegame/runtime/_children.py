@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from savegame import codec, secrets
-from savegame.codec import canonical, open_entry, register, to_data
+from savegame.codec import canonical, open_entry, to_data
 from savegame.codec.storage import StorageConfig
 from savegame.effects import CHILD_TOPIC, PARENT_KEY, child_topic, end_event
 from savegame.errors import ChildRunError, ConfigurationError, ConflictError
@@ -36,17 +36,6 @@ from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._setup import start_run
 from savegame.stores import Enqueue, check_enqueue, queue_declared, queue_store
 from savegame.stores.base import ALL_EFFECTS, Store
-
-
-@register(name="savegame.ChildRun")
-@dataclass(frozen=True, slots=True)
-class ChildRun:
-    """A child run a step started (``ctx.start_child``); pure data, so a state may keep it."""
-
-    run_id: str
-    workflow: str
-    """Its workflow's name."""
-
 
 #: Statuses a child ends in, as far as its parent is concerned: it is told once.
 ENDINGS = (

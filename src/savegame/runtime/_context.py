@@ -15,6 +15,7 @@ from savegame.codec import refuse_reserved
 from savegame.effects import (
     Calls,
     ChatModel,
+    ChildRun,
     ModelCall,
     ModelResponse,
     Tool,
@@ -31,14 +32,7 @@ from savegame.effects import (
 from savegame.errors import ConfigurationError
 from savegame.model import EffectRecord, Usage
 from savegame.runtime._branches import as_branches, branch_calls, run_branches
-from savegame.runtime._children import (
-    ChildRun,
-    creator,
-    input_digest,
-    outcome,
-    placement,
-    started,
-)
+from savegame.runtime._children import creator, input_digest, outcome, placement, started
 from savegame.runtime._loader import as_workflow
 from savegame.runtime._trace import OFF, Span, answered, model_span, tool_span
 from savegame.secrets import Secret

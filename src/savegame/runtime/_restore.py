@@ -40,6 +40,7 @@ from savegame.runtime._workspace import (
     scan,
     stat_key,
 )
+from savegame.stores import opened_store
 from savegame.stores.base import Store
 
 _BATCH = 256
@@ -68,7 +69,7 @@ def restore_workspace(
     checkpoint: Checkpoint,
     path: str | os.PathLike[str] | Workspace,
     *,
-    store: Store,
+    store: Store | str | None = None,
     storage: StorageConfig | None = None,
 ) -> RestoredWorkspace | None:
     """Make the directory ``path`` what it was at ``checkpoint``: files, deletions, modes.
@@ -78,8 +79,11 @@ def restore_workspace(
     it is and returns None. Paths ``path``'s ignore patterns match are left alone; a
     plain path has none, so pass the workflow's :class:`Workspace` to keep its ignored
     files (a plain path restores the directory as the manifest has it, and deletes them).
+    ``store`` is the store the checkpoint's files are in: a Store, a URL, or None for
+    ``$SAVEGAME_STORE``.
 
     Raises:
+        NotFoundError: ``store`` names a store that is not there.
         CorruptRecordError: naming the checkpoint, when its manifest would write outside
             the workspace or a file's blob is missing or damaged (nothing is written then
             for a bad manifest; a bad blob stops the restore where it is found).
@@ -91,7 +95,8 @@ def restore_workspace(
     manifest = manifest_of(checkpoint.state)
     if manifest is None:
         return None
-    return restore(ws, manifest, store, storage, checkpoint.checkpoint_id)
+    with opened_store(store, create=False) as s:
+        return restore(ws, manifest, s, storage, checkpoint.checkpoint_id)
 
 
 def restore(

@@ -269,18 +269,12 @@ def workflow_of(info: RunInfo, workflow: Any, verb: str) -> Workflow:
     return wf
 
 
-def prepare_resume(
-    run_id: str,
-    store: Store,
-    workflow: Any,
-    from_checkpoint: str | None,
-    ttl: float,
-    storage: StorageConfig | None = None,
-    lease: Lease | None = None,
-) -> Ready:
-    """Check that ``run_id`` can continue, take its lease (unless given one) and load
-    its checkpoint: the latest, or ``from_checkpoint``."""
-    # Checked before anything in it is used: its workflow reference is imported below.
+def _resumable(store: Store, run_id: str, storage: StorageConfig | None) -> RunInfo:
+    """The run's row, checked, when the run can continue now.
+
+    Raises:
+        RunStateError: it has ended, is compensating, or waits for a person or a wake-up.
+    """
     info = codec.verify_run(store.get_run(run_id), storage)
     if info.status.finished or info.status is RunStatus.COMPENSATING:
         hint = (
@@ -297,6 +291,22 @@ def prepare_resume(
         raise RunStateError(
             run_id, f"waiting: {waiting} (resume it then, or wait for it: wait=True)", "resume"
         )
+    return info
+
+
+def prepare_resume(
+    run_id: str,
+    store: Store,
+    workflow: Any,
+    from_checkpoint: str | None,
+    ttl: float,
+    storage: StorageConfig | None = None,
+    lease: Lease | None = None,
+) -> Ready:
+    """Check that ``run_id`` can continue, take its lease (unless given one) and load
+    its checkpoint: the latest, or ``from_checkpoint``."""
+    # Checked before anything in it is used: its workflow reference is imported below.
+    info = _resumable(store, run_id, storage)
     wf = workflow_of(info, workflow, "resume")
     # A worker arrives holding the lease it claimed (and keeps it on failure: it may
     # hold the run back rather than release it); everyone else takes it here.
@@ -307,6 +317,12 @@ def prepare_resume(
     held = None if claimed else info.lease
     took_over = held.owner if held is not None and held.owner != lease.owner else None
     try:
+        if not claimed:
+            # Read again under the lease: the import above takes as long as the user's
+            # module does, and another process may have run the run on meanwhile (to its
+            # end, or to a pause). Compared with the head below, the row read before
+            # would call that a damaged record.
+            info = _resumable(store, run_id, storage)
         if from_checkpoint is not None:
             record = store.get_checkpoint(from_checkpoint)
             if record.run_id != run_id:

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from savegame.errors import ConfigurationError, NotFoundError
+from savegame.redaction import redact_url
 from savegame.stores._queues import (
     DuplicateRunError,
     Enqueue,
@@ -122,7 +123,9 @@ def open_store(url: str | Store | None = None, *, create: bool = True) -> Store:
     backend = _BACKENDS.get(scheme.lower()) if sep else None
     if backend is None:
         supported = ", ".join(f"{name}://" for name in sorted(_BACKENDS))
-        raise ConfigurationError(f"unknown store URL {url!r}: supported schemes are {supported}")
+        raise ConfigurationError(
+            f"unknown store URL {redact_url(url)!r}: supported schemes are {supported}"
+        )
     try:
         module = importlib.import_module(backend.module)
     except ImportError as exc:

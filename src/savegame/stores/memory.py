@@ -32,6 +32,7 @@ from savegame.model import (
     Waiting,
     utcnow,
 )
+from savegame.redaction import redact_url
 from savegame.stores import _common
 from savegame.stores._memory_schedules import MemorySchedules
 from savegame.stores._memory_state import Run
@@ -76,11 +77,11 @@ class MemoryStore(MemorySchedules, MemoryStorage):
             ConfigurationError: the URL is not a ``memory://`` URL.
         """
         if not url.startswith("memory://"):
-            raise ConfigurationError(f"not a memory store URL: {url!r}")
+            raise ConfigurationError(f"not a memory store URL: {redact_url(url)!r}")
         name = url[len("memory://") :]
         if "/" in name or "?" in name:
             raise ConfigurationError(
-                f"bad memory store URL {url!r}: expected memory:// or memory://NAME"
+                f"bad memory store URL {redact_url(url)!r}: expected memory:// or memory://NAME"
             )
         if not name:
             return cls()

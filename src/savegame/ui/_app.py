@@ -62,17 +62,19 @@ def build(site: Site, guard: Guard) -> Starlette:
     (and the guard refuses every POST, naming the mode)."""
     actions = [
         *(
-            Route(f"/runs/{{run_id:str}}/{name}", _action(site, name), methods=["POST"])
+            Route(f"/runs/{{run_id:path}}/{name}", _action(site, name), methods=["POST"])
             for name in ACTIONS
         ),
-        Route("/checkpoints/{checkpoint_id:str}/fork", _action(site, "fork"), methods=["POST"]),
+        Route("/checkpoints/{checkpoint_id:path}/fork", _action(site, "fork"), methods=["POST"]),
     ]
     routes = [
         Route("/", lambda request: RedirectResponse("/runs", 303)),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Route("/runs", _page(site, _runs.runs_page)),
-        Route("/runs/{run_id:str}", _page(site, _run.run_page)),
-        Route("/checkpoints/{checkpoint_id:str}", _page(site, _run.checkpoint_page)),
+        # :path, as a quoted "/" in an id reaches the app decoded; an action's route
+        # ends in its name, so /runs/a/b/cancel is the cancel of run a/b.
+        Route("/runs/{run_id:path}", _page(site, _run.run_page)),
+        Route("/checkpoints/{checkpoint_id:path}", _page(site, _run.checkpoint_page)),
         Route("/diff", _page(site, _run.diff_page)),
         Route("/approvals", _page(site, _inbox.inbox_page)),
         *([] if guard.read_only else actions),

@@ -162,7 +162,10 @@ class Guard:
             if self._holder(secret=login) is None:
                 return PlainTextResponse("wrong token", 401)
             rest = {k: v for k, v in request.query_params.items() if k != "token"}
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            # The path as sent: request.url's is decoded, and a run id's quoted "/"
+            # (x%2F..%2Fvictim) would come back as a path a browser resolves elsewhere.
+            sent = request.scope.get("raw_path") or request.url.path.encode()
+            target = sent.decode("latin-1") + (f"?{urlencode(rest)}" if rest else "")
             done = RedirectResponse(target, 303)
             done.set_cookie(
                 TOKEN_COOKIE, _digest(login), httponly=True, samesite="strict", path="/"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from starlette.requests import Request
@@ -84,6 +85,10 @@ class Site:
             trim_blocks=True,
             lstrip_blocks=True,
         )
+        # Jinja's urlencode keeps "/" (it quotes paths): a run id "x/../victim" would
+        # link to /runs/x/../victim, which a browser reads as /runs/victim. Every value
+        # the templates put in a URL is one path segment or one query value.
+        self.templates.filters["urlencode"] = url_part
         self.templates.globals.update(
             version=__version__, statuses=[s.value for s in RunStatus], tree=_values.render,
             scalar=_values.scalar, ago=ago, when=when, duration=duration,
@@ -118,6 +123,11 @@ class Site:
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.render(request, name, **context), status)
+
+
+def url_part(value: Any) -> str:
+    """``value`` quoted as one path segment or query value: ``/`` too."""
+    return quote(str(value), safe="")
 
 
 def fragment(request: Request) -> bool:

@@ -15,7 +15,6 @@ session is ``default_transaction_read_only``.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import urllib.parse
 from collections.abc import Iterable
@@ -24,6 +23,7 @@ from typing import Any
 
 from savegame.errors import ConfigurationError
 from savegame.integrations.langgraph import _guard
+from savegame.redaction import redact, redact_url
 
 #: (thread's namespace, checkpoint id, task id) -> the task path of its writes.
 TaskPaths = dict[tuple[str, str, str], str]
@@ -152,16 +152,22 @@ class PostgresSource(Source):
             from psycopg.rows import dict_row
         except ImportError as exc:
             raise _missing("langgraph-checkpoint-postgres", exc) from None
-        self.label = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)
-        params = conninfo.conninfo_to_dict(url)
-        # Read-only for the session: whatever runs on this connection cannot write.
-        params["options"] = f"{params.get('options') or ''} -c default_transaction_read_only=on"
-        self._conn = psycopg.connect(
-            conninfo.make_conninfo("", **params),
-            autocommit=True,
-            prepare_threshold=0,
-            row_factory=dict_row,
-        )
+        self.label = redact_url(url)
+        try:
+            params = conninfo.conninfo_to_dict(url)
+            # Read-only for the session: whatever runs on this connection cannot write.
+            params["options"] = f"{params.get('options') or ''} -c default_transaction_read_only=on"
+            self._conn = psycopg.connect(
+                conninfo.make_conninfo("", **params),
+                autocommit=True,
+                prepare_threshold=0,
+                row_factory=dict_row,
+            )
+        except (psycopg.ProgrammingError, psycopg.OperationalError) as exc:
+            # Not chained: libpq quotes a password it could not parse.
+            raise ConfigurationError(
+                f"cannot read source {self.label}: {redact(str(exc), url)}"
+            ) from None
         self._ids = self._ids.format(p="%s")
         found = self._rows(
             "SELECT " + ", ".join(f"to_regclass('{t}') IS NOT NULL" for t in self._tables)

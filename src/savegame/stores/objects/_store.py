@@ -17,6 +17,7 @@ from savegame.model import (
     RunInfo,
     Waiting,
 )
+from savegame.redaction import redact_url
 from savegame.stores.base import Capabilities, Store, Written
 from savegame.stores.objects._bucket import (
     MAGIC,
@@ -35,7 +36,6 @@ from savegame.stores.objects._url import (
     DEFAULT_REGION,
     DEFAULT_THRESHOLD,
     parse_url,
-    without_userinfo,
 )
 
 DEFAULT_GRACE = 3600.0
@@ -139,14 +139,14 @@ class ObjectStorageStore(Delegated):
         target = f"s3://{self._bucket_name}" + (f"/{self._prefix}" if self._prefix else "")
         params: list[tuple[str, str]] = [("objects", target)]
         if self._endpoint:
-            params.append(("endpoint", without_userinfo(self._endpoint)))
+            params.append(("endpoint", self._endpoint))
         if self._region != DEFAULT_REGION:
             params.append(("region", self._region))
         if self._threshold != DEFAULT_THRESHOLD:
             params.append(("threshold", str(self._threshold)))
         inner = self._inner.url
         query = urllib.parse.urlencode(params, safe=":/")
-        return f"{inner}{'&' if '?' in inner else '?'}{query}"
+        return redact_url(f"{inner}{'&' if '?' in inner else '?'}{query}")
 
     @property
     def capabilities(self) -> Capabilities:

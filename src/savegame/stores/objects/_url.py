@@ -6,6 +6,7 @@ import urllib.parse
 from typing import NamedTuple
 
 from savegame.errors import ConfigurationError
+from savegame.redaction import redact_url
 
 DEFAULT_THRESHOLD = 64 * 1024
 DEFAULT_REGION = "us-east-1"
@@ -33,10 +34,12 @@ def _query(url: str) -> list[tuple[str, str]]:
     return urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query, keep_blank_values=True)
 
 
-def without_userinfo(endpoint: str) -> str:
-    parts = urllib.parse.urlsplit(endpoint)
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=host))
+def _credentials(param: str, url: str) -> ConfigurationError:
+    # The URL shown has them removed, so the message says what was there.
+    return ConfigurationError(
+        f"bad {param}= value in {redact_url(url)!r}: it holds credentials (user:password@), "
+        "which come from the AWS environment variables or config, never the URL"
+    )
 
 
 def parse_url(url: str) -> ObjectsUrl:
@@ -47,22 +50,27 @@ def parse_url(url: str) -> ObjectsUrl:
     """
     ours = {k: v for k, v in _query(url) if k in URL_PARAMS}
     target = urllib.parse.urlsplit(ours.get("objects", ""))
-    if target.scheme != "s3" or not target.hostname or target.username or target.password:
+    if "@" in target.netloc:
+        raise _credentials("objects", url)
+    if target.scheme != "s3" or not target.hostname:
         raise ConfigurationError(
-            f"bad objects= value in {url!r}: expected s3://bucket/prefix "
-            "(credentials come from the AWS environment variables or config, never the URL)"
+            f"bad objects= value in {redact_url(url)!r}: expected s3://bucket/prefix"
         )
     endpoint = ours.get("endpoint") or None
     if endpoint is not None:
         parts = urllib.parse.urlsplit(endpoint)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
+        if "@" in parts.netloc:
+            raise _credentials("endpoint", url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(
-                f"bad endpoint= value in {url!r}: expected http(s)://host:port"
+                f"bad endpoint= value in {redact_url(url)!r}: expected http(s)://host:port"
             )
     try:
         threshold = int(ours.get("threshold", DEFAULT_THRESHOLD))
     except ValueError:
-        raise ConfigurationError(f"bad threshold= value in {url!r}: expected bytes") from None
+        raise ConfigurationError(
+            f"bad threshold= value in {redact_url(url)!r}: expected bytes"
+        ) from None
     # Rebuilt by hand: urlunsplit would turn sqlite:///x into sqlite:/x (no netloc scheme).
     rest = [(k, v) for k, v in _query(url) if k not in URL_PARAMS]
     inner_url = url.partition("?")[0] + (f"?{urllib.parse.urlencode(rest)}" if rest else "")

@@ -33,6 +33,7 @@ from savegame.model import (
     RunStatus,
     utcnow,
 )
+from savegame.redaction import redact, redact_url
 from savegame.stores import _common
 from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
@@ -135,7 +136,9 @@ def parse_url(url: str) -> tuple[str, dict[str, Any]]:
     """
     parts = urlsplit(url)
     if parts.scheme.lower() not in _SCHEMES:
-        raise ConfigurationError(f"not a PostgreSQL store URL: expected postgresql://, got {url!r}")
+        raise ConfigurationError(
+            f"not a PostgreSQL store URL: expected postgresql://, got {redact_url(url)!r}"
+        )
     options: dict[str, Any] = {}
     libpq: list[tuple[str, str]] = []
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
@@ -168,7 +171,8 @@ def public_url(conninfo: str, options: Mapping[str, Any]) -> str:
     query = [(k, str(v)) for k, v in params.items()]
     query += [(k, str(v)) for k, v in options.items() if v is not None and v != _DEFAULTS.get(k)]
     path = "/" + quote(dbname, safe="") if dbname else ""
-    return f"postgresql://{netloc}{path}" + (f"?{urlencode(query)}" if query else "")
+    # redact_url: what else libpq takes that is a secret (sslpassword=).
+    return redact_url(f"postgresql://{netloc}{path}" + (f"?{urlencode(query)}" if query else ""))
 
 
 class PostgresStore(SqlSchedules, SqlStore):
@@ -216,14 +220,16 @@ class PostgresStore(SqlSchedules, SqlStore):
         try:
             self._url = public_url(conninfo, {**options, "pool_timeout": pool_timeout})
         except psycopg.ProgrammingError as exc:  # conninfo syntax
-            raise ConfigurationError(f"bad PostgreSQL connection string: {exc}") from None
+            raise ConfigurationError(
+                f"bad PostgreSQL connection string: {redact(str(exc), conninfo)}"
+            ) from None
         # Migrate on a connection of its own: a refused login or an unknown
         # database surfaces here, now, with the server's message, rather than
         # as a pool timeout on the first call.
         try:
             conn = psycopg.connect(conninfo, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(self._url, str(exc)) from exc
+            raise self._unreachable(exc, conninfo) from None
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             conninfo,
             min_size=pool_min,
@@ -243,8 +249,12 @@ class PostgresStore(SqlSchedules, SqlStore):
         except BaseException as exc:
             self._pool.close()
             if isinstance(exc, psycopg.OperationalError):
-                raise StoreUnavailableError(self._url, str(exc)) from exc
+                raise self._unreachable(exc, conninfo) from None
             raise
+
+    def _unreachable(self, exc: psycopg.OperationalError, conninfo: str) -> StoreUnavailableError:
+        # Not chained: a traceback (--debug) prints the driver's own message, unredacted.
+        return StoreUnavailableError(self._url, redact(str(exc), conninfo))
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:

@@ -31,6 +31,7 @@ from savegame.model import (
     Waiting,
     utcnow,
 )
+from savegame.redaction import redact, redact_url
 from savegame.stores import _common
 from savegame.stores.base import Capabilities, Put, RunPosition, ThreadInfo, Written
 from savegame.stores.redis import _rows as rows
@@ -60,12 +61,14 @@ def parse_url(url: str) -> tuple[str, str]:
     """
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss"):
-        raise ConfigurationError(f"not a Redis store URL: {url!r} (expected redis:// or rediss://)")
+        raise ConfigurationError(
+            f"not a Redis store URL: {redact_url(url)!r} (expected redis:// or rediss://)"
+        )
     driver_url, ours = _split_query(url, ("prefix",))
     prefix = ours.get("prefix", DEFAULT_PREFIX)
     if not _PREFIX.fullmatch(prefix):
         raise ConfigurationError(
-            f"bad Redis store URL {url!r}: prefix must be letters, digits, '_', '.' or '-'"
+            f"bad Redis store URL {redact_url(url)!r}: prefix must be letters, digits, '_', '.' or '-'"
         )
     return driver_url, prefix
 
@@ -103,15 +106,6 @@ def _client(driver_url: str) -> redis.Redis:
         rest, max_connections=int(size), timeout=float(given.get("pool_timeout") or 30.0)
     )
     return redis.Redis.from_pool(pool)
-
-
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    netloc = f"{parts.username}@{host}" if parts.username else host
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def durability(client: redis.Redis) -> tuple[bool, str | None]:
@@ -213,9 +207,9 @@ class RedisStore(RedisJournal, RedisStorage):
             client = _client(driver_url)
         except (ValueError, TypeError) as exc:
             raise ConfigurationError(
-                f"bad Redis store URL {_without_password(url)!r}: {exc}"
-            ) from exc
-        return cls(client, prefix=prefix, url=_without_password(url), owns_client=True)
+                f"bad Redis store URL {redact_url(url)!r}: {redact(str(exc), url)}"
+            ) from None  # the driver's message, unredacted, would be in a traceback
+        return cls(client, prefix=prefix, url=redact_url(url), owns_client=True)
 
     @property
     def url(self) -> str:

@@ -35,6 +35,7 @@ from savegame.model import (
     RunInfo,
     utcnow,
 )
+from savegame.redaction import redact_url
 from savegame.stores import _common
 from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
@@ -74,15 +75,15 @@ def parse_url(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     usage = "expected sqlite:///relative/path.db or sqlite:////absolute/path.db"
     if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
-        raise ConfigurationError(f"bad SQLite store URL {url!r}: {usage}")
+        raise ConfigurationError(f"bad SQLite store URL {redact_url(url)!r}: {usage}")
     path = parts.path[1:]
     if not path or path.endswith("/"):
-        raise ConfigurationError(f"bad SQLite store URL {url!r}: no file name; {usage}")
+        raise ConfigurationError(f"bad SQLite store URL {redact_url(url)!r}: no file name; {usage}")
     synchronous = "full"
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key != "synchronous" or value.lower() not in _SYNCHRONOUS:
             raise ConfigurationError(
-                f"bad SQLite store URL {url!r}: unknown option {key}={value}; "
+                f"bad SQLite store URL {redact_url(url)!r}: unknown option {key}; "
                 "the only option is synchronous=full|normal"
             )
         synchronous = value.lower()
