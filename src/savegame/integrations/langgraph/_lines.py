@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from savegame import codec
 from savegame.codec.storage import StorageConfig
@@ -37,7 +37,9 @@ OWNER = "langgraph"
 TTL = 10 * 365 * 24 * 3600.0
 NS_KEY = "checkpoint_ns"
 CHECKPOINT, METADATA, PARENT, CHANNEL = "lg:checkpoint", "lg:metadata", "lg:parent", "c:"
-#: Shorter pending writes stay plain JSON: compressed alone they shrink by little.
+#: Shorter pending writes stay plain JSON: compressed alone they shrink by little; longer
+#: ones are stored compressed (unless compression is off): a message appended to a
+#: channel is about all a step's journal holds.
 WRITE_COMPRESS_FROM = 512
 WRITE_MARK = {"langgraph": "write"}
 #: A rebuilt line's run names the run it replaces, a copied one the run it copies; the
@@ -96,7 +98,10 @@ class Lines:
 
     def __init__(self, store: Store, storage: StorageConfig | None) -> None:
         self.store = store
-        self.storage = storage
+        # Resolved once, as each line's encoder does: None read the environment again
+        # at every seal and encode (six variables, a few microseconds each time).
+        self.storage = codec.storage.resolve(storage)
+        self._compress_from = min(self.storage.compress_threshold, WRITE_COMPRESS_FROM)
         self.lock = threading.RLock()
         self._appended = threading.Condition(self.lock)
         self._lines: OrderedDict[tuple[str, str], Line] = OrderedDict()
@@ -222,8 +227,9 @@ class Lines:
             line.versions = versions
             line.stored.append(checkpoint["id"])
             self._appended.notify_all()
-            for write in self._early.pop((thread_id, ns, checkpoint["id"]), []):
-                self.put_write(line, checkpoint["id"], write)
+            early = self._early.pop((thread_id, ns, checkpoint["id"]), [])
+            if early:
+                self.put_writes(line, checkpoint["id"], early)
             return line
 
     def early(self, thread_id: str, ns: str, lg_id: str, writes: list[Write]) -> bool:
@@ -272,44 +278,53 @@ class Lines:
             self.store.put_checkpoint(record, lease_token=token, blobs=blobs)
 
     def put_write(self, line: Line, lg_id: str, write: Write) -> None:
-        """Journal one pending write: insert-if-absent; a reserved channel (index < 0) overwrites."""
+        """Journal one pending write (a rebuild copies them one by one)."""
+        self.put_writes(line, lg_id, [write])
+
+    def put_writes(self, line: Line, lg_id: str, writes: Sequence[Write]) -> None:
+        """Journal one task's pending writes in one fenced write (one commit, as
+        SqliteSaver's ``put_writes``): insert-if-absent; a reserved channel (index < 0)
+        overwrites.
+
+        Encoded, sealed and written without holding :attr:`lock`: LangGraph hands a task's
+        writes and the next checkpoint to two threads at once, and the checkpoint's
+        encoding then runs while this commit waits for the disk."""
+        plain = [_write_entry(line.run_id, lg_id, w, self._compress_from) for w in writes]
+        sealed = [codec.seal_entry(entry, self.storage) for entry in plain]
+        stored = self._fenced(
+            line, lambda token: self.store.record_intents(sealed, lease_token=token)
+        )
+        for write, entry, new, now in zip(writes, plain, sealed, stored, strict=True):
+            if write.index >= 0 or now.checksum == new.checksum:
+                continue
+            opened = codec.open_entry(now, self.storage)
+            done = codec.seal_entry(replace(opened, result=entry.result), self.storage)
+
+            def settle(token: int, done: EffectRecord = done, now: EffectRecord = now) -> Any:
+                return self.store.record_result(
+                    line.run_id,
+                    done.request_id,
+                    status=EffectStatus.DONE,
+                    result=done.result,
+                    checksum=done.checksum,
+                    lease_token=token,
+                    expect_checksum=now.checksum,
+                )
+
+            self._fenced(line, settle)
+
+    def _fenced(self, line: Line, write: Callable[[int], _T]) -> _T:
+        """``write(token)`` under the line's lease, taken back once when another saver (a
+        process) moved it; the store call itself runs outside :attr:`lock`."""
         with self.lock:
-            request_id = f"{lg_id}|{write.task_id}|{write.index}"
-            path = f"writes[{write.task_id}][{write.index}]({write.channel})"
-            plain = EffectRecord(
-                run_id=line.run_id,
-                request_id=request_id,
-                kind=EffectKind.READ,
-                name=write.channel,
-                step=0,
-                node=write.task_path,
-                call_index=write.index,
-                status=EffectStatus.DONE,
-                arguments=codec.encode_value([write.task_id, write.task_path, lg_id], path),
-                result=codec.encode_value(
-                    write.value, path, compress_from=_compress_from(self.storage)
-                ),
-                metadata=WRITE_MARK,
-                completed_at=utcnow(),
-            )
-            sealed = codec.seal_entry(plain, self.storage)
-            try:
-                stored = self.store.record_intent(sealed, lease_token=self._token(line))
-            except LeaseLostError:
-                stored = self.store.record_intent(sealed, lease_token=self._token(line, again=True))
-            if write.index >= 0 or stored.checksum == sealed.checksum:
-                return
-            opened = codec.open_entry(stored, self.storage)
-            done = codec.seal_entry(replace(opened, result=plain.result), self.storage)
-            self.store.record_result(
-                line.run_id,
-                request_id,
-                status=EffectStatus.DONE,
-                result=done.result,
-                checksum=done.checksum,
-                lease_token=self._token(line),
-                expect_checksum=stored.checksum,
-            )
+            token = self._token(line)
+        try:
+            return write(token)
+        except LeaseLostError:
+            with self.lock:
+                # Another thread of this saver may have taken it back meanwhile: use theirs.
+                token = self._token(line, again=line.token == token)
+            return write(token)
 
     def finish(self, line: Line) -> None:
         """Mark a rebuilt or copied line whole: from now on readers use it."""
@@ -413,6 +428,7 @@ class Lines:
 
 
 _ABSENT = object()
+_T = TypeVar("_T")
 #: LangGraph metadata copied into the header, where the store filters on it
 #: (``delete_for_runs``) and ``savegame history`` shows it: scalars LangGraph writes.
 HEADER_KEYS = ("source", "step", "run_id")
@@ -428,7 +444,20 @@ def _header_metadata(metadata: Any) -> dict[str, Any]:
     }
 
 
-def _compress_from(storage: StorageConfig | None) -> int:
-    """A pending write of this many bytes is stored compressed (0: never, as configured):
-    a message appended to a channel is about all a step's journal holds."""
-    return min(codec.storage.resolve(storage).compress_threshold, WRITE_COMPRESS_FROM)
+def _write_entry(run_id: str, lg_id: str, write: Write, compress_from: int) -> EffectRecord:
+    """A pending write as a journal entry, request id ``<checkpoint>|<task>|<index>``."""
+    path = f"writes[{write.task_id}][{write.index}]({write.channel})"
+    return EffectRecord(
+        run_id=run_id,
+        request_id=f"{lg_id}|{write.task_id}|{write.index}",
+        kind=EffectKind.READ,
+        name=write.channel,
+        step=0,
+        node=write.task_path,
+        call_index=write.index,
+        status=EffectStatus.DONE,
+        arguments=codec.encode_value([write.task_id, write.task_path, lg_id], path),
+        result=codec.encode_value(write.value, path, compress_from=compress_from),
+        metadata=WRITE_MARK,
+        completed_at=utcnow(),
+    )

@@ -179,8 +179,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 return
             line = self._lines.find(thread_id, ns)
             assert line is not None
-            for write in found:
-                self._lines.put_write(line, lg_id, write)
+        self._lines.put_writes(line, lg_id, found)
 
     # -- housekeeping -----------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
