@@ -9,12 +9,13 @@ each new checkpoint either
 * writes a **keyframe** (the whole state, long lists as packs:
   :mod:`savegame.codec._packs`) when ``keyframe_every`` records have been
   chained, when the chain's delta bytes would outgrow a full copy (the
-  keyframe and the blobs it refers to), when no base is known, or when the
-  state was migrated.
+  keyframe and the blobs it refers to; or the encoder's ``delta_floor``, when
+  that is more), when no base is known, or when the state was migrated.
 
 So a load reads at most ``keyframe_every`` records, and stored bytes per chain
-stay below twice a full copy. Large strings and bytes become blobs, sent with
-the first record that needs them unless this process knows the store has them.
+stay below twice a full copy (or a full copy and ``delta_floor``). Large strings
+and bytes become blobs, sent with the first record that needs them unless this
+process knows the store has them.
 """
 
 from __future__ import annotations
@@ -117,13 +118,19 @@ class Encoder:
         base: CheckpointRecord | None = None,
         state: dict[str, Any] | None = None,
         chain: Chain | None = None,
+        delta_floor: int = 0,
     ) -> None:
         """Continue after ``base`` (a stored record whose decoded state is ``state``).
 
         Without a base (or when ``state`` is not what ``base`` holds, e.g. after a
         migration: pass no base then) the next record is a keyframe.
+
+        ``delta_floor``: a chain's deltas may reach this many bytes even when a full copy
+        is smaller, so a small state is not rewritten whole at every step or two (each
+        keyframe stores it all again, and costs the encoder more than a delta).
         """
         self.storage = resolve(storage)
+        self._delta_floor = delta_floor
         self._base_id: str | None = None
         self._shadow: dict[str, Any] = {}
         self._chain = Chain()
@@ -211,7 +218,7 @@ class Encoder:
                 storage=config,
             )
             grown = chain.delta_bytes + record.header.size
-            if grown <= chain.keyframe_bytes:
+            if grown <= max(chain.keyframe_bytes, self._delta_floor):
                 self._remember(
                     record.checkpoint_id,
                     state,

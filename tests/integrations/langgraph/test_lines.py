@@ -65,6 +65,21 @@ def test_a_growing_messages_channel_stores_about_what_was_appended(sqlite_url: s
     assert sorted(sizes)[len(sizes) // 2] < len(MESSAGE)
 
 
+def test_a_short_thread_is_one_keyframe_then_deltas(sqlite_url: str) -> None:
+    # Each delta used to outgrow the small state it followed, so a short thread was
+    # rewritten whole every step or two; a line's deltas may reach DELTA_FLOOR first.
+    graph = talk(8).compile(checkpointer=SavegameSaver(sqlite_url))
+    config = {"configurable": {"thread_id": "short"}}
+    out = graph.invoke({"messages": [HumanMessage(content="go")]}, config)
+    store = open_store(sqlite_url)
+    (run,) = store.list_runs(thread_id="short")
+    keyframes = [h.base_id is None for h in reversed(store.list_checkpoints(run.run_id))]
+    assert keyframes == [True] + [False] * 9
+    fresh = talk(8).compile(checkpointer=SavegameSaver(sqlite_url))
+    assert fresh.get_state(config).values == out
+    assert savegame.verify(store=sqlite_url).ok
+
+
 class CountingStore(SqliteStore):
     """A real SQLite store that counts its journal writes."""
 

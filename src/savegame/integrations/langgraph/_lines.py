@@ -53,6 +53,14 @@ TOOL_PREFIX = "tool:"
 #: this, the longest unused goes (its next checkpoint is a keyframe, its lease taken
 #: again); a long-lived process stays bounded however many threads it has served.
 MAX_LINES = 512
+#: A line's deltas may reach this many bytes before a keyframe even when the thread's
+#: state is smaller (``Encoder(delta_floor=...)``). A short thread (a few messages) was
+#: otherwise rewritten whole at every step or two, each delta already outgrowing it: 6
+#: keyframes in 10 checkpoints of a chat of 512-byte messages, 40 % of ``put``'s time
+#: (``benchmarks/langgraph_threads.py``), and more bytes than deltas, each keyframe
+#: storing every message again. A load reads at most this much more (a few deltas, tens
+#: of microseconds each); a long thread's state outgrows it within a few steps.
+DELTA_FLOOR = 16 * 1024
 #: The newest checkpoint ids a line remembers as stored (a durable tool's call waits
 #: for its task's, almost always the newest); an older one is looked up in the store.
 STORED_KEPT = 32
@@ -194,7 +202,8 @@ class Lines:
             if line is None:
                 line = Line(new_id(), thread_id, ns, origin=dict(origin or {}))
             if line.encoder is None:
-                line.encoder, line.versions = codec.Encoder(self.storage), {}
+                line.encoder = codec.Encoder(self.storage, delta_floor=DELTA_FLOOR)
+                line.versions = {}
             checkpoint = state[CHECKPOINT]
             versions = dict(checkpoint.get("channel_versions", {}))
             changed = {CHECKPOINT, METADATA, PARENT}
