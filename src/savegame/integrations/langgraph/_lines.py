@@ -19,6 +19,8 @@ from savegame.codec.storage import StorageConfig
 from savegame.effects import Journal
 from savegame.errors import ConfigurationError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
+from savegame.integrations.langgraph import _rides
+from savegame.integrations.langgraph._rides import Ride, Seats
 from savegame.model import (
     CheckpointHeader,
     EffectKind,
@@ -90,6 +92,8 @@ class Line:
     stored: deque[str] = field(default_factory=lambda: deque(maxlen=STORED_KEPT))
     """LangGraph ids of the newest checkpoints this process stored or found stored (a
     durable tool's call waits for its task's checkpoint)."""
+    seats: Seats = field(default_factory=Seats)
+    """Pending writes waiting to be committed with the line's next checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ class Lines:
         self._compress_from = min(self.storage.compress_threshold, WRITE_COMPRESS_FROM)
         self.lock = threading.RLock()
         self._appended = threading.Condition(self.lock)
+        self._boarded = threading.Condition(self.lock)
         self._lines: OrderedDict[tuple[str, str], Line] = OrderedDict()
         """Least recently used first, at most :data:`MAX_LINES`."""
         self._early: dict[tuple[str, str, str], list[Write]] = {}
@@ -231,7 +236,7 @@ class Lines:
                 self._create(line, record, blobs)
                 self._keep(line)
             else:
-                self._put(line, record, blobs)
+                self._put_with_riders(line, record, blobs)
             line.encoder.committed(self.store, record)
             line.versions = versions
             line.stored.append(checkpoint["id"])
@@ -278,28 +283,110 @@ class Lines:
             ).token
         return line.token
 
-    def _put(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
+    def _put_with_riders(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
+        """Put ``record`` with the writes waiting for it, in one transaction (call under
+        :attr:`lock`); their callers return once it committed."""
+        seats = line.seats
+        if seats.coming:
+            self._boarded.wait_for(lambda: not seats.coming, _rides.BOARDING_WAIT)
+        riders = seats.take()
         try:
-            self.store.put_checkpoint(record, lease_token=self._token(line), blobs=blobs)
+            self._put(line, record, blobs, [e for ride in riders for e in ride.entries])
+        except BaseException:
+            _rides.arrive(riders, written=False)
+            raise
+        _rides.arrive(riders, written=True)
+
+    def _put(
+        self,
+        line: Line,
+        record: Any,
+        blobs: dict[str, bytes],
+        effects: Sequence[EffectRecord] = (),
+    ) -> None:
+        try:
+            self.store.put_checkpoint(
+                record, lease_token=self._token(line), blobs=blobs, effects=effects
+            )
         except LeaseLostError:
             # Another saver (process) took the lease over: take it back, once.
             token = self._token(line, again=True)
-            self.store.put_checkpoint(record, lease_token=token, blobs=blobs)
+            self.store.put_checkpoint(record, lease_token=token, blobs=blobs, effects=effects)
 
     def put_write(self, line: Line, lg_id: str, write: Write) -> None:
         """Journal one pending write (a rebuild copies them one by one)."""
         self.put_writes(line, lg_id, [write])
 
-    def put_writes(self, line: Line, lg_id: str, writes: Sequence[Write]) -> None:
-        """Journal one task's pending writes in one fenced write (one commit, as
-        SqliteSaver's ``put_writes``): insert-if-absent; a reserved channel (index < 0)
-        overwrites.
+    def put_writes(
+        self, line: Line, lg_id: str, writes: Sequence[Write], *, ride: bool = False
+    ) -> None:
+        """Journal one task's pending writes, durable when this returns: insert-if-absent;
+        a reserved channel (index < 0) overwrites.
 
-        Encoded, sealed and written without holding :attr:`lock`: LangGraph hands a task's
-        writes and the next checkpoint to two threads at once, and the checkpoint's
-        encoding then runs while this commit waits for the disk."""
+        One fenced write (one commit, as SqliteSaver's ``put_writes``), encoded, sealed and
+        written without holding :attr:`lock`; with ``ride`` (LangGraph's own calls) first
+        offered to the line's next checkpoint's transaction (:mod:`._rides`)."""
+        # A reserved channel's write may replace a stored one: it goes on its own.
+        if ride and all(w.index >= 0 for w in writes):
+            plain, sealed, seat = self._board(line, lg_id, writes)
+            if seat is not None and self._ride(line, seat):
+                return
+        else:
+            plain, sealed = self._journaled(line, lg_id, writes)
+        self._write(line, writes, plain, sealed)
+
+    def _board(
+        self, line: Line, lg_id: str, writes: Sequence[Write]
+    ) -> tuple[list[EffectRecord], list[EffectRecord], Ride | None]:
+        """The writes as journal entries, and their seat on the line's next checkpoint, or
+        None when they may not wait: their channels, or a checkpoint newer than theirs is
+        stored (LangGraph put the one after theirs first; the next is a step away). While
+        they are encoded, a checkpoint being put waits for them (``Seats.coming``)."""
+        seats = line.seats
+        with self.lock:
+            seats.coming += 1
+        try:
+            plain, sealed = self._journaled(line, lg_id, writes)
+        except BaseException:
+            self._arrived(seats)
+            raise
+        with self.lock:
+            self._arrived(seats)
+            # In the same step as leaving ``coming``, or a checkpoint could go between.
+            if line.stored and line.stored[-1] != lg_id:
+                return plain, sealed, None
+            return plain, sealed, seats.board(sealed, frozenset(w.channel for w in writes))
+
+    def _arrived(self, seats: Seats) -> None:
+        """Writes stopped being encoded: a checkpoint waiting for them goes on."""
+        with self.lock:
+            seats.coming -= 1
+            self._boarded.notify_all()
+
+    def _journaled(
+        self, line: Line, lg_id: str, writes: Sequence[Write]
+    ) -> tuple[list[EffectRecord], list[EffectRecord]]:
+        """The writes as journal entries, plain and sealed."""
         plain = [_write_entry(line.run_id, lg_id, w, self._compress_from) for w in writes]
-        sealed = [codec.seal_entry(entry, self.storage) for entry in plain]
+        return plain, [codec.seal_entry(entry, self.storage) for entry in plain]
+
+    def _ride(self, line: Line, seat: Ride) -> bool:
+        """Whether the writes of ``seat`` were committed with the line's next checkpoint."""
+        seat.done.wait(_rides.RIDE_WAIT)
+        with self.lock:
+            if not seat.taken:
+                line.seats.leave(seat)
+                return False
+        seat.done.wait()
+        return seat.written
+
+    def _write(
+        self,
+        line: Line,
+        writes: Sequence[Write],
+        plain: list[EffectRecord],
+        sealed: list[EffectRecord],
+    ) -> None:
         stored = self._fenced(
             line, lambda token: self.store.record_intents(sealed, lease_token=token)
         )
