@@ -27,7 +27,10 @@ every saver). Messages carry ``--message-bytes`` of pseudo-prose. The systems ar
 interleaved thread by thread in a rotating order, so load from elsewhere on the machine
 falls on all of them alike; the first ``--warmup`` runs of each are not counted. The
 async table runs ``ainvoke`` on ``AsyncSqliteSaver`` (the reference there),
-``SavegameSaver`` (its async methods) and ``InMemorySaver``.
+``SavegameSaver`` (its async methods) and ``InMemorySaver``. After the timed runs, one
+more run per system has its connection's statements traced: the commits a run pays.
+Before and after everything, the floor: one bare commit (an INSERT of 1 KB, WAL, FULL)
+in the same directory, which no durable checkpoint can cost less than.
 
     python benchmarks/langgraph_threads.py
     python benchmarks/langgraph_threads.py --threads 300 --long 100,400 --long-repeat 5
@@ -39,6 +42,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import os
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -215,12 +220,43 @@ async def pragmas(name: str, saver: Any) -> str:
     return f"{found[0]}, synchronous={SYNCHRONOUS_NAMES[found[1]]}"
 
 
+async def trace(name: str, saver: Any, callback: Callable[[str], None] | None) -> None:
+    """Hand every statement the saver's connection runs to ``callback`` (None: stop)."""
+    if name == REFERENCE["async"]:
+        await saver.conn.set_trace_callback(callback)
+    elif name != MEMORY:
+        (saver.store._conn if name == SAVEGAME else saver.conn).set_trace_callback(callback)
+
+
+def commit_floor(tmp: Path, count: int = 300) -> float:
+    """Median ms of one bare commit here: an INSERT of 1 KB and COMMIT, WAL, FULL, in the
+    directory the savers write to (what any durable checkpoint pays at least)."""
+    (tmp / "floor.db").unlink(missing_ok=True)
+    conn = sqlite3.connect(tmp / "floor.db", isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB)")
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (body) VALUES (?)", (os.urandom(1024),))
+            conn.execute("COMMIT")
+            times.append(time.perf_counter() - started)
+    finally:
+        conn.close()
+    return statistics.median(times) * 1e3
+
+
 # -- measuring --------------------------------------------------------------------------------
 @dataclass
 class Cell:
     seconds: list[float]
     """Each counted run, whole."""
     checkpoints: int = 0
+    commits: int = 0
+    """Commits of one run (an extra run after the timed ones, its statements traced)."""
     settings: str = "-"
 
     @property
@@ -249,23 +285,33 @@ async def measure(
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 saver, app = apps[name]
                 thread = {"configurable": {"thread_id": f"{case.name}-{i}"}}
-                given = case.inputs(i)
-                started = time.perf_counter()
-                for item in given:
-                    if mode == "sync":
-                        app.invoke(item, {**thread, "recursion_limit": 1000}, durability="sync")
-                    else:
-                        await app.ainvoke(
-                            item, {**thread, "recursion_limit": 1000}, durability="sync"
-                        )
-                took = time.perf_counter() - started
+                took = await run_once(app, case.inputs(i), thread, mode)
                 if i >= args.warmup:
                     cells[name].seconds.append(took)
                 if i == args.warmup and mode == "sync":
                     cells[name].checkpoints = len(list(saver.list(thread)))
                 elif i == args.warmup:
                     cells[name].checkpoints = len([t async for t in saver.alist(thread)])
+        for name, (saver, app) in apps.items():
+            statements: list[str] = []
+            await trace(name, saver, statements.append)
+            thread = {"configurable": {"thread_id": f"{case.name}-traced"}}
+            await run_once(app, case.inputs(0), thread, mode)
+            await trace(name, saver, None)
+            cells[name].commits = sum(s.strip().upper() == "COMMIT" for s in statements)
     return cells
+
+
+async def run_once(app: Any, given: list[Any], thread: Any, mode: str) -> float:
+    """Seconds of one run: each input in turn, ``invoke`` or ``ainvoke``."""
+    config = {**thread, "recursion_limit": 1000}
+    started = time.perf_counter()
+    for item in given:
+        if mode == "sync":
+            app.invoke(item, config, durability="sync")
+        else:
+            await app.ainvoke(item, config, durability="sync")
+    return time.perf_counter() - started
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -280,11 +326,12 @@ def table(mode: str, results: dict[str, dict[str, Cell]], names: list[str]) -> s
                 saver = c.checkpoint_ms - mem.checkpoint_ms
                 part = f"{saver:.3f} ({saver / (ref.checkpoint_ms - mem.checkpoint_ms):.2f}x)"
             rows.append([
-                case_name, name, str(len(c.seconds)), str(c.checkpoints), f"{c.run_ms:.2f}",
+                case_name, name, str(len(c.seconds)), str(c.checkpoints),
+                "-" if name == MEMORY else str(c.commits), f"{c.run_ms:.2f}",
                 f"{c.checkpoint_ms:.3f}", f"{c.checkpoint_ms / ref.checkpoint_ms:.2f}x", part,
             ])  # fmt: skip
     return markdown(
-        ["graph", "system", "runs", "checkpoints a run", "ms a run (median)",
+        ["graph", "system", "runs", "checkpoints a run", "commits a run", "ms a run (median)",
          "ms a checkpoint", "vs reference", "saver's ms a checkpoint (vs reference's)"],
         rows, numeric_from=2,
     )  # fmt: skip
@@ -326,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     out = [f"Machine: {machine(lg_versions())}", ""]
     every: dict[str, dict[str, dict[str, Cell]]] = {}
     with tempfile.TemporaryDirectory(prefix="savegame-lg-threads-") as tmp:
+        floors = [commit_floor(Path(tmp))]
         for mode in args.modes:
             names = [REFERENCE[mode], SAVEGAME] + ([] if args.no_memory else [MEMORY])
             every[mode] = results = {}
@@ -336,14 +384,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             out += [f"{'invoke' if mode == 'sync' else 'ainvoke'}, durability='sync'; "
                     + "; ".join(f"{n}: {s}" for n, s in settings.items()), ""]  # fmt: skip
             out += [table(mode, results, names), ""]
+        floors.append(commit_floor(Path(tmp)))
     out.append(
+        "commits a run: COMMIT statements of one more run, traced on the saver's connection. "
         "ms a run: median over the runs of one invoke (interrupt: both invokes). ms a checkpoint: "
         "that over the checkpoints a run stored. vs reference: against SqliteSaver (invoke) / "
         "AsyncSqliteSaver (ainvoke) in the same run. saver's ms a checkpoint: over "
         "InMemorySaver's (what the saver adds to LangGraph's own work), and its ratio to the "
         "reference's."
     )
-    out += ["", targets(every)]
+    out += [
+        "",
+        "One bare commit here (INSERT of 1 KB, WAL, FULL, same directory; median of 300): "
+        f"{floors[0]:.3f} ms before the runs, {floors[1]:.3f} ms after.",
+        "",
+        targets(every),
+    ]
     print("\n".join(out))
     print(f"\nWall time {time.perf_counter() - started:.0f} s.", file=sys.stderr)
 
