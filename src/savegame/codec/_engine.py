@@ -206,10 +206,15 @@ class Encoder:
             patch = _delta.diff(self._shadow, state, changed)
             found: dict[str, bytes] = {}
             refs: set[str] = set()
-            body = orjson.dumps(
-                _refs.extract(patch, config, found, config.inline_max, refs),
-                option=orjson.OPT_SORT_KEYS,
-            )
+            body = orjson.dumps(patch, option=orjson.OPT_SORT_KEYS)
+            # No leaf of a body this short outgrows the inline limit, and one without the
+            # tag names no workspace file: the walk that looks for either is skipped (most
+            # steps; it was a tenth of a LangGraph checkpoint's CPU, 700 calls a run).
+            if len(body) > config.inline_max or _FILE_TAG in body:
+                body = orjson.dumps(
+                    _refs.extract(patch, config, found, config.inline_max, refs),
+                    option=orjson.OPT_SORT_KEYS,
+                )
             _attach(found, refs, files)
             record = _envelope.seal_record(
                 replace(header, base_id=self._base_id, blobs=tuple(sorted({*found, *refs}))),
@@ -330,6 +335,7 @@ def _attach(found: dict[str, bytes], refs: set[str], files: Mapping[str, bytes])
 
 
 _FILE_REF = re.compile(rb'\{"\$sg:blob":\["f","([0-9a-f]+)"')
+_FILE_TAG = b'"$sg:blob"'
 
 
 def _file_refs(body: bytes) -> set[str]:
