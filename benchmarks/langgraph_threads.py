@@ -30,11 +30,13 @@ async table runs ``ainvoke`` on ``AsyncSqliteSaver`` (the reference there),
 ``SavegameSaver`` (its async methods) and ``InMemorySaver``. After the timed runs, one
 more run per system has its connection's statements traced: the commits a run pays.
 Before and after everything, the floor: one bare commit (an INSERT of 1 KB, WAL, FULL)
-in the same directory, which no durable checkpoint can cost less than.
+in the same directory, which no durable checkpoint can cost less than. ``--normal`` puts
+every saver at ``synchronous=NORMAL`` (a commit does not wait for the disk): what is
+left is each saver's CPU.
 
     python benchmarks/langgraph_threads.py
     python benchmarks/langgraph_threads.py --threads 300 --long 100,400 --long-repeat 5
-    python benchmarks/langgraph_threads.py --cases chat2 --modes sync --threads 500
+    python benchmarks/langgraph_threads.py --cases chat3,chat10 --modes sync --normal
 """
 
 from __future__ import annotations
@@ -177,15 +179,16 @@ def cases(args: argparse.Namespace) -> list[Case]:
 
 # -- savers -----------------------------------------------------------------------------------
 @asynccontextmanager
-async def open_saver(name: str, path: Path) -> AsyncIterator[Any]:
+async def open_saver(name: str, path: Path, *, normal: bool = False) -> AsyncIterator[Any]:
     """The saver ``name`` on ``path``, opened as its documentation shows (SqliteSaver's
-    ``setup`` sets WAL; ``synchronous`` is left at SQLite's default, FULL)."""
+    ``setup`` sets WAL; ``synchronous`` is left at SQLite's default, FULL). ``normal``:
+    every saver at ``synchronous=NORMAL``, where a commit does not wait for the disk."""
     if name == MEMORY:
         yield InMemorySaver()
     elif name == SAVEGAME:
         from savegame.langgraph import SavegameSaver
 
-        saver = SavegameSaver(f"sqlite:///{path}")
+        saver = SavegameSaver(f"sqlite:///{path}" + ("?synchronous=normal" if normal else ""))
         try:
             yield saver
         finally:
@@ -195,12 +198,16 @@ async def open_saver(name: str, path: Path) -> AsyncIterator[Any]:
 
         async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
             await saver.setup()
+            if normal:
+                await saver.conn.execute("PRAGMA synchronous=NORMAL")
             yield saver
     else:
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         with SqliteSaver.from_conn_string(str(path)) as saver:
             saver.setup()
+            if normal:
+                saver.conn.execute("PRAGMA synchronous=NORMAL")
             yield saver
 
 
@@ -278,7 +285,7 @@ async def measure(
         apps = {}
         for name in names:
             path = tmp / f"{mode}-{case.name}-{name.replace(' ', '_')}.db"
-            saver = await stack.enter_async_context(open_saver(name, path))
+            saver = await stack.enter_async_context(open_saver(name, path, normal=args.normal))
             cells[name].settings = await pragmas(name, saver)
             apps[name] = (saver, case.graph.compile(checkpointer=saver))
         for i in range(args.warmup + case.runs):
@@ -368,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="only these graphs: chat3,chat5,chat10,interrupt,subgraph,chat100...")  # fmt: skip
     parser.add_argument("--modes", default=["sync", "async"], type=words, help="sync,async")
     parser.add_argument("--no-memory", action="store_true", help="leave InMemorySaver out")
+    parser.add_argument("--normal", action="store_true",
+                        help="every saver at synchronous=NORMAL: what is left is CPU")  # fmt: skip
     args = parser.parse_args(argv)
     started = time.perf_counter()
     out = [f"Machine: {machine(lg_versions())}", ""]
