@@ -22,6 +22,7 @@ from savegame.integrations.langgraph._rides import BARRED_FOR, Seats
 from savegame.langgraph import SavegameSaver
 from savegame.stores import SqliteStore
 from tests.integrations.langgraph.test_lines import talk
+from tests.services import BACKENDS
 
 #: LangGraph's calls carry the durability; a direct caller's do not.
 LANGGRAPH = {_rides.DURABILITY_KEY: "sync"}
@@ -146,3 +147,34 @@ def test_writes_that_fail_to_encode_hold_no_checkpoint_back(tmp_path: Path) -> N
         saver.put_writes(config, [("bad", object())], "task")
     line = saver._lines.find("t", "")
     assert line is not None and line.seats.coming == 0 and line.seats.riders == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
+def test_on_every_backend_writes_that_rode_read_back_as_langgraph_keeps_them(
+    backend: str, tmp_path: Path, patient: None
+) -> None:
+    config = {"configurable": {"thread_id": "chat"}}
+    expected = InMemorySaver()
+    talk(5).compile(checkpointer=expected).invoke(
+        {"messages": [HumanMessage(content="go")]}, config, durability="sync"
+    )
+    with BACKENDS[backend](tmp_path) as url:
+        saver = SavegameSaver(url)
+        try:
+            out = (
+                talk(5)
+                .compile(checkpointer=saver)
+                .invoke({"messages": [HumanMessage(content="go")]}, config, durability="sync")
+            )
+            reader = SavegameSaver(url)
+            mine = pending(reader, "chat")
+            values = [
+                m.content for m in reader.get_tuple(config).checkpoint["channel_values"]["messages"]
+            ]  # type: ignore[union-attr]
+            reader.close()
+        finally:
+            saver.close()
+    assert [[c for c, _ in step] for step in mine] == [
+        [c for c, _ in step] for step in pending(expected, "chat")
+    ]
+    assert values == [m.content for m in out["messages"]]
