@@ -236,7 +236,9 @@ class Lines:
                 self._create(line, record, blobs)
                 self._keep(line)
             else:
-                self._put_with_riders(line, record, blobs)
+                # A rebuild (origin given) holds the lock across its appends: waiting
+                # for writes would let it go in the middle.
+                self._put_with_riders(line, record, blobs, board=origin is None)
             line.encoder.committed(self.store, record)
             line.versions = versions
             line.stored.append(checkpoint["id"])
@@ -283,11 +285,14 @@ class Lines:
             ).token
         return line.token
 
-    def _put_with_riders(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
+    def _put_with_riders(
+        self, line: Line, record: Any, blobs: dict[str, bytes], *, board: bool
+    ) -> None:
         """Put ``record`` with the writes waiting for it, in one transaction (call under
-        :attr:`lock`); their callers return once it committed."""
+        :attr:`lock`); their callers return once it committed. ``board``: first wait a
+        little for writes being encoded (the wait lets go of the lock)."""
         seats = line.seats
-        if seats.coming:
+        if board and seats.coming:
             self._boarded.wait_for(lambda: not seats.coming, _rides.BOARDING_WAIT)
         riders = seats.take()
         try:
