@@ -275,8 +275,12 @@ class Counted(TypedDict):
 
 
 def test_prune_keep_last_leaves_a_thread_langgraph_can_go_on_with(
-    cli: Any, saver: SavegameSaver, sqlite_url: str
+    cli: Any, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Chains of at most 4: this thread's 15 small checkpoints would otherwise all be one
+    # chain (a line's deltas may reach 16 KiB) and keep-last could drop none of them.
+    monkeypatch.setenv("SAVEGAME_KEYFRAME_EVERY", "4")
+    saver = SavegameSaver(sqlite_url)
     g = StateGraph(Counted)
     g.add_node(
         "talk",
@@ -298,6 +302,7 @@ def test_prune_keep_last_leaves_a_thread_langgraph_can_go_on_with(
     out = fresh.invoke({"messages": [HumanMessage(content="again")]}, conf("chat"))
     assert len(out["messages"]) == len(before["messages"]) + 2
     assert run(cli, "verify", "--store", sqlite_url, "--json").json()["ok"]
+    saver.close()
 
 
 def test_prune_keeps_what_a_delta_channel_is_rebuilt_from(

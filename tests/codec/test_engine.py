@@ -116,6 +116,28 @@ def test_deltas_stay_small_as_the_state_grows() -> None:
     assert codec.canonical(run.load()) == codec.canonical(state)
 
 
+@pytest.mark.parametrize("floor", [0, 4096])
+def test_a_delta_floor_keeps_a_small_state_in_deltas(floor: int) -> None:
+    # Without it each delta outgrows the tiny state before it and becomes a keyframe.
+    storage = StorageConfig(compress_threshold=0)
+    state: dict[str, Any] = {"log": []}
+    run = Run(MemoryStore(), storage, state)
+    first = run.records[0]
+    run.encoder = codec.Encoder(
+        storage, base=first, state=state, chain=codec.Chain(0, 0, first.header.size),
+        delta_floor=floor,
+    )  # fmt: skip
+    states = []
+    for i in range(10):
+        state = {"log": [*state["log"], f"{i} " + "x" * 100]}
+        run.write(state, {"log"})
+        states.append(state)
+    deltas = [r.header.base_id is not None for r in run.records[1:]]
+    assert all(deltas) if floor else not all(deltas)
+    for i, expected in enumerate(states, start=1):
+        assert run.load(i) == expected
+
+
 class BlobReadCounting(MemoryStore):
     """A real MemoryStore that records which blobs a load reads."""
 

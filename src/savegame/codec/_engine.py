@@ -9,12 +9,13 @@ each new checkpoint either
 * writes a **keyframe** (the whole state, long lists as packs:
   :mod:`savegame.codec._packs`) when ``keyframe_every`` records have been
   chained, when the chain's delta bytes would outgrow a full copy (the
-  keyframe and the blobs it refers to), when no base is known, or when the
-  state was migrated.
+  keyframe and the blobs it refers to; or the encoder's ``delta_floor``, when
+  that is more), when no base is known, or when the state was migrated.
 
 So a load reads at most ``keyframe_every`` records, and stored bytes per chain
-stay below twice a full copy. Large strings and bytes become blobs, sent with
-the first record that needs them unless this process knows the store has them.
+stay below twice a full copy (or a full copy and ``delta_floor``). Large strings
+and bytes become blobs, sent with the first record that needs them unless this
+process knows the store has them.
 """
 
 from __future__ import annotations
@@ -117,13 +118,19 @@ class Encoder:
         base: CheckpointRecord | None = None,
         state: dict[str, Any] | None = None,
         chain: Chain | None = None,
+        delta_floor: int = 0,
     ) -> None:
         """Continue after ``base`` (a stored record whose decoded state is ``state``).
 
         Without a base (or when ``state`` is not what ``base`` holds, e.g. after a
         migration: pass no base then) the next record is a keyframe.
+
+        ``delta_floor``: a chain's deltas may reach this many bytes even when a full copy
+        is smaller, so a small state is not rewritten whole at every step or two (each
+        keyframe stores it all again, and costs the encoder more than a delta).
         """
         self.storage = resolve(storage)
+        self._delta_floor = delta_floor
         self._base_id: str | None = None
         self._shadow: dict[str, Any] = {}
         self._chain = Chain()
@@ -199,10 +206,15 @@ class Encoder:
             patch = _delta.diff(self._shadow, state, changed)
             found: dict[str, bytes] = {}
             refs: set[str] = set()
-            body = orjson.dumps(
-                _refs.extract(patch, config, found, config.inline_max, refs),
-                option=orjson.OPT_SORT_KEYS,
-            )
+            body = orjson.dumps(patch, option=orjson.OPT_SORT_KEYS)
+            # No leaf of a body this short outgrows the inline limit, and one without the
+            # tag names no workspace file: the walk that looks for either is skipped (most
+            # steps; it was a tenth of a LangGraph checkpoint's CPU, 700 calls a run).
+            if len(body) > config.inline_max or _FILE_TAG in body:
+                body = orjson.dumps(
+                    _refs.extract(patch, config, found, config.inline_max, refs),
+                    option=orjson.OPT_SORT_KEYS,
+                )
             _attach(found, refs, files)
             record = _envelope.seal_record(
                 replace(header, base_id=self._base_id, blobs=tuple(sorted({*found, *refs}))),
@@ -211,7 +223,7 @@ class Encoder:
                 storage=config,
             )
             grown = chain.delta_bytes + record.header.size
-            if grown <= chain.keyframe_bytes:
+            if grown <= max(chain.keyframe_bytes, self._delta_floor):
                 self._remember(
                     record.checkpoint_id,
                     state,
@@ -323,6 +335,7 @@ def _attach(found: dict[str, bytes], refs: set[str], files: Mapping[str, bytes])
 
 
 _FILE_REF = re.compile(rb'\{"\$sg:blob":\["f","([0-9a-f]+)"')
+_FILE_TAG = b'"$sg:blob"'
 
 
 def _file_refs(body: bytes) -> set[str]:

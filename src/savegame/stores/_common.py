@@ -198,6 +198,18 @@ def detached_effect(effect: EffectRecord) -> EffectRecord:
     )
 
 
+def check_intents(effects: Sequence[EffectRecord]) -> list[EffectRecord]:
+    """Entries journaled together (``record_intents``) must belong to one run; detached.
+
+    Raises:
+        ValueError: they name several runs (a caller bug, not a conflict).
+    """
+    runs = sorted({effect.run_id for effect in effects})
+    if len(runs) > 1:
+        raise ValueError(f"record_intents journals the entries of one run, not of runs {runs}")
+    return [detached_effect(e) for e in effects]
+
+
 def check_effects(run_id: str, effects: Sequence[EffectRecord]) -> list[EffectRecord]:
     """Effects given with a checkpoint must belong to its run.
 

@@ -22,7 +22,8 @@ Invariants a backend must keep (the contract suite in savegame.testing proves th
   ``rewrite`` (re-encryption). Pruning deletes only what the caller names.
 * Journal: ``record_intent`` is insert-if-absent keyed by (run_id, request_id)
   and returns the entry that is stored afterwards (the existing one when
-  present, except a NOT_DONE entry, which the new intent replaces). Effects
+  present, except a NOT_DONE entry, which the new intent replaces);
+  ``record_intents`` does that for several entries of one run atomically. Effects
   passed to ``put_checkpoint`` are inserted the same way in the checkpoint's
   transaction. Lease-fenced journal writes check the token like checkpoints.
 * Waiting runs (stores that claim ``Capabilities.waits``): a checkpoint with status
@@ -365,6 +366,22 @@ class Store(Protocol):
         Raises:
             LeaseLostError: the run's fencing token is no longer ``lease_token``.
             NotFoundError: the run does not exist.
+        """
+        ...
+
+    def record_intents(
+        self, effects: Sequence[EffectRecord], *, lease_token: int
+    ) -> list[EffectRecord]:
+        """``record_intent`` of each entry, in order, in one atomic step (one commit): all
+        are journaled or none. A request id given twice gets the first entry back twice.
+
+        A caller with several entries at once (a LangGraph task's pending writes) pays
+        one fenced write for them, not one each; an empty list is a no-op.
+
+        Raises:
+            LeaseLostError: the run's fencing token is no longer ``lease_token``.
+            NotFoundError: the run does not exist.
+            ValueError: the entries belong to more than one run.
         """
         ...
 

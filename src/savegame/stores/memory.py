@@ -362,12 +362,19 @@ class MemoryStore(MemorySchedules, MemoryStorage):
 
     # -- journal --------------------------------------------------------------------------
     def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
-        effect = _common.detached_effect(effect)
+        return self.record_intents([effect], lease_token=lease_token)[0]
+
+    def record_intents(
+        self, effects: Sequence[EffectRecord], *, lease_token: int
+    ) -> list[EffectRecord]:
+        entries = _common.check_intents(effects)
+        if not entries:
+            return []
         with self._lock:
-            run = self._run(effect.run_id)
+            run = self._run(entries[0].run_id)
             if run.lease_token != lease_token:
-                raise LeaseLostError(effect.run_id, lease_token)
-            return _common.detached_effect(run.journal(effect))
+                raise LeaseLostError(entries[0].run_id, lease_token)
+            return [_common.detached_effect(run.journal(entry)) for entry in entries]
 
     def record_result(
         self,

@@ -128,6 +128,50 @@ class JournalContract(ContractBase):
         stored = store.get_effect(run.run_id, "req-1")
         assert returned == [stored] * contenders
 
+    # -- record_intents ----------------------------------------------------------------
+    def test_record_intents_journals_each_entry_as_record_intent_does(self, store: Store) -> None:
+        run, _, lease = self.start(store)
+        kept = make_effect(run.run_id, "kept", arguments=b"first")
+        store.record_intent(kept, lease_token=lease.token)
+        store.record_intent(make_effect(run.run_id, "undone"), lease_token=lease.token)
+        store.record_result(
+            run.run_id, "undone", status=EffectStatus.NOT_DONE, checksum="nd", lease_token=None
+        )
+        new = make_effect(run.run_id, "new", arguments=b"new")
+        again = make_effect(run.run_id, "kept", arguments=b"second")
+        fresh = make_effect(run.run_id, "undone", arguments=b"fresh")
+        twice = make_effect(run.run_id, "new", arguments=b"twice")
+        returned = store.record_intents([new, again, fresh, twice], lease_token=lease.token)
+        # A stored entry wins over a new intent, a NOT_DONE one is replaced, and a request
+        # id given twice in one call keeps its first entry.
+        assert returned == [new, kept, fresh, new]
+        assert {e.request_id: e for e in store.list_effects(run.run_id)} == {
+            "kept": kept,
+            "new": new,
+            "undone": fresh,
+        }
+        assert store.record_intents([], lease_token=lease.token) == []
+
+    def test_record_intents_is_fenced_and_writes_none_when_refused(self, store: Store) -> None:
+        run, _, old = self.start(store, ttl=0.0)
+        new = store.acquire_lease(run.run_id, OTHER_OWNER, TTL)
+        entries = [make_effect(run.run_id, f"req-{i}") for i in range(3)]
+        with pytest.raises(LeaseLostError) as info:
+            store.record_intents(entries, lease_token=old.token)
+        assert (info.value.run_id, info.value.token) == (run.run_id, old.token)
+        assert store.list_effects(run.run_id) == []
+        with pytest.raises(NotFoundError):
+            store.record_intents([make_effect("no-such-run")], lease_token=new.token)
+        assert store.record_intents(entries, lease_token=new.token) == entries
+
+    def test_record_intents_refuses_entries_of_two_runs(self, store: Store) -> None:
+        run_a, _, lease = self.start(store)
+        run_b, _, _ = self.start(store)
+        mixed = [make_effect(run_a.run_id, "a"), make_effect(run_b.run_id, "b")]
+        with pytest.raises(ValueError, match="one run"):
+            store.record_intents(mixed, lease_token=lease.token)
+        assert store.list_effects() == []
+
     # -- record_result ----------------------------------------------------------------
     def test_record_result_settles_the_entry_and_merges_metadata(self, store: Store) -> None:
         run, _, lease = self.start(store)

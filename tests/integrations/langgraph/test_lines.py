@@ -27,7 +27,7 @@ from savegame.integrations.langgraph import _lines as lines_module
 from savegame.integrations.langgraph._lines import Write
 from savegame.integrations.langgraph._types import RecordedError
 from savegame.langgraph import SavegameSaver
-from savegame.stores import open_store
+from savegame.stores import SqliteStore, open_store
 
 MESSAGE = "lorem ipsum dolor sit amet " * 80  # about 2 KB
 
@@ -65,6 +65,48 @@ def test_a_growing_messages_channel_stores_about_what_was_appended(sqlite_url: s
     # never the whole list; a keyframe now and then is packed, not the whole list again.
     assert sum(sizes) < full
     assert sorted(sizes)[len(sizes) // 2] < len(MESSAGE)
+
+
+def test_a_short_thread_is_one_keyframe_then_deltas(sqlite_url: str) -> None:
+    # Each delta used to outgrow the small state it followed, so a short thread was
+    # rewritten whole every step or two; a line's deltas may reach DELTA_FLOOR first.
+    graph = talk(8).compile(checkpointer=SavegameSaver(sqlite_url))
+    config = {"configurable": {"thread_id": "short"}}
+    out = graph.invoke({"messages": [HumanMessage(content="go")]}, config)
+    store = open_store(sqlite_url)
+    (run,) = store.list_runs(thread_id="short")
+    keyframes = [h.base_id is None for h in reversed(store.list_checkpoints(run.run_id))]
+    assert keyframes == [True] + [False] * 9
+    fresh = talk(8).compile(checkpointer=SavegameSaver(sqlite_url))
+    assert fresh.get_state(config).values == out
+    assert savegame.verify(store=sqlite_url).ok
+
+
+class CountingStore(SqliteStore):
+    """A real SQLite store that counts its journal writes."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.journal_writes: list[int] = []
+
+    def record_intents(self, effects: Any, *, lease_token: int) -> Any:
+        self.journal_writes.append(len(effects))
+        return super().record_intents(effects, lease_token=lease_token)
+
+
+def test_a_tasks_writes_are_journaled_in_one_store_write(tmp_path: Path) -> None:
+    # One commit for a task's writes, as SqliteSaver's put_writes: they were one each.
+    store = CountingStore(str(tmp_path / "lg.db"))
+    saver = SavegameSaver(store)
+    config = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
+    stored = saver.put(config, empty_checkpoint(), {}, {})
+    saver.put_writes(stored, [("messages", MESSAGE), ("branch:to:b", None), ("n", 1)], "task-1")
+    assert store.journal_writes == [3]
+    found = SavegameSaver(f"sqlite:///{tmp_path / 'lg.db'}").get_tuple(stored)
+    assert found is not None
+    assert found.pending_writes == [
+        ("task-1", "messages", MESSAGE), ("task-1", "branch:to:b", None), ("task-1", "n", 1)
+    ]  # fmt: skip
 
 
 def test_with_keys_no_plaintext_is_stored_and_a_plaintext_row_is_refused(tmp_path: Path) -> None:
@@ -140,6 +182,23 @@ def test_a_node_error_is_kept_as_the_string_langgraph_savers_keep(sqlite_url: st
     saver._lines.put_write(line, head.checkpoint["id"], old)
     (task,) = SavegameSaver(sqlite_url).get_tuple(config).pending_writes  # type: ignore[union-attr]
     assert task[2] == "KeyError('k')"
+
+
+def test_writes_after_another_saver_took_the_thread_take_it_back(sqlite_url: str) -> None:
+    # The pending writes of a checkpoint whose lease another process took since: the
+    # saver takes it back once and writes them (a stale token alone writes nothing).
+    one, two = SavegameSaver(sqlite_url), SavegameSaver(sqlite_url)
+    config = {"configurable": {"thread_id": "taken", "checkpoint_ns": ""}}
+    first = one.put(config, empty_checkpoint(), {"step": 0}, {})
+    two.put(first, empty_checkpoint(), {"step": 1}, {})
+    line = one._lines.find("taken", "")
+    assert line is not None
+    stale = line.token
+    one.put_writes(first, [("seen", 1), ("also", 2)], "task-a")
+    assert line.token is not None and stale is not None and line.token > stale
+    found = SavegameSaver(sqlite_url).get_tuple(first)
+    assert found is not None
+    assert found.pending_writes == [("task-a", "seen", 1), ("task-a", "also", 2)]
 
 
 def test_two_savers_take_turns_on_one_thread(sqlite_url: str) -> None:

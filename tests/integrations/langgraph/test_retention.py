@@ -35,7 +35,12 @@ def test_without_rules_langgraph_runs_are_left_alone(sqlite_url: str) -> None:
     assert len(list(chat.get_state_history(conf("t1")))) == 4
 
 
-def test_with_rules_a_finished_thread_goes_and_a_waiting_one_stays(sqlite_url: str) -> None:
+def test_with_rules_a_finished_thread_goes_and_a_waiting_one_stays(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every checkpoint a keyframe: with deltas, keep_last=1 keeps what the latest loads
+    # from (all of these short threads), and nothing of the waiting thread would go.
+    monkeypatch.setenv("SAVEGAME_KEYFRAME_EVERY", "1")
     chat = graph(sqlite_url)
     chat.invoke({"messages": [HumanMessage(content="hi")]}, conf("done"))
     chat.invoke(Command(resume="yes"), conf("done"))

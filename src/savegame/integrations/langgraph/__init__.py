@@ -31,6 +31,9 @@ The mapping, and why:
   512 bytes or more (an appended message) is stored as a zstd frame of its JSON, which
   ``codec.decode_value`` reads like any value, and one checkpoint's writes are read as
   a request-id prefix (``Store.list_effects(request_prefix=...)``), not the whole journal.
+  A task's writes are one store write (``record_intents``); when LangGraph's loop hands
+  them over, they wait a few milliseconds for the step's checkpoint and are committed in
+  its transaction (``_rides``): a step pays one commit, where SqliteSaver pays two.
 * ``prune``, ``delete_for_runs`` and ``copy_thread`` **rebuild** a namespace's run:
   the kept checkpoints are re-encoded into a new run (a keyframe, then deltas) with
   their writes, then the old run is deleted. A savegame delta needs its bases, so

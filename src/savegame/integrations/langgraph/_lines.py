@@ -10,15 +10,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from savegame import codec
 from savegame.codec.storage import StorageConfig
 from savegame.effects import Journal
 from savegame.errors import ConfigurationError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
+from savegame.integrations.langgraph import _rides
+from savegame.integrations.langgraph._rides import Ride, Seats
 from savegame.model import (
     CheckpointHeader,
     EffectKind,
@@ -37,7 +39,9 @@ OWNER = "langgraph"
 TTL = 10 * 365 * 24 * 3600.0
 NS_KEY = "checkpoint_ns"
 CHECKPOINT, METADATA, PARENT, CHANNEL = "lg:checkpoint", "lg:metadata", "lg:parent", "c:"
-#: Shorter pending writes stay plain JSON: compressed alone they shrink by little.
+#: Shorter pending writes stay plain JSON: compressed alone they shrink by little; longer
+#: ones are stored compressed (unless compression is off): a message appended to a
+#: channel is about all a step's journal holds.
 WRITE_COMPRESS_FROM = 512
 WRITE_MARK = {"langgraph": "write"}
 #: A rebuilt line's run names the run it replaces, a copied one the run it copies; the
@@ -51,6 +55,14 @@ TOOL_PREFIX = "tool:"
 #: this, the longest unused goes (its next checkpoint is a keyframe, its lease taken
 #: again); a long-lived process stays bounded however many threads it has served.
 MAX_LINES = 512
+#: A line's deltas may reach this many bytes before a keyframe even when the thread's
+#: state is smaller (``Encoder(delta_floor=...)``). A short thread (a few messages) was
+#: otherwise rewritten whole at every step or two, each delta already outgrowing it: 6
+#: keyframes in 10 checkpoints of a chat of 512-byte messages, 40 % of ``put``'s time
+#: (``benchmarks/langgraph_threads.py``), and more bytes than deltas, each keyframe
+#: storing every message again. A load reads at most this much more (a few deltas, tens
+#: of microseconds each); a long thread's state outgrows it within a few steps.
+DELTA_FLOOR = 16 * 1024
 #: The newest checkpoint ids a line remembers as stored (a durable tool's call waits
 #: for its task's, almost always the newest); an older one is looked up in the store.
 STORED_KEPT = 32
@@ -80,6 +92,8 @@ class Line:
     stored: deque[str] = field(default_factory=lambda: deque(maxlen=STORED_KEPT))
     """LangGraph ids of the newest checkpoints this process stored or found stored (a
     durable tool's call waits for its task's checkpoint)."""
+    seats: Seats = field(default_factory=Seats)
+    """Pending writes waiting to be committed with the line's next checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -103,11 +117,15 @@ class Lines:
         conventions: codec.Conventions | None = None,
     ) -> None:
         self.store = store
-        self.storage = storage
+        # Resolved once, as each line's encoder does: None read the environment again
+        # at every seal and encode (six variables, a few microseconds each time).
+        self.storage = codec.storage.resolve(storage)
+        self._compress_from = _compress_from(self.storage)
         self.conventions = conventions or codec.Conventions()
         """How values are encoded and decoded (:mod:`._types`: LangGraph's rules)."""
         self.lock = threading.RLock()
         self._appended = threading.Condition(self.lock)
+        self._boarded = threading.Condition(self.lock)
         self._lines: OrderedDict[tuple[str, str], Line] = OrderedDict()
         """Least recently used first, at most :data:`MAX_LINES`."""
         self._early: dict[tuple[str, str, str], list[Write]] = {}
@@ -198,7 +216,8 @@ class Lines:
             if line is None:
                 line = Line(new_id(), thread_id, ns, origin=dict(origin or {}))
             if line.encoder is None:
-                line.encoder, line.versions = codec.Encoder(self.storage), {}
+                line.encoder = codec.Encoder(self.storage, delta_floor=DELTA_FLOOR)
+                line.versions = {}
             checkpoint = state[CHECKPOINT]
             versions = dict(checkpoint.get("channel_versions", {}))
             changed = {CHECKPOINT, METADATA, PARENT}
@@ -227,13 +246,16 @@ class Lines:
                 self._create(line, record, blobs)
                 self._keep(line)
             else:
-                self._put(line, record, blobs)
+                # A rebuild (origin given) holds the lock across its appends: waiting
+                # for writes would let it go in the middle.
+                self._put_with_riders(line, record, blobs, board=origin is None)
             line.encoder.committed(self.store, record)
             line.versions = versions
             line.stored.append(checkpoint["id"])
             self._appended.notify_all()
-            for write in self._early.pop((thread_id, ns, checkpoint["id"]), []):
-                self.put_write(line, checkpoint["id"], write)
+            early = self._early.pop((thread_id, ns, checkpoint["id"]), [])
+            if early:
+                self.put_writes(line, checkpoint["id"], early)
             return line
 
     def early(self, thread_id: str, ns: str, lg_id: str, writes: list[Write]) -> bool:
@@ -278,13 +300,38 @@ class Lines:
         an interrupt writes into a line a live graph may use (its saver takes it back)."""
         return self._token(line)
 
-    def _put(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
+    def _put_with_riders(
+        self, line: Line, record: Any, blobs: dict[str, bytes], *, board: bool
+    ) -> None:
+        """Put ``record`` with the writes waiting for it, in one transaction (call under
+        :attr:`lock`); their callers return once it committed. ``board``: first wait a
+        little for writes being encoded (the wait lets go of the lock)."""
+        seats = line.seats
+        if board and seats.coming:
+            self._boarded.wait_for(lambda: not seats.coming, _rides.BOARDING_WAIT)
+        riders = seats.take()
         try:
-            self.store.put_checkpoint(record, lease_token=self._token(line), blobs=blobs)
+            self._put(line, record, blobs, [e for ride in riders for e in ride.entries])
+        except BaseException:
+            _rides.arrive(riders, written=False)
+            raise
+        _rides.arrive(riders, written=True)
+
+    def _put(
+        self,
+        line: Line,
+        record: Any,
+        blobs: dict[str, bytes],
+        effects: Sequence[EffectRecord] = (),
+    ) -> None:
+        try:
+            self.store.put_checkpoint(
+                record, lease_token=self._token(line), blobs=blobs, effects=effects
+            )
         except LeaseLostError:
             # Another saver (process) took the lease over: take it back, once.
             token = self._token(line, again=True)
-            self.store.put_checkpoint(record, lease_token=token, blobs=blobs)
+            self.store.put_checkpoint(record, lease_token=token, blobs=blobs, effects=effects)
 
     def encoded(self, lg_id: str, write: Write) -> Write:
         """``write`` with its journal entry's values encoded: a value savegame refuses is
@@ -292,34 +339,125 @@ class Lines:
         if write.data is not None:
             return write
         with codec.using_conventions(self.conventions):
-            return replace(write, data=_encoded(lg_id, write, self.storage))
+            return replace(write, data=_encoded(lg_id, write, self._compress_from))
 
     def put_write(self, line: Line, lg_id: str, write: Write) -> None:
-        """Journal one pending write: insert-if-absent; a reserved channel (index < 0) overwrites."""
-        with self.lock:
-            plain = write_record(line.run_id, lg_id, self.encoded(lg_id, write), self.storage)
-            request_id = plain.request_id
-            sealed = codec.seal_entry(plain, self.storage)
-            try:
-                stored = self.store.record_intent(sealed, lease_token=self._token(line))
-            except LeaseLostError:
-                stored = self.store.record_intent(sealed, lease_token=self._token(line, again=True))
-            if write.index >= 0 or stored.checksum == sealed.checksum:
+        """Journal one pending write (a rebuild copies them one by one)."""
+        self.put_writes(line, lg_id, [write])
+
+    def put_writes(
+        self, line: Line, lg_id: str, writes: Sequence[Write], *, ride: bool = False
+    ) -> None:
+        """Journal one task's pending writes, durable when this returns: insert-if-absent;
+        a reserved channel (index < 0) overwrites.
+
+        One fenced write (one commit, as SqliteSaver's ``put_writes``), encoded, sealed and
+        written without holding :attr:`lock`; with ``ride`` (LangGraph's own calls) first
+        offered to the line's next checkpoint's transaction (:mod:`._rides`)."""
+        # One entry per index: LangGraph may hand a reserved channel twice in one call (a
+        # node asking again writes its resume values anew), and the last one stands, as in
+        # its own savers; two of one request id in one batch would settle a stale read.
+        writes = list({w.index: w for w in writes}.values())
+        # A reserved channel's write may replace a stored one: it goes on its own.
+        if ride and all(w.index >= 0 for w in writes):
+            plain, sealed, seat = self._board(line, lg_id, writes)
+            if seat is not None and self._ride(line, seat):
                 return
+        else:
+            plain, sealed = self._journaled(line, lg_id, writes)
+        self._write(line, writes, plain, sealed)
+
+    def _board(
+        self, line: Line, lg_id: str, writes: Sequence[Write]
+    ) -> tuple[list[EffectRecord], list[EffectRecord], Ride | None]:
+        """The writes as journal entries, and their seat on the line's next checkpoint, or
+        None when they may not wait: their channels, or a checkpoint newer than theirs is
+        stored (LangGraph put the one after theirs first; the next is a step away). While
+        they are encoded, a checkpoint being put waits for them (``Seats.coming``)."""
+        seats = line.seats
+        with self.lock:
+            seats.coming += 1
+        try:
+            plain, sealed = self._journaled(line, lg_id, writes)
+        except BaseException:
+            self._arrived(seats)
+            raise
+        with self.lock:
+            self._arrived(seats)
+            # In the same step as leaving ``coming``, or a checkpoint could go between.
+            if line.stored and line.stored[-1] != lg_id:
+                return plain, sealed, None
+            return plain, sealed, seats.board(sealed, frozenset(w.channel for w in writes))
+
+    def _arrived(self, seats: Seats) -> None:
+        """Writes stopped being encoded: a checkpoint waiting for them goes on."""
+        with self.lock:
+            seats.coming -= 1
+            self._boarded.notify_all()
+
+    def _journaled(
+        self, line: Line, lg_id: str, writes: Sequence[Write]
+    ) -> tuple[list[EffectRecord], list[EffectRecord]]:
+        """The writes as journal entries, plain and sealed."""
+        plain = [
+            write_record(line.run_id, lg_id, self.encoded(lg_id, w), self.storage) for w in writes
+        ]
+        return plain, [codec.seal_entry(entry, self.storage) for entry in plain]
+
+    def _ride(self, line: Line, seat: Ride) -> bool:
+        """Whether the writes of ``seat`` were committed with the line's next checkpoint."""
+        seat.done.wait(_rides.RIDE_WAIT)
+        with self.lock:
+            if not seat.taken:
+                line.seats.leave(seat)
+                return False
+        seat.done.wait()
+        return seat.written
+
+    def _write(
+        self,
+        line: Line,
+        writes: Sequence[Write],
+        plain: list[EffectRecord],
+        sealed: list[EffectRecord],
+    ) -> None:
+        stored = self._fenced(
+            line, lambda token: self.store.record_intents(sealed, lease_token=token)
+        )
+        for write, entry, new, now in zip(writes, plain, sealed, stored, strict=True):
+            if write.index >= 0 or now.checksum == new.checksum:
+                continue
             # Re-sealed from the stored entry, which keeps its sealed arguments: sealed
             # again from plaintext they would be new ciphertext the store never gets,
             # and the new check (over them) would not hold for the row.
-            codec.verify_entry(stored, self.storage)
-            done = codec.seal_entry(replace(stored, result=plain.result), self.storage)
-            self.store.record_result(
-                line.run_id,
-                request_id,
-                status=EffectStatus.DONE,
-                result=done.result,
-                checksum=done.checksum,
-                lease_token=self._token(line),
-                expect_checksum=stored.checksum,
-            )
+            codec.verify_entry(now, self.storage)
+            done = codec.seal_entry(replace(now, result=entry.result), self.storage)
+
+            def settle(token: int, done: EffectRecord = done, now: EffectRecord = now) -> Any:
+                return self.store.record_result(
+                    line.run_id,
+                    done.request_id,
+                    status=EffectStatus.DONE,
+                    result=done.result,
+                    checksum=done.checksum,
+                    lease_token=token,
+                    expect_checksum=now.checksum,
+                )
+
+            self._fenced(line, settle)
+
+    def _fenced(self, line: Line, write: Callable[[int], _T]) -> _T:
+        """``write(token)`` under the line's lease, taken back once when another saver (a
+        process) moved it; the store call itself runs outside :attr:`lock`."""
+        with self.lock:
+            token = self._token(line)
+        try:
+            return write(token)
+        except LeaseLostError:
+            with self.lock:
+                # Another thread of this saver may have taken it back meanwhile: use theirs.
+                token = self._token(line, again=line.token == token)
+            return write(token)
 
     def finish(self, line: Line) -> None:
         """Mark a rebuilt or copied line whole: from now on readers use it."""
@@ -428,7 +566,7 @@ def write_record(
     run_id: str, lg_id: str, write: Write, storage: StorageConfig | None
 ) -> EffectRecord:
     """The journal entry of one pending write, plain (the caller seals it)."""
-    arguments, result = write.data or _encoded(lg_id, write, storage)
+    arguments, result = write.data or _encoded(lg_id, write, _compress_from(storage))
     return EffectRecord(
         run_id=run_id,
         request_id=f"{lg_id}|{write.task_id}|{write.index}",
@@ -445,15 +583,16 @@ def write_record(
     )
 
 
-def _encoded(lg_id: str, write: Write, storage: StorageConfig | None) -> tuple[bytes, bytes]:
+def _encoded(lg_id: str, write: Write, compress_from: int) -> tuple[bytes, bytes]:
     """A pending write's entry arguments and result; refused with the write's path."""
     path = f"writes[{write.task_id}][{write.index}]({write.channel})"
     arguments = codec.encode_value([write.task_id, write.task_path, lg_id], path)
-    result = codec.encode_value(write.value, path, compress_from=_compress_from(storage))
+    result = codec.encode_value(write.value, path, compress_from=compress_from)
     return arguments, result
 
 
 _ABSENT = object()
+_T = TypeVar("_T")
 #: LangGraph metadata copied into the header, where the store filters on it
 #: (``delete_for_runs``) and ``savegame history`` shows it: scalars LangGraph writes.
 HEADER_KEYS = ("source", "step", "run_id")

@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import (
 )
 
 from savegame.codec.storage import StorageConfig
-from savegame.integrations.langgraph import _prune, _types
+from savegame.integrations.langgraph import _prune, _rides, _types
 from savegame.integrations.langgraph._lines import (
     CHANNEL,
     CHECKPOINT,
@@ -207,8 +207,8 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 return
             line = self._lines.find(thread_id, ns)
             assert line is not None
-            for write in found:
-                self._lines.put_write(line, lg_id, write)
+        ride = conf.get(_rides.DURABILITY_KEY) in ("sync", "async")
+        self._lines.put_writes(line, lg_id, found, ride=ride)
 
     # -- housekeeping -----------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:

@@ -80,6 +80,11 @@ class Delegated:
     def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
         return self._inner.record_intent(effect, lease_token=lease_token)
 
+    def record_intents(
+        self, effects: Sequence[EffectRecord], *, lease_token: int
+    ) -> list[EffectRecord]:
+        return self._inner.record_intents(effects, lease_token=lease_token)
+
     def record_result(
         self,
         run_id: str,

@@ -649,17 +649,29 @@ class PostgresStore(SqlSchedules, SqlStore):
 
     # -- journal --------------------------------------------------------------------------
     def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
-        effect = _common.detached_effect(effect)
+        return self.record_intents([effect], lease_token=lease_token)[0]
+
+    def record_intents(
+        self, effects: Sequence[EffectRecord], *, lease_token: int
+    ) -> list[EffectRecord]:
+        entries = _common.check_intents(effects)
+        if not entries:
+            return []
+        out: list[EffectRecord] = []
         with self._tx() as conn:
-            self._fence(conn, effect.run_id, lease_token)
-            row = conn.execute(UPSERT_EFFECT, effect_values(effect)).fetchone()
-            if row is not None:
-                return rows.effect(row, SQL.dialect.loads)
-            # An entry that stays: return it as stored.
-            stored = self._select_effect(conn, effect.run_id, effect.request_id)
-        if stored is None:  # unreachable: the run row lock keeps the entry in place
-            raise NotFoundError("effect", f"{effect.run_id}/{effect.request_id}")
-        return stored
+            self._fence(conn, entries[0].run_id, lease_token)
+            for effect in entries:
+                row = conn.execute(UPSERT_EFFECT, effect_values(effect)).fetchone()
+                # None: an entry that stays; return it as stored.
+                stored = (
+                    rows.effect(row, SQL.dialect.loads)
+                    if row is not None
+                    else self._select_effect(conn, effect.run_id, effect.request_id)
+                )
+                if stored is None:  # unreachable: the run row lock keeps the entry in place
+                    raise NotFoundError("effect", f"{effect.run_id}/{effect.request_id}")
+                out.append(stored)
+        return out
 
     # -- housekeeping -------------------------------------------------------------------
     def delete_unreferenced_blobs(self) -> tuple[int, int]:

@@ -22,12 +22,19 @@ class RedisJournal(RedisClient):
     """``record_intent``, ``record_result``, ``get_effect``, ``list_effects``, ``request_cancel``."""
 
     def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
-        effect = _common.detached_effect(effect)
-        reply = self._call(
-            "record_intent", effect.run_id, str(lease_token), effect.request_id, rows.entry(effect)
-        )
-        stored = self._checked(reply, effect.run_id, lease_token)[1]
-        return rows.effect(effect.run_id, effect.request_id, stored)
+        return self.record_intents([effect], lease_token=lease_token)[0]
+
+    def record_intents(
+        self, effects: Sequence[EffectRecord], *, lease_token: int
+    ) -> list[EffectRecord]:
+        entries = _common.check_intents(effects)
+        if not entries:
+            return []
+        run_id = entries[0].run_id
+        pairs = [part for e in entries for part in (e.request_id, rows.entry(e))]
+        reply = self._call("record_intent", run_id, str(lease_token), *pairs)
+        stored = self._checked(reply, run_id, lease_token)[1:]
+        return [rows.effect(run_id, e.request_id, s) for e, s in zip(entries, stored, strict=True)]
 
     def record_result(
         self,

@@ -368,11 +368,14 @@ if token == ARGV[3] then redis.call('HDEL', rk, 'lease_owner', 'lease_expires') 
 return {'ok'}
 """
 
-# ARGV: P, run_id, token, request_id, entry.
+# ARGV: P, run_id, token, then a request_id and an entry for each entry, journaled in
+# order. Reply: {'ok', what is stored for each}.
 RECORD_INTENT = r"""
 local err = fence(ARGV[2], ARGV[3])
 if err then return err end
-return {'ok', journal(ARGV[2], ARGV[4], ARGV[5])}
+local out = {'ok'}
+for i = 4, #ARGV, 2 do out[#out + 1] = journal(ARGV[2], ARGV[i], ARGV[i + 1]) end
+return out
 """
 
 # Compare-and-set of one journal entry; the store computes the new entry from the old.

@@ -471,10 +471,17 @@ class SqliteStore(SqlSchedules, SqlStore):
 
     # -- journal --------------------------------------------------------------------------
     def record_intent(self, effect: EffectRecord, *, lease_token: int) -> EffectRecord:
-        effect = _common.detached_effect(effect)
+        return self.record_intents([effect], lease_token=lease_token)[0]
+
+    def record_intents(
+        self, effects: Sequence[EffectRecord], *, lease_token: int
+    ) -> list[EffectRecord]:
+        entries = _common.check_intents(effects)
+        if not entries:
+            return []
         with self._tx() as conn:
-            self._fence(conn, effect.run_id, lease_token)
-            return self._journal(conn, effect)
+            self._fence(conn, entries[0].run_id, lease_token)
+            return [self._journal(conn, entry) for entry in entries]
 
     def _journal(self, conn: sqlite3.Connection, entry: EffectRecord) -> EffectRecord:
         """Insert-if-absent (see :func:`_common.keeps`); return what the journal holds afterwards.
