@@ -1,17 +1,17 @@
-"""The README's Agent example, run as a reader would: a file, run twice in one folder."""
+"""The agents guide's first example, run as a reader would: a file, run twice in one folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import savegame
-from tests.readme import readme_example, run_example
+from tests.docs.pages import doc_example, run_example
 
 
 def test_the_agent_example_runs_twice(tmp_path: Path) -> None:
     # The second run asked ScriptedModel for a third answer (it continued the first
     # run's thread) and left a failed run behind.
-    example = readme_example("Agents")
+    example = doc_example("docs/guides/agents.md")
     for _ in range(2):
         out = run_example(tmp_path, example)
         assert out.returncode == 0, out.stderr

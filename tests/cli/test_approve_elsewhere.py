@@ -1,6 +1,6 @@
 """approve / reject from a process that may not have the workflow's code: the decision is
 recorded, the run continues where the code is (here, a worker, a later resume). Real
-`python -m savegame` processes on a real SQLite file; the README's commands as written."""
+`python -m savegame` processes on a real SQLite file; the approvals guide's commands as written."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from .conftest import SHOP, clean_env
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "effects.md"
 
 MAILER = textwrap.dedent(
     """
@@ -153,16 +153,16 @@ def test_a_decision_whose_continuation_fails_exits_0_and_names_the_failure(
     assert service.ledger() == ["refund B 300"]  # the approved refund happened once
 
 
-def readme_block() -> list[str]:
-    """The commands in the README's approvals section, as written."""
-    text = README.read_text()
-    block = text[text.index("**Human approval.**") :]
+def guide_block() -> list[str]:
+    """The commands in the guide's approvals section (docs/guides/effects.md), as written."""
+    text = GUIDE.read_text()
+    block = text[text.index("## Ask a person first: approvals") :]
     block = block[block.index("```bash") + len("```bash") : block.index("```\n\n")]
     return [line.split("  #")[0].strip() for line in block.strip().splitlines()]
 
 
-def test_the_readme_approval_commands_work_as_written(service: Service) -> None:
-    commands = readme_block()
+def test_the_guide_approval_commands_work_as_written(service: Service) -> None:
+    commands = guide_block()
     assert commands == [
         "savegame approvals",
         """savegame approve RUN [--interrupt ID] [--edit '{"order_id": "A-1", "amount": 90}']""",
@@ -177,7 +177,7 @@ def test_the_readme_approval_commands_work_as_written(service: Service) -> None:
     service.start("refunds", "later", order_id="A-3", amount=500)
 
     def run(line: str, run_id: str = "", *keep: str) -> subprocess.CompletedProcess[str]:
-        """The README's line for ``run_id``: its optional parts left out, or kept as written."""
+        """The guide's line for ``run_id``: its optional parts left out, or kept as written."""
 
         def optional(part: re.Match[str]) -> str:
             return " " + part[1] if part[1].split()[0] in keep else ""

@@ -1,5 +1,5 @@
 """With --json an error is one JSON object on stderr (stdout keeps only results); usage
-mistakes exit 2 whichever part of the CLI finds them, as the README says."""
+mistakes exit 2 whichever part of the CLI finds them, as the CLI reference (docs/reference/cli.md) says."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """tree, fork and the fork marks of history and effects, through the real command line:
-the README's worked example (a refund sent with a bad amount, fixed by a fork)."""
+the time-travel guide's worked example (a refund sent with a bad amount, fixed by a fork)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ own. Workers and ``savegame run`` find its code from the working directory (or
 says so once, and the next worker with the code runs them; a worker runs in the
 user's own process too (``worker.py``: ``Worker.run()`` and ``await Worker.arun()``).
 
-The README's "How workers find your code" is what these tests check.
+The fleet guide's "How workers find your code" (docs/guides/fleet.md) is what these tests check.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The README's Real models example, run as a reader would, its OpenAI client pointed at
-the local provider by the SDK's own variables (OPENAI_BASE_URL, OPENAI_API_KEY)."""
+"""The models guide's example (docs/guides/models.md), run as a reader would, its OpenAI
+client pointed at the local provider by the SDK's own variables (OPENAI_BASE_URL,
+OPENAI_API_KEY); the agents guide's tool round and its table (docs/guides/agents.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import re
 from pathlib import Path
 
 from savegame import ModelResponse, ToolCall
+from tests.docs.pages import ROOT, doc_example, run_example
 from tests.provider import CHAT, FakeProvider, chat
-from tests.readme import ROOT, readme_example, run_example
 
 
 def test_the_real_models_example_runs(fake: FakeProvider, tmp_path: Path) -> None:
@@ -20,7 +21,7 @@ def test_the_real_models_example_runs(fake: FakeProvider, tmp_path: Path) -> Non
     )
     out = run_example(
         tmp_path,
-        readme_example("Real models"),
+        doc_example("docs/guides/models.md"),
         env={"OPENAI_BASE_URL": fake.openai_url, "OPENAI_API_KEY": "test-key"},
         drop=("OPENAI_",),
     )
@@ -32,14 +33,14 @@ def test_the_real_models_example_runs(fake: FakeProvider, tmp_path: Path) -> Non
 
 
 def test_the_tool_round_example_runs(tmp_path: Path) -> None:
-    out = run_example(tmp_path, readme_example("Agents", "tool_call_id"))
+    out = run_example(tmp_path, doc_example("docs/guides/agents.md", "tool_call_id"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["A-1 is 120."]
 
 
 def test_the_table_of_a_model_calls_answer_names_every_field() -> None:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("**What a model call returns, and how a tool's result goes back.**")
+    text = (ROOT / "docs" / "guides" / "agents.md").read_text()
+    start = text.index("## What a model call returns, and how a tool's result goes back")
     rows = re.findall(r"^\| `(\w+)` \|", text[start : text.index("```python", start)], re.M)
     assert rows == [f.name for f in dataclasses.fields(ModelResponse)]
     assert [f.name for f in dataclasses.fields(ToolCall)] == ["id", "name", "arguments"]

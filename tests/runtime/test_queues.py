@@ -20,7 +20,7 @@ from savegame import (
     submit,
 )
 from savegame.stores import MemoryStore
-from tests.readme import readme_example, run_example
+from tests.docs.pages import doc_example, run_example
 
 from .test_children import RESEARCH
 
@@ -100,10 +100,8 @@ def test_a_worker_takes_only_its_queues_highest_priority_first(sqlite_url: str) 
         assert {r.status for r in store.list_runs()} == {RunStatus.COMPLETED}
 
 
-def test_the_readme_queue_example_runs_as_written(tmp_path: Path) -> None:
-    example = readme_example(
-        "Waiting without a process: events, timers, child runs", "declare_queue"
-    )
+def test_the_guide_queue_example_runs_as_written(tmp_path: Path) -> None:
+    example = doc_example("docs/guides/schedules-and-queues.md", "declare_queue")
     out = run_example(tmp_path, example)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "emails 0 0"

@@ -323,7 +323,8 @@ class Worker:
         """Work until stopped (or, with ``idle_exit``, until nothing was runnable for that long).
 
         Raises:
-            the error that kept a slot from opening the store (the others are stopped too).
+            Exception: the error that kept a slot from opening the store (the others are
+                stopped too).
         """
         shared = self._share()
         try:

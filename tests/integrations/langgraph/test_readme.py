@@ -1,4 +1,5 @@
-"""The README's LangGraph example, run as a reader would: a file, run twice in one folder."""
+"""The LangGraph guide's example (docs/guides/langgraph.md), run as a reader would: a file,
+run twice in one folder."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme import readme_example, run_example
+from tests.docs.pages import doc_example, run_example
 
 pytest.importorskip("langgraph")
 
 
 def test_the_durable_tool_example_sends_one_email(tmp_path: Path) -> None:
-    example = readme_example("Using savegame with LangGraph", containing="durable_tool")
+    example = doc_example("docs/guides/langgraph.md", "durable_tool")
     printed = []
     for _ in range(2):
         out = run_example(tmp_path, example)

@@ -1,14 +1,14 @@
-"""The README's pydantic-ai example, run as a reader would, its OpenAI client pointed at
+"""The pydantic-ai guide's example (docs/guides/pydantic-ai.md), run as a reader would, its OpenAI client pointed at
 the local provider by the SDK's own variables: a server that speaks Chat Completions
-only, as the local servers the README names do (the example's ``openai:`` model once
+only, as the local servers the guide names do (the example's ``openai:`` model once
 went to the Responses API there, and ended in a traceback)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.docs.pages import doc_example, run_example
 from tests.provider import CHAT, FakeProvider, chat
-from tests.readme import readme_example, run_example
 
 
 def test_the_pydantic_ai_example_runs(fake: FakeProvider, tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_the_pydantic_ai_example_runs(fake: FakeProvider, tmp_path: Path) -> Non
     )
     out = run_example(
         tmp_path,
-        readme_example("Real models", "SavegameDurability"),
+        doc_example("docs/guides/pydantic-ai.md"),
         env={"OPENAI_BASE_URL": fake.openai_url, "OPENAI_API_KEY": "test-key"},
         drop=("OPENAI_",),
     )

@@ -10,7 +10,7 @@ per test); then LangGraph's prune tests, written for PostgresSaver, against
 SavegameSaver. Prints the counts per store and exits non-zero if any test failed.
 
 The tests a SavegameSaver cannot pass by design are in :data:`BY_DESIGN`, with the
-reason (README: "LangGraph's own tests"); they are deselected by name and listed,
+reason (docs/guides/langgraph.md: "LangGraph's own tests pass"); they are deselected by name and listed,
 never skipped silently. The test dependencies are the ``langgraph-suite`` extra.
 """
 
