@@ -62,7 +62,7 @@ KILLS = [
     [("create_run", 1)],  # creating the first thread's marker
     [("create_run", 2)],  # the marker made, the thread's first run not
     [("put_checkpoint", 4)],  # in the middle of the first thread
-    [("record_intent", 7)],  # among a checkpoint's pending writes
+    [("record_intents", 4)],  # among a checkpoint's pending writes (a task's at a time)
     [("run_sizes", 1)],  # the first thread written and verified, not marked done
     [("release_lease", 1)],  # marked done, its hold not let go
     [("put_checkpoint", 20)],  # in the third thread
