@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         ToolCall,
         ToolSpec,
     )
+    from savegame.client import Savegame, connect
     from savegame.codec import register
     from savegame.codec.crypto import Keyring
     from savegame.codec.storage import StorageConfig
@@ -191,6 +192,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "ToolCall",
         "ToolSpec",
     ),
+    "savegame.client": ("Savegame", "connect"),
     "savegame.codec": ("register",),
     "savegame.codec.crypto": ("Keyring",),
     "savegame.codec.storage": ("StorageConfig",),
@@ -329,6 +331,9 @@ _RENAMED = {"Schedule": "ScheduleRecord"}
 _MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
 
 __all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by a test
+    # The front door: a handle on one store, every operation a method of it
+    "Savegame",
+    "connect",
     # Workflows and runs
     "END",
     "Checkpoint",

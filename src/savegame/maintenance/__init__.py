@@ -136,6 +136,7 @@ __all__ = [
     "FOREIGN",
     "Damage",
     "ForeignRun",
+    "Progress",
     "PrunePlan",
     "RekeyReport",
     "RetentionPolicy",

@@ -27,7 +27,7 @@ from savegame.stores import Store, opened_store
 log = logging.getLogger("savegame")
 
 #: Marks "no value given" so that ``resume(run_id, value=None)`` can supply None.
-_NO_VALUE: Any = object()
+NO_VALUE: Any = object()
 
 
 async def _arun(
@@ -87,7 +87,7 @@ async def _aresume(
 ) -> RunResult:
     with opened_store(store, create=False) as s:
         io = store_io(s, io)
-        if value is not _NO_VALUE:
+        if value is not NO_VALUE:
             await io(decisions.supply, s, run_id, value, interrupt_id=interrupt_id, storage=storage)
         if wait:
             await _hold(s, run_id, io, lease_ttl, storage)
@@ -131,7 +131,7 @@ def _blocker(
     async def drive(child: str) -> None:
         try:
             await _aresume(
-                child, value=_NO_VALUE, interrupt_id=None, store=s, workflow=None,
+                child, value=NO_VALUE, interrupt_id=None, store=s, workflow=None,
                 from_checkpoint=None, policy=None, durability=None, observer=None,
                 lease_ttl=lease_ttl, io=io, storage=storage, wait=True,
             )  # fmt: skip
@@ -315,7 +315,7 @@ async def arun(
 def resume(
     run_id: str,
     *,
-    value: Any = _NO_VALUE,
+    value: Any = NO_VALUE,
     interrupt_id: str | None = None,
     store: Store | str | None = None,
     workflow: Any = None,
@@ -374,7 +374,7 @@ def resume(
 async def aresume(
     run_id: str,
     *,
-    value: Any = _NO_VALUE,
+    value: Any = NO_VALUE,
     interrupt_id: str | None = None,
     store: Store | str | None = None,
     workflow: Any = None,
