@@ -2,14 +2,14 @@
 
 Each group of operations goes through the handle on every backend that keeps what the
 group needs (SQLite, PostgreSQL, Redis: tests/services.py), and every store savegame
-opens from a URL meanwhile is counted: a handle opens one, whatever its calls do.
+opens from a URL meanwhile is counted (the ``opened`` fixture, tests/conftest.py): a
+handle opens one, whatever its calls do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -100,25 +100,6 @@ def _nothing_paid() -> None:
     paid.clear()
 
 
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The URL of every store any part of savegame opens from a URL (or None) in the test."""
-    real = savegame.stores.open_store
-    seen: list[str] = []
-
-    def counting(url: Any = None, *, create: bool = True) -> Store:
-        store = real(url, create=create)
-        if store is not url:
-            seen.append(store.url)
-        return store
-
-    for module in list(sys.modules.values()):
-        name = getattr(module, "__name__", "")
-        if name.startswith("savegame") and getattr(module, "open_store", None) is real:
-            monkeypatch.setattr(module, "open_store", counting)
-    return seen
-
-
 def _url(backend: str, tmp_path: Path) -> Iterator[str]:
     with BACKENDS[backend](tmp_path) as url:
         yield url
@@ -141,7 +122,7 @@ SCHEDULED = ("sqlite", "postgres")  # Redis keeps no schedules, no queues
 
 @backends(*EVERY)
 def test_a_run_and_what_it_left_through_one_handle(
-    backend: str, tmp_path: Path, opened: list[str]
+    backend: str, tmp_path: Path, opened: list[Store]
 ) -> None:
     for url in _url(backend, tmp_path):
         with _connect(url) as sg:
@@ -160,11 +141,11 @@ def test_a_run_and_what_it_left_through_one_handle(
             assert sg.model_usage(done.run_id).total.calls == 0
             assert sg.pending() == []
         assert sg.closed
-    assert opened == [sg.store.url]
+    assert opened == [sg.store]
 
 
 @backends(*EVERY)
-def test_decisions_through_one_handle(backend: str, tmp_path: Path, opened: list[str]) -> None:
+def test_decisions_through_one_handle(backend: str, tmp_path: Path, opened: list[Store]) -> None:
     for url in _url(backend, tmp_path):
         with _connect(url) as sg:
             first = sg.run(GATED, {"amount": 5})
@@ -187,12 +168,12 @@ def test_decisions_through_one_handle(backend: str, tmp_path: Path, opened: list
             with pytest.raises(NotFoundError) as missing:
                 sg.resolve(first.run_id, "no-such-call", done=False)
             assert sg.store.url in str(missing.value)  # the handle names its store
-    assert opened == [sg.store.url]
+    assert opened == [sg.store]
 
 
 @backends(*EVERY)
 def test_events_cancel_and_asyncio_through_one_handle(
-    backend: str, tmp_path: Path, opened: list[str]
+    backend: str, tmp_path: Path, opened: list[Store]
 ) -> None:
     for url in _url(backend, tmp_path):
         with _connect(url) as sg:
@@ -212,11 +193,11 @@ def test_events_cancel_and_asyncio_through_one_handle(
 
             asked, ended = asyncio.run(twins())
             assert (asked.status, ended.state) == (RunStatus.INTERRUPTED, {"answer": "red"})
-    assert opened == [sg.store.url]
+    assert opened == [sg.store]
 
 
 @backends(*EVERY)
-def test_time_travel_through_one_handle(backend: str, tmp_path: Path, opened: list[str]) -> None:
+def test_time_travel_through_one_handle(backend: str, tmp_path: Path, opened: list[Store]) -> None:
     for url in _url(backend, tmp_path):
         with _connect(url) as sg:
             origin = sg.run(COUNTER, thread_id="t")
@@ -227,12 +208,12 @@ def test_time_travel_through_one_handle(backend: str, tmp_path: Path, opened: li
             assert sg.resume(forked.run_id).state == {"n": 3}
             [root] = sg.tree("t").roots
             assert [child.run_id for child in root.children] == [forked.run_id]
-    assert opened == [sg.store.url]
+    assert opened == [sg.store]
 
 
 @backends(*SCHEDULED)
 def test_schedules_queues_and_a_worker_share_one_handle(
-    backend: str, tmp_path: Path, opened: list[str]
+    backend: str, tmp_path: Path, opened: list[Store]
 ) -> None:
     for url in _url(backend, tmp_path):
         with _connect(url) as sg:
@@ -255,11 +236,11 @@ def test_schedules_queues_and_a_worker_share_one_handle(
             worker.run(idle_exit=0.3)
             assert worker.stats.finished == {queued.run_id: "completed"}
             assert sg.get_run(started).status is RunStatus.QUEUED  # not in the worker's queue
-    assert opened == [sg.store.url]
+    assert opened == [sg.store]
 
 
 @backends(*EVERY)
-def test_upkeep_through_one_handle(backend: str, tmp_path: Path, opened: list[str]) -> None:
+def test_upkeep_through_one_handle(backend: str, tmp_path: Path, opened: list[Store]) -> None:
     keys = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))
     for url in _url(backend, tmp_path):
         with _connect(url, keys) as sg:
@@ -278,7 +259,7 @@ def test_upkeep_through_one_handle(backend: str, tmp_path: Path, opened: list[st
         with savegame.connect(f"sqlite:///{tmp_path / 'other.db'}", storage=keys) as other:
             assert other.import_run(tmp_path / "run.sgx").run_ids == (done.run_id,)
             assert other.checkpoint(done.run_id).state == {"n": 3}
-    assert opened == [sg.store.url, other.store.url]
+    assert opened == [sg.store, other.store]
 
 
 def test_a_store_given_stays_open_and_one_opened_is_closed(tmp_path: Path) -> None:
