@@ -304,6 +304,13 @@ def test_async_with_closes_the_handle_and_a_missing_store_is_refused(tmp_path: P
     assert not (tmp_path / "none.db").exists()
 
 
+def test_a_handle_given_as_a_store_is_refused_saying_what_to_pass() -> None:
+    with savegame.connect("memory://") as sg:
+        with pytest.raises(ConfigurationError, match=r"pass its store \(store=sg.store\)"):
+            savegame.list_runs(store=sg)  # type: ignore[arg-type]
+        assert savegame.list_runs(store=sg.store) == []
+
+
 def test_the_handle_says_where_it_is() -> None:
     sg = savegame.connect("memory://")
     assert repr(sg) == "<Savegame memory://>"

@@ -16,10 +16,57 @@ Where things are::
     _upkeep.py      Upkeep: export, import_run, prune, verify, stats, rekey
     _fleet.py       the sub-handles ``sg.schedules`` and ``sg.queues``
     _handle.py      Savegame (the parts together, ``with``, ``sg.worker()``), connect()
+    _oneshot_runs.py   the module functions over Runs and Decisions: run, resume, approve ...
+    _oneshot_store.py  the module functions over Reading, Upkeep, schedules and queues
 """
 
 from savegame.client._fleet import Queues, Schedules
 from savegame.client._handle import Savegame, connect
+from savegame.client._oneshot_runs import (
+    approve,
+    aresume,
+    arun,
+    cancel,
+    compensate,
+    fork,
+    pending_interrupts,
+    reject,
+    resolve,
+    resume,
+    run,
+    send,
+    submit,
+    supply,
+)
+from savegame.client._oneshot_store import (
+    declare_queue,
+    diff,
+    export_run,
+    fire_schedules,
+    get_checkpoint,
+    get_run,
+    get_schedule,
+    history,
+    import_run,
+    list_effects,
+    list_queues,
+    list_runs,
+    list_schedules,
+    list_threads,
+    model_calls,
+    model_usage,
+    pause_schedule,
+    plan_fork,
+    prune,
+    rekey,
+    remove_schedule,
+    restore_workspace,
+    resume_schedule,
+    schedule,
+    stats,
+    tree,
+    verify,
+)
 
 #: The module function each handle method stands for: ``savegame.<function>`` is
 #: ``sg.<method>`` with ``store=`` and ``storage=`` (a dotted method is on a sub-handle).
@@ -68,4 +115,51 @@ METHODS: dict[str, str] = {
     "list_queues": "queues.list",
 }
 
-__all__ = ["METHODS", "Queues", "Savegame", "Schedules", "connect"]
+__all__ = [
+    "METHODS",
+    "Queues",
+    "Savegame",
+    "Schedules",
+    "approve",
+    "aresume",
+    "arun",
+    "cancel",
+    "compensate",
+    "connect",
+    "declare_queue",
+    "diff",
+    "export_run",
+    "fire_schedules",
+    "fork",
+    "get_checkpoint",
+    "get_run",
+    "get_schedule",
+    "history",
+    "import_run",
+    "list_effects",
+    "list_queues",
+    "list_runs",
+    "list_schedules",
+    "list_threads",
+    "model_calls",
+    "model_usage",
+    "pause_schedule",
+    "pending_interrupts",
+    "plan_fork",
+    "prune",
+    "reject",
+    "rekey",
+    "remove_schedule",
+    "resolve",
+    "restore_workspace",
+    "resume",
+    "resume_schedule",
+    "run",
+    "schedule",
+    "send",
+    "stats",
+    "submit",
+    "supply",
+    "tree",
+    "verify",
+]

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from savegame.codec.storage import StorageConfig
-from savegame.errors import ConfigurationError, NotFoundError
+from savegame.errors import ConfigurationError
 from savegame.redaction import redact_url
-from savegame.stores import Store, open_store
+from savegame.stores import Store, naming, open_store
 
 
 class Bound:
@@ -26,6 +26,11 @@ class Bound:
         storage: StorageConfig | None = None,
         create: bool = True,
     ) -> None:
+        if isinstance(store, Bound):
+            raise ConfigurationError(
+                "store= takes a Store, a URL or None, not a savegame handle: call the "
+                "handle's methods (sg.run ...), or pass its store (store=sg.store)"
+            )
         self.store: Store = open_store(store, create=create)
         """The open store every call uses."""
         self.storage: StorageConfig | None = storage
@@ -62,8 +67,5 @@ class Bound:
                 f"this savegame handle on {redact_url(self.store.url)} is closed: "
                 "savegame.connect() opens another"
             )
-        try:
-            yield self.store
-        except NotFoundError as exc:
-            exc.name_store(self.store.url)
-            raise
+        with naming(self.store) as store:
+            yield store
