@@ -80,7 +80,8 @@ class Site:
     """One server's handle on its store, its settings and templates."""
 
     sg: Savegame
-    """Every page's calls go through it; the server closes it when it stops."""
+    """Every page's calls go through it; it lives as long as the server (the app never
+    closes it)."""
     continue_runs: bool = True
     """After a decision, continue the run in the UI's process (where its workflow imports)."""
     workers: list[threading.Thread] = field(default_factory=list)
