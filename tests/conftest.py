@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from savegame import Store
+from savegame import Store, stores
 from savegame.effects import _tools
 from savegame.models import LocalServer
 from tests import services
@@ -36,6 +39,26 @@ def _tools_registered_by_a_test_stay_in_it() -> Iterator[None]:
     yield
     _tools._registry.clear()
     _tools._registry.update(before)
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[Store]:
+    """Every store any part of savegame opens from a URL (or None) during the test, in order."""
+    importlib.import_module("savegame.client")  # what opens stores, imported before the count
+    real = stores.open_store
+    seen: list[Store] = []
+
+    def counting(url: Any = None, *, create: bool = True) -> Store:
+        store = real(url, create=create)
+        if store is not url:
+            seen.append(store)
+        return store
+
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__name__", "")
+        if name.startswith("savegame") and getattr(module, "open_store", None) is real:
+            monkeypatch.setattr(module, "open_store", counting)
+    return seen
 
 
 @pytest.fixture(scope="session")

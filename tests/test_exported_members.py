@@ -14,6 +14,9 @@ import pytest
 import savegame
 
 PUBLIC_API = [
+    # The front door: a handle on one store, every operation a method of it
+    "Savegame",
+    "connect",
     # Workflows and runs
     "END",
     "Checkpoint",
@@ -241,6 +244,7 @@ def test_a_package_exports_only_names_it_has(package: str) -> None:
 #: ``__version__`` pays for none of them.
 HEAVY = [
     "savegame.agent",
+    "savegame.client",
     "savegame.codec",
     "savegame.effects",
     "savegame.inspect",

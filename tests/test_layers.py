@@ -25,8 +25,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli", "__main__", "ui", "testing", "integrations", "langgraph"),
     # the demo the CLI runs: an agent, its outside world, its processes, over the public API
     ("demo",),
-    # the public API: run / resume / inspect / prune ... and what savegame/__init__ exports
-    ("savegame", "inspect", "maintenance"),
+    # the public API: the handle (``savegame.connect()``), run / resume / inspect / prune ...
+    # and what savegame/__init__ exports
+    ("savegame", "client", "inspect", "maintenance"),
     # the agent loop (LLM <-> tools), built on workflows
     ("agent",),
     # workflows, the runner, setup, the saver, leases, control (approve, cancel ...), workers

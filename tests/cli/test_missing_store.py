@@ -13,7 +13,8 @@ from tests.cli.test_errors import assert_one_error_line
 
 RUN = "01NOSUCHRUN"
 
-#: Every command that reads or changes what is in a store (all but run, submit, worker, demo).
+#: Every command that reads or changes what is in a store (all but run, submit, import,
+#: schedule add, queues declare, worker, demo, ui).
 READERS = {
     "runs": ["runs"],
     "history": ["history", RUN],
@@ -31,6 +32,16 @@ READERS = {
     "resolve": ["resolve", RUN, "--effect", "e", "--not-done"],
     "cancel": ["cancel", RUN],
     "compensate": ["compensate", RUN],
+    "tree": ["tree", RUN],
+    "diff": ["diff", RUN, "01OTHER"],
+    "fork": ["fork", RUN, "--yes"],
+    "export": ["export", RUN, "--output", "out.sgx"],
+    "models": ["models", RUN],
+    "send": ["send", RUN, "topic", "1"],
+    "answer": ["answer", RUN, "--value", "1"],
+    "queues": ["queues"],
+    "schedule-list": ["schedule", "list"],
+    "schedule-pause": ["schedule", "pause", "nightly"],
 }
 
 

@@ -83,7 +83,7 @@ def test_format_1_golden_sqlite_file_loads_through_the_public_api(tmp_path: Path
 
 
 def codec_get(url: str, ident: str) -> Any:
-    from savegame.inspect import get_checkpoint
+    from savegame import get_checkpoint
 
     return get_checkpoint(ident, store=url, storage=StorageConfig())
 

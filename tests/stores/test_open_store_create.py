@@ -11,7 +11,7 @@ import pytest
 
 import savegame
 from savegame import END, NotFoundError, StoreNotFoundError, Workflow
-from savegame.stores import SqliteStore, open_store, opened_store
+from savegame.stores import SqliteStore, naming, open_store
 
 
 def _flow() -> Workflow:
@@ -96,13 +96,9 @@ def test_a_not_found_error_names_the_store_it_searched(tmp_path: Path) -> None:
     assert str(again.value) == f"no run or checkpoint 'nope' in {url}"
 
 
-def test_opened_store_names_the_store_once(tmp_path: Path) -> None:
+def test_a_handle_names_the_store_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     savegame.run(_flow(), {}, store=url)
-    with (
-        pytest.raises(NotFoundError) as info,
-        opened_store(url) as outer,
-        opened_store(outer) as inner,
-    ):
-        inner.get_run("nope")
+    with pytest.raises(NotFoundError) as info, savegame.connect(url) as sg, naming(sg.store):
+        sg.get_run("nope")  # named by the handle, then not again
     assert str(info.value) == f"no run 'nope' in {url}"

@@ -14,7 +14,8 @@ from starlette.testclient import TestClient
 
 import savegame
 from savegame import EffectKind, RunStatus
-from tests.ui.conftest import csrf_of
+from savegame.ui import create_app
+from tests.ui.conftest import ORIGIN, csrf_of
 from tests.ui.shop import asks, flaky, wf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -264,3 +265,22 @@ def test_the_ui_remembers_who_decided_whatever_the_name(
     asked = c.post(f"/runs/{second.run_id}/approve",
                    data={"interrupt_id": second.interrupt_id or "", "csrf_token": csrf_of(c)})  # fmt: skip
     assert f'<input name="by" value="{name}" required>' in asked.text
+
+
+def test_an_app_over_a_handle_reads_and_acts_through_it_with_its_keys(tmp_path: Path) -> None:
+    keys = savegame.StorageConfig(keyring=savegame.Keyring({"k1": os.urandom(32)}, active="k1"))
+    with savegame.connect(f"sqlite:///{tmp_path / 'held.db'}", storage=keys) as sg:
+        r = sg.run(wf, {"note": "the plan", "amount": 7})
+        with TestClient(create_app(sg), base_url=ORIGIN) as c:
+            # The handle's keys, not the environment's (it has none): the state shows.
+            assert "the plan" in c.get(f"/checkpoints/{r.checkpoint_id}").text
+            _do(c, f"/runs/{r.run_id}/approve", interrupt_id=r.interrupt_id or "", by="ana")
+            deadline = time.monotonic() + 20
+            while sg.get_run(r.run_id).status is not RunStatus.COMPLETED:
+                assert time.monotonic() < deadline, sg.get_run(r.run_id).status
+                time.sleep(0.05)
+        assert not sg.closed  # the app never closes a handle it was given
+        [approval, charged] = sg.effects(r.run_id)
+        assert (approval.metadata["by"], charged.result["amount"]) == ("ana", 7)
+    with pytest.raises(savegame.ConfigurationError, match="its own storage"):
+        create_app(savegame.connect("memory://"), storage=keys)

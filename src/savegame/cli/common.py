@@ -103,18 +103,20 @@ def progress(as_json: bool) -> savegame.Observer:
 
 
 def finish(
-    res: RunResult, *, as_json: bool, verb: str, store: str | None, quiet: bool = False
+    sg: savegame.Savegame,
+    res: RunResult,
+    *,
+    as_json: bool,
+    verb: str,
+    store: str | None,
+    quiet: bool = False,
 ) -> None:
     """Show where a run ended; a paused run also shows what it waits for and how to go on
-    (``quiet``: only the run's id and status)."""
+    (``quiet``: only the run's id and status). ``store``: the --store given, for the hints."""
     if quiet and not as_json:
         render.quiet(render.console(), res.run_id, res.status)
         return
-    waiting = (
-        savegame.pending_interrupts(res.run_id, store=store)
-        if res.status is RunStatus.INTERRUPTED
-        else []
-    )
+    waiting = sg.pending(res.run_id) if res.status is RunStatus.INTERRUPTED else []
     if as_json:
         jsonview.emit({**jsonview.result(res), "pending": [jsonview.pending(p) for p in waiting]})
         return
@@ -125,7 +127,7 @@ def finish(
     if waiting:
         render.waiting(out, res.run_id, waiting, store)
     if asleep:
-        head = savegame.get_checkpoint(res.checkpoint_id, store=store).metadata.get("waiting")
+        head = sg.checkpoint(res.checkpoint_id).metadata.get("waiting")
         what = head.get("for") if isinstance(head, dict) else None
         tail = store_tail(store)
         out.print(Text.assemble(("waiting for: ", "yellow"), str(what)), soft_wrap=True)

@@ -20,6 +20,7 @@ import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import finish, parse_json, parse_object, progress
 from savegame.cli.errors import CliError, UsageError, one_line
+from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, QuietOption, StoreOption
 from savegame.cli.words import plural, store_tail
 from savegame.codec import to_data
@@ -63,8 +64,11 @@ def effects_command(
     A LangGraph run (or thread) lists its durable tools' calls; LangGraph's own pending
     writes, which the same journal keeps, only with --all.
     """
-    found = langgraph.line_effects(run_id, everything=everything, store=store)
-    items = savegame.list_effects(run_id, store=store) if found is None else found.effects
+    sg = connected(store)
+    found = langgraph.line_effects(
+        run_id, everything=everything, store=sg.store, storage=sg.storage
+    )
+    items = sg.effects(run_id) if found is None else found.effects
     if as_json:
         jsonview.emit_many(jsonview.effect(e) for e in items)
         return
@@ -117,7 +121,7 @@ def resolve_command(
         raise UsageError("--result goes with --done: a call that did not happen has no result")
     # No --result is not null: for a write, resolve refuses it (exit 2).
     value = decisions.NO_RESULT if result is None else parse_json(result, "--result")
-    entry = savegame.resolve(run_id, effect, done=done, result=value, by=by, store=store)
+    entry = connected(store).resolve(run_id, effect, done=done, result=value, by=by)
     outcome = "done" if done else "not done"
     # A compensation's run goes on with `compensate`, the others' with `resume`.
     verb = "compensate" if entry.kind is EffectKind.COMPENSATION else "resume"
@@ -156,7 +160,8 @@ def approvals_command(
 
     A LangGraph thread's interrupt() shows on the thread's root run until answered.
     """
-    items = langgraph.waiting(run, store=store)
+    sg = connected(store)
+    items = langgraph.waiting(run, store=sg.store, storage=sg.storage)
     if as_json:
         jsonview.emit_many(jsonview.pending(p) for p in items)
         return
@@ -199,11 +204,12 @@ def approve_command(
 ) -> None:
     """Approve a gated tool call (optionally with edited arguments), then continue the run here."""
     arguments = None if edit is None else parse_object(edit, "--edit", "tool arguments")
-    decision = savegame.approve(
-        run_id, interrupt_id=interrupt, edit=arguments, by=by, store=store, resume=resume,
+    sg = connected(store)
+    decision = sg.approve(
+        run_id, interrupt_id=interrupt, edit=arguments, by=by, resume=resume,
         observer=_telling("approved", as_json or quiet),
     )  # fmt: skip
-    _decided("approved", decision, store, as_json, quiet=quiet)
+    _decided(sg, "approved", decision, store, as_json, quiet=quiet)
 
 
 def reject_command(
@@ -219,11 +225,12 @@ def reject_command(
     quiet: QuietOption = False,
 ) -> None:
     """Reject a gated tool call, then continue the run here (its step gets ApprovalRejected)."""
-    decision = savegame.reject(
-        run_id, reason=reason, interrupt_id=interrupt, by=by, store=store, resume=resume,
+    sg = connected(store)
+    decision = sg.reject(
+        run_id, reason=reason, interrupt_id=interrupt, by=by, resume=resume,
         observer=_telling("rejected", as_json or quiet),
     )  # fmt: skip
-    _decided("rejected", decision, store, as_json, quiet=quiet)
+    _decided(sg, "rejected", decision, store, as_json, quiet=quiet)
 
 
 def _telling(verb: str, silent: bool) -> savegame.Observer:
@@ -243,6 +250,7 @@ def _telling(verb: str, silent: bool) -> savegame.Observer:
 
 
 def _decided(
+    sg: savegame.Savegame,
     verb: str,
     decision: savegame.Decision,
     store: str | None,
@@ -258,7 +266,9 @@ def _decided(
     run_id = entry.run_id
     out = render.console()
     if decision.result is not None:
-        finish(decision.result, as_json=as_json, verb="resumed and ended", store=store, quiet=quiet)
+        finish(
+            sg, decision.result, as_json=as_json, verb="resumed and ended", store=store, quiet=quiet
+        )
         return
     why = decision.not_continued
     if decision.error is not None:
@@ -266,7 +276,7 @@ def _decided(
         sys.stderr.write(f"warning: {verb}, but run {run_id} was not continued here: {why}\n")
         sys.stderr.flush()
     if quiet and not as_json:
-        render.quiet(out, run_id, savegame.get_run(run_id, store=store).status)
+        render.quiet(out, run_id, sg.get_run(run_id).status)
         return
     tail = store_tail(store)
     then = (
@@ -319,14 +329,17 @@ def answer_command(
     application then continues the node with it. An interrupt answered already is refused.
     """
     answer = parse_json(value, "--value")
-    if langgraph.thread_of(ident, store=store) is None:
-        decision = savegame.supply(
-            ident, answer, interrupt_id=interrupt, by=by, store=store, resume=resume,
+    sg = connected(store)
+    if langgraph.thread_of(ident, store=sg.store, storage=sg.storage) is None:
+        decision = sg.supply(
+            ident, answer, interrupt_id=interrupt, by=by, resume=resume,
             observer=_telling("answered", as_json),
         )  # fmt: skip
-        _decided("answered", decision, store, as_json)
+        _decided(sg, "answered", decision, store, as_json)
         return
-    done = langgraph.answer(ident, answer, interrupt_id=interrupt, by=by, store=store)
+    done = langgraph.answer(
+        ident, answer, interrupt_id=interrupt, by=by, store=sg.store, storage=sg.storage
+    )
     if as_json:
         jsonview.emit(
             {
@@ -378,7 +391,7 @@ def cancel_command(
     as_json: JsonOption = False,
 ) -> None:
     """Stop a run: a live one at its next step boundary, a waiting or failed one at once."""
-    info = savegame.cancel(run_id, store=store, compensate_effects=compensate, wait=wait, by=by)
+    info = connected(store).cancel(run_id, compensate_effects=compensate, wait=wait, by=by)
     if as_json:
         jsonview.emit(jsonview.run(info))
     else:
@@ -395,7 +408,7 @@ def compensate_command(
     run_id: RunArg, store: StoreOption = None, as_json: JsonOption = False
 ) -> None:
     """Undo a run's completed writes that declared a compensation, newest first, exactly once."""
-    res = savegame.compensate(run_id, store=store)
+    res = connected(store).compensate(run_id)
     if as_json:
         jsonview.emit(jsonview.result(res))
         return

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-import savegame
 from savegame.cli import diff_view, jsonview, langgraph_view, render
+from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, LangGraphThreadOption, StoreOption
 from savegame.integrations import langgraph
 
@@ -36,14 +36,17 @@ def diff_command(
 
     Two LangGraph checkpoints are compared channel by channel.
     """
-    found = langgraph.diff_checkpoints(a, b, thread=thread, context=context, store=store)
+    sg = connected(store)
+    found = langgraph.diff_checkpoints(
+        a, b, thread=thread, context=context, store=sg.store, storage=sg.storage
+    )
     if found is not None:
         if as_json:
             jsonview.emit(langgraph_view.diff_json(found))
         else:
             langgraph_view.diff(render.console(), found)
         return
-    result = savegame.diff(a, b, context=context, store=store)
+    result = sg.diff(a, b, context=context)
     if as_json:
         jsonview.emit(jsonview.diff(result))
     else:

@@ -55,6 +55,7 @@ import orjson
 import typer
 from typer.core import TyperGroup
 
+from savegame.cli.handles import command_scope
 from savegame.cli.words import store_tail
 from savegame.errors import (
     ApprovalRejected,
@@ -284,7 +285,7 @@ class Group(TyperGroup):
         as_json = bool(ctx.meta.get(_JSON))
         urls = ctx.meta.get(_URLS, ())
         try:
-            with warnings_to_stderr(as_json, urls):
+            with warnings_to_stderr(as_json, urls), command_scope():
                 return super().invoke(ctx)
         except (Exception, KeyboardInterrupt) as exc:
             if _is_control_flow(exc) and not (as_json and _is_usage_error(exc)):

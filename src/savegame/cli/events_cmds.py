@@ -12,9 +12,9 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.common import parse_json
+from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, StoreOption
 from savegame.cli.words import store_tail
 
@@ -41,7 +41,7 @@ def send_command(
     as_json: JsonOption = False,
 ) -> None:
     """Send an event to a run: its `ctx.wait_for(TOPIC)` returns the value, once."""
-    sent = savegame.send(run_id, topic, parse_json(value, "JSON"), key=key, store=store, by=by)
+    sent = connected(store).send(run_id, topic, parse_json(value, "JSON"), key=key, by=by)
     if as_json:
         jsonview.emit(
             {

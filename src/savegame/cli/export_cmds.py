@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-import savegame
 from savegame.cli import jsonview, render
+from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, StoreOption
 from savegame.cli.words import plural
 from savegame.maintenance import TransferReport
@@ -38,7 +38,7 @@ def export_command(
 
     Encrypted records stay encrypted (no key needed). Load it with `savegame import`.
     """
-    report = savegame.export_run(ident, output, store=store)
+    report = connected(store).export(ident, output)
     if as_json:
         jsonview.emit(jsonview.transfer(report, str(output)))
     else:
@@ -63,7 +63,7 @@ def import_command(
     Encrypted exports are checked with the keys in $SAVEGAME_KEYS. A run id the
     store has already is refused, and so is a thread the store has (use --thread).
     """
-    report = savegame.import_run(path, store=store, thread=thread)
+    report = connected(store, create=True).import_run(path, thread=thread)
     if as_json:
         jsonview.emit(jsonview.transfer(report, str(path)))
     else:

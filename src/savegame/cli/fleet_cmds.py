@@ -21,6 +21,7 @@ from savegame.cli import jsonview, render
 from savegame.cli.app_dir import AppDirOption, importable
 from savegame.cli.common import load_workflow, parse_input
 from savegame.cli.errors import UsageError
+from savegame.cli.handles import connected
 from savegame.cli.options import (
     InputOption,
     JsonOption,
@@ -75,12 +76,11 @@ def submit_command(
     importable(app_dir)
     state = parse_input(input_json)
     target = load_workflow(workflow)
-    info = savegame.submit(
+    info = connected(store, create=True).submit(
         target,
         state,
         thread_id=thread,
         run_id=run_id,
-        store=store,
         on_exists=on_exists,
         on_thread_busy=on_thread_busy,
         observer=starting(savegame.Observer(), as_json),
@@ -238,9 +238,8 @@ def worker_command(
     importable(app_dir)
     # Fail here, as one error line, on a bad URL: a slot thread that cannot open
     # the store would only print a traceback and leave the worker idle.
-    probe = savegame.open_store(store)
-    where, shared = probe.url, probe.capabilities.multi_process
-    probe.close()
+    with savegame.connect(store) as probe:
+        where, shared = probe.store.url, probe.store.capabilities.multi_process
     if not shared:
         raise UsageError(f"{where} lives in one process: a worker needs a store others submit to")
     # The URL, not an open Store: the worker decides (one pool shared by the slots,

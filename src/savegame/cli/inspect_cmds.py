@@ -13,6 +13,7 @@ import typer
 import savegame
 from savegame.cli import jsonview, langgraph_view, render, time_view
 from savegame.cli.errors import UsageError
+from savegame.cli.handles import connected
 from savegame.cli.options import (
     MAX_ROWS,
     JsonOption,
@@ -58,9 +59,11 @@ def runs_command(
     run whose owner is gone (its process not running on this host, or its lease expired)
     says so, with the command that continues it.
     """
+    sg = connected(store)
     items = langgraph.shown_runs(
-        thread_id=thread, status=_parse_status(status), limit=limit, store=store
-    )
+        thread_id=thread, status=_parse_status(status), limit=limit, store=sg.store,
+        storage=sg.storage,
+    )  # fmt: skip
     infos = [shown.info for shown in items]
     gone = {i.run_id: dead for i in infos if (dead := savegame.owner_gone(i)) is not None}
     if as_json:
@@ -97,7 +100,8 @@ def history_command(
 
     A LangGraph run (or thread) lists LangGraph's checkpoint ids, steps and next nodes.
     """
-    found = langgraph.line_history(run_id, limit=limit, store=store)
+    sg = connected(store)
+    found = langgraph.line_history(run_id, limit=limit, store=sg.store, storage=sg.storage)
     if found is not None:
         line, rows = found
         if as_json:
@@ -105,9 +109,9 @@ def history_command(
         else:
             langgraph_view.history(render.console(), line, rows)
         return
-    items = savegame.history(run_id, limit=limit, store=store)
+    items = sg.history(run_id, limit=limit)
     # Forks are marked where they left: the runs started from each checkpoint.
-    lineage = savegame.tree(run_id, store=store)
+    lineage = sg.tree(run_id)
     forks = {cp: [n.run_id for n in nodes] for cp, nodes in lineage.forks_at(run_id).items()}
     if as_json:
         jsonview.emit_many(
@@ -136,14 +140,15 @@ def show_command(
 
     A LangGraph checkpoint shows its channels, next nodes and pending writes.
     """
-    found = langgraph.find_checkpoint(ident, thread=thread, store=store)
+    sg = connected(store)
+    found = langgraph.find_checkpoint(ident, thread=thread, store=sg.store, storage=sg.storage)
     if found is not None:
         if as_json:
             jsonview.emit(langgraph_view.checkpoint_json(found))
         else:
             langgraph_view.checkpoint(render.console(), found)
         return
-    cp = savegame.get_checkpoint(ident, store=store)
+    cp = sg.checkpoint(ident)
     if as_json:
         jsonview.emit(jsonview.checkpoint(cp))
     else:

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-import savegame
 from savegame.cli import models_view, render
+from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, StoreOption
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run.")]
@@ -20,8 +20,9 @@ def models_command(run_id: RunArg, store: StoreOption = None, as_json: JsonOptio
     answered from its origin's journal are marked reused and left out of the totals (the
     origin paid for them). An unknown price is shown as such, never guessed.
     """
-    calls = savegame.model_calls(run_id, store=store)
-    usage = savegame.model_usage(run_id, store=store)
+    sg = connected(store)
+    calls = sg.model_calls(run_id)
+    usage = sg.model_usage(run_id)
     if as_json:
         models_view.emit(run_id, calls, usage)
     else:

@@ -10,6 +10,7 @@ import typer
 import savegame
 from savegame.cli import jsonview, render
 from savegame.cli.errors import Group
+from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, StoreOption
 
 queues_app = typer.Typer(
@@ -44,7 +45,7 @@ def queues_command(
     its rate window, and unfinished."""
     if ctx.invoked_subcommand is not None:
         return
-    found = savegame.list_queues(store=store)
+    found = connected(store).queues.list()
     if as_json:
         jsonview.emit([queue_data(q) for q in found])
         return
@@ -86,13 +87,12 @@ def declare_command(
     as_json: JsonOption = False,
 ) -> None:
     """Declare a queue in the store, or change its limits (every worker sees them at once)."""
-    queue = savegame.declare_queue(
+    queue = connected(store, create=True).queues.declare(
         name,
         concurrency=concurrency,
         worker_concurrency=worker_concurrency,
         limit=limit,
         period=period,
-        store=store,
     )
     if as_json:
         jsonview.emit(queue.to_data())

@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
-import savegame
 from savegame.cli.app_dir import AppDirOption, importable
 from savegame.cli.common import finish, load_workflow, parse_input, parse_json, progress
 from savegame.cli.errors import UsageError
+from savegame.cli.handles import connected
 from savegame.cli.options import (
     InputOption,
     JsonOption,
@@ -44,17 +44,17 @@ def run_command(
     importable(app_dir)
     state = parse_input(input_json)
     target = load_workflow(workflow)
-    res = savegame.run(
+    sg = connected(store, create=True)
+    res = sg.run(
         target,
         state,
         thread_id=thread,
         run_id=run_id,
-        store=store,
         observer=starting(progress(as_json or quiet), as_json or quiet),
         on_exists=on_exists,
         on_thread_busy=on_thread_busy,
     )
-    finish(res, as_json=as_json, verb="ended", store=store, quiet=quiet)
+    finish(sg, res, as_json=as_json, verb="ended", store=store, quiet=quiet)
 
 
 def resume_command(
@@ -98,15 +98,15 @@ def resume_command(
         options = {"value": parse_json(value, "--value"), "interrupt_id": interrupt}
     elif interrupt is not None:
         raise UsageError("--interrupt names the interrupt that --value answers: give --value too")
-    res = savegame.resume(
+    sg = connected(store)
+    res = sg.resume(
         run_id,
-        store=store,
         observer=progress(as_json or quiet),
         from_checkpoint=from_checkpoint,
         wait=wait,
         **options,
     )
-    finish(res, as_json=as_json, verb="resumed and ended", store=store, quiet=quiet)
+    finish(sg, res, as_json=as_json, verb="resumed and ended", store=store, quiet=quiet)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 
-import savegame
 from savegame.cli import jsonview, render, schedule_view
 from savegame.cli.common import parse_duration, parse_input
 from savegame.cli.errors import Group
+from savegame.cli.handles import connected
 from savegame.cli.options import InputOption, JsonOption, StoreOption
 
 schedule_app = typer.Typer(
@@ -70,7 +70,7 @@ def add_command(
 ) -> None:
     """Add a schedule: workers start FLOW at each occurrence of --cron."""
     window = parse_duration(catchup_window, "--catchup-window", at_most=timedelta(days=366))
-    s = savegame.schedule(
+    s = connected(store, create=True).schedules.add(
         name,
         flow,
         cron=cron,
@@ -78,7 +78,6 @@ def add_command(
         missed=missed,
         catchup_window=window.total_seconds() if window is not None else 60.0,
         replace=replace,
-        store=store,
         queue=queue,
         priority=priority,
     )
@@ -91,7 +90,7 @@ def add_command(
 @schedule_app.command("list")
 def list_command(store: StoreOption = None, as_json: JsonOption = False) -> None:
     """List the schedules: cron, next occurrence, runs started."""
-    items = savegame.list_schedules(store=store)
+    items = connected(store).schedules.list()
     if as_json:
         jsonview.emit_many(schedule_view.as_json(s) for s in items)
         return
@@ -101,14 +100,14 @@ def list_command(store: StoreOption = None, as_json: JsonOption = False) -> None
 @schedule_app.command("remove")
 def remove_command(name: NameArg, store: StoreOption = None) -> None:
     """Remove a schedule (the runs it started stay)."""
-    savegame.remove_schedule(name, store=store)
+    connected(store).schedules.remove(name)
     render.console().print(f"schedule {name} removed", soft_wrap=True)
 
 
 @schedule_app.command("pause")
 def pause_command(name: NameArg, store: StoreOption = None, as_json: JsonOption = False) -> None:
     """Stop starting runs; occurrences until resume never start."""
-    s = savegame.pause_schedule(name, store=store)
+    s = connected(store).schedules.pause(name)
     if as_json:
         jsonview.emit(schedule_view.as_json(s))
         return
@@ -118,7 +117,7 @@ def pause_command(name: NameArg, store: StoreOption = None, as_json: JsonOption 
 @schedule_app.command("resume")
 def resume_command(name: NameArg, store: StoreOption = None, as_json: JsonOption = False) -> None:
     """Start runs again, from the next occurrence after now."""
-    s = savegame.resume_schedule(name, store=store)
+    s = connected(store).schedules.resume(name)
     if as_json:
         jsonview.emit(schedule_view.as_json(s))
         return

@@ -16,6 +16,7 @@ import savegame
 from savegame.cli import jsonview, render, storage_view
 from savegame.cli.common import parse_duration
 from savegame.cli.errors import DamageFound, UsageError
+from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, LimitOption, StoreOption
 from savegame.cli.words import plural
 from savegame.codec.crypto import new_key
@@ -44,8 +45,9 @@ def verify_command(
     Reads with the keys in $SAVEGAME_KEYS. Changes nothing. Exits with code 9
     when it finds damage.
     """
+    sg = connected(store)
     with storage_view.run_bar("verifying", enabled=not as_json) as bar:
-        report = savegame.verify(store=store, run_id=run, progress=bar)
+        report = sg.verify(run_id=run, progress=bar)
     if as_json:
         jsonview.emit(jsonview.verified(report))
     else:
@@ -121,8 +123,8 @@ def prune_command(
         ),
         include_waiting=include_waiting,
     )
-    plan = savegame.prune(
-        policy, store=store, dry_run=dry_run, rules={"langgraph": langgraph.retention()}
+    plan = connected(store).prune(
+        policy, dry_run=dry_run, rules={"langgraph": langgraph.retention()}
     )
     if as_json:
         jsonview.emit(jsonview.pruned(plan))
@@ -139,7 +141,7 @@ def stats_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show the store's size, then its largest runs."""
-    report = savegame.stats(store=store, thread_id=thread, limit=limit)
+    report = connected(store).stats(thread_id=thread, limit=limit)
     if as_json:
         jsonview.emit(jsonview.store_report(report))
     else:
@@ -166,8 +168,9 @@ def rekey_command(
     or (without --adopt) not authenticated is left as it was and listed; the exit
     code is then 9.
     """
+    sg = connected(store)
     with storage_view.run_bar("re-keying", enabled=not as_json) as bar:
-        report = savegame.rekey(store=store, run_id=run, progress=bar, adopt=adopt)
+        report = sg.rekey(run_id=run, progress=bar, adopt=adopt)
     if as_json:
         jsonview.emit(jsonview.rekeyed(report))
     else:

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-import savegame
 from savegame.cli import jsonview, render, time_view
 from savegame.cli.common import finish, load_workflow, parse_json, parse_object, progress
 from savegame.cli.errors import UsageError
+from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, QuietOption, StoreOption
 
 
@@ -22,7 +22,7 @@ def tree_command(
     as_json: JsonOption = False,
 ) -> None:
     """Draw a thread's runs as a tree: which run each one forked from or continued, and where."""
-    found = savegame.tree(ident, store=store)
+    found = connected(store).tree(ident)
     if as_json:
         jsonview.emit(time_view.tree_json(found))
     else:
@@ -86,7 +86,8 @@ def fork_command(
         raise UsageError(f"--mode must be replay or redo, not {mode!r}")
     paths = _parse_set(set_ or [])
     changes = None if update is None else parse_object(update, "--update", "state keys")
-    plan = savegame.plan_fork(checkpoint_id, store=store)
+    sg = connected(store)
+    plan = sg.plan_fork(checkpoint_id)
     out = render.console()
     asks = bool(plan.writes or plan.in_doubt) and not yes and not no_run
     if not as_json and (asks or not quiet):  # --quiet too shows what it asks about
@@ -96,9 +97,9 @@ def fork_command(
             raise UsageError("recorded writes may run again: pass --yes to fork anyway")
         if not typer.confirm("fork?", default=False):
             raise typer.Exit(1)
-    result = savegame.fork(
+    result = sg.fork(
         checkpoint_id, update=changes, set=paths, reason=reason, by=by, mode=mode,  # type: ignore[arg-type]
-        run=not no_run, store=store, observer=progress(as_json or quiet),
+        run=not no_run, observer=progress(as_json or quiet),
         workflow=None if workflow is None else load_workflow(workflow),
     )  # fmt: skip
     if as_json:
@@ -108,14 +109,12 @@ def fork_command(
         return
     if quiet:
         ended = result.result
-        status = (
-            savegame.get_run(result.run_id, store=store).status if ended is None else ended.status
-        )
+        status = sg.get_run(result.run_id).status if ended is None else ended.status
         render.quiet(out, result.run_id, status)
         return
     time_view.forked(out, result, store)
     if result.result is not None:
-        finish(result.result, as_json=False, verb="forked and ended", store=store)
+        finish(sg, result.result, as_json=False, verb="forked and ended", store=store)
 
 
 def register(app: typer.Typer) -> None:

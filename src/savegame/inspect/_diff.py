@@ -20,7 +20,7 @@ from typing import Any
 from savegame.codec.storage import StorageConfig
 from savegame.inspect._history import get_checkpoint
 from savegame.model import Checkpoint, CheckpointHeader
-from savegame.stores import Store, opened_store
+from savegame.stores import Store
 
 Key = str | int
 """A step in a path: a dict key or a list position."""
@@ -88,25 +88,16 @@ def diff(
     b: str,
     *,
     context: int = 0,
-    store: Store | str | None = None,
+    store: Store,
     storage: StorageConfig | None = None,
 ) -> StateDiff:
     """Compare the states of two checkpoints (a run id means the run's latest checkpoint).
 
-    Args:
-        a: the checkpoint (or run) compared from.
-        b: the checkpoint (or run) compared to.
-        context: also list up to this many unchanged siblings on each side of a change.
-
-    States load through :func:`savegame.get_checkpoint`: integrity is checked and
-    encrypted records are opened with ``storage``'s keyring.
-
-    Raises:
-        NotFoundError: ``a`` or ``b`` is neither a run nor a checkpoint.
+    The operation behind :meth:`savegame.Savegame.diff`, which documents it, on the open
+    ``store``.
     """
-    with opened_store(store) as s:
-        left = get_checkpoint(a, store=s, storage=storage)
-        right = get_checkpoint(b, store=s, storage=storage)
+    left = get_checkpoint(a, store=store, storage=storage)
+    right = get_checkpoint(b, store=store, storage=storage)
     return compare(left, right, context=context)
 
 

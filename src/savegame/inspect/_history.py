@@ -9,17 +9,18 @@ from savegame.codec import load_state, reveal_metadata, reveal_run_metadata
 from savegame.codec.storage import StorageConfig
 from savegame.errors import NotFoundError
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus
-from savegame.stores import RunPosition, Store, opened_store
+from savegame.stores import RunPosition, Store
 from savegame.stores.base import ThreadInfo
 
 
-def get_run(
-    run_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
-) -> RunInfo:
+def get_run(run_id: str, *, store: Store, storage: StorageConfig | None = None) -> RunInfo:
     """The run's row: status, head, lease, metadata (sensitive values decrypted when the
-    keyring allows). Raises NotFoundError."""
-    with opened_store(store, create=False) as s:
-        return reveal_run_metadata(s.get_run(run_id), storage)
+    keyring allows). Raises NotFoundError.
+
+    The operation behind :meth:`savegame.Savegame.get_run`, which documents it, on the open
+    ``store``.
+    """
+    return reveal_run_metadata(store.get_run(run_id), storage)
 
 
 def list_runs(
@@ -30,31 +31,28 @@ def list_runs(
     workflow: str | None = None,
     search: str | None = None,
     before: str | None = None,
-    store: Store | str | None = None,
+    store: Store,
     storage: StorageConfig | None = None,
 ) -> list[RunInfo]:
     """Runs, newest first (metadata as in :func:`get_run`), a page at a time.
 
-    Args:
-        thread_id, status, workflow: only runs of that thread, status, workflow name.
-        search: only runs whose run id or thread id contains this text (any case).
-        before: the last run id of the previous page: the next page starts after it.
-
-    Raises:
-        NotFoundError: ``before`` names no run.
+    The operation behind :meth:`savegame.Savegame.runs`, which documents it, on the open
+    ``store``.
     """
-    with opened_store(store, create=False) as s:
-        after = None if before is None else RunPosition.of(s.get_run(before))
-        runs = s.list_runs(
-            thread_id=thread_id, status=RunStatus(status) if status else None, limit=limit,
-            workflow=workflow, search=search or None, before=after,
-        )  # fmt: skip
-        return [reveal_run_metadata(r, storage) for r in runs]
+    after = None if before is None else RunPosition.of(store.get_run(before))
+    runs = store.list_runs(
+        thread_id=thread_id, status=RunStatus(status) if status else None, limit=limit,
+        workflow=workflow, search=search or None, before=after,
+    )  # fmt: skip
+    return [reveal_run_metadata(r, storage) for r in runs]
 
 
-def list_threads(*, limit: int = 100, store: Store | str | None = None) -> list[ThreadInfo]:
-    with opened_store(store, create=False) as s:
-        return s.list_threads(limit=limit)
+def list_threads(*, limit: int = 100, store: Store) -> list[ThreadInfo]:
+    """Threads, most recently updated first, each summarised from its runs.
+
+    The operation behind :meth:`savegame.Savegame.threads`, on the open ``store``.
+    """
+    return store.list_threads(limit=limit)
 
 
 def history(
@@ -63,39 +61,29 @@ def history(
     limit: int | None = None,
     before: str | None = None,
     metadata: Mapping[str, Any] | None = None,
-    store: Store | str | None = None,
+    store: Store,
     storage: StorageConfig | None = None,
 ) -> list[CheckpointHeader]:
     """A run's checkpoints, newest first, without decoding states.
 
-    Sensitive metadata (``StorageConfig.sensitive_metadata``) is decrypted when
-    the keyring allows; filtering on it is not possible (it is stored encrypted).
+    The operation behind :meth:`savegame.Savegame.history`, which documents it, on the open
+    ``store``.
     """
-    with opened_store(store, create=False) as s:
-        headers = s.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
-        return [reveal_metadata(h, storage) for h in headers]
+    headers = store.list_checkpoints(run_id, limit=limit, before=before, metadata=metadata)
+    return [reveal_metadata(h, storage) for h in headers]
 
 
-def get_checkpoint(
-    ident: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
-) -> Checkpoint:
+def get_checkpoint(ident: str, *, store: Store, storage: StorageConfig | None = None) -> Checkpoint:
     """A decoded checkpoint by checkpoint id, or a run's latest checkpoint by run id.
 
-    The state is returned as stored (no migration); integrity is verified along
-    the record's whole chain (its delta bases down to a keyframe).
-
-    Raises:
-        NotFoundError: neither a run nor a checkpoint has that id.
-        CorruptRecordError: the record failed its integrity check (or is stored in
-            plaintext while ``storage`` requires encryption).
-        EncryptionKeyError: the record's key id is not in the keyring.
+    The operation behind :meth:`savegame.Savegame.checkpoint`, which documents it, on the
+    open ``store``.
     """
-    with opened_store(store, create=False) as s:
+    try:
+        record = store.latest_checkpoint(ident)
+    except NotFoundError:
         try:
-            record = s.latest_checkpoint(ident)
+            record = store.get_checkpoint(ident)
         except NotFoundError:
-            try:
-                record = s.get_checkpoint(ident)
-            except NotFoundError:
-                raise NotFoundError("run or checkpoint", ident) from None
-        return load_state(s, record, storage)
+            raise NotFoundError("run or checkpoint", ident) from None
+    return load_state(store, record, storage)

@@ -26,7 +26,7 @@ from savegame.effects import (
     is_stream_marker,
 )
 from savegame.model import EffectKind, EffectStatus
-from savegame.stores import Store, opened_store
+from savegame.stores import Store
 from savegame.stores.base import ALL_EFFECTS
 
 
@@ -95,13 +95,16 @@ class RunModelUsage:
 
 
 def model_calls(
-    run_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
+    run_id: str, *, store: Store, storage: StorageConfig | None = None
 ) -> list[ModelCallRecord]:
     """A run's model calls, oldest first, each with its request and response (verified and
-    decrypted like every journal entry). Raises NotFoundError for an unknown run."""
-    with opened_store(store, create=False) as s:
-        s.get_run(run_id)
-        entries = [open_entry(e, storage) for e in s.list_effects(run_id, limit=ALL_EFFECTS)]
+    decrypted like every journal entry). Raises NotFoundError for an unknown run.
+
+    The operation behind :meth:`savegame.Savegame.model_calls`, which documents it, on the
+    open ``store``.
+    """
+    store.get_run(run_id)
+    entries = [open_entry(e, storage) for e in store.list_effects(run_id, limit=ALL_EFFECTS)]
     requests = asked(entries)
     abandoned: dict[str, int] = {}
     for entry in entries:
@@ -133,11 +136,15 @@ def model_calls(
 
 
 def model_usage(
-    run_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
+    run_id: str, *, store: Store, storage: StorageConfig | None = None
 ) -> RunModelUsage:
-    """What a run's model calls used (input, output and cached tokens) and cost, in all and
-    per model, from the responses its journal recorded. A call the run replayed after a
-    crash is in its journal once, so it counts once."""
+    """What a run's model calls used (input, output and cached tokens) and cost, in all and per
+    model, from the responses its journal recorded. A call the run replayed after a crash is
+    in its journal once, so it counts once.
+
+    The operation behind :meth:`savegame.Savegame.model_usage`, which documents it, on the
+    open ``store``.
+    """
     total, reused = ModelUsage(), ModelUsage()
     models: dict[str, ModelUsage] = {}
     for call in model_calls(run_id, store=store, storage=storage):

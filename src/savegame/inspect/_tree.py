@@ -23,7 +23,7 @@ from savegame.effects import Origin, parent_of
 from savegame.effects.decisions import AUTHENTICATED_AS
 from savegame.errors import NotFoundError
 from savegame.model import CheckpointHeader, EffectKind, RunInfo
-from savegame.stores import Store, opened_store
+from savegame.stores import Store
 from savegame.stores.base import ALL_EFFECTS
 
 #: How many runs of one thread a tree reads.
@@ -162,20 +162,17 @@ def build(s: Store, thread_id: str, storage: StorageConfig | None = None) -> Tre
     return Tree(thread_id, roots)
 
 
-def tree(
-    ident: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
-) -> Tree:
+def tree(ident: str, *, store: Store, storage: StorageConfig | None = None) -> Tree:
     """The tree of runs of a thread, given the thread id or the id of one of its runs.
 
-    Raises:
-        NotFoundError: neither a run nor a thread has that id.
+    The operation behind :meth:`savegame.Savegame.tree`, which documents it, on the open
+    ``store``.
     """
-    with opened_store(store) as s:
-        try:
-            thread_id = s.get_run(ident).thread_id
-        except NotFoundError:
-            thread_id = ident
-        found = build(s, thread_id, storage)
-        if not found.roots:
-            raise NotFoundError("run or thread", ident)
-        return found
+    try:
+        thread_id = store.get_run(ident).thread_id
+    except NotFoundError:
+        thread_id = ident
+    found = build(store, thread_id, storage)
+    if not found.roots:
+        raise NotFoundError("run or thread", ident)
+    return found

@@ -30,40 +30,41 @@ from savegame.maintenance._retention import (
     prune,
 )
 from savegame.maintenance._transfer import TransferReport
-from savegame.stores import opened_store
 from savegame.stores.base import RunSize, Store, StoreStats
 
 
 def verify(
     *,
-    store: Store | str | None = None,
+    store: Store,
     run_id: str | None = None,
     storage: StorageConfig | None = None,
     progress: Progress | None = None,
 ) -> VerifyReport:
-    """Check every checkpoint, blob and journal entry (of one run, or all); report damage by id."""
-    with opened_store(store, create=False) as handle:
-        return _integrity.verify(handle, run_id=run_id, storage=storage, progress=progress)
+    """Check every checkpoint, blob and journal entry (of one run, or all); report damage by
+    id.
+
+    The operation behind :meth:`savegame.Savegame.verify`, which documents it, on the open
+    ``store``.
+    """
+    return _integrity.verify(store, run_id=run_id, storage=storage, progress=progress)
 
 
 def rekey(
     *,
-    store: Store | str | None = None,
+    store: Store,
     run_id: str | None = None,
     storage: StorageConfig | None = None,
     progress: Progress | None = None,
     adopt: bool = False,
 ) -> RekeyReport:
     """Re-encrypt every payload, blob, journal entry and run row under the keyring's active
-    key, and rename blobs to digests keyed by it (see :mod:`savegame.maintenance._reencrypt`).
+    key, and rename blobs to digests keyed by it (see
+    :mod:`savegame.maintenance._reencrypt`).
 
-    ``adopt``: also sign records that carry no authentication (a plain store being
-    encrypted, records of an older savegame); rekey vouches for what it signs.
+    The operation behind :meth:`savegame.Savegame.rekey`, which documents it, on the open
+    ``store``.
     """
-    with opened_store(store, create=False) as handle:
-        return _reencrypt.rekey(
-            handle, storage=storage, run_id=run_id, progress=progress, adopt=adopt
-        )
+    return _reencrypt.rekey(store, storage=storage, run_id=run_id, progress=progress, adopt=adopt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,68 +75,45 @@ class StoreReport:
     runs: list[RunSize]
 
 
-def stats(
-    *, store: Store | str | None = None, thread_id: str | None = None, limit: int = 50
-) -> StoreReport:
-    """Store totals and storage per run, largest first."""
-    with opened_store(store, create=False) as handle:
-        return StoreReport(handle.stats(), handle.run_sizes(thread_id=thread_id, limit=limit))
+def stats(*, store: Store, thread_id: str | None = None, limit: int = 50) -> StoreReport:
+    """Store totals and storage per run, largest first.
+
+    The operation behind :meth:`savegame.Savegame.stats`, which documents it, on the open
+    ``store``.
+    """
+    return StoreReport(store.stats(), store.run_sizes(thread_id=thread_id, limit=limit))
 
 
-def export_run(
-    ident: str, path: str | os.PathLike[str], *, store: Store | str | None = None
-) -> TransferReport:
+def export_run(ident: str, path: str | os.PathLike[str], *, store: Store) -> TransferReport:
     """Write a run, or every run of a thread, to one portable file at ``path``.
 
-    The file (docs/export.md) holds the run rows, checkpoints, journal entries and
-    every blob the checkpoints refer to, as stored: encrypted records stay
-    encrypted, so no key is needed. It is versioned and checksummed, and replaces
-    ``path`` only once written whole.
-
-    Raises:
-        NotFoundError: ``ident`` is neither a run nor a thread.
+    The operation behind :meth:`savegame.Savegame.export`, which documents it, on the open
+    ``store``.
     """
-    with opened_store(store) as handle:
-        return _transfer.export_run(handle, ident, path)
+    return _transfer.export_run(store, ident, path)
 
 
 def import_run(
     path: str | os.PathLike[str],
     *,
-    store: Store | str | None = None,
+    store: Store,
     storage: StorageConfig | None = None,
     thread: str | None = None,
 ) -> TransferReport:
-    """Load an export file into ``store`` (any backend); nothing is written unless all of
-    it checks.
+    """Load an export file into ``store`` (any backend); nothing is written unless all of it
+    checks.
 
-    Every record is checked first: the file's own checksums, then each record's check
-    under ``storage`` (its keyring authenticates encrypted exports, as ``verify`` does).
-    A write that fails midway deletes the runs the import created. What a killed import
-    left is replaced; a run another import is writing is refused.
-
-    Args:
-        thread: import the file's runs into this thread (a new one) instead of their own.
-
-    Raises:
-        DamagedExportError: the file is damaged, truncated or not an export (which record,
-            where), or unpacks to more than its growth budget (a decompression bomb).
-        CorruptRecordError: a record fails its own check (edited, or under other keys), or
-            a payload or blob inside it states more than is left of that budget.
-        EncryptionKeyError: the records need a key ``storage`` does not hold.
-        RunExistsError: the store has a run with an id the file holds, or another import
-            (alive) is writing it.
-        ThreadExistsError: the store has the thread of one of the file's runs, with other
-            runs: import it with ``thread=``.
+    The operation behind :meth:`savegame.Savegame.import_run`, which documents it, on the
+    open ``store``.
     """
-    with opened_store(store) as handle:
-        return _transfer.import_run(handle, path, storage, thread=thread)
+    return _transfer.import_run(store, path, storage, thread=thread)
 
 
 __all__ = [
     "FOREIGN",
     "Damage",
     "ForeignRun",
+    "Progress",
     "PrunePlan",
     "RekeyReport",
     "RetentionPolicy",

@@ -38,7 +38,6 @@ from typing import ClassVar
 from savegame.codec import known_blobs
 from savegame.errors import ConfigurationError
 from savegame.model import CheckpointHeader, RunInfo, RunStatus, utcnow
-from savegame.stores import opened_store
 from savegame.stores.base import Store
 
 #: Runs a person must act on. compensation_failed counts as finished, yet its journal is
@@ -291,7 +290,7 @@ def _foreign_plan(
 def prune(
     policy: RetentionPolicy,
     *,
-    store: Store | str | None = None,
+    store: Store,
     dry_run: bool = False,
     now: datetime | None = None,
     batch_size: int = 500,
@@ -299,24 +298,12 @@ def prune(
 ) -> PrunePlan:
     """Apply ``policy``: delete what :func:`plan` finds, then unreferenced blobs.
 
-    Args:
-        policy: what to keep.
-        store: a Store or URL (default ``$SAVEGAME_STORE`` / ``./savegame.db``).
-        dry_run: only report what would go.
-        now: the time the rules count from (default: now).
-        batch_size: checkpoints deleted per store call; each call is short, and a
-            prune stopped between two leaves every remaining checkpoint loadable.
-        rules: per ``FOREIGN`` workflow, its framework's retention (LangGraph's:
-            ``savegame.integrations.langgraph.retention()``); runs of a workflow
-            without rules are left alone and listed in ``skipped``.
-
-    Raises:
-        ConfigurationError: ``batch_size`` is below 1.
+    The operation behind :meth:`savegame.Savegame.prune`, which documents it, on the open
+    ``store``.
     """
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be at least 1, not {batch_size}")
-    with opened_store(store, create=False) as handle:
-        return _apply(handle, policy, dry_run=dry_run, now=now, batch_size=batch_size, rules=rules)
+    return _apply(store, policy, dry_run=dry_run, now=now, batch_size=batch_size, rules=rules)
 
 
 def _apply(

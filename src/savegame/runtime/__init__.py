@@ -33,7 +33,7 @@ Where things are, along the path of a run::
 """
 
 from savegame.effects import ChildRun
-from savegame.runtime._api import aresume, arun, resume, run
+from savegame.runtime._api import NO_VALUE, aresume, arun, resume, run
 from savegame.runtime._context import StepContext
 from savegame.runtime._control import (
     Effect,
@@ -75,6 +75,7 @@ from savegame.runtime._workspace import Workspace
 __all__ = [
     "DEFAULT_TTL",
     "END",
+    "NO_VALUE",
     "Call",
     "CheckpointPolicy",
     "ChildRun",

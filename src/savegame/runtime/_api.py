@@ -22,19 +22,19 @@ from savegame.runtime._setup import prepare_resume
 from savegame.runtime._sigint import current, holding_sigint
 from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_run
 from savegame.runtime._waiting import blocker
-from savegame.stores import Store, opened_store
+from savegame.stores import Store
 
 log = logging.getLogger("savegame")
 
 #: Marks "no value given" so that ``resume(run_id, value=None)`` can supply None.
-_NO_VALUE: Any = object()
+NO_VALUE: Any = object()
 
 
 async def _arun(
     workflow: Any,
     input: Mapping[str, Any] | None,
     *,
-    store: Store | str | None,
+    store: Store,
     start: Start,
     policy: CheckpointPolicy | None,
     durability: Durability | None,
@@ -42,31 +42,30 @@ async def _arun(
     wait: bool = False,
 ) -> RunResult:
     wf = as_workflow(workflow)
-    with opened_store(store) as s:
-        io = store_io(s, io)
-        began = time.perf_counter()
-        ready = await io(begin_run, wf, s, input, start)
-        if isinstance(ready, RunResult):
-            if not (wait and ready.status is RunStatus.WAITING):
-                return ready  # it exists and there is nothing to execute
-            # It waits, and so does the caller: until it is woken, then on from there.
-            await _hold(s, ready.run_id, io, start.ttl, start.storage)
-            ready = await io(prepare_resume, ready.run_id, s, wf, None, start.ttl, start.storage)
-        observer = start.observer
-        if ready.created and observer.on_checkpoint is not None:
-            observer.on_checkpoint(ready.record.header, time.perf_counter() - began)
-        ex = ready.execution(
-            s,
-            ttl=start.ttl,
-            storage=start.storage,
-            io=io,
-            observer=observer,
-            policy=policy,
-            durability=durability,
-            block=_blocker(s, ready.start.run_id, io, start.ttl, start.storage) if wait else None,
-            sigint=current(),
-        )
-        return await execute(ex)
+    io = store_io(store, io)
+    began = time.perf_counter()
+    ready = await io(begin_run, wf, store, input, start)
+    if isinstance(ready, RunResult):
+        if not (wait and ready.status is RunStatus.WAITING):
+            return ready  # it exists and there is nothing to execute
+        # It waits, and so does the caller: until it is woken, then on from there.
+        await _hold(store, ready.run_id, io, start.ttl, start.storage)
+        ready = await io(prepare_resume, ready.run_id, store, wf, None, start.ttl, start.storage)
+    observer = start.observer
+    if ready.created and observer.on_checkpoint is not None:
+        observer.on_checkpoint(ready.record.header, time.perf_counter() - began)
+    ex = ready.execution(
+        store,
+        ttl=start.ttl,
+        storage=start.storage,
+        io=io,
+        observer=observer,
+        policy=policy,
+        durability=durability,
+        block=_blocker(store, ready.start.run_id, io, start.ttl, start.storage) if wait else None,
+        sigint=current(),
+    )
+    return await execute(ex)
 
 
 async def _aresume(
@@ -74,7 +73,7 @@ async def _aresume(
     *,
     value: Any,
     interrupt_id: str | None,
-    store: Store | str | None,
+    store: Store,
     workflow: Any,
     from_checkpoint: str | None,
     policy: CheckpointPolicy | None,
@@ -85,25 +84,24 @@ async def _aresume(
     storage: StorageConfig | None,
     wait: bool = False,
 ) -> RunResult:
-    with opened_store(store, create=False) as s:
-        io = store_io(s, io)
-        if value is not _NO_VALUE:
-            await io(decisions.supply, s, run_id, value, interrupt_id=interrupt_id, storage=storage)
-        if wait:
-            await _hold(s, run_id, io, lease_ttl, storage)
-        ready = await io(prepare_resume, run_id, s, workflow, from_checkpoint, lease_ttl, storage)
-        ex = ready.execution(
-            s,
-            ttl=lease_ttl,
-            storage=storage,
-            io=io,
-            observer=observer,
-            policy=policy,
-            durability=durability,
-            block=_blocker(s, run_id, io, lease_ttl, storage) if wait else None,
-            sigint=current(),
-        )
-        return await execute(ex)
+    io = store_io(store, io)
+    if value is not NO_VALUE:
+        await io(decisions.supply, store, run_id, value, interrupt_id=interrupt_id, storage=storage)
+    if wait:
+        await _hold(store, run_id, io, lease_ttl, storage)
+    ready = await io(prepare_resume, run_id, store, workflow, from_checkpoint, lease_ttl, storage)
+    ex = ready.execution(
+        store,
+        ttl=lease_ttl,
+        storage=storage,
+        io=io,
+        observer=observer,
+        policy=policy,
+        durability=durability,
+        block=_blocker(store, run_id, io, lease_ttl, storage) if wait else None,
+        sigint=current(),
+    )
+    return await execute(ex)
 
 
 async def _hold(
@@ -131,7 +129,7 @@ def _blocker(
     async def drive(child: str) -> None:
         try:
             await _aresume(
-                child, value=_NO_VALUE, interrupt_id=None, store=s, workflow=None,
+                child, value=NO_VALUE, interrupt_id=None, store=s, workflow=None,
                 from_checkpoint=None, policy=None, durability=None, observer=None,
                 lease_ttl=lease_ttl, io=io, storage=storage, wait=True,
             )  # fmt: skip
@@ -151,7 +149,7 @@ def run(
     *,
     thread_id: str | None = None,
     run_id: str | None = None,
-    store: Store | str | None = None,
+    store: Store,
     metadata: Mapping[str, Any] | None = None,
     policy: CheckpointPolicy | None = None,
     durability: Durability | None = None,
@@ -162,63 +160,11 @@ def run(
     on_thread_busy: OnThreadBusy = "reject",
     wait: bool = False,
 ) -> RunResult:
-    """Start a run of ``workflow`` (or continue the one ``run_id`` names) and drive it until it ends.
+    """Start a run of ``workflow`` (or continue the one ``run_id`` names) and drive it until it
+    ends.
 
-    Args:
-        workflow: a Workflow or an Agent.
-        input: top-level state keys to set before the first step. On an existing
-            thread they are applied on top of the thread's latest state.
-        thread_id: the thread to run on (default: a new thread named after the run).
-        run_id: the run's id (default: a new time-sortable id).
-        store: a Store, a store URL, or None for ``$SAVEGAME_STORE`` / ``./savegame.db``.
-        metadata: stored with the run and its input checkpoint.
-        policy: overrides the workflow's checkpoint policy.
-        durability: overrides the workflow's durability (``"sync"`` or ``"async"``).
-        observer: callbacks for progress and timelines.
-        lease_ttl: seconds a dead owner's lease blocks other hosts from taking the run over.
-        storage: how checkpoints are stored (keyframe cadence, blobs, compression,
-            encryption keys); default from the environment (``SAVEGAME_KEYS`` ...),
-            see :class:`savegame.codec.storage.StorageConfig`.
-        on_exists: when a run ``run_id`` exists (of this workflow, on this thread,
-            started with this ``input`` unless ``input`` is None): ``"continue"``
-            (default) continues it where it stopped, or returns its recorded result
-            without executing anything when it has finished (or waits for a person);
-            ``"return"`` returns it as it stands; ``"reject"`` raises RunExistsError.
-        on_thread_busy: when the thread has an unfinished run (crashed, failed,
-            paused or live): ``"reject"`` (default) raises ThreadBusyError naming it,
-            since a second run would start again at the entry step and could repeat
-            that run's effects; ``"wait"`` waits until it has finished; ``"allow"``
-            starts a second run beside it.
-        wait: when a step waits (``ctx.sleep``, ``ctx.wait_for``, child runs), block
-            here, the run's lease held, until it is woken, and go on. By default the
-            run is checkpointed ``waiting`` and returned: no process waits, and a
-            worker (or ``resume``) continues it once it is woken.
-
-    Ctrl-C (SIGINT), when called in the main thread: the first lets the call in flight
-    (a tool, a model) return and starts no other; the run is checkpointed
-    ``interrupted`` at the step boundary it stopped at (after the step in flight, or,
-    when that step would make another call, before it: its recorded calls are replayed
-    when it runs again) and its lease released. Then KeyboardInterrupt is raised (its
-    message names the run, the step and ``savegame resume RUN``; its ``result``
-    attribute is the RunResult where the run stopped), unless the run ended anyway: its
-    result is returned. A second Ctrl-C stops at once with a KeyboardInterrupt: the step
-    in flight is abandoned, and leaves only what its journal recorded (the run resumes
-    from its last checkpoint). While the run executes, its SIGINT handler stands in for
-    the process's own, put back when it returns (a program's own handler gets the first
-    Ctrl-C once the run has stopped). Called from another thread, nothing changes: the
-    main thread gets Python's KeyboardInterrupt and the run goes on.
-
-    Returns:
-        The run's status, final state and last checkpoint id.
-
-    Raises:
-        StepError: a step raised; the run is marked failed and can be resumed.
-        SerializationError: the state holds something that is not pure data.
-        CheckpointWriteError: a checkpoint could not be written; the run stopped.
-        RunExistsError: ``run_id`` is a run of another workflow, thread or input.
-        ThreadBusyError: the thread has an unfinished run (``on_thread_busy="reject"``).
-        LeaseHeldError: ``run_id`` exists and a live process is executing it.
-        KeyboardInterrupt: a Ctrl-C stopped the run before it ended (see above).
+    The operation behind :meth:`savegame.Savegame.run`, which documents it, on the open
+    ``store``.
     """
     return run_sync(
         _arun(
@@ -275,7 +221,7 @@ async def arun(
     *,
     thread_id: str | None = None,
     run_id: str | None = None,
-    store: Store | str | None = None,
+    store: Store,
     metadata: Mapping[str, Any] | None = None,
     policy: CheckpointPolicy | None = None,
     durability: Durability | None = None,
@@ -286,9 +232,13 @@ async def arun(
     on_thread_busy: OnThreadBusy = "reject",
     wait: bool = False,
 ) -> RunResult:
-    """Async twin of :func:`run`; store calls run in a worker thread. A Ctrl-C is handled
-    as :func:`run` says when the event loop runs in the main thread (``asyncio.run``'s
-    own handler stands aside while the run executes)."""
+    """Async twin of :func:`run`; store calls run in a worker thread. A Ctrl-C is handled as
+    :func:`run` says when the event loop runs in the main thread (``asyncio.run``'s own
+    handler stands aside while the run executes).
+
+    The operation behind :meth:`savegame.Savegame.arun`, which documents it, on the open
+    ``store``.
+    """
     return await _arun(
         workflow,
         input,
@@ -315,9 +265,9 @@ async def arun(
 def resume(
     run_id: str,
     *,
-    value: Any = _NO_VALUE,
+    value: Any = NO_VALUE,
     interrupt_id: str | None = None,
-    store: Store | str | None = None,
+    store: Store,
     workflow: Any = None,
     from_checkpoint: str | None = None,
     policy: CheckpointPolicy | None = None,
@@ -327,29 +277,11 @@ def resume(
     storage: StorageConfig | None = None,
     wait: bool = False,
 ) -> RunResult:
-    """Continue a run from its latest checkpoint (or ``from_checkpoint``), loaded from the store only.
+    """Continue a run from its latest checkpoint (or ``from_checkpoint``), loaded from the
+    store only.
 
-    Args:
-        run_id: the run to continue.
-        workflow: the Workflow or Agent; by default imported from the reference
-            stored with the run.
-        value: the value for the run's pending ``ctx.interrupt`` (recorded in the
-            journal, then the step re-executes and receives it).
-        interrupt_id: which pending interrupt ``value`` answers, when there are several.
-        from_checkpoint: continue from this checkpoint of the run instead of the latest.
-        storage: how checkpoints are stored and decrypted (see :func:`run`).
-        wait: a run waiting for a timer, an event or its children that is not woken
-            yet is waited for here (else refused); and when a step waits again, this
-            blocks until it is woken and goes on (see :func:`run`).
-
-    Raises:
-        NotFoundError: no such run or checkpoint.
-        RunStateError: the run has ended (completed, cancelled, compensated), waits
-            for an approval or an interrupt value that was not given, or waits for a
-            timer, an event or child runs and ``wait`` is False.
-        LeaseHeldError: a live process is executing the run.
-        CorruptRecordError: the checkpoint failed its integrity check.
-        KeyboardInterrupt: a Ctrl-C stopped the run before it ended (see :func:`run`).
+    The operation behind :meth:`savegame.Savegame.resume`, which documents it, on the open
+    ``store``.
     """
     return run_sync(
         _aresume(
@@ -374,9 +306,9 @@ def resume(
 async def aresume(
     run_id: str,
     *,
-    value: Any = _NO_VALUE,
+    value: Any = NO_VALUE,
     interrupt_id: str | None = None,
-    store: Store | str | None = None,
+    store: Store,
     workflow: Any = None,
     from_checkpoint: str | None = None,
     policy: CheckpointPolicy | None = None,
@@ -386,7 +318,11 @@ async def aresume(
     storage: StorageConfig | None = None,
     wait: bool = False,
 ) -> RunResult:
-    """Async twin of :func:`resume` (a Ctrl-C as :func:`arun` says)."""
+    """Async twin of :func:`resume` (a Ctrl-C as :func:`arun` says).
+
+    The operation behind :meth:`savegame.Savegame.aresume`, which documents it, on the open
+    ``store``.
+    """
     return await _aresume(
         run_id,
         value=value,

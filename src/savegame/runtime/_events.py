@@ -17,7 +17,7 @@ from savegame.codec.storage import StorageConfig
 from savegame.effects import default_actor, event_entry
 from savegame.errors import ConfigurationError, RunStateError
 from savegame.runtime._waiting import woken
-from savegame.stores import Store, opened_store
+from savegame.stores import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,41 +42,26 @@ def send(
     value: Any = None,
     *,
     key: str | None = None,
-    store: Store | str | None = None,
+    store: Store,
     storage: StorageConfig | None = None,
     by: str | None = None,
 ) -> Sent:
     """Send ``value`` to run ``run_id`` on ``topic``, exactly once per ``key``.
 
-    The run's ``ctx.wait_for(topic)`` returns it: at once if the run waits for it now (the
-    store wakes the run; a worker or ``resume`` continues it), else when the run first
-    waits for the topic. Each event is taken by one wait, oldest first.
-
-    Args:
-        value: pure data (what ``wait_for`` returns).
-        key: an idempotency key: a second send with the same key (and topic) is dropped.
-        by: who sent it, recorded with the event (default: user@host).
-
-    Raises:
-        NotFoundError: no such run.
-        RunStateError: the run has finished: nobody would take the event.
-        ConfigurationError: a bad topic or key, or a store that cannot keep waiting runs.
-        SerializationError: ``value`` is not pure data.
+    The operation behind :meth:`savegame.Savegame.send`, which documents it, on the open
+    ``store``.
     """
-    with opened_store(store, create=False) as s:
-        if not s.capabilities.waits:
-            raise ConfigurationError(
-                f"the store {s.url} cannot keep a run waiting for events "
-                "(it does not claim Capabilities.waits)"
-            )
-        info = s.get_run(run_id)
-        if info.status.finished:
-            raise RunStateError(run_id, info.status.value, f"send {topic!r} to")
-        entry = event_entry(
-            run_id, topic, value, key=key, by=by or default_actor(), storage=storage
+    if not store.capabilities.waits:
+        raise ConfigurationError(
+            f"the store {store.url} cannot keep a run waiting for events "
+            "(it does not claim Capabilities.waits)"
         )
-        delivery = s.deliver_event(entry)
-        return Sent(
-            run_id, topic, delivery.entry.request_id, delivery.delivered,
-            delivery.entry.created_at, woken(s.get_run(run_id)),
-        )  # fmt: skip
+    info = store.get_run(run_id)
+    if info.status.finished:
+        raise RunStateError(run_id, info.status.value, f"send {topic!r} to")
+    entry = event_entry(run_id, topic, value, key=key, by=by or default_actor(), storage=storage)
+    delivery = store.deliver_event(entry)
+    return Sent(
+        run_id, topic, delivery.entry.request_id, delivery.delivered,
+        delivery.entry.created_at, woken(store.get_run(run_id)),
+    )  # fmt: skip

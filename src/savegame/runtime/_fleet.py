@@ -27,7 +27,7 @@ from savegame.runtime._loader import as_workflow, reference_of
 from savegame.runtime._runner import execute
 from savegame.runtime._setup import prepare_resume
 from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_submit
-from savegame.stores import Enqueue, opened_store
+from savegame.stores import Enqueue
 from savegame.stores.base import Store
 
 log = logging.getLogger("savegame.worker")
@@ -39,7 +39,7 @@ def submit(
     *,
     thread_id: str | None = None,
     run_id: str | None = None,
-    store: Store | str | None = None,
+    store: Store,
     metadata: Mapping[str, Any] | None = None,
     storage: StorageConfig | None = None,
     on_exists: OnExists = "continue",
@@ -51,33 +51,8 @@ def submit(
 ) -> RunInfo:
     """Queue a run for the worker fleet (``savegame worker``) instead of running it here.
 
-    The run is created with its input checkpoint and status ``queued``, owned by
-    nobody; the first worker that claims it executes it. Workers import the
-    workflow from the reference stored with the run, so it must live in an
-    importable module or file.
-
-    A ``run_id`` that exists is handled as :func:`savegame.run` does, for the fleet:
-    with ``on_exists="continue"`` (default) an unfinished run is left to the fleet
-    (a failed one, or one whose approval was decided, is queued again) and a
-    finished one is returned as it is; ``"return"`` returns the row untouched;
-    ``"reject"`` raises RunExistsError. ``on_thread_busy`` is as for ``run``.
-
-    Args:
-        queue: put the run in this queue, declared in the store (:func:`declare_queue`):
-            workers start it within the queue's limits (SQLite and PostgreSQL).
-        priority: within the claims, higher is started sooner (default 0, as every run
-            of no queue).
-        dedup_key: while a run of ``queue`` submitted with this key is unfinished, a
-            submit with it creates nothing and returns that run's row; once it has
-            finished (completed, cancelled ...) the key starts a new run.
-
-    Returns:
-        The run's row (``queued`` for a new run).
-
-    Raises:
-        ConfigurationError: ``queue`` on a store without queues, or ``priority`` /
-            ``dedup_key`` without ``queue``.
-        NotFoundError: ``queue`` is not declared in the store.
+    The operation behind :meth:`savegame.Savegame.submit`, which documents it, on the open
+    ``store``.
     """
     wf = as_workflow(workflow)
     if queue is None and (priority != 0 or dedup_key is not None):
@@ -95,8 +70,7 @@ def submit(
         queued=True,
         enqueue=None if queue is None else Enqueue(queue, priority, dedup_key),
     )
-    with opened_store(store) as s:
-        return begin_submit(wf, s, input, start)
+    return begin_submit(wf, store, input, start)
 
 
 def resume_claimed(

@@ -40,7 +40,7 @@ from savegame.runtime._runner import execute
 from savegame.runtime._setup import Ready, decode, run_row, workflow_of
 from savegame.runtime._start import current_result
 from savegame.runtime._workflow import Workflow
-from savegame.stores import Store, opened_store
+from savegame.stores import Store
 from savegame.stores.base import ALL_EFFECTS
 
 
@@ -105,16 +105,15 @@ def _position(e: EffectRecord) -> tuple[int, int, str]:
 
 
 def plan_fork(
-    checkpoint_id: str, *, store: Store | str | None = None, storage: StorageConfig | None = None
+    checkpoint_id: str, *, store: Store, storage: StorageConfig | None = None
 ) -> ForkPlan:
     """What :func:`fork` would start from and the recorded writes it could repeat.
 
-    Raises:
-        NotFoundError: no such checkpoint.
+    The operation behind :meth:`savegame.Savegame.plan_fork`, which documents it, on the
+    open ``store``.
     """
-    with opened_store(store) as s:
-        header = s.get_checkpoint(checkpoint_id).header
-        entries = [open_entry(e, storage) for e in s.list_effects(header.run_id, limit=ALL_EFFECTS)]
+    header = store.get_checkpoint(checkpoint_id).header
+    entries = [open_entry(e, storage) for e in store.list_effects(header.run_id, limit=ALL_EFFECTS)]
     after = sorted(
         (e for e in entries if e.kind is EffectKind.WRITE and e.step > header.step),
         key=_position,
@@ -211,28 +210,27 @@ def _calls_of(
 
 async def _afork(
     checkpoint_id: str,
-    store: Store | str | None,
+    store: Store,
     run: bool,
     observer: Observer | None,
     ttl: float,
     storage: StorageConfig | None,
     **edit: Any,
 ) -> ForkResult:
-    with opened_store(store) as s:
-        ready, edited = create_fork(s, checkpoint_id, ttl=ttl, storage=storage, **edit)
-        header = ready.record.header
-        if observer is not None and observer.on_checkpoint is not None:
-            observer.on_checkpoint(header, 0.0)
-        if run and header.next is not None:
-            ex = ready.execution(s, ttl=ttl, storage=storage, io=direct_io, observer=observer)
-            result: RunResult | None = await execute(ex)
-        else:
-            s.release_lease(header.run_id, ready.lease.token)
-            info = s.get_run(header.run_id)
-            result = (
-                current_result(s, info, ready.workflow, storage) if header.next is None else None
-            )
-        reused, executed = _calls_of(s, header.run_id, storage)
+    ready, edited = create_fork(store, checkpoint_id, ttl=ttl, storage=storage, **edit)
+    header = ready.record.header
+    if observer is not None and observer.on_checkpoint is not None:
+        observer.on_checkpoint(header, 0.0)
+    if run and header.next is not None:
+        ex = ready.execution(store, ttl=ttl, storage=storage, io=direct_io, observer=observer)
+        result: RunResult | None = await execute(ex)
+    else:
+        store.release_lease(header.run_id, ready.lease.token)
+        info = store.get_run(header.run_id)
+        result = (
+            current_result(store, info, ready.workflow, storage) if header.next is None else None
+        )
+    reused, executed = _calls_of(store, header.run_id, storage)
     assert ready.origin is not None
     return ForkResult(
         header.run_id, header.thread_id, ready.origin, header.checkpoint_id, tuple(edited),
@@ -250,39 +248,17 @@ def fork(
     authenticated_as: str | None = None,
     mode: Mode = "replay",
     run: bool = True,
-    store: Store | str | None = None,
+    store: Store,
     workflow: Any = None,
     observer: Observer | None = None,
     lease_ttl: float = leases.DEFAULT_TTL,
     storage: StorageConfig | None = None,
 ) -> ForkResult:
-    """Start a new run of the same thread from ``checkpoint_id``, optionally edited, and run it.
+    """Start a new run of the same thread from ``checkpoint_id``, optionally edited, and run
+    it.
 
-    The origin run is never written to; it may be finished, failed or still going.
-
-    Args:
-        checkpoint_id: where the fork starts (any checkpoint of any run).
-        update: top-level state keys to replace.
-        set: ``{"order.amount": 20}``: values to set at paths inside the state.
-        reason: why, recorded with the fork's first checkpoint.
-        by: who (default: user@host).
-        authenticated_as: the identity a front end checked for the request (the web
-            UI's ``ui-token:NAME``), recorded beside ``by``.
-        mode: ``"replay"`` (default): a call with the same tool and arguments at the
-            same position as in the origin gets the recorded result back, nothing is
-            called, until the first call that differs; from there every call is made.
-            ``"redo"``: every call is made again.
-        run: False creates the fork without running it (``resume`` runs it later).
-        workflow: the Workflow or Agent; by default imported from the origin run's reference.
-        storage: how checkpoints are stored and decrypted (see :func:`savegame.run`).
-
-    Returns:
-        The fork's run id, where it ended, and the calls it reused and executed.
-
-    Raises:
-        NotFoundError: no such checkpoint.
-        ConfigurationError: a path of ``set`` does not lead into the state, ``mode`` is unknown.
-        StepError: a step of the fork raised (the fork is failed, the origin untouched).
+    The operation behind :meth:`savegame.Savegame.fork`, which documents it, on the open
+    ``store``.
     """
     edit = {"update": update, "paths": set, "reason": reason, "by": by,
             "authenticated_as": authenticated_as, "mode": mode}  # fmt: skip

@@ -7,7 +7,7 @@ takes only from some.
 
 from __future__ import annotations
 
-from savegame.stores import Queue, QueueStats, Store, opened_store, queue_store
+from savegame.stores import Queue, QueueStats, Store, queue_store
 
 
 def declare_queue(
@@ -17,32 +17,23 @@ def declare_queue(
     worker_concurrency: int | None = None,
     limit: int | None = None,
     period: float = 1.0,
-    store: Store | str | None = None,
+    store: Store,
 ) -> Queue:
     """Declare a queue in the store (or change its limits), for every worker at once.
 
-    Args:
-        name: the queue's name, as ``submit(queue=...)`` and ``Worker(queues=...)`` say it.
-        concurrency: at most this many of its runs execute at once across all workers.
-        worker_concurrency: at most this many at once in one worker process.
-        limit: at most this many of its runs start per ``period`` seconds (a rate limit).
-        period: the rate limit's window, in seconds.
-        store: a store with queues (SQLite, PostgreSQL), its URL, or None for the default.
-
-    Returns:
-        The queue as declared.
-
-    Raises:
-        ConfigurationError: a bad limit, or a store without queues.
+    The operation behind ``Savegame.queues.declare`` (:class:`savegame.client.Queues`),
+    which documents it, on the open ``store``.
     """
     queue = Queue(name, concurrency, worker_concurrency, limit, period)
-    with opened_store(store) as s:
-        queue_store(s, f"declare_queue({name!r})").declare_queue(queue)
+    queue_store(store, f"declare_queue({name!r})").declare_queue(queue)
     return queue
 
 
-def list_queues(store: Store | str | None = None) -> list[QueueStats]:
+def list_queues(*, store: Store) -> list[QueueStats]:
     """Every queue declared in the store, by name, with its depth (queued runs), its runs
-    executing now, those started in its rate window and its unfinished runs."""
-    with opened_store(store, create=False) as s:
-        return queue_store(s, "list_queues").list_queues()
+    executing now, those started in its rate window and its unfinished runs.
+
+    The operation behind ``Savegame.queues.list`` (:class:`savegame.client.Queues`), which
+    documents it, on the open ``store``.
+    """
+    return queue_store(store, "list_queues").list_queues()

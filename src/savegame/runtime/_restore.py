@@ -40,7 +40,6 @@ from savegame.runtime._workspace import (
     scan,
     stat_key,
 )
-from savegame.stores import opened_store
 from savegame.stores.base import Store
 
 _BATCH = 256
@@ -69,34 +68,20 @@ def restore_workspace(
     checkpoint: Checkpoint,
     path: str | os.PathLike[str] | Workspace,
     *,
-    store: Store | str | None = None,
+    store: Store,
     storage: StorageConfig | None = None,
 ) -> RestoredWorkspace | None:
     """Make the directory ``path`` what it was at ``checkpoint``: files, deletions, modes.
 
-    Resume calls it before the first step runs; a fork calls it for the directory its
-    new run works in. A checkpoint without a workspace manifest leaves the directory as
-    it is and returns None. Paths ``path``'s ignore patterns match are left alone; a
-    plain path has none, so pass the workflow's :class:`Workspace` to keep its ignored
-    files (a plain path restores the directory as the manifest has it, and deletes them).
-    ``store`` is the store the checkpoint's files are in: a Store, a URL, or None for
-    ``$SAVEGAME_STORE``.
-
-    Raises:
-        NotFoundError: ``store`` names a store that is not there.
-        CorruptRecordError: naming the checkpoint, when its manifest would write outside
-            the workspace or a file's blob is missing or damaged (nothing is written then
-            for a bad manifest; a bad blob stops the restore where it is found).
-        WorkspaceError: ignored paths stand where the checkpoint has its files (a
-            directory holding some where it has a file), naming them; nothing is written.
+    The operation behind :meth:`savegame.Savegame.restore_workspace`, which documents it, on
+    the open ``store``.
     """
     ws = as_workspace(path)
     assert ws is not None
     manifest = manifest_of(checkpoint.state)
     if manifest is None:
         return None
-    with opened_store(store, create=False) as s:
-        return restore(ws, manifest, s, storage, checkpoint.checkpoint_id)
+    return restore(ws, manifest, store, storage, checkpoint.checkpoint_id)
 
 
 def restore(

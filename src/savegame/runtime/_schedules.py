@@ -34,7 +34,7 @@ from savegame.ids import MAX_GIVEN_LENGTH, check_given
 from savegame.model import CheckpointRecord, RunInfo, utcnow
 from savegame.runtime._loader import as_workflow, load, reference_of
 from savegame.runtime._setup import first_checkpoint
-from savegame.stores import Enqueue, check_enqueue, opened_store, queue_declared, queue_store
+from savegame.stores import Enqueue, check_enqueue, queue_declared, queue_store
 from savegame.stores.base import Store
 from savegame.stores.schedules import Missed, ScheduleRecord, schedules_of
 
@@ -140,34 +140,15 @@ def schedule(
     catchup_window: float = 60.0,
     metadata: Mapping[str, Any] | None = None,
     replace: bool = False,
-    store: Store | str | None = None,
+    store: Store,
     storage: StorageConfig | None = None,
     queue: str | None = None,
     priority: int = 0,
 ) -> ScheduleRecord:
     """Start a run of ``workflow`` at each occurrence of ``cron`` (UTC), on the worker fleet.
 
-    Args:
-        name: the schedule's name; each occurrence's run id is ``<name>:<time>``.
-        workflow: a Workflow (or Agent) defined at the top level of a module or file, or
-            its reference (``module:attr``, ``path/file.py:attr``): workers import it.
-        cron: five fields (minute hour day-of-month month day-of-week) or ``@daily`` ...
-        input: each run's input (JSON data).
-        missed: what happens to occurrences seen later than ``catchup_window`` seconds
-            after their time (no worker was up): ``"latest"`` starts the newest once,
-            ``"all"`` each, ``"skip"`` none.
-        replace: overwrite a schedule of that name (its counts kept) instead of refusing.
-        queue: each run goes in this declared queue (:func:`declare_queue`), so workers
-            start it within the queue's limits, and a worker of that queue runs it
-            (SQLite and PostgreSQL).
-        priority: each run's priority in ``queue``.
-
-    Raises:
-        ConfigurationError: a bad name, cron expression, policy or input; a workflow with
-            no importable reference; a store that does not keep schedules; ``queue`` on
-            a store without queues; ``priority`` without ``queue``.
-        ConflictError: a schedule of that name exists (and ``replace`` is False).
-        NotFoundError: ``queue`` is not declared in the store.
+    The operation behind ``Savegame.schedules.add`` (:class:`savegame.client.Schedules`),
+    which documents it, on the open ``store``.
     """
     _check_name(name)
     if queue is None and priority != 0:
@@ -201,14 +182,13 @@ def schedule(
         updated_at=now, metadata=meta, queue=queue, priority=priority,
     )  # fmt: skip
     record = _sealed(record, storage)
-    with opened_store(store) as s:
-        schedules = schedules_of(s)
-        if where is not None:
-            queues = queue_store(s, f"schedule {name!r} queue {where.queue!r}")
-            if not queue_declared(queues, where.queue):
-                raise NotFoundError("queue", where.queue)
-        schedules.put_schedule(record, replace=replace)
-        return schedules.get_schedule(name)
+    schedules = schedules_of(store)
+    if where is not None:
+        queues = queue_store(store, f"schedule {name!r} queue {where.queue!r}")
+        if not queue_declared(queues, where.queue):
+            raise NotFoundError("queue", where.queue)
+    schedules.put_schedule(record, replace=replace)
+    return schedules.get_schedule(name)
 
 
 def _absolute(ref: str) -> str:
@@ -223,73 +203,76 @@ def _sealed(record: ScheduleRecord, storage: StorageConfig | None) -> ScheduleRe
     return replace(record, checksum=codec.schedule_checksum(record, storage))
 
 
-def list_schedules(*, store: Store | str | None = None) -> list[ScheduleRecord]:
-    """Every schedule of the store, by name."""
-    with opened_store(store, create=False) as s:
-        return schedules_of(s).list_schedules()
+def list_schedules(*, store: Store) -> list[ScheduleRecord]:
+    """Every schedule of the store, by name.
+
+    The operation behind ``Savegame.schedules.list`` (:class:`savegame.client.Schedules`),
+    which documents it, on the open ``store``.
+    """
+    return schedules_of(store).list_schedules()
 
 
-def get_schedule(name: str, *, store: Store | str | None = None) -> ScheduleRecord:
-    """Raises NotFoundError for an unknown name."""
-    with opened_store(store, create=False) as s:
-        return schedules_of(s).get_schedule(name)
+def get_schedule(name: str, *, store: Store) -> ScheduleRecord:
+    """Raises NotFoundError for an unknown name.
+
+    The operation behind ``Savegame.schedules.get`` (:class:`savegame.client.Schedules`),
+    which documents it, on the open ``store``.
+    """
+    return schedules_of(store).get_schedule(name)
 
 
-def remove_schedule(name: str, *, store: Store | str | None = None) -> None:
+def remove_schedule(name: str, *, store: Store) -> None:
     """Remove a schedule; the runs it started stay.
 
-    Raises:
-        NotFoundError: no schedule of that name.
+    The operation behind ``Savegame.schedules.remove`` (:class:`savegame.client.Schedules`),
+    which documents it, on the open ``store``.
     """
-    with opened_store(store, create=False) as s:
-        if not schedules_of(s).delete_schedule(name):
-            raise NotFoundError("schedule", name)
+    if not schedules_of(store).delete_schedule(name):
+        raise NotFoundError("schedule", name)
 
 
-def pause_schedule(name: str, *, store: Store | str | None = None) -> ScheduleRecord:
-    """Stop starting runs; the occurrences until :func:`resume_schedule` never start."""
-    with opened_store(store, create=False) as s:
-        return schedules_of(s).pause_schedule(name, True)
+def pause_schedule(name: str, *, store: Store) -> ScheduleRecord:
+    """Stop starting runs; the occurrences until :func:`resume_schedule` never start.
+
+    The operation behind ``Savegame.schedules.pause`` (:class:`savegame.client.Schedules`),
+    which documents it, on the open ``store``.
+    """
+    return schedules_of(store).pause_schedule(name, True)
 
 
-def resume_schedule(name: str, *, store: Store | str | None = None) -> ScheduleRecord:
-    """Start runs again, from the first occurrence after now."""
-    with opened_store(store, create=False) as s:
-        sched = schedules_of(s)
-        found = sched.get_schedule(name)
-        return sched.pause_schedule(name, False, next_at=next_after(found.cron, utcnow()))
+def resume_schedule(name: str, *, store: Store) -> ScheduleRecord:
+    """Start runs again, from the first occurrence after now.
+
+    The operation behind ``Savegame.schedules.resume`` (:class:`savegame.client.Schedules`),
+    which documents it, on the open ``store``.
+    """
+    sched = schedules_of(store)
+    found = sched.get_schedule(name)
+    return sched.pause_schedule(name, False, next_at=next_after(found.cron, utcnow()))
 
 
 def fire_schedules(
     *,
-    store: Store | str | None = None,
+    store: Store,
     storage: StorageConfig | None = None,
     now: datetime | None = None,
     workflows: Sequence[str] | None = None,
 ) -> list[str]:
     """Start the due occurrences of every schedule (what each worker does on its ticks).
 
-    ``workflows``: only schedules of these workflow names (a worker started with
-    ``workflows=`` fires only what it could run).
-
-    A schedule that cannot be fired (its workflow does not import, its row fails its
-    check) is logged and left as it is: a later tick tries again, and the occurrences
-    it misses meanwhile follow its missed policy.
-
-    Returns:
-        The ids of the runs this call created (those another worker created are not).
+    The operation behind ``Savegame.schedules.fire`` (:class:`savegame.client.Schedules`),
+    which documents it, on the open ``store``.
     """
     when = now or utcnow()
     created: list[str] = []
-    with opened_store(store, create=False) as s:
-        sched = schedules_of(s)
-        for due in sched.list_schedules(due=when):
-            if workflows is not None and due.workflow not in workflows:
-                continue
-            try:
-                created += _fire(s, due, when, storage) or []
-            except Exception as exc:  # one broken schedule must not stop the others
-                log.warning("schedule %s could not fire: %s", due.name, exc)
+    sched = schedules_of(store)
+    for due in sched.list_schedules(due=when):
+        if workflows is not None and due.workflow not in workflows:
+            continue
+        try:
+            created += _fire(store, due, when, storage) or []
+        except Exception as exc:  # one broken schedule must not stop the others
+            log.warning("schedule %store could not fire: %store", due.name, exc)
     return created
 
 

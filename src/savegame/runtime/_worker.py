@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from types import FrameType
 
+from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, WorkflowImportError, describe
 from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import _lease as leases
@@ -99,6 +100,8 @@ class Worker:
             (0: claim it again at once).
         schedules: fire due schedules (on a store that keeps them); False leaves that
             to other workers.
+        storage: how the runs' checkpoints are stored and read (keys ...); default from
+            the environment (``SAVEGAME_KEYS`` ...). ``sg.worker()`` passes its handle's.
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class Worker:
         backoff: float = 1.0,
         schedules: bool = True,
         queues: list[str] | None = None,
+        storage: StorageConfig | None = None,
     ) -> None:
         if isinstance(queues, str):
             raise ConfigurationError("Worker(queues=...) takes a list of queue names")
@@ -127,6 +131,7 @@ class Worker:
         self.workflows = workflows
         self.on_result = on_result
         self.backoff = backoff
+        self.storage = storage
         self._failures: dict[str, int] = {}
         """run id -> failures in a row that left the run runnable."""
         self._holding: dict[str, Lease] = {}
@@ -198,7 +203,9 @@ class Worker:
                 return
             while not (self.stop_event.is_set() or done.is_set()):
                 try:
-                    fired = fire_schedules(store=store, workflows=self.workflows)
+                    fired = fire_schedules(
+                        store=store, storage=self.storage, workflows=self.workflows
+                    )
                 except Exception as exc:  # the store is unreachable: try on the next tick
                     log.warning("could not fire schedules: %s", exc)
                     fired = []
@@ -244,6 +251,7 @@ class Worker:
                 store=store,
                 lease_ttl=self.lease_ttl,
                 should_stop=self.stop_event.is_set,
+                storage=self.storage,
             )
         except KeyboardInterrupt:
             raise

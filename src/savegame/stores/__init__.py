@@ -141,22 +141,18 @@ def open_store(url: str | Store | None = None, *, create: bool = True) -> Store:
 
 
 @contextmanager
-def opened_store(store: str | Store | None, *, create: bool = True) -> Iterator[Store]:
-    """Open ``store`` if it is a URL (or None), and close it afterwards only if we opened it.
+def naming(store: Store) -> Iterator[Store]:
+    """``store``, for a block of calls: a :class:`~savegame.errors.NotFoundError` raised
+    inside is told which store was searched, so its message names it.
 
-    A :class:`~savegame.errors.NotFoundError` raised inside is told which store was
-    searched, so its message names it. ``create`` is as for :func:`open_store`: the
-    functions that read or change runs pass False, only starting a run creates a store.
+    The handle (:func:`savegame.connect`) opens a store once and names it in each of its
+    calls with this; nothing else opens stores for the API.
     """
-    handle = open_store(store, create=create)
     try:
-        yield handle
+        yield store
     except NotFoundError as exc:
-        exc.name_store(handle.url)
+        exc.name_store(store.url)
         raise
-    finally:
-        if handle is not store:
-            handle.close()
 
 
 __all__ = [
@@ -176,8 +172,8 @@ __all__ = [
     "ThreadInfo",
     "Written",
     "check_enqueue",
+    "naming",
     "open_store",
-    "opened_store",
     "queue_declared",
     "queue_store",
 ]

@@ -2,18 +2,19 @@
 
 Server-rendered pages (Starlette, Jinja2) with htmx, which ships inside the package
 (``static/htmx.min.js``, its license beside it): no CDN, no Node toolchain, works
-offline. The pages read the store only through the public API (``savegame.list_runs``,
-``history``, ``get_checkpoint``, ``diff``, ``list_effects``, ``tree``,
-``pending_interrupts``) and act only through it (``approve``, ``reject``,
-``resolve``, ``cancel``, ``fork``, ``resume``), like the CLI; LangGraph threads through
-``savegame.integrations.langgraph`` (its lists, readers and ``answer``), as the CLI does.
+offline. The pages read the store only through the public API, the methods of one
+:class:`savegame.Savegame` handle the server holds (``runs``, ``history``,
+``checkpoint``, ``diff``, ``effects``, ``tree``, ``pending``), and act only through it
+(``approve``, ``reject``, ``resolve``, ``cancel``, ``fork``, ``resume``), like the CLI;
+LangGraph threads through ``savegame.integrations.langgraph`` (its lists, readers and
+``answer``), as the CLI does.
 
 Where things are::
 
     _app.py        the routes, the guard in front of them, errors as pages
     _guard.py      binding, Host header, token, role, CSRF, security headers
     _tokens.py     the tokens: names, roles (viewer, approver), where they come from
-    _site.py       what every page shares: the store, the templates, hidden metadata
+    _site.py       what every page shares: the handle, the templates, hidden metadata
     _runs.py       the runs page: filters, keyset pages
     _run.py        a run: timeline, journal, tree; a checkpoint's state; a diff
     _timeline.py   checkpoints as a timeline: durations, resumes, retries, forks
@@ -66,7 +67,9 @@ def create_app(
     continue_runs: bool = True,
     read_only: bool = False,
 ) -> Any:
-    """The ASGI app of the UI over ``store`` (a URL, a Store, or None for $SAVEGAME_STORE).
+    """The ASGI app of the UI over ``store``: a :class:`savegame.Savegame` handle, a URL, a
+    Store, or None for $SAVEGAME_STORE (a handle opened from one of those is never closed
+    by the app: it lives as long as the process serving it).
 
     Args:
         port: the port it is served on (a request's Host header must name it).
@@ -77,7 +80,8 @@ def create_app(
             record ``authenticated_as="ui-token:NAME"``.
         hosts: the host names requests may address (default: the loopback names;
             with a token, any).
-        storage: the keyring and settings to read records with (default: $SAVEGAME_KEYS ...).
+        storage: the keyring and settings to read records with (default: $SAVEGAME_KEYS ...);
+            not with a handle, which has its own.
         continue_runs: after a decision, continue the run in this process where its
             workflow imports (else it stays queued for ``savegame worker``).
         read_only: mount no action, show none, refuse every POST.
@@ -92,12 +96,19 @@ def create_app(
         from savegame.ui._site import Site
     except ImportError as exc:
         raise _needs_extra(exc) from None
-    from savegame import open_store
+    from savegame import Savegame, connect
     from savegame.codec.storage import resolve
 
     accepted = gather(token, tokens, environ={})  # the caller's tokens, not the environment's
-    handle = open_store(store, create=False)
-    site = Site(handle, resolve(storage), continue_runs=continue_runs)
+    if isinstance(store, Savegame):
+        if storage is not None:
+            raise ConfigurationError(
+                "create_app: a handle has its own storage; pass one or the other"
+            )
+        sg = store
+    else:
+        sg = connect(store, storage=resolve(storage), create=False)
+    site = Site(sg, continue_runs=continue_runs)
     default = None if accepted else LOOPBACK
     guard = Guard(port, accepted, default if hosts is None else hosts, read_only)
     return build(site, guard)

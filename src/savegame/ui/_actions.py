@@ -82,7 +82,7 @@ def continue_in_background(site: Site, run_id: str) -> None:
 
     def go() -> None:
         try:
-            savegame.resume(run_id, store=site.store, storage=site.storage)
+            site.sg.resume(run_id)
         except Exception as exc:  # the run stays where it is (queued, failed): the page shows it
             log.warning("run %s was not continued here: %s", run_id, exc)
 
@@ -130,9 +130,9 @@ async def _preview(site: Site, action: str, ident: str, form: dict[str, str]) ->
     """What the confirmation page shows, read before anything is written."""
     from starlette.concurrency import run_in_threadpool
 
-    opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
+    sg, opts = site.sg, site.on_store
     if action == "fork":
-        plan = await run_in_threadpool(lambda: savegame.plan_fork(ident, **opts))
+        plan = await run_in_threadpool(lambda: sg.plan_fork(ident))
         return {"plan": plan, "run": None}
     shown = await run_in_threadpool(lambda: langgraph.shown_run(ident, **opts))
     run = shown.info
@@ -140,7 +140,7 @@ async def _preview(site: Site, action: str, ident: str, form: dict[str, str]) ->
     chosen = [w for w in waiting if w.interrupt_id == form.get("interrupt_id")]
     effect = None
     if action == "resolve":
-        effects = await run_in_threadpool(lambda: savegame.list_effects(ident, **opts))
+        effects = await run_in_threadpool(lambda: sg.effects(ident))
         found = [e for e in effects if e.request_id == form.get("request_id")]
         if not found:
             raise BadInput(f"run {ident} has no journal entry {form.get('request_id')!r}")
@@ -181,13 +181,13 @@ async def _do(
     the guard found (recorded beside ``by``); ``graph``: ``ident`` is a LangGraph run."""
     from starlette.concurrency import run_in_threadpool
 
-    opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
+    sg = site.sg
     said: dict[str, Any] = {"by": by, "authenticated_as": checked}
     page = f"/runs/{quote(ident, safe='')}"
     if action == "approve":
         edit = _object(form.get("edit", ""), "the edited arguments")
-        await run_in_threadpool(lambda: savegame.approve(
-            ident, interrupt_id=form["interrupt_id"], edit=edit, resume=False, **said, **opts
+        await run_in_threadpool(lambda: sg.approve(
+            ident, interrupt_id=form["interrupt_id"], edit=edit, resume=False, **said
         ))  # fmt: skip
         continue_in_background(site, ident)
         return page, "approved"
@@ -195,21 +195,21 @@ async def _do(
         reason = form.get("reason", "").strip()
         if not reason:
             raise BadInput("a rejection needs a reason (the step is told it)")
-        await run_in_threadpool(lambda: savegame.reject(
-            ident, reason=reason, interrupt_id=form["interrupt_id"], resume=False, **said, **opts
+        await run_in_threadpool(lambda: sg.reject(
+            ident, reason=reason, interrupt_id=form["interrupt_id"], resume=False, **said
         ))  # fmt: skip
         continue_in_background(site, ident)
         return page, "rejected"
     if action == "supply" and graph:
         value = _json(form.get("value", ""), "the value")
         await run_in_threadpool(lambda: langgraph.answer(
-            ident, value, interrupt_id=form["interrupt_id"], **said, **opts
+            ident, value, interrupt_id=form["interrupt_id"], **said, **site.on_store
         ))  # fmt: skip
         return page, "answered"  # the graph's application continues it, not the UI
     if action == "supply":
         value = _json(form.get("value", ""), "the value")
-        await run_in_threadpool(lambda: savegame.supply(
-            ident, value, interrupt_id=form["interrupt_id"], resume=False, **said, **opts
+        await run_in_threadpool(lambda: sg.supply(
+            ident, value, interrupt_id=form["interrupt_id"], resume=False, **said
         ))  # fmt: skip
         continue_in_background(site, ident)
         return page, "answered"
@@ -218,18 +218,18 @@ async def _do(
         if done not in ("yes", "no"):
             raise BadInput("say whether the call happened (done) or not")
         extra = {"result": _json(form.get("result", ""), "the result")} if done == "yes" else {}
-        await run_in_threadpool(lambda: savegame.resolve(
-            ident, form["request_id"], done=done == "yes", **said, **extra, **opts
+        await run_in_threadpool(lambda: sg.resolve(
+            ident, form["request_id"], done=done == "yes", **said, **extra
         ))  # fmt: skip
         return page, "resolved"
     if action == "cancel":
         compensate = form.get("compensate") == "on"
         await run_in_threadpool(
-            lambda: savegame.cancel(ident, compensate_effects=compensate, wait=10.0, **said, **opts)
+            lambda: sg.cancel(ident, compensate_effects=compensate, wait=10.0, **said)
         )
         return page, "cancelled"
     if action == "resume":
-        info = await run_in_threadpool(lambda: savegame.get_run(ident, **opts))
+        info = await run_in_threadpool(lambda: sg.get_run(ident))
         live = info.lease is not None and savegame.owner_gone(info) is None
         if info.status.finished or (info.status is RunStatus.RUNNING and live):
             raise BadInput(f"run {ident} is {info.status.value}: nothing to resume")
@@ -242,9 +242,9 @@ async def _do(
         update = _object(form.get("update", ""), "the state keys")
         paths = _paths(form.get("set", ""))
         why = form.get("reason", "").strip() or None
-        result = await run_in_threadpool(lambda: savegame.fork(
+        result = await run_in_threadpool(lambda: sg.fork(
             ident, update=update, set=paths, reason=why, mode=mode, **said,  # type: ignore[arg-type]
-            run=False, **opts,
+            run=False,
         ))  # fmt: skip
         continue_in_background(site, result.run_id)
         return f"/runs/{quote(result.run_id, safe='')}", "forked"

@@ -11,7 +11,6 @@ the status is the one every list shows (:mod:`savegame.integrations.langgraph._w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -26,7 +25,7 @@ TIMELINE_PAGE = 200
 
 def line_page(site: Site, request: Request, info: RunInfo) -> Response:
     """The page of ``info``, a run holding one namespace of a LangGraph thread."""
-    opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
+    opts = site.on_store
     waits = langgraph.thread_of(info.run_id, **opts)
     history = langgraph.line_history(info.run_id, limit=TIMELINE_PAGE, **opts)
     assert waits is not None and history is not None  # info is a LangGraph run
@@ -47,7 +46,7 @@ def line_page(site: Site, request: Request, info: RunInfo) -> Response:
 
 def checkpoint_page(site: Site, request: Request, ident: str) -> Response | None:
     """A LangGraph checkpoint's page (or fragment), or None when ``ident`` is not one."""
-    found = langgraph.find_checkpoint(ident, store=site.store, storage=site.storage)
+    found = langgraph.find_checkpoint(ident, **site.on_store)
     if found is None:
         return None
     name = "lg_state.html" if fragment(request) else "lg_checkpoint.html"
@@ -56,7 +55,7 @@ def checkpoint_page(site: Site, request: Request, ident: str) -> Response | None
 
 def diff_page(site: Site, request: Request, a: str, b: str) -> Response | None:
     """Two LangGraph checkpoints' channels compared, or None when neither is one."""
-    found = langgraph.diff_checkpoints(a, b, store=site.store, storage=site.storage)
+    found = langgraph.diff_checkpoints(a, b, **site.on_store)
     if found is None:
         return None
     name = "diff_body.html" if fragment(request) else "diff.html"

@@ -35,7 +35,7 @@ def etag(waiting: list[PendingInterrupt], access: Access | None = None) -> str:
 
 def inbox_page(site: Site, request: Request) -> Response:
     try:
-        waiting = langgraph.waiting(store=site.store, storage=site.storage)
+        waiting = langgraph.waiting(**site.on_store)
     except UNREADABLE as exc:  # one sealed entry the UI has no key for hides the list
         return site.page(request, "error.html", 503, title="Approvals", message=unreadable(exc))
     tag = etag(waiting, request.state.access)

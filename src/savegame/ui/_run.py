@@ -9,12 +9,9 @@ page standing.
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import Response
 
-import savegame
 from savegame import CorruptRecordError, Effect, EncryptionKeyError, RunNode, Tree
 from savegame.integrations import langgraph
 from savegame.ui import _graph
@@ -37,35 +34,35 @@ def unreadable(exc: Exception) -> str:
 
 def _journal(site: Site, run_id: str) -> tuple[list[Effect], str | None]:
     try:
-        return savegame.list_effects(run_id, store=site.store, storage=site.storage), None
+        return site.sg.effects(run_id), None
     except UNREADABLE as exc:
         return [], unreadable(exc)
 
 
 def _tree(site: Site, run_id: str) -> tuple[Tree | None, str | None]:
     try:
-        return savegame.tree(run_id, store=site.store, storage=site.storage), None
+        return site.sg.tree(run_id), None
     except UNREADABLE as exc:
         return None, unreadable(exc)
 
 
 def run_page(site: Site, request: Request) -> Response:
     run_id = request.path_params["run_id"]
-    info = savegame.get_run(run_id, store=site.store, storage=site.storage)
+    sg = site.sg
+    info = sg.get_run(run_id)
     if langgraph.line_of(info) is not None:
         return _graph.line_page(site, request, info)
     before = request.query_params.get("before") or None
-    opts: dict[str, Any] = {"store": site.store, "storage": site.storage}
-    headers = savegame.history(run_id, limit=TIMELINE_PAGE, before=before, **opts)
+    headers = sg.history(run_id, limit=TIMELINE_PAGE, before=before)
     earlier = None
     if len(headers) == TIMELINE_PAGE:
-        older = savegame.history(run_id, limit=1, before=headers[-1].checkpoint_id, **opts)
+        older = sg.history(run_id, limit=1, before=headers[-1].checkpoint_id)
         earlier = older[0] if older else None
     found, tree_error = _tree(site, run_id)
     forks: dict[str, list[RunNode]] = {} if found is None else found.forks_at(run_id)
     effects, journal_error = _journal(site, run_id)
     try:
-        waiting = savegame.pending_interrupts(run_id, **opts)
+        waiting = sg.pending(run_id)
     except UNREADABLE as exc:
         waiting, journal_error = [], unreadable(exc)
     head = headers[0] if headers and before is None else None
@@ -85,7 +82,7 @@ def checkpoint_page(site: Site, request: Request) -> Response:
         return found
     name = "state.html" if fragment(request) else "checkpoint.html"
     try:
-        cp = savegame.get_checkpoint(ident, store=site.store, storage=site.storage)
+        cp = site.sg.checkpoint(ident)
     except UNREADABLE as exc:
         return site.page(request, name, cp=None, error=unreadable(exc), ident=ident,
                          shown_metadata=site.metadata)  # fmt: skip
@@ -108,7 +105,7 @@ def diff_page(site: Site, request: Request) -> Response:
     if graph is not None:
         return graph
     try:
-        found = savegame.diff(a, b, store=site.store, storage=site.storage)
+        found = site.sg.diff(a, b)
     except UNREADABLE as exc:
         return site.page(request, name, d=None, lg=None, a=a, b=b, error=unreadable(exc))
     return site.page(request, name, d=found, lg=None, a=a, b=b, error=None)

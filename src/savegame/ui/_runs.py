@@ -20,7 +20,6 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-import savegame
 from savegame import RunInfo, RunStatus, Usage
 from savegame.integrations import langgraph
 from savegame.ui._site import Site, fragment
@@ -72,7 +71,7 @@ def rows(site: Site, request: Request) -> dict[str, Any]:
     found = langgraph.shown_runs(
         status=_status(filters["status"]), workflow=filters["workflow"] or None,
         thread_id=filters["thread"] or None, search=filters["q"] or None,
-        before=q.get("before") or None, limit=limit + 1, store=site.store, storage=site.storage,
+        before=q.get("before") or None, limit=limit + 1, **site.on_store,
     )  # fmt: skip
     shown = found[:limit]
     listed = []
@@ -80,7 +79,7 @@ def rows(site: Site, request: Request) -> dict[str, Any]:
         if run.head is not None:  # a LangGraph run: its checkpoints hold no usage
             listed.append(Row(run.info, Usage(), run.head.line.where))
             continue
-        head = savegame.history(run.info.run_id, limit=1, store=site.store, storage=site.storage)
+        head = site.sg.history(run.info.run_id, limit=1)
         listed.append(Row(run.info, head[0].usage if head else Usage()))
     kept = {k: v for k, v in filters.items() if v}
     if q.get("limit"):

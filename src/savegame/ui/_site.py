@@ -1,7 +1,8 @@
-"""What every page of one server shares: the store, the templates, how a page is answered.
+"""What every page of one server shares: the store handle, the templates, how a page is answered.
 
-Pages call the public API only (``savegame.list_runs``, ``savegame.history`` ...),
-with the one store handle the server opened; the templates escape everything
+Pages call the public API only: the methods of the one handle the server holds
+(``site.sg.runs``, ``site.sg.history`` ...; :func:`savegame.connect`), and the LangGraph
+readers with its store (``site.on_store``); the templates escape everything
 (Jinja2's autoescape, and :mod:`savegame.ui._values` for trees), and values that
 must stay hidden (sensitive metadata, sealed values) are replaced here before a
 template sees them.
@@ -21,8 +22,16 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from savegame import Effect, EffectKind, EffectStatus, RunStatus, Store, __version__, owner_gone
-from savegame.codec.storage import StorageConfig
+from savegame import (
+    Effect,
+    EffectKind,
+    EffectStatus,
+    RunStatus,
+    Savegame,
+    __version__,
+    owner_gone,
+)
+from savegame.codec.storage import StorageConfig, resolve
 from savegame.ui import _values
 from savegame.ui._tokens import Access
 
@@ -68,16 +77,22 @@ def in_doubt(e: Effect) -> bool:
 
 @dataclass
 class Site:
-    """One server's store, settings and templates."""
+    """One server's handle on its store, its settings and templates."""
 
-    store: Store
-    storage: StorageConfig
+    sg: Savegame
+    """Every page's calls go through it; it lives as long as the server (the app never
+    closes it)."""
     continue_runs: bool = True
     """After a decision, continue the run in the UI's process (where its workflow imports)."""
     workers: list[threading.Thread] = field(default_factory=list)
     """Threads continuing decided runs (daemons: they never hold the server's exit)."""
 
+    storage: StorageConfig = field(init=False)
+    """What the handle reads records with (its own, or the environment's): what the pages
+    hide as sensitive or sealed goes by it."""
+
     def __post_init__(self) -> None:
+        self.storage = resolve(self.sg.storage)
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
@@ -92,9 +107,14 @@ class Site:
         self.templates.globals.update(
             version=__version__, statuses=[s.value for s in RunStatus], tree=_values.render,
             scalar=_values.scalar, ago=ago, when=when, duration=duration,
-            store_url=self.store.url, encrypted=self.storage.encrypted, in_doubt=in_doubt,
+            store_url=self.sg.store.url, encrypted=self.storage.encrypted, in_doubt=in_doubt,
             owner_gone=owner_gone,  # the rule `savegame runs` shows a dead owner by
         )  # fmt: skip
+
+    @property
+    def on_store(self) -> dict[str, Any]:
+        """``store=`` and ``storage=`` for the readers outside the handle (LangGraph's)."""
+        return {"store": self.sg.store, "storage": self.sg.storage}
 
     def metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         """Metadata fit to show: sensitive keys' values and values still sealed replaced."""

@@ -32,7 +32,7 @@ from savegame.errors import (
     RunStateError,
 )
 from savegame.integrations.langgraph._lines import WORKFLOW, Lines, Write, write_record
-from savegame.integrations.langgraph._reading import line_of
+from savegame.integrations.langgraph._reading import line_of, opened
 from savegame.integrations.langgraph._view import RESUME
 from savegame.integrations.langgraph._waits import (
     ANSWERS,
@@ -42,7 +42,7 @@ from savegame.integrations.langgraph._waits import (
     thread_waits,
 )
 from savegame.model import EffectStatus, utcnow
-from savegame.stores import Store, opened_store
+from savegame.stores import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ def thread_of(
 ) -> ThreadWaits | None:
     """What LangGraph thread ``ident`` (a thread id, or one of its runs) waits on, or None
     when ``ident`` names no LangGraph thread."""
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         return find_thread(s, ident, storage)
 
 
@@ -114,7 +114,7 @@ def answer(
         EffectSettledError: someone answered it (or the graph ran on) meanwhile.
         SerializationError: ``value`` is not pure data.
     """
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         waits = find_thread(s, ident, storage)
         if waits is None:
             raise NotFoundError("LangGraph thread or run", ident)

@@ -16,9 +16,12 @@ reading.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from savegame.client import connect
 from savegame.codec import load_state, placeholders, reveal_metadata
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, NotFoundError
@@ -26,7 +29,7 @@ from savegame.inspect import StateDiff, compare
 from savegame.integrations.langgraph._lines import NS_KEY, WORKFLOW, Lines, lg_id_of, stored_id
 from savegame.integrations.langgraph._view import Reading, read, subgraph
 from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord, RunInfo
-from savegame.stores import Store, opened_store
+from savegame.stores import Store, naming
 
 UNDECODED = "install savegame[langgraph] to decode its channels (langgraph is not installed)"
 #: LangGraph's ids are uuid6: only an id of that shape is looked up in every LangGraph run.
@@ -121,6 +124,15 @@ def decodable() -> str | None:
     return None
 
 
+@contextmanager
+def opened(store: Store | str | None) -> Iterator[Store]:
+    """``store`` for one reader: a URL (or None) opened through a handle
+    (:func:`savegame.connect`; a missing store refused, closed after), a Store used as
+    it is; a NotFoundError raised inside names it."""
+    with connect(store, create=False) as sg, naming(sg.store) as s:
+        yield s
+
+
 def find_checkpoint(
     ident: str,
     *,
@@ -129,7 +141,7 @@ def find_checkpoint(
     storage: StorageConfig | None = None,
 ) -> LangGraphCheckpoint | None:
     """The LangGraph checkpoint ``ident`` names (see the module docstring), or None."""
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         found = _locate(s, ident, thread)
         return None if found is None else load(s, *found, storage)
 
@@ -142,7 +154,7 @@ def line_history(
     storage: StorageConfig | None = None,
 ) -> tuple[ThreadLine, list[LangGraphCheckpoint]] | None:
     """A LangGraph run's checkpoints, newest first (a thread id: its root namespace), or None."""
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         run = _run(s, ident) or _root(s, ident)
         line = None if run is None else line_of(run)
         if run is None or line is None:
@@ -173,7 +185,7 @@ def diff_checkpoints(
         ConfigurationError: only one of them is a LangGraph checkpoint, or LangGraph
             is not installed (nothing decodes).
     """
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         left, right = _locate(s, a, thread), _locate(s, b, thread)
         if left is None and right is None:
             return None

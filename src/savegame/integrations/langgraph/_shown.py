@@ -33,7 +33,7 @@ from savegame.inspect import get_run, list_runs
 from savegame.integrations.langgraph._answer import find_thread
 from savegame.integrations.langgraph._claims import WORKFLOW as MIGRATION
 from savegame.integrations.langgraph._lines import WORKFLOW, lg_id_of
-from savegame.integrations.langgraph._reading import LangGraphCheckpoint, line_of, load
+from savegame.integrations.langgraph._reading import LangGraphCheckpoint, line_of, load, opened
 from savegame.integrations.langgraph._view import INTERRUPT
 from savegame.integrations.langgraph._waits import (
     ThreadWaits,
@@ -43,7 +43,7 @@ from savegame.integrations.langgraph._waits import (
 )
 from savegame.model import BOOKKEEPING_KEY, EffectKind, RunInfo, RunStatus
 from savegame.runtime import Effect, list_effects, pending_interrupts
-from savegame.stores import Store, opened_store
+from savegame.stores import Store
 
 #: Runs read from the store at a time while a list is filled.
 PAGE = 100
@@ -111,7 +111,7 @@ def shown_runs(
         NotFoundError: ``before`` names no run.
     """
     wanted = None if status is None else RunStatus(status)
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         reader = _Reader(s, storage)
         common: dict[str, Any] = {"thread_id": thread_id, "search": search, "before": before}
 
@@ -151,7 +151,7 @@ def shown_run(
     Raises:
         NotFoundError: no run ``run_id``.
     """
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         return _Reader(s, storage).shown(get_run(run_id, store=s, storage=storage))
 
 
@@ -163,7 +163,7 @@ def waiting(
 ) -> list[PendingInterrupt]:
     """What waits for a person, oldest first: of every run, or of one run (a LangGraph
     thread id, or one of its runs: the thread's)."""
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         if ident is not None:
             waits = find_thread(s, ident, storage)
             if waits is not None:
@@ -234,7 +234,7 @@ def line_effects(
     """The journal of LangGraph run ``ident``, or of every namespace of LangGraph thread
     ``ident``, without the internal entries unless ``everything``; None when ``ident``
     is neither (a savegame run: :func:`savegame.list_effects`)."""
-    with opened_store(store, create=False) as s:
+    with opened(store) as s:
         try:
             run: RunInfo | None = s.get_run(ident)
         except NotFoundError:
