@@ -318,3 +318,42 @@ def test_a_saver_serving_many_threads_keeps_a_bounded_number_in_memory(
     assert savegame.verify(store=sqlite_url).ok
     line = kept[("t0", "")]
     assert len(line.stored) <= lines_module.STORED_KEPT
+
+
+def test_two_threads_of_one_saver_taking_the_lease_at_once_both_get_it(sqlite_url: str) -> None:
+    """A durable tool's call and LangGraph's background put_writes take a line's lease
+    again at the same time: both read the same token, and the second's takeover of it
+    was refused (LeaseHeldError, seen once in the full suite under load)."""
+    import threading
+
+    saver = SavegameSaver(sqlite_url)
+    saver.put({"configurable": {"thread_id": "t"}}, empty_checkpoint(), {}, {})
+    line = saver._lines.find("t", "")
+    assert line is not None
+    store = saver.store
+    real = store.get_run
+    both_read = threading.Barrier(2, timeout=2)
+
+    def get_run(run_id: str) -> Any:
+        found = real(run_id)
+        try:
+            both_read.wait()  # without the lock, both now hold the same token
+        except threading.BrokenBarrierError:
+            pass  # with it, the other thread waits for this one: nothing to meet
+        return found
+
+    store.get_run = get_run  # type: ignore[method-assign]
+    errors: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            saver._lines._token(line, again=True)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=take) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

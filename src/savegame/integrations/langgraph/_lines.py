@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from savegame import codec
 from savegame.codec.storage import StorageConfig
 from savegame.effects import Journal
-from savegame.errors import ConfigurationError, LeaseLostError, NotFoundError
+from savegame.errors import ConfigurationError, LeaseHeldError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
 from savegame.integrations.langgraph import _rides
 from savegame.integrations.langgraph._rides import Ride, Seats
@@ -63,6 +63,8 @@ MAX_LINES = 512
 #: storing every message again. A load reads at most this much more (a few deltas, tens
 #: of microseconds each); a long thread's state outgrows it within a few steps.
 DELTA_FLOOR = 16 * 1024
+#: Takeovers of a line's lease tried when other savers keep moving it in between.
+TAKEOVER_TRIES = 3
 #: The newest checkpoint ids a line remembers as stored (a durable tool's call waits
 #: for its task's, almost always the newest); an older one is looked up in the store.
 STORED_KEPT = 32
@@ -287,13 +289,25 @@ class Lines:
         line.token = lease.token
 
     def _token(self, line: Line, *, again: bool = False) -> int:
-        if line.token is None or again:
-            run = self.store.get_run(line.run_id)
-            held = run.lease.token if run.lease is not None else None
-            line.token = self.store.acquire_lease(
-                line.run_id, OWNER, TTL, takeover_token=held
-            ).token
-        return line.token
+        # Under the lock: two threads of this saver (a durable tool's call and LangGraph's
+        # background put_writes) taking the lease at once read the same token, and the
+        # second's takeover of it is refused (LeaseHeldError) once the first moved it.
+        with self.lock:
+            if line.token is None or again:
+                for _ in range(TAKEOVER_TRIES - 1):
+                    try:
+                        line.token = self._take_over(line.run_id)
+                        break
+                    except LeaseHeldError:
+                        continue  # another process moved it between the read and the takeover
+                else:
+                    line.token = self._take_over(line.run_id)
+            return line.token
+
+    def _take_over(self, run_id: str) -> int:
+        run = self.store.get_run(run_id)
+        held = run.lease.token if run.lease is not None else None
+        return self.store.acquire_lease(run_id, OWNER, TTL, takeover_token=held).token
 
     def token(self, line: Line) -> int:
         """The line's fencing token, taken over from whoever holds it: a person answering
