@@ -36,7 +36,14 @@ def make_header(run_id: str, step: int, parent: str | None) -> CheckpointHeader:
 class Run:
     """Writes successive states of one run through an Encoder into a real MemoryStore."""
 
-    def __init__(self, store: MemoryStore, storage: StorageConfig, state: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        storage: StorageConfig,
+        state: dict[str, Any],
+        *,
+        by_value: bool = False,
+    ) -> None:
         self.store, self.storage, self.run_id = store, storage, new_id()
         first = codec.encode(make_header(self.run_id, 0, None), state, storage)
         now = utcnow()
@@ -45,7 +52,11 @@ class Run:
         self.token = store.create_run(info, first, owner="test:1:1", ttl=60).token
         self.records = [first]
         self.encoder = codec.Encoder(
-            storage, base=first, state=state, chain=codec.Chain(0, 0, first.header.size)
+            storage,
+            base=first,
+            state=state,
+            chain=codec.Chain(0, 0, first.header.size),
+            by_value=by_value,
         )
 
     def write(self, state: dict[str, Any], changed: Any) -> Any:

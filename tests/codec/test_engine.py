@@ -190,3 +190,89 @@ def test_workspace_files_are_listed_by_their_records_and_never_read_by_a_load(
     # The delta of step 4 lists the one new file (and the patch's refs), no others.
     assert blob_digest(b"changed at step 4", storage) in listed[3]
     assert len(listed[4]) <= 1  # step 5 changed no file: its delta names no new one
+
+
+# -- by_value: values changed in place after they were encoded (LangGraph's channels) -----
+def _mutate_deep(node: Any, value: Any) -> bool:
+    """Change the innermost list or dict under ``node`` in place; False if none."""
+    kind = type(node)
+    if kind is list:
+        for item in node:
+            if _mutate_deep(item, value):
+                return True
+        node.append(value)
+        return True
+    if kind is dict and all(type(k) is str for k in node):
+        for item in node.values():
+            if _mutate_deep(item, value):
+                return True
+        node["q"] = value
+        return True
+    if kind is set:
+        node.add(len(node))
+        return True
+    return False
+
+
+by_value_ops = st.lists(
+    st.tuples(st.sampled_from(["set", "append", "deep", "deep", "same", "drop"]), keys, tree),
+    min_size=1, max_size=12,
+)  # fmt: skip
+by_value_first = st.dictionaries(
+    keys, st.one_of(tree, st.sets(st.integers(0, 9), max_size=3)), max_size=3
+)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=by_value_ops, first=by_value_first)
+def test_by_value_every_checkpoint_loads_back_as_it_was_when_encoded(
+    name: str, ops: Any, first: dict[str, Any]
+) -> None:
+    """Every value may be changed in place, at any depth (a set, an item of a packed
+    list), after the record holding it was encoded: each record still loads back as
+    the state was when it was encoded."""
+    storage = CONFIGS[name]
+    run = Run(MemoryStore(), storage, first, by_value=True)
+    states = [codec.canonical(first)]
+    state = first
+    for op, key, value in ops:
+        if op == "deep" and key in state:
+            _mutate_deep(state[key], value)  # the same objects, changed in place
+            changed = {key}
+        elif op == "append" and type(state.get(key)) is list:
+            state[key].append(value)
+            changed = {key}
+        else:
+            state, changed = _step(state, op, key, value)
+        run.write(state, changed)
+        states.append(codec.canonical(state))
+    for i, expected in enumerate(states):
+        assert codec.canonical(run.load(i)) == expected, i
+
+
+def test_a_top_level_set_changed_in_place_is_seen_by_the_default_encoder() -> None:
+    """A set is remembered as a copy, as top-level lists and dicts are: LangGraph's
+    barrier channels add to the set they stored a step before."""
+    seen = {"retriever_two"}
+    run = Run(MemoryStore(), PLAIN, {"join": seen})
+    seen.add("retriever_one")
+    run.write({"join": seen}, {"join"})
+    assert run.load()["join"] == {"retriever_one", "retriever_two"}
+
+
+def test_by_value_packs_see_an_item_changed_in_place_inside_a_closed_chunk() -> None:
+    """The default contract keeps a packed item's old value (items match by identity);
+    a by_value encoder's packs match by encoding, so the next keyframe repacks it."""
+    storage = replace(PLAIN, keyframe_every=2, pack_bytes=256)
+    messages = [{"content": f"message {i} " + "words " * 10} for i in range(40)]
+    run = Run(MemoryStore(), storage, {"messages": messages}, by_value=True)
+    for _ in range(3):
+        run.write({"messages": messages}, None)  # keyframes: the chunks close
+    messages[3]["content"] = "edited in place"
+    run.write({"messages": messages}, None)
+    assert run.load()["messages"][3]["content"] == "edited in place"
+    messages[5]["content"] = "edited again"
+    run.write({"messages": messages}, {"messages"})  # a delta this time
+    assert run.load()["messages"][5]["content"] == "edited again"
+    assert run.load(-2)["messages"][5]["content"].startswith("message 5")

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from operator import is_
 from typing import Any
 
+import orjson
+
 from savegame.codec import _values
 from savegame.errors import SerializationError
 from savegame.model import StoredFile
@@ -50,6 +52,10 @@ def shallow(value: Any) -> Any:
         return list(value)
     if kind is dict:
         return dict(value)
+    if kind is set:
+        # A set kept by reference is the set a later step changes in place (LangGraph's
+        # barrier channels do): its diff against itself would say "unchanged".
+        return set(value)
     return value
 
 
@@ -73,6 +79,54 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str])
         if removed:
             patch["r"] = removed
     return patch
+
+
+def diff_trees(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str]) -> Patch:
+    """:func:`diff` for states remembered as their encoded trees (``_values.encode_at``
+    of each top-level value): nothing is compared by identity, so a value changed in
+    place after it was encoded is still seen. Trees are compared by their JSON, never
+    by ``==``, for which ``1``, ``1.0`` and ``True`` are equal.
+    """
+    patch: Patch = {}
+    for key in sorted(set(changed)):
+        if key in new:
+            _put(patch, key, _tree_diff(old[key], new[key], 1) if key in old else ("s", new[key]))
+    if len(old) != len(new) or any(key not in new for key in old):
+        removed = sorted(key for key in old if key not in new)
+        if removed:
+            patch["r"] = removed
+    return patch
+
+
+def _tree_diff(old: Any, new: Any, depth: int) -> Any:
+    """``depth``: the containers around ``new`` in the state's own tree."""
+    kind = type(new)
+    if type(old) is kind:
+        if kind is list:
+            n = len(old)
+            if len(new) < n or orjson.dumps(new[:n]) != orjson.dumps(old):
+                return ("s", new)
+            return ("a", new[n:]) if len(new) > n else _SAME
+        if kind is dict and depth <= _values.LAYOUT_DEPTH and _plain(old) and _plain(new):
+            patch: Patch = {}
+            for key, value in new.items():
+                _put(
+                    patch,
+                    key,
+                    _tree_diff(old[key], value, depth + 1) if key in old else ("s", value),
+                )
+            removed = sorted(key for key in old if key not in new)
+            if removed:
+                patch["r"] = removed
+            return ("p", patch) if patch else _SAME
+    if orjson.dumps(old) == orjson.dumps(new):
+        return _SAME
+    return ("s", new)
+
+
+def _plain(tree: dict[str, Any]) -> bool:
+    """An encoded dict that decodes to a dict of the same keys (not a tagged value)."""
+    return not (len(tree) == 1 and next(iter(tree)).startswith(_TAG))
 
 
 def _full(value: Any, depth: int) -> tuple[str, Any]:

@@ -119,6 +119,7 @@ class Encoder:
         state: dict[str, Any] | None = None,
         chain: Chain | None = None,
         delta_floor: int = 0,
+        by_value: bool = False,
     ) -> None:
         """Continue after ``base`` (a stored record whose decoded state is ``state``).
 
@@ -128,19 +129,45 @@ class Encoder:
         ``delta_floor``: a chain's deltas may reach this many bytes even when a full copy
         is smaller, so a small state is not rewritten whole at every step or two (each
         keyframe stores it all again, and costs the encoder more than a delta).
+
+        ``by_value``: the state's values may be changed in place after they are encoded
+        (LangGraph's channels are: a saver stores what they held at ``put``). Then the
+        encoder remembers each value as its encoded tree and compares trees, never
+        objects, and packs match items by their encoding. It costs one encoding of each
+        changed value a step, where the default contract (a step replaces what it
+        changes, :mod:`~savegame.codec._delta`) encodes only what is new.
         """
         self.storage = resolve(storage)
         self._delta_floor = delta_floor
+        self._by_value = by_value
         self._base_id: str | None = None
         self._shadow: dict[str, Any] = {}
         self._chain = Chain()
-        self._packer = _packs.Packer(self.storage) if _packs.enabled(self.storage) else None
+        self._packer = (
+            _packs.Packer(self.storage, trees=by_value) if _packs.enabled(self.storage) else None
+        )
         if base is not None and state is not None:
-            self._remember(base.checkpoint_id, state, None, chain or Chain(0, 0, base.header.size))
+            trees = _trees(state) if by_value else state
+            if trees is not None:
+                self._remember(
+                    base.checkpoint_id, trees, None, chain or Chain(0, 0, base.header.size)
+                )
 
     def _remember(
         self, base_id: str, state: dict[str, Any], changed: Collection[str] | None, chain: Chain
     ) -> None:
+        if self._by_value:
+            # ``state``: the encoded trees (_trees), fresh objects nobody else holds.
+            if changed is None:
+                self._shadow = dict(state)
+            else:
+                for key in changed:
+                    if key in state:
+                        self._shadow[key] = state[key]
+                for key in [k for k in self._shadow if k not in state]:
+                    del self._shadow[key]
+            self._base_id, self._chain = base_id, chain
+            return
         if changed is None:
             self._shadow = {k: _delta.shallow(v) for k, v in state.items()}
         else:
@@ -197,13 +224,34 @@ class Encoder:
     ) -> Encoded:
         config = self.storage
         chain = self._chain
+        known: dict[str, Any] | None = None
+        if (
+            self._by_value
+            and self._base_id is not None
+            and changed is not None
+            and _plain_keys(state)
+        ):
+            # Unchanged values as remembered: the one encoding a step pays is of the
+            # changed ones (a keyframe below reuses these too).
+            known = {
+                k: _values.encode_at(state[k], _values.MAX_DEPTH - 1)
+                if k in changed or k not in self._shadow
+                else self._shadow[k]
+                for k in state
+            }
         if (
             self._base_id is not None
             and changed is not None
             and chain.depth + 1 < config.keyframe_every
             and all(type(k) is str for k in changed)
+            and (known is not None or not self._by_value)
         ):
-            patch = _delta.diff(self._shadow, state, changed)
+            if known is not None:
+                remembered: dict[str, Any] = known
+                patch = _delta.diff_trees(self._shadow, known, changed)
+            else:
+                remembered = state
+                patch = _delta.diff(self._shadow, state, changed)
             found: dict[str, bytes] = {}
             refs: set[str] = set()
             body = orjson.dumps(patch, option=orjson.OPT_SORT_KEYS)
@@ -226,21 +274,34 @@ class Encoder:
             if grown <= max(chain.keyframe_bytes, self._delta_floor):
                 self._remember(
                     record.checkpoint_id,
-                    state,
+                    remembered,
                     changed,
                     Chain(chain.depth + 1, grown, chain.keyframe_bytes),
                 )
                 return Encoded(record, found)
-        return self._keyframe(header, state, files)
+        return self._keyframe(header, state, files, known)
 
     def _keyframe(
-        self, header: CheckpointHeader, state: dict[str, Any], files: Mapping[str, bytes]
+        self,
+        header: CheckpointHeader,
+        state: dict[str, Any],
+        files: Mapping[str, bytes],
+        known: dict[str, Any] | None = None,
     ) -> Encoded:
+        """``known``: the state's trees already encoded (``by_value``)."""
         config = self.storage
         out = _packs.Packed()
         refs: set[str] = set()
         rest, manifest = _split_manifest(state)
-        if self._packer is not None:
+        trees = None
+        if self._by_value:
+            trees = known if known is not None and manifest is None else _trees(rest)
+        if trees is not None:
+            if self._packer is not None:
+                tree = self._packer.tree(trees, out)
+            else:
+                tree = _refs.extract(trees, config, out.found)
+        elif self._packer is not None and not self._by_value:
             tree = self._packer.tree(rest, out)
         else:
             tree = _refs.extract(_values.encode_at(rest, _values.MAX_DEPTH), config, out.found)
@@ -268,7 +329,12 @@ class Encoder:
         )
         # Loose values count at their plaintext size: only new ones get sealed here.
         copy = record.header.size + out.pack_bytes + sum(map(len, out.found.values()))
-        self._remember(record.checkpoint_id, state, None, Chain(0, 0, copy))
+        if not self._by_value:
+            self._remember(record.checkpoint_id, state, None, Chain(0, 0, copy))
+        elif trees is not None and manifest is None:
+            self._remember(record.checkpoint_id, trees, None, Chain(0, 0, copy))
+        else:  # a state that is not a plain dict (or holds a manifest): keyframes only
+            self._base_id, self._shadow = None, {}
         return Encoded(record, out.found, out.sealed, out.deferred)
 
     def to_upload(self, store: BlobReader, encoded: Encoded) -> dict[str, bytes]:
@@ -310,6 +376,22 @@ class Encoder:
         _blobs.known_blobs.add(store, record.header.blobs)
         if self._packer is not None and record.header.base_id is None:
             self._packer.committed(record.header.blobs)
+
+
+def _trees(state: dict[str, Any]) -> dict[str, Any] | None:
+    """Each top-level value of ``state`` as its encoded tree (what a ``by_value``
+    encoder remembers), or None when the state does not encode as a dict of its keys."""
+    tree = _values.encode_at(state, _values.MAX_DEPTH)
+    if type(tree) is not dict or (len(tree) == 1 and next(iter(tree)).startswith("$sg:")):
+        return None
+    return tree
+
+
+def _plain_keys(state: dict[Any, Any]) -> bool:
+    """Whether ``state`` encodes as a JSON object of its own keys (see ``_trees``)."""
+    if not all(type(k) is str for k in state):
+        return False
+    return not (len(state) == 1 and next(iter(state)).startswith("$sg:"))
 
 
 def _split_manifest(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:

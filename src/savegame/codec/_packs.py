@@ -32,7 +32,8 @@ conversation kept per id is packed inside rather than rewritten at every keyfram
 Items are compared by identity to find the chunks that are already packed, as
 the deltas do: a step replaces an item rather than mutating it in place (the
 documented contract), so an item mutated in place inside a closed chunk keeps
-its packed value.
+its packed value. An encoder made ``by_value`` (LangGraph's, whose channels change in
+place) hands the packer encoded trees instead, and chunks match by encoding.
 """
 
 from __future__ import annotations
@@ -125,14 +126,6 @@ def _plain_dict(node: dict[Any, Any]) -> bool:
     return not (len(node) == 1 and next(iter(node)).startswith(_ESCAPE))
 
 
-def _matches(chunk: _Chunk, names: Sequence[str] | None, items: Sequence[Any], start: int) -> bool:
-    """Whether the entries from ``start`` on are exactly the chunk's (same keys, same objects)."""
-    end = start + len(chunk.items)
-    if end > len(items) or not all(map(is_, chunk.items, items[start:end])):
-        return False
-    return names is None or tuple(names[start:end]) == chunk.names
-
-
 def _exceeds(value: Any, limit: int) -> bool:
     """Whether ``value`` holds roughly more than ``limit`` bytes of data; stops early.
 
@@ -173,8 +166,12 @@ def _child(path: str, key: str) -> str:
 class Packer:
     """The closed chunks of one run's lists and dicts, kept between the keyframes of one encoder."""
 
-    def __init__(self, storage: StorageConfig) -> None:
+    def __init__(self, storage: StorageConfig, *, trees: bool = False) -> None:
+        """``trees``: :meth:`tree` is given the state already encoded (``_values.encode_at``),
+        as a ``by_value`` encoder does; chunks then match items by their encoding, not by
+        identity, so an item changed in place is packed again."""
         self.storage = storage
+        self._trees = trees
         self._lists: dict[tuple[str, ...], list[_Chunk]] = {}
         self._dicts: dict[tuple[str, ...], list[_Chunk]] = {}
         # committed() runs on the background writer's thread with durability="async";
@@ -253,9 +250,9 @@ class Packer:
                 return self._list(value, where, key, out)
             if type(value) is dict and _plain_dict(value):
                 return self._dict(value, where, key, out, seen)
-        return _refs.extract(
-            _values.encode_at(value, _values.MAX_DEPTH - len(key)), self.storage, out.found
-        )
+        if not self._trees:
+            value = _values.encode_at(value, _values.MAX_DEPTH - len(key))
+        return _refs.extract(value, self.storage, out.found)
 
     def _list(self, items: list[Any], path: str, key: tuple[str, ...], out: Packed) -> Any:
         chunks, tail = self._chunked(None, items, path, len(key) + 1, self._lists.get(key, []), out)
@@ -325,7 +322,7 @@ class Packer:
         # Cached chunks by their first entry: after an edit the cuts fall where they fell
         # before, and from there on the chunks are the same objects again.
         by_first: dict[Any, _Chunk] = {
-            (chunk.names[0] if chunk.names is not None else id(chunk.items[0])): chunk
+            (chunk.names[0] if chunk.names is not None else self._first(chunk.items[0])): chunk
             for chunk in cached
         }
         chunks: list[_Chunk] = []
@@ -337,16 +334,17 @@ class Packer:
         index = 0
         while index < len(items):
             if not tail:
-                first = names[index] if names is not None else id(items[index])
+                first = names[index] if names is not None else self._first(items[index])
                 reused = by_first.get(first)
-                if reused is not None and _matches(reused, names, items, index):
+                if reused is not None and self._matches(reused, names, items, index):
                     reused.start = index
                     chunks.append(reused)
                     index = reused.end
                     continue
             name = names[index] if names is not None else None
             found: dict[str, bytes] = {}
-            tree = _refs.extract(_values.encode_at(items[index], room), self.storage, found, limit)
+            item = items[index] if self._trees else _values.encode_at(items[index], room)
+            tree = _refs.extract(item, self.storage, found, limit)
             tail.append((name, tree))
             encoded.append(_encode(name, tree))
             loose.update(found)
@@ -367,6 +365,26 @@ class Packer:
                 tail, encoded, loose, size = [], [], {}, 0
         out.found.update(loose)
         return chunks, tail
+
+    def _first(self, item: Any) -> Any:
+        """What finds a list's cached chunk by its first item: the item itself (by
+        identity), or with ``trees`` its encoding."""
+        return orjson.dumps(item) if self._trees else id(item)
+
+    def _matches(
+        self, chunk: _Chunk, names: Sequence[str] | None, items: Sequence[Any], start: int
+    ) -> bool:
+        """Whether the entries from ``start`` on are exactly the chunk's: the same keys,
+        and the same objects (with ``trees``, the same encoding)."""
+        end = start + len(chunk.items)
+        if end > len(items):
+            return False
+        if self._trees:
+            if orjson.dumps(items[start:end]) != orjson.dumps(chunk.items):
+                return False
+        elif not all(map(is_, chunk.items, items[start:end])):
+            return False
+        return names is None or tuple(names[start:end]) == chunk.names
 
     def _cut_after(self, encoded: bytes, size: int) -> bool:
         """Whether the chunk ends after this entry (``size``: the chunk's bytes with it)."""
@@ -438,7 +456,7 @@ class Packer:
         try:
             for i, item in enumerate(chunk.items):
                 tree = _refs.extract(
-                    _values.to_data(item, chunk.where(i)),
+                    item if self._trees else _values.to_data(item, chunk.where(i)),
                     self.storage,
                     found,
                     self.storage.inline_max,

@@ -368,3 +368,93 @@ def test_a_graph_with_a_pydantic_input_schema_resumes_in_a_new_saver(sqlite_url:
     first = list(graph.get_state_history(conf("t")))[-1]
     assert first.values == {}
     assert first.next == ("__start__",)
+
+
+# -- values LangGraph changes in place after put ----------------------------------------
+class Edited(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    box: dict[str, Any]
+
+
+def _editing_graph() -> Any:
+    """A node edits a message and a nested dict in place and returns them: what each
+    checkpoint holds is what the values were at its ``put``, as LangGraph's savers store."""
+
+    def first(state: Edited) -> dict[str, Any]:
+        return {"messages": [AIMessage("draft", id="a1")], "box": {"n": {"k": 1}}}
+
+    def edit(state: Edited) -> dict[str, Any]:
+        message = state["messages"][-1]
+        message.content = "edited"
+        state["box"]["n"]["k"] = 2
+        return {"messages": [message], "box": state["box"]}
+
+    def last(state: Edited) -> dict[str, Any]:
+        return {"messages": [AIMessage("ok", id="a2")]}
+
+    graph = StateGraph(Edited)
+    graph.add_node("first", first)
+    graph.add_node("edit", edit)
+    graph.add_node("last", last)
+    graph.add_edge(START, "first")
+    graph.add_edge("first", "edit")
+    graph.add_edge("edit", "last")
+    graph.add_edge("last", END)
+    return graph
+
+
+def _history(saver: Any, thread: str) -> list[tuple[int, list[str], Any]]:
+    return [
+        (
+            t.metadata["step"],
+            [m.content for m in t.checkpoint["channel_values"].get("messages", [])],
+            t.checkpoint["channel_values"].get("box"),
+        )
+        for t in saver.list(conf(thread))
+    ]
+
+
+def test_a_value_changed_in_place_is_stored_as_it_was_at_each_put(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    reference = SqliteSaver(sqlite3.connect(tmp_path / "lg.db", check_same_thread=False))
+    start = {"messages": [AIMessage("hi", id="h1")], "box": {}}
+    _editing_graph().compile(checkpointer=reference).invoke(start, conf("t"), durability="sync")
+    expected = _history(reference, "t")
+    assert expected[1] == (2, ["hi", "edited"], {"n": {"k": 2}})  # LangGraph's own saver
+    saver = SavegameSaver(sqlite_url)
+    start = {"messages": [AIMessage("hi", id="h1")], "box": {}}
+    _editing_graph().compile(checkpointer=saver).invoke(start, conf("t"), durability="sync")
+    saver.close()
+    fresh = SavegameSaver(sqlite_url)  # read back from the store, not from the line
+    try:
+        assert _history(fresh, "t") == expected
+    finally:
+        fresh.close()
+
+
+def test_a_barrier_set_added_to_after_its_put_keeps_each_puts_members(sqlite_url: str) -> None:
+    """A waiting edge's channel (NamedBarrierValue) stores the same set at every step
+    and adds to it in place: the put after the second member came holds both (LangGraph's
+    fan-in tests lost a member about once in fifty runs, the put racing the next step)."""
+    seen = {"retriever_two"}
+    saver = SavegameSaver(sqlite_url)
+    config = conf("t")
+    for step, version in ((1, 1), (2, 2)):
+        if step == 2:
+            seen.add("retriever_one")
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"join": seen}
+        checkpoint["channel_versions"] = {"join": version}
+        config = saver.put(config, checkpoint, {"step": step, "source": "loop"}, {})
+    saver.close()
+    fresh = SavegameSaver(sqlite_url)
+    try:
+        stored = [t.checkpoint["channel_values"]["join"] for t in fresh.list(conf("t"))]
+    finally:
+        fresh.close()
+    assert stored == [{"retriever_one", "retriever_two"}, {"retriever_two"}]

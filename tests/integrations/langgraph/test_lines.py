@@ -324,6 +324,7 @@ def test_two_threads_of_one_saver_taking_the_lease_at_once_both_get_it(sqlite_ur
     """A durable tool's call and LangGraph's background put_writes take a line's lease
     again at the same time: both read the same token, and the second's takeover of it
     was refused (LeaseHeldError, seen once in the full suite under load)."""
+    import contextlib
     import threading
 
     saver = SavegameSaver(sqlite_url)
@@ -336,10 +337,10 @@ def test_two_threads_of_one_saver_taking_the_lease_at_once_both_get_it(sqlite_ur
 
     def get_run(run_id: str) -> Any:
         found = real(run_id)
-        try:
-            both_read.wait()  # without the lock, both now hold the same token
-        except threading.BrokenBarrierError:
-            pass  # with it, the other thread waits for this one: nothing to meet
+        # Without the lock both now hold the same token; with it, the other thread
+        # waits for this one and there is nothing to meet (the barrier breaks).
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_read.wait()
         return found
 
     store.get_run = get_run  # type: ignore[method-assign]

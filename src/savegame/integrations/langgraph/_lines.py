@@ -218,7 +218,7 @@ class Lines:
             if line is None:
                 line = Line(new_id(), thread_id, ns, origin=dict(origin or {}))
             if line.encoder is None:
-                line.encoder = codec.Encoder(self.storage, delta_floor=DELTA_FLOOR)
+                line.encoder = codec.Encoder(self.storage, delta_floor=DELTA_FLOOR, by_value=True)
                 line.versions = {}
             checkpoint = state[CHECKPOINT]
             versions = dict(checkpoint.get("channel_versions", {}))
