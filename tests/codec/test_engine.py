@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import collections
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import savegame
 from savegame import MemoryStore, codec
-from savegame.codec import blob_digest
+from savegame.codec import _values, blob_digest
 from savegame.codec.storage import StorageConfig
 from savegame.model import WORKSPACE_KEY, StoredFile
 from tests.codec.chains import (
@@ -193,6 +195,15 @@ def test_workspace_files_are_listed_by_their_records_and_never_read_by_a_load(
 
 
 # -- by_value: values changed in place after they were encoded (LangGraph's channels) -----
+@dataclass
+class _Note:  # registered below: a mutable object, as a LangChain message is
+    text: str
+    tags: list[str]
+
+
+savegame.register(_Note, name="tests.codec.test_engine._Note")
+
+
 def _mutate_deep(node: Any, value: Any) -> bool:
     """Change the innermost list or dict under ``node`` in place; False if none."""
     kind = type(node)
@@ -211,15 +222,22 @@ def _mutate_deep(node: Any, value: Any) -> bool:
     if kind is set:
         node.add(len(node))
         return True
+    if kind is _Note:
+        node.tags.append(repr(value)[:8])
+        return True
     return False
 
 
+notes = st.builds(_Note, st.text(max_size=4), st.lists(st.text(max_size=3), max_size=2))
+by_value_tree = st.one_of(tree, notes, st.lists(st.one_of(notes, leaf), max_size=4))
 by_value_ops = st.lists(
-    st.tuples(st.sampled_from(["set", "append", "deep", "deep", "same", "drop"]), keys, tree),
+    st.tuples(
+        st.sampled_from(["set", "append", "deep", "deep", "same", "drop"]), keys, by_value_tree
+    ),
     min_size=1, max_size=12,
 )  # fmt: skip
 by_value_first = st.dictionaries(
-    keys, st.one_of(tree, st.sets(st.integers(0, 9), max_size=3)), max_size=3
+    keys, st.one_of(by_value_tree, st.sets(st.integers(0, 9), max_size=3)), max_size=3
 )
 
 
@@ -276,3 +294,50 @@ def test_by_value_packs_see_an_item_changed_in_place_inside_a_closed_chunk() -> 
     run.write({"messages": messages}, {"messages"})  # a delta this time
     assert run.load()["messages"][5]["content"] == "edited again"
     assert run.load(-2)["messages"][5]["content"].startswith("message 5")
+
+
+def test_by_value_a_growing_list_encodes_only_its_new_items_and_sees_edits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long list changed at every step (LangGraph's messages) is not encoded whole
+    again: the items that are the same objects and print the same keep their trees.
+    An item edited in place, at any depth, is encoded again and stored as it is."""
+    encoded: list[Any] = []
+    real = _values.encode_at
+
+    def counting(value: Any, room: int) -> Any:
+        if type(value) is _Note:
+            encoded.append(value)
+        return real(value, room)
+
+    monkeypatch.setattr(_values, "encode_at", counting)
+    notes = [_Note(f"note {i}", []) for i in range(30)]
+    run = Run(MemoryStore(), replace(PLAIN, keyframe_every=50), {"notes": notes}, by_value=True)
+    encoded.clear()
+    notes.append(_Note("new", []))
+    run.write({"notes": notes}, {"notes"})
+    assert encoded == [notes[-1]]  # only the new item
+    encoded.clear()
+    notes[3].tags.append("edited")  # deep, in place, on an old item
+    notes[5].text = "rewritten"
+    run.write({"notes": notes}, {"notes"})
+    assert len(encoded) == len(notes)  # the prefix no longer prints the same: all again
+    loaded = run.load()["notes"]
+    assert (loaded[3].tags, loaded[5].text) == (["edited"], "rewritten")
+    assert run.load(-2)["notes"][3].tags == [] and run.load(-2)["notes"][5].text == "note 5"
+    encoded.clear()
+    notes[7] = _Note("replaced", [])  # a new object in the middle
+    notes.append(_Note("last", []))
+    run.write({"notes": notes}, {"notes"})
+    assert [n.text for n in run.load()["notes"]] == [n.text for n in notes]
+
+
+def test_by_value_a_list_orjson_cannot_fingerprint_is_still_exact() -> None:
+    """Non-string keys and slotted objects make no fingerprint: encoded whole each step."""
+    items: list[Any] = [{1: "a"}, collections.deque([1, 2])]
+    run = Run(MemoryStore(), PLAIN, {"items": items}, by_value=True)
+    items[0][1] = "b"
+    items[1].append(3)
+    run.write({"items": items}, {"items"})
+    assert run.load()["items"] == [{1: "b"}, collections.deque([1, 2, 3])]
+    assert run.load(0)["items"] == [{1: "a"}, collections.deque([1, 2])]

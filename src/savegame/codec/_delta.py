@@ -100,11 +100,16 @@ def diff_trees(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable
 
 def _tree_diff(old: Any, new: Any, depth: int) -> Any:
     """``depth``: the containers around ``new`` in the state's own tree."""
+    if old is new:
+        return _SAME
     kind = type(new)
     if type(old) is kind:
         if kind is list:
             n = len(old)
-            if len(new) < n or orjson.dumps(new[:n]) != orjson.dumps(old):
+            # Trees are never changed in place: the same item trees are the same items.
+            if len(new) < n or (
+                not all(map(is_, new, old)) and orjson.dumps(new[:n]) != orjson.dumps(old)
+            ):
                 return ("s", new)
             return ("a", new[n:]) if len(new) > n else _SAME
         if kind is dict and depth <= _values.LAYOUT_DEPTH and _plain(old) and _plain(new):

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from savegame.codec import _blobs, _delta, _envelope, _metadata, _packs, _refs, _values
+from savegame.codec import _blobs, _byvalue, _delta, _envelope, _metadata, _packs, _refs, _values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
 from savegame.model import WORKSPACE_KEY, Checkpoint, CheckpointHeader, CheckpointRecord
@@ -142,30 +142,47 @@ class Encoder:
         self._by_value = by_value
         self._base_id: str | None = None
         self._shadow: dict[str, Any] = {}
+        self._seen: dict[str, _byvalue.Seen] = {}
         self._chain = Chain()
         self._packer = (
             _packs.Packer(self.storage, trees=by_value) if _packs.enabled(self.storage) else None
         )
         if base is not None and state is not None:
-            trees = _trees(state) if by_value else state
-            if trees is not None:
+            if not by_value:
                 self._remember(
-                    base.checkpoint_id, trees, None, chain or Chain(0, 0, base.header.size)
+                    base.checkpoint_id, state, None, chain or Chain(0, 0, base.header.size)
+                )
+            elif _plain_keys(state):
+                trees, seen = self._encoded(state, None)
+                self._remember(
+                    base.checkpoint_id, trees, None, chain or Chain(0, 0, base.header.size), seen
                 )
 
     def _remember(
-        self, base_id: str, state: dict[str, Any], changed: Collection[str] | None, chain: Chain
+        self,
+        base_id: str,
+        state: dict[str, Any],
+        changed: Collection[str] | None,
+        chain: Chain,
+        seen: dict[str, _byvalue.Seen] | None = None,
     ) -> None:
         if self._by_value:
-            # ``state``: the encoded trees (_trees), fresh objects nobody else holds.
+            # ``state``: the encoded trees (_encoded), fresh objects nobody else holds;
+            # ``seen``: what was learnt of the lists among them that were encoded now.
+            seen = seen or {}
             if changed is None:
-                self._shadow = dict(state)
+                self._shadow, self._seen = dict(state), dict(seen)
             else:
                 for key in changed:
                     if key in state:
                         self._shadow[key] = state[key]
+                    if key in seen:
+                        self._seen[key] = seen[key]
+                    else:
+                        self._seen.pop(key, None)
                 for key in [k for k in self._shadow if k not in state]:
                     del self._shadow[key]
+                    self._seen.pop(key, None)
             self._base_id, self._chain = base_id, chain
             return
         if changed is None:
@@ -177,6 +194,27 @@ class Encoder:
             for key in [k for k in self._shadow if k not in state]:
                 del self._shadow[key]
         self._base_id, self._chain = base_id, chain
+
+    def _encoded(
+        self, state: dict[str, Any], changed: Collection[str] | None
+    ) -> tuple[dict[str, Any], dict[str, _byvalue.Seen]]:
+        """``by_value``: the trees of ``state``'s values, those not in ``changed`` as
+        remembered (None: encode all), and what was learnt of the lists encoded now.
+        A list changed since the last step reuses the trees of its unchanged items."""
+        room = _values.MAX_DEPTH - 1
+        trees: dict[str, Any] = {}
+        seen: dict[str, _byvalue.Seen] = {}
+        for key, value in state.items():
+            if changed is not None and key not in changed and key in self._shadow:
+                trees[key] = self._shadow[key]
+            elif type(value) is list:
+                before = None if changed is None else self._seen.get(key)
+                trees[key], found = _byvalue.encode_list(value, room, before)
+                if found is not None:
+                    seen[key] = found
+            else:
+                trees[key] = _values.encode_at(value, room)
+        return trees, seen
 
     def encode(
         self,
@@ -225,6 +263,7 @@ class Encoder:
         config = self.storage
         chain = self._chain
         known: dict[str, Any] | None = None
+        seen: dict[str, _byvalue.Seen] = {}
         if (
             self._by_value
             and self._base_id is not None
@@ -233,12 +272,7 @@ class Encoder:
         ):
             # Unchanged values as remembered: the one encoding a step pays is of the
             # changed ones (a keyframe below reuses these too).
-            known = {
-                k: _values.encode_at(state[k], _values.MAX_DEPTH - 1)
-                if k in changed or k not in self._shadow
-                else self._shadow[k]
-                for k in state
-            }
+            known, seen = self._encoded(state, changed)
         if (
             self._base_id is not None
             and changed is not None
@@ -277,25 +311,32 @@ class Encoder:
                     remembered,
                     changed,
                     Chain(chain.depth + 1, grown, chain.keyframe_bytes),
+                    seen,
                 )
                 return Encoded(record, found)
-        return self._keyframe(header, state, files, known)
+        if known is not None:
+            return self._keyframe(header, state, files, (known, seen))
+        return self._keyframe(header, state, files)
 
     def _keyframe(
         self,
         header: CheckpointHeader,
         state: dict[str, Any],
         files: Mapping[str, bytes],
-        known: dict[str, Any] | None = None,
+        known: tuple[dict[str, Any], dict[str, _byvalue.Seen]] | None = None,
     ) -> Encoded:
-        """``known``: the state's trees already encoded (``by_value``)."""
+        """``known``: the state's trees already encoded, and its lists' ``Seen`` (``by_value``)."""
         config = self.storage
         out = _packs.Packed()
         refs: set[str] = set()
         rest, manifest = _split_manifest(state)
-        trees = None
-        if self._by_value:
-            trees = known if known is not None and manifest is None else _trees(rest)
+        trees: dict[str, Any] | None = None
+        seen: dict[str, _byvalue.Seen] = {}
+        if self._by_value and manifest is None:
+            if known is not None:
+                trees, seen = known
+            elif _plain_keys(rest):
+                trees, seen = self._encoded(rest, None)
         if trees is not None:
             if self._packer is not None:
                 tree = self._packer.tree(trees, out)
@@ -331,10 +372,10 @@ class Encoder:
         copy = record.header.size + out.pack_bytes + sum(map(len, out.found.values()))
         if not self._by_value:
             self._remember(record.checkpoint_id, state, None, Chain(0, 0, copy))
-        elif trees is not None and manifest is None:
-            self._remember(record.checkpoint_id, trees, None, Chain(0, 0, copy))
+        elif trees is not None:
+            self._remember(record.checkpoint_id, trees, None, Chain(0, 0, copy), seen)
         else:  # a state that is not a plain dict (or holds a manifest): keyframes only
-            self._base_id, self._shadow = None, {}
+            self._base_id, self._shadow, self._seen = None, {}, {}
         return Encoded(record, out.found, out.sealed, out.deferred)
 
     def to_upload(self, store: BlobReader, encoded: Encoded) -> dict[str, bytes]:
@@ -378,17 +419,9 @@ class Encoder:
             self._packer.committed(record.header.blobs)
 
 
-def _trees(state: dict[str, Any]) -> dict[str, Any] | None:
-    """Each top-level value of ``state`` as its encoded tree (what a ``by_value``
-    encoder remembers), or None when the state does not encode as a dict of its keys."""
-    tree = _values.encode_at(state, _values.MAX_DEPTH)
-    if type(tree) is not dict or (len(tree) == 1 and next(iter(tree)).startswith("$sg:")):
-        return None
-    return tree
-
-
 def _plain_keys(state: dict[Any, Any]) -> bool:
-    """Whether ``state`` encodes as a JSON object of its own keys (see ``_trees``)."""
+    """Whether ``state`` encodes as a JSON object of its own keys: then its tree is
+    ``{key: encode_at(value, MAX_DEPTH - 1)}``, what a ``by_value`` encoder remembers."""
     if not all(type(k) is str for k in state):
         return False
     return not (len(state) == 1 and next(iter(state)).startswith("$sg:"))

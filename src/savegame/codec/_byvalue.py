@@ -1,0 +1,101 @@
+"""What a ``by_value`` encoder knows of a long list it encoded, so the next step does
+not encode every item again.
+
+A ``by_value`` encoder (LangGraph's channels, which change values in place) cannot
+trust that an item it saw before is unchanged because it is the same object; encoding
+the whole list again at every step is exact but cost 4.6 ms a step for 400 LangChain
+messages (11 us an item, in Python), where LangGraph's msgpack took 1.4 ms. A
+fingerprint tells in C whether anything changed: ``orjson.dumps`` of the whole list,
+objects as their ``__dict__`` (0.26 ms for the same 400 messages). Since a JSON array's
+text is its items' texts in order, the old fingerprint (without its ``]``) followed by a
+``,`` at the start of the new one says the first items serialize exactly as before; if
+they are also the same objects, their encoded trees are reused and only the new items
+are encoded.
+
+The fingerprint is exact for what the codec stores except where orjson writes two
+values the same way that the codec keeps apart: an ``Enum`` member and its value, a
+``UUID`` and its string. An item that is the same object and changed only that way in
+place (``message.id = str(message.id)``) keeps its old encoding until the list is
+encoded whole again (a keyframe's ``changed=None``). Anything orjson cannot write
+(slots without ``__dict__``, non-string keys, a deque) falls back to encoding whole.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from operator import is_
+from typing import Any
+
+import orjson
+
+from savegame.codec import _values
+
+_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+_BUILTINS = (str, int, float, list, dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A list as it was encoded: its items (held for identity), fingerprint and tree."""
+
+    items: tuple[Any, ...]
+    fingerprint: bytes
+    tree: list[Any]
+
+
+def _default(value: Any) -> Any:
+    """orjson's fallback: every value it hands over, written with its type, so that two
+    values the codec stores differently never print the same. The type as its ``id``:
+    a fingerprint is compared only within the process (and costs a third less)."""
+    fields = getattr(value, "__dict__", None)
+    if type(fields) is dict and not isinstance(value, _BUILTINS):
+        return [id(type(value)), fields]  # a registered object: a message, a dataclass
+    kind = id(type(value))
+    # Subclasses of the builtins (passed through): their value and their own fields.
+    builtin: type[Any]
+    for builtin in _BUILTINS:
+        if isinstance(value, builtin):
+            return [kind, builtin(value), fields]
+    if isinstance(value, set | frozenset):
+        return [kind, list(value)]
+    if isinstance(value, dt.date | dt.time):
+        return [kind, repr(value)]  # the zone and fold too, as the codec keeps them
+    raise TypeError(type(value).__qualname__)
+
+
+def fingerprint(value: list[Any]) -> bytes | None:
+    """The list's fingerprint, or None when orjson cannot write it."""
+    try:
+        return orjson.dumps(value, default=_default, option=_OPTIONS)
+    except orjson.JSONEncodeError:
+        return None
+
+
+def encode_list(value: list[Any], room: int, before: Seen | None) -> tuple[list[Any], Seen | None]:
+    """``_values.encode_at(value, room)`` for a list, reusing ``before``'s trees for the
+    items that are the same objects and print the same; and what to remember of it."""
+    printed = fingerprint(value)
+    tree: list[Any] | None = None
+    if printed is not None and before is not None:
+        n = len(before.items)
+        old = before.fingerprint
+        if (
+            0 < n <= len(value)
+            and all(map(is_, value, before.items))
+            and printed.startswith(old[:-1])
+            and (printed[len(old) - 1 : len(old)] == b"," if len(value) > n else printed == old)
+        ):
+            # ``before.tree`` was encoded at this room: the new items fit one level down.
+            tree = [*before.tree, *(_values.encode_at(item, room - 1) for item in value[n:])]
+    if tree is None:
+        tree = _values.encode_at(value, room)
+    if printed is None:
+        return tree, None
+    return tree, Seen(tuple(value), printed, tree)
