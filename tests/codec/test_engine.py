@@ -311,25 +311,28 @@ def test_by_value_a_growing_list_encodes_only_its_new_items_and_sees_edits(
         return real(value, room)
 
     monkeypatch.setattr(_values, "encode_at", counting)
-    notes = [_Note(f"note {i}", []) for i in range(30)]
-    run = Run(MemoryStore(), replace(PLAIN, keyframe_every=50), {"notes": notes}, by_value=True)
-    encoded.clear()
-    notes.append(_Note("new", []))
-    run.write({"notes": notes}, {"notes"})
-    assert encoded == [notes[-1]]  # only the new item
-    encoded.clear()
-    notes[3].tags.append("edited")  # deep, in place, on an old item
-    notes[5].text = "rewritten"
-    run.write({"notes": notes}, {"notes"})
-    assert len(encoded) == len(notes)  # the prefix no longer prints the same: all again
-    loaded = run.load()["notes"]
-    assert (loaded[3].tags, loaded[5].text) == (["edited"], "rewritten")
-    assert run.load(-2)["notes"][3].tags == [] and run.load(-2)["notes"][5].text == "note 5"
-    encoded.clear()
-    notes[7] = _Note("replaced", [])  # a new object in the middle
-    notes.append(_Note("last", []))
-    run.write({"notes": notes}, {"notes"})
-    assert [n.text for n in run.load()["notes"]] == [n.text for n in notes]
+    # Tuples stored as lists (LangGraph's conventions): orjson writes both as an array,
+    # so only then may an item's old tree be reused (_byvalue).
+    with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
+        notes = [_Note(f"note {i}", []) for i in range(30)]
+        run = Run(MemoryStore(), replace(PLAIN, keyframe_every=50), {"notes": notes}, by_value=True)
+        encoded.clear()
+        notes.append(_Note("new", []))
+        run.write({"notes": notes}, {"notes"})
+        assert encoded == [notes[-1]]  # only the new item
+        encoded.clear()
+        notes[3].tags.append("edited")  # deep, in place, on an old item
+        notes[5].text = "rewritten"
+        run.write({"notes": notes}, {"notes"})
+        assert len(encoded) == len(notes)  # the prefix no longer prints the same: all again
+        loaded = run.load()["notes"]
+        assert (loaded[3].tags, loaded[5].text) == (["edited"], "rewritten")
+        assert run.load(-2)["notes"][3].tags == [] and run.load(-2)["notes"][5].text == "note 5"
+        encoded.clear()
+        notes[7] = _Note("replaced", [])  # a new object in the middle
+        notes.append(_Note("last", []))
+        run.write({"notes": notes}, {"notes"})
+        assert [n.text for n in run.load()["notes"]] == [n.text for n in notes]
 
 
 def test_by_value_a_list_orjson_cannot_fingerprint_is_still_exact() -> None:

@@ -17,7 +17,11 @@ values the same way that the codec keeps apart: an ``Enum`` member and its value
 ``UUID`` and its string. An item that is the same object and changed only that way in
 place (``message.id = str(message.id)``) keeps its old encoding until the list is
 encoded whole again (a keyframe's ``changed=None``). Anything orjson cannot write
-(slots without ``__dict__``, non-string keys, a deque) falls back to encoding whole.
+(slots without ``__dict__``, non-string keys, a deque) falls back to encoding whole, and
+so does what it would write without what the codec keeps: an object with slots beside
+its ``__dict__`` (a slotted dataclass subclassing one without slots: the slot fields
+are stored but not in ``__dict__``), and a list or tuple (orjson writes both as an
+array) unless tuples are stored as lists (LangGraph's conventions).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import _values
+from savegame.codec import _conventions, _values
 
 _OPTIONS = (
     orjson.OPT_PASSTHROUGH_DATACLASS
@@ -50,12 +54,35 @@ class Seen:
     tree: list[Any]
 
 
+#: Per type: whether some of its instances' state may sit in slots, beside ``__dict__``.
+_SLOTTED: dict[type[Any], bool] = {}
+
+
+def _slotted(kind: type[Any]) -> bool:
+    """Whether ``kind`` has slots of its own that hold state (pydantic's bookkeeping
+    slots hold none the codec stores: it stores ``model_fields``, all in ``__dict__``)."""
+    found = _SLOTTED.get(kind)
+    if found is None:
+        names: list[str] = []
+        for cls in kind.__mro__:
+            slots = cls.__dict__.get("__slots__", ())
+            names += [slots] if isinstance(slots, str) else list(slots)
+        found = any(
+            n not in ("__dict__", "__weakref__") and not n.startswith("__pydantic_") for n in names
+        )
+        _SLOTTED[kind] = found
+    return found
+
+
 def _default(value: Any) -> Any:
     """orjson's fallback: every value it hands over, written with its type, so that two
     values the codec stores differently never print the same. The type as its ``id``:
     a fingerprint is compared only within the process (and costs a third less)."""
     fields = getattr(value, "__dict__", None)
     if type(fields) is dict and not isinstance(value, _BUILTINS):
+        if _slotted(type(value)):
+            # A slot's value would not be in the fingerprint: a change to it unseen.
+            raise TypeError(type(value).__qualname__)
         return [id(type(value)), fields]  # a registered object: a message, a dataclass
     kind = id(type(value))
     # Subclasses of the builtins (passed through): their value and their own fields.
@@ -81,7 +108,9 @@ def fingerprint(value: list[Any]) -> bytes | None:
 def encode_list(value: list[Any], room: int, before: Seen | None) -> tuple[list[Any], Seen | None]:
     """``_values.encode_at(value, room)`` for a list, reusing ``before``'s trees for the
     items that are the same objects and print the same; and what to remember of it."""
-    printed = fingerprint(value)
+    # orjson writes a tuple as it writes a list: only where the codec stores both the
+    # same way does the fingerprint tell them apart as well as the codec does.
+    printed = fingerprint(value) if _conventions.current().tuples_as_lists else None
     tree: list[Any] | None = None
     if printed is not None and before is not None:
         n = len(before.items)
