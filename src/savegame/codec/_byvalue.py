@@ -14,7 +14,8 @@ are encoded.
 
 The fingerprint is exact for what the codec stores except where orjson writes two
 values the same way that the codec keeps apart: an ``Enum`` member and its value, a
-``UUID`` and its string. An item that is the same object and changed only that way in
+``UUID`` and its string, ``None`` and a float that is not finite (orjson writes ``NaN``
+and the infinities as ``null``; ``test_none_turned_infinite_in_place_is_stored`` pins it). An item that is the same object and changed only that way in
 place (``message.id = str(message.id)``) keeps its old encoding until the list is
 encoded whole again (a keyframe's ``changed=None``). Anything orjson cannot write
 (slots without ``__dict__``, non-string keys, a deque) falls back to encoding whole, and
