@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,15 @@ from savegame import Store, stores
 from savegame.effects import _tools
 from savegame.models import LocalServer
 from tests import services
+
+# pytest imports readline before it reads this file (capture's readline workaround), and
+# GNU readline exports the terminal's size as COLUMNS and LINES (80 without a terminal,
+# from TERM's terminfo): the CLI's tables would then wrap at the width of the terminal
+# the suite ran in, in-process for xdist's workers (spawned with it) and in every
+# subprocess. The suite's output must not depend on who runs it, or in what terminal.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+    os.unsetenv(_name)
 
 SLOW_DIRS = ("crash", "fleet", "examples")
 """Suites of real processes (SIGKILLed runs, workers on network hosts, the examples run
