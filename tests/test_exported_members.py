@@ -236,11 +236,33 @@ def test_nothing_of_ours_spells_an_old_root_name() -> None:
             for p in sorted((_REPO / top).rglob("*.py"))
         ),
     ]
-    # the tables of old names
+    # the tables of old names, and the page that tells users about them
     skip = {Path(savegame.__file__).resolve(), Path(__file__).resolve()}
+    skip.add((_REPO / "docs" / "upgrading.md").resolve())
     found = {
         str(p.relative_to(_REPO)): sorted(names)
         for p in paths
         if p.resolve() not in skip and (names := _old_spellings(p.read_text()))
     }
     assert found == {}
+
+
+def test_every_new_home_has_a_reference_page() -> None:
+    """The API reference renders each namespace the root sends a name to."""
+    pages = "\n".join(p.read_text() for p in (_REPO / "docs" / "reference" / "api").glob("*.md"))
+    rendered = set(re.findall(r"^::: ([\w.]+)", pages, re.M))
+    assert set(savegame._MOVED) - rendered == set()
+    assert "savegame" in rendered
+
+
+def test_the_upgrading_page_lists_every_moved_name() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "moved_names", _REPO / "docs" / "hooks" / "moved_names.py"
+    )
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    text = hook.table()
+    assert "<!-- moved-names -->" in (_REPO / "docs" / "upgrading.md").read_text()
+    for old, (module, new) in savegame._NEW_HOME.items():
+        assert f"| `savegame.{old}` | `{module}.{new}` |" in text
