@@ -52,7 +52,8 @@ from typing import Annotated, Any, TypedDict
 from workload import machine, markdown, message, percentile, version
 
 import savegame
-from savegame import END, Observer, Workflow
+from savegame import END, Workflow
+from savegame.client import Observer
 from stores import PG_URL, fresh_postgres, fresh_redis, fresh_sqlite
 
 STEPS = 40

@@ -25,7 +25,8 @@ from typing import Any
 
 from workload import machine, markdown
 
-from savegame import END, ModelResponse, StepContext, ToolSpec, Workflow, run, tool
+from savegame import END, StepContext, Workflow, run, tool
+from savegame.agent import ModelResponse, ToolSpec
 
 BODY = "x" * 200
 

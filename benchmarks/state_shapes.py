@@ -31,10 +31,10 @@ from savegame import END, Workflow, open_store, run
 LOAD = """
 import json, sys, time
 import savegame
-from savegame import get_checkpoint  # the lazy names: the modules loaded before the timer
+from savegame.client import get_checkpoint  # the lazy names: the modules loaded before the timer
 import savegame.stores.sqlite
 started = time.perf_counter()
-savegame.get_checkpoint(sys.argv[2], store=sys.argv[1])
+savegame.client.get_checkpoint(sys.argv[2], store=sys.argv[1])
 print(json.dumps((time.perf_counter() - started) * 1e3))
 """
 

@@ -5,7 +5,7 @@
    commit floor at 50/100/200/400 steps, and savegame and the floor alone at
    2,000: stored bytes and per-step overhead.
 2. Loading the latest state of the 400- and 2,000-step runs in a fresh process:
-   a child opens the store with ``savegame.get_checkpoint(run_id, store=url)``;
+   a child opens the store with ``savegame.client.get_checkpoint(run_id, store=url)``;
    only that call is timed (the child's ``import savegame`` is reported apart).
    Beside it, interleaved, two references measured in the same run, since absolute
    milliseconds move 2x between two VMs of the same kind: the floor, a child that
@@ -15,7 +15,7 @@
    step count with ``SqliteSaver.get_tuple`` (400 steps by default; LangGraph does
    not run the 2,000-step loop).
 3. Listing the 2,000-checkpoint history without decoding states
-   (``savegame.history(run_id, store=url)``).
+   (``savegame.client.history(run_id, store=url)``).
 
 Then a table of the targets, each marked met or missed.
 
@@ -54,7 +54,7 @@ started = time.perf_counter()
 import savegame
 # savegame's names load lazily: the modules the call needs are imported here, with the
 # import, as LangGraph's child imports its saver, so the load below times the load.
-from savegame import get_checkpoint
+from savegame.client import get_checkpoint
 import savegame.stores.sqlite
 imported = time.perf_counter()
 url, run_id, steps, profile = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
@@ -63,13 +63,13 @@ if profile:
     prof = cProfile.Profile()
     prof.enable()
 t0 = time.perf_counter()
-cp = savegame.get_checkpoint(run_id, store=url)
+cp = savegame.client.get_checkpoint(run_id, store=url)
 t1 = time.perf_counter()
 if profile:
     prof.disable()
 # A second load in the same process: what is left once lazy imports and caches are warm.
 t2 = time.perf_counter()
-savegame.get_checkpoint(run_id, store=url)
+savegame.client.get_checkpoint(run_id, store=url)
 t3 = time.perf_counter()
 assert len(cp.state["messages"]) == steps, len(cp.state["messages"])
 # The same-run reference: parsing this very state from one JSON document, the
@@ -152,7 +152,7 @@ def child(script: str, *args: str) -> dict[str, float]:
 
 def floor_db(db: Path, run_id: str, path: Path) -> Path:
     """The loaded state written to ``path`` as one JSON row: the floor child's input."""
-    state = savegame.get_checkpoint(run_id, store=f"sqlite:///{db}").state
+    state = savegame.client.get_checkpoint(run_id, store=f"sqlite:///{db}").state
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("CREATE TABLE state (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
@@ -193,13 +193,13 @@ def profile_child(db: Path, run_id: str, steps: int) -> str:
 def history_ms(db: Path, run_id: str, repeat: int) -> tuple[float, float]:
     """Median ms of ``history`` by URL (opens and closes the store) and on an open handle."""
     url = f"sqlite:///{db}"
-    count = len(savegame.history(run_id, store=url))
+    count = len(savegame.client.history(run_id, store=url))
     if count != HISTORY_STEPS + 1:  # the input checkpoint, then one per step
         raise RuntimeError(f"history has {count} checkpoints, expected {HISTORY_STEPS + 1}")
-    by_url = median_ms(lambda: savegame.history(run_id, store=url), repeat)
+    by_url = median_ms(lambda: savegame.client.history(run_id, store=url), repeat)
     store = savegame.open_store(url)
     try:
-        on_handle = median_ms(lambda: savegame.history(run_id, store=store), repeat)
+        on_handle = median_ms(lambda: savegame.client.history(run_id, store=store), repeat)
     finally:
         store.close()
     return by_url, on_handle
@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 (f"fresh-process load, {HISTORY_STEPS} steps",
                  profile_child(db, run_id, HISTORY_STEPS)),
                 (f"history, {HISTORY_STEPS} checkpoints",
-                 profiled(lambda: savegame.history(run_id, store=f"sqlite:///{db}"))),
+                 profiled(lambda: savegame.client.history(run_id, store=f"sqlite:///{db}"))),
             ]  # fmt: skip
     print(f"Machine: {machine(overhead.langgraph_versions())}")
     print(f"Workload: zstd shrinks one message body {zstd_ratio():.2f}x (median of 50)")

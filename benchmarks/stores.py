@@ -10,7 +10,7 @@
    (concurrency 2, lease TTL 2 s, poll 0.05 s), SIGKILL it once both runs have
    checkpoints, start a second worker, and time from the kill to the first
    checkpoint the new worker writes for a run the killed one held (read from
-   ``savegame.history`` headers' ``created_at``). SQLite and PostgreSQL.
+   ``savegame.client.history`` headers' ``created_at``). SQLite and PostgreSQL.
 
     python benchmarks/stores.py
     python benchmarks/stores.py --backends sqlite,postgres --modes threads --takeovers 5
@@ -41,7 +41,8 @@ from typing import Any
 from workload import TimedWrites, machine, markdown, percentile, version
 
 import savegame
-from savegame import END, Observer, Workflow
+from savegame import END, Workflow
+from savegame.client import Observer
 
 PG_URL = os.environ.get("SAVEGAME_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("SAVEGAME_BENCH_REDIS", "redis://127.0.0.1:6379/0")

@@ -10,7 +10,7 @@ connection), beside:
 * **SQL**: the page's runs by a bare query on the backend's own driver (sqlite3,
   psycopg): the same WHERE, ORDER BY and LIMIT the store sends, rows fetched,
   nothing decoded: the floor any listing pays.
-* **list_runs**: ``savegame.list_runs`` for the same page (rows decoded into RunInfo).
+* **list_runs**: ``savegame.client.list_runs`` for the same page (rows decoded into RunInfo).
 * **page**: the whole HTTP answer: list_runs, one ``history(run, limit=1)`` per row
   for its usage, the template, the transfer.
 
@@ -167,7 +167,7 @@ def measure(url: str, ids: list[str], repeat: int) -> list[list[str]]:
         for label, case in cases(ids):
             before = None
             if "before" in case:
-                info = savegame.get_run(case["before"], store=store)
+                info = savegame.client.get_run(case["before"], store=store)
                 micros = (info.created_at - EPOCH) // timedelta(microseconds=1)
                 before = (micros, info.run_id)
             filters = {k: v for k, v in case.items() if k != "before"}
@@ -177,7 +177,8 @@ def measure(url: str, ids: list[str], repeat: int) -> list[list[str]]:
                 "thread_id": case.get("thread"), "search": case.get("q"), "before": case.get("before"),
             }  # fmt: skip
             api_ms = median_ms(
-                lambda api=api: savegame.list_runs(limit=PAGE + 1, store=store, **api), repeat
+                lambda api=api: savegame.client.list_runs(limit=PAGE + 1, store=store, **api),
+                repeat,
             )
             page = http.get("/runs", params=case)
             assert page.status_code == 200, page.text[:500]

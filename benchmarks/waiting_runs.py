@@ -32,8 +32,9 @@ from typing import Any
 
 from workload import machine, markdown, median_ms, percentile
 
-from savegame import END, EffectKind, StepContext, Worker, Workflow, list_effects, submit
-from savegame.model import RunStatus, Waiting, utcnow
+from savegame import END, StepContext, Worker, Workflow, submit
+from savegame.client import list_effects
+from savegame.model import EffectKind, RunStatus, Waiting, utcnow
 from savegame.stores import Store, open_store
 from savegame.testing.builders import make_run, next_record
 

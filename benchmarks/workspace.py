@@ -32,7 +32,8 @@ from typing import Any
 
 from workload import machine, markdown
 
-from savegame import END, StepContext, Workflow, history, run
+from savegame import END, StepContext, Workflow, run
+from savegame.client import history
 from savegame.stores import SqliteStore
 
 

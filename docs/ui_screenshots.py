@@ -39,9 +39,9 @@ def fill(url: str) -> dict[str, str]:
         )
         if n % 2 == 0:
             savegame.approve(r.run_id, by="ana", store=url, workflow=wf)
-    done = savegame.list_runs(workflow="shop", status="completed", store=url)[0]
-    planned = next(h for h in savegame.history(done.run_id, store=url) if h.node == "plan")
-    savegame.fork(planned.checkpoint_id, set={"order.amount": 5}, reason="coupon", by="ana",
+    done = savegame.client.list_runs(workflow="shop", status="completed", store=url)[0]
+    planned = next(h for h in savegame.client.history(done.run_id, store=url) if h.node == "plan")
+    savegame.client.fork(planned.checkpoint_id, set={"order.amount": 5}, reason="coupon", by="ana",
                   store=url, workflow=wf, run=False)  # fmt: skip
     kill_after_step("start", url, "killed-after-step-4", 4)
     run_to_end("resume", url, "killed-after-step-4")

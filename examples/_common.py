@@ -11,7 +11,8 @@ import argparse
 import json
 import os
 
-from savegame import RunResult, RunStatus, pending_interrupts
+from savegame import RunResult, RunStatus
+from savegame.client import pending_interrupts
 from savegame.models import OpenAI
 
 

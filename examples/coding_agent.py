@@ -9,7 +9,7 @@ The workspace (``Agent(workspace=...)``) is snapshotted with every checkpoint: e
 file's content once, as a blob in the store. A resume puts the directory back as its
 checkpoint had it before the next step; so does a fork, so the tools of a fork from
 the checkpoint before an edit read the file without that edit, while the first run's
-files stay in its own checkpoints (``savegame.restore_workspace`` brings them back).
+files stay in its own checkpoints (``savegame.client.restore_workspace`` brings them back).
 
 The file tools are plain functions, not journaled writes: the snapshot is their
 record. A step killed half way through its edits runs again on the files it first
@@ -24,7 +24,8 @@ from typing import Any
 
 from _common import model, parser, report
 
-from savegame import Agent, Workspace, fork, get_checkpoint, history, run
+from savegame import Agent, Workspace, run
+from savegame.client import fork, get_checkpoint, history
 from savegame.model import WORKSPACE_KEY
 
 SYSTEM = (

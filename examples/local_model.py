@@ -26,7 +26,8 @@ import tempfile
 import time
 from typing import Any
 
-from savegame import Agent, fork, history, model_calls, resume, run
+from savegame import Agent, resume, run
+from savegame.client import fork, history, model_calls
 from savegame.models import LocalServer, OpenAI
 
 QUESTION = "What does order A-1 cost?"

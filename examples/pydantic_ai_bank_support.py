@@ -30,19 +30,9 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from savegame import (
-    END,
-    NotFoundError,
-    RunStatus,
-    StepContext,
-    Workflow,
-    approve,
-    get_checkpoint,
-    get_run,
-    reject,
-    resume,
-    run,
-)
+from savegame import END, RunStatus, StepContext, Workflow, approve, reject, resume, run
+from savegame.client import get_checkpoint, get_run
+from savegame.errors import NotFoundError
 from savegame.integrations.pydantic_ai import SavegameDurability, request_id, run_agent
 
 BLOCKED: dict[int, str] = {}

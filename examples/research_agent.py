@@ -23,7 +23,9 @@ from typing import Any
 import httpx
 from _common import model, parser, report
 
-from savegame import Agent, KeepLast, model_calls, run, tool
+from savegame import Agent, run, tool
+from savegame.agent import KeepLast
+from savegame.client import model_calls
 
 SYSTEM = (
     "You research questions with an encyclopedia. Search, read the most relevant pages, "

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from savegame import ConfigurationError
+from savegame.errors import ConfigurationError
 from savegame.ids import _ALPHABET, MAX_GIVEN_LENGTH, _encode, check_given, id_time_ms, new_id
 
 

@@ -8,20 +8,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    CheckpointPolicy,
-    ConfigurationError,
-    Secret,
-    StepContext,
-    StepError,
-    Store,
-    Workflow,
-    get_checkpoint,
-    resume,
-    run,
-)
-from savegame.secrets import DictSecrets, EnvSecrets, set_provider
+from savegame import END, CheckpointPolicy, StepContext, Store, Workflow, resume, run
+from savegame.client import get_checkpoint
+from savegame.errors import ConfigurationError, StepError
+from savegame.secrets import DictSecrets, EnvSecrets, Secret, set_provider
 
 
 @pytest.fixture(autouse=True)

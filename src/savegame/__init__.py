@@ -33,154 +33,28 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from savegame.agent import (
-        Agent,
-        ChatModel,
-        ContextPolicy,
-        KeepLast,
-        ModelResponse,
-        Prompt,
-        ScriptedModel,
-        ToolCall,
-        ToolSpec,
-    )
+    from savegame.agent import Agent, ChatModel, ScriptedModel
     from savegame.client import (
         Savegame,
         approve,
         aresume,
         arun,
-        cancel,
-        compensate,
         connect,
-        declare_queue,
-        diff,
-        export_run,
-        fire_schedules,
-        fork,
-        get_checkpoint,
-        get_run,
-        get_schedule,
-        history,
-        import_run,
-        list_effects,
-        list_queues,
-        list_runs,
-        list_schedules,
-        list_threads,
-        model_calls,
-        model_usage,
-        pause_schedule,
-        pending_interrupts,
-        plan_fork,
-        prune,
         reject,
-        rekey,
-        remove_schedule,
         resolve,
-        restore_workspace,
         resume,
-        resume_schedule,
         run,
-        schedule,
         send,
-        stats,
         submit,
         supply,
-        tree,
-        verify,
     )
     from savegame.codec import register
-    from savegame.codec.crypto import Keyring
     from savegame.codec.storage import StorageConfig
-    from savegame.effects import Backoff, PendingInterrupt, Tool, tool
-    from savegame.errors import (
-        ApprovalRejected,
-        CheckpointWriteError,
-        ChildRunError,
-        CompensationError,
-        ConfigurationError,
-        ConflictError,
-        CorruptRecordError,
-        DamagedExportError,
-        EffectSettledError,
-        EncryptionKeyError,
-        InDoubtEffectError,
-        LeaseHeldError,
-        LeaseLostError,
-        MissingBlobsError,
-        ModelError,
-        ModelRequestError,
-        ModelTransientError,
-        NonDeterminismError,
-        NotFoundError,
-        RunExistsError,
-        RunStateError,
-        SavegameError,
-        SerializationError,
-        StateVersionError,
-        StepError,
-        StoreNotFoundError,
-        StoreUnavailableError,
-        ThreadBusyError,
-        ThreadExistsError,
-        TimedOutError,
-        UnauthenticatedRecordError,
-        UnencryptedRecordError,
-        WaitTimedOutError,
-        WorkflowImportError,
-        WorkspaceError,
-    )
-    from savegame.inspect import (
-        Change,
-        ChangeKind,
-        ModelCallRecord,
-        ModelUsage,
-        RunModelUsage,
-        RunNode,
-        StateDiff,
-        Tree,
-    )
-    from savegame.maintenance import (
-        PrunePlan,
-        RekeyReport,
-        RetentionPolicy,
-        StoreReport,
-        TransferReport,
-        VerifyReport,
-    )
-    from savegame.model import (
-        Checkpoint,
-        CheckpointHeader,
-        EffectKind,
-        EffectStatus,
-        Lease,
-        RunInfo,
-        RunResult,
-        RunStatus,
-        Usage,
-    )
-    from savegame.runtime import (
-        END,
-        CheckpointPolicy,
-        ChildRun,
-        Decision,
-        Effect,
-        ForkPlan,
-        ForkResult,
-        Observer,
-        OwnerGone,
-        RestoredWorkspace,
-        Sent,
-        StepContext,
-        Worker,
-        Workflow,
-        Workspace,
-        owner_gone,
-    )
-    from savegame.secrets import Secret
-    from savegame.stores import MemoryStore, Queue, QueueStats, SqliteStore, Store, open_store
-    from savegame.stores.schedules import Missed
-    from savegame.stores.schedules import ScheduleRecord as Schedule
+    from savegame.effects import Backoff, tool
+    from savegame.errors import SavegameError
+    from savegame.model import RunInfo, RunResult, RunStatus
+    from savegame.runtime import END, CheckpointPolicy, StepContext, Worker, Workflow, Workspace
+    from savegame.stores import MemoryStore, SqliteStore, Store, open_store
 
 __version__ = "0.1.0"
 
@@ -191,25 +65,100 @@ __version__ = "0.1.0"
 #: ``TYPE_CHECKING`` imports above are the same table for mypy and IDEs; a test keeps the
 #: two equal.
 _NAMES: dict[str, tuple[str, ...]] = {
-    "savegame.agent": (
-        "Agent",
-        "ChatModel",
-        "ContextPolicy",
-        "KeepLast",
-        "ModelResponse",
-        "Prompt",
-        "ScriptedModel",
-        "ToolCall",
-        "ToolSpec",
-    ),
+    "savegame.agent": ("Agent", "ChatModel", "ScriptedModel"),
     "savegame.client": (
         "Savegame",
         "approve",
         "aresume",
         "arun",
+        "connect",
+        "reject",
+        "resolve",
+        "resume",
+        "run",
+        "send",
+        "submit",
+        "supply",
+    ),
+    "savegame.codec": ("register",),
+    "savegame.codec.storage": ("StorageConfig",),
+    "savegame.effects": ("Backoff", "tool"),
+    "savegame.errors": ("SavegameError",),
+    "savegame.model": ("RunInfo", "RunResult", "RunStatus"),
+    "savegame.runtime": (
+        "END",
+        "CheckpointPolicy",
+        "StepContext",
+        "Worker",
+        "Workflow",
+        "Workspace",
+    ),
+    "savegame.stores": ("MemoryStore", "SqliteStore", "Store", "open_store"),
+}
+_MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
+
+__all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by a test
+    # The front door: a handle on one store, every operation a method of it
+    "Savegame",
+    "connect",
+    # Workflows and runs; the functions are one-shot conveniences over the handle
+    "END",
+    "CheckpointPolicy",
+    "StepContext",
+    "Workflow",
+    "Workspace",
+    "RunInfo",
+    "RunResult",
+    "RunStatus",
+    "aresume",
+    "arun",
+    "resume",
+    "run",
+    # Agents
+    "Agent",
+    "ChatModel",
+    "ScriptedModel",
+    # Side effects, and the people who decide on them
+    "Backoff",
+    "tool",
+    "approve",
+    "reject",
+    "resolve",
+    "supply",
+    # A worker fleet, and runs that wait for an event
+    "Worker",
+    "send",
+    "submit",
+    # Stores and storage
+    "MemoryStore",
+    "SqliteStore",
+    "StorageConfig",
+    "Store",
+    "open_store",
+    "register",
+    # The root of the error tree (the whole tree: savegame.errors)
+    "SavegameError",
+    # The version
+    "__version__",
+]
+
+#: Names the root exported before it was made small, by the module that exports them now.
+#: Each still reads from the root, with a DeprecationWarning naming its new spelling,
+#: until they are removed in savegame 0.3 (docs/upgrading.md lists them). Type checkers do
+#: not see them: a misspelt ``savegame.X`` stays an error, and the move shows at once.
+_MOVED: dict[str, tuple[str, ...]] = {
+    "savegame.agent": (
+        "ContextPolicy",
+        "KeepLast",
+        "ModelResponse",
+        "Prompt",
+        "ToolCall",
+        "ToolSpec",
+    ),
+    "savegame.client": (
+        # every operation's one-shot function; each is also a method of the handle
         "cancel",
         "compensate",
-        "connect",
         "declare_queue",
         "diff",
         "export_run",
@@ -231,26 +180,27 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "pending_interrupts",
         "plan_fork",
         "prune",
-        "reject",
         "rekey",
         "remove_schedule",
-        "resolve",
         "restore_workspace",
-        "resume",
         "resume_schedule",
-        "run",
         "schedule",
-        "send",
         "stats",
-        "submit",
-        "supply",
         "tree",
         "verify",
+        # what the handle's methods take and return
+        "Decision",
+        "Effect",
+        "ForkPlan",
+        "ForkResult",
+        "Observer",
+        "OwnerGone",
+        "RestoredWorkspace",
+        "Sent",
+        "owner_gone",
     ),
-    "savegame.codec": ("register",),
     "savegame.codec.crypto": ("Keyring",),
-    "savegame.codec.storage": ("StorageConfig",),
-    "savegame.effects": ("Backoff", "PendingInterrupt", "Tool", "tool"),
+    "savegame.effects": ("ChildRun", "PendingInterrupt", "Tool"),
     "savegame.errors": (
         "ApprovalRejected",
         "CheckpointWriteError",
@@ -273,7 +223,6 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "NotFoundError",
         "RunExistsError",
         "RunStateError",
-        "SavegameError",
         "SerializationError",
         "StateVersionError",
         "StepError",
@@ -312,203 +261,38 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "EffectKind",
         "EffectStatus",
         "Lease",
-        "RunInfo",
-        "RunResult",
-        "RunStatus",
         "Usage",
     ),
-    "savegame.runtime": (
-        "END",
-        "CheckpointPolicy",
-        "ChildRun",
-        "Decision",
-        "Effect",
-        "ForkPlan",
-        "ForkResult",
-        "Observer",
-        "OwnerGone",
-        "RestoredWorkspace",
-        "Sent",
-        "StepContext",
-        "Worker",
-        "Workflow",
-        "Workspace",
-        "owner_gone",
-    ),
     "savegame.secrets": ("Secret",),
-    "savegame.stores": ("MemoryStore", "Queue", "QueueStats", "SqliteStore", "Store", "open_store"),
-    "savegame.stores.schedules": ("Missed", "Schedule"),
+    "savegame.stores": ("Queue", "QueueStats"),
+    "savegame.stores.schedules": ("Missed", "ScheduleRecord"),
 }
-#: Exported under another name than its module gives it.
+#: Old root names whose new home spells them differently.
 _RENAMED = {"Schedule": "ScheduleRecord"}
-_MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
+#: Old root name -> (its module now, its name there).
+_NEW_HOME = {
+    {new: old for old, new in _RENAMED.items()}.get(name, name): (module, name)
+    for module, names in _MOVED.items()
+    for name in names
+}
 
-__all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted; pinned by a test
-    # The front door: a handle on one store, every operation a method of it
-    "Savegame",
-    "connect",
-    # Workflows and runs
-    "END",
-    "Checkpoint",
-    "CheckpointHeader",
-    "CheckpointPolicy",
-    "Lease",
-    "Observer",
-    "RunInfo",
-    "RunResult",
-    "RunStatus",
-    "StepContext",
-    "Usage",
-    "Workflow",
-    "aresume",
-    "arun",
-    "resume",
-    "run",
-    # Workspace snapshots
-    "RestoredWorkspace",
-    "Workspace",
-    "restore_workspace",
-    # Agents
-    "Agent",
-    "ChatModel",
-    "ContextPolicy",
-    "KeepLast",
-    "ModelCallRecord",
-    "ModelResponse",
-    "ModelUsage",
-    "Prompt",
-    "RunModelUsage",
-    "ScriptedModel",
-    "ToolCall",
-    "ToolSpec",
-    "model_calls",
-    "model_usage",
-    # Side effects, people and sagas
-    "Decision",
-    "Effect",
-    "EffectKind",
-    "EffectStatus",
-    "Backoff",
-    "PendingInterrupt",
-    "Tool",
-    "approve",
-    "cancel",
-    "compensate",
-    "list_effects",
-    "pending_interrupts",
-    "reject",
-    "resolve",
-    "supply",
-    "tool",
-    # A worker fleet
-    "OwnerGone",
-    "Queue",
-    "QueueStats",
-    "Worker",
-    "declare_queue",
-    "list_queues",
-    "owner_gone",
-    "submit",
-    # Schedules: cron occurrences started once per fleet
-    "Missed",
-    "Schedule",
-    "fire_schedules",
-    "get_schedule",
-    "list_schedules",
-    "pause_schedule",
-    "remove_schedule",
-    "resume_schedule",
-    "schedule",
-    # Waiting without a process: events, timers, child runs
-    "ChildRun",
-    "Sent",
-    "send",
-    # Reading a store, time travel
-    "Change",
-    "ChangeKind",
-    "StateDiff",
-    "diff",
-    "get_checkpoint",
-    "get_run",
-    "history",
-    "list_runs",
-    "list_threads",
-    # Moving runs between stores
-    "TransferReport",
-    "export_run",
-    "import_run",
-    # Time travel
-    "ForkPlan",
-    "ForkResult",
-    "RunNode",
-    "Tree",
-    "fork",
-    "plan_fork",
-    "tree",
-    # Stores and storage
-    "Keyring",
-    "MemoryStore",
-    "Secret",
-    "SqliteStore",
-    "StorageConfig",
-    "Store",
-    "open_store",
-    "register",
-    # Keeping a store small and sound
-    "PrunePlan",
-    "RekeyReport",
-    "RetentionPolicy",
-    "StoreReport",
-    "VerifyReport",
-    "prune",
-    "rekey",
-    "stats",
-    "verify",
-    # Errors (the tree is drawn in savegame.errors)
-    "ApprovalRejected",
-    "CheckpointWriteError",
-    "ChildRunError",
-    "CompensationError",
-    "ConfigurationError",
-    "ConflictError",
-    "CorruptRecordError",
-    "DamagedExportError",
-    "EffectSettledError",
-    "EncryptionKeyError",
-    "InDoubtEffectError",
-    "LeaseHeldError",
-    "LeaseLostError",
-    "MissingBlobsError",
-    "ModelError",
-    "ModelRequestError",
-    "ModelTransientError",
-    "NonDeterminismError",
-    "NotFoundError",
-    "RunExistsError",
-    "RunStateError",
-    "SavegameError",
-    "SerializationError",
-    "StateVersionError",
-    "StepError",
-    "StoreNotFoundError",
-    "StoreUnavailableError",
-    "ThreadBusyError",
-    "ThreadExistsError",
-    "TimedOutError",
-    "UnauthenticatedRecordError",
-    "UnencryptedRecordError",
-    "WaitTimedOutError",
-    "WorkflowImportError",
-    "WorkspaceError",
-    # The version
-    "__version__",
-]
+
+def _moved(name: str) -> str:
+    """The DeprecationWarning's text for an old root name: where it lives now."""
+    module, new = _NEW_HOME[name]
+    text = f"savegame.{name} moved to {module}.{new}"
+    if module == "savegame.client":
+        method = importlib.import_module(module).METHODS.get(name)
+        if method is not None:
+            text += f" (or the handle's method: sg.{method}(), sg = savegame.connect(...))"
+    return f"{text}; the root name is deprecated and goes in savegame 0.3"
 
 
 # Only at run time: mypy reads the TYPE_CHECKING imports, and a module __getattr__ it could
 # see would type every misspelt ``savegame.X`` as Any instead of an error.
 if not TYPE_CHECKING:
     import _thread  # built in: `import savegame` stays as light as it is
+    import warnings as _warnings  # the interpreter imported it at start: costs nothing
 
     # First reads of names from several threads at once each imported another part of the
     # package, in parallel across its import cycles, and Python's escape from the deadlock
@@ -524,6 +308,14 @@ if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> Any:
         module = _MODULE_OF.get(name)
+        if module is None and name in _NEW_HOME:
+            # Not cached in globals(): every read of an old name warns, each from its line.
+            with _FIRST_READ:
+                home, new = _NEW_HOME[name]
+                value = getattr(importlib.import_module(home), new)
+                message = _moved(name)
+            _warnings.warn(message, DeprecationWarning, stacklevel=2)
+            return value
         if module is None:
             if not name.startswith("_"):  # never savegame.__main__, which runs the CLI
                 # A subpackage read as an attribute (savegame.errors.NotFoundError) is
@@ -536,7 +328,7 @@ if not TYPE_CHECKING:
                         raise  # the subpackage is there; something it imports is not
             raise AttributeError(f"module 'savegame' has no attribute {name!r}")
         with _FIRST_READ:
-            value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+            value = getattr(importlib.import_module(module), name)
         globals()[name] = value  # read once: later reads are a plain global
         return value
 

@@ -124,7 +124,7 @@ class Usage:
     cost_usd: float | None = 0.0
     """Money spent, as the model adapters priced each call; None once a call's price was
     unknown: the run's total is then unknown, never a sum that leaves calls out (a
-    run's model calls, priced or not, are in ``savegame.model_usage``). A checkpoint
+    run's model calls, priced or not, are in ``savegame.client.model_usage``). A checkpoint
     saved before this rule holds 0.0 for such calls and reads as it was saved: the
     value is part of the checkpoint's checksum, and its journal has each call's price."""
     llm_calls: int = 0

@@ -11,20 +11,17 @@ from typing import Any, cast
 
 import pytest
 
-from savegame import (
-    ConfigurationError,
-    EffectKind,
-    RunStatus,
+from savegame import RunStatus, open_store, resume, submit
+from savegame.client import (
     declare_queue,
     fire_schedules,
     get_schedule,
     list_effects,
     list_runs,
-    open_store,
-    resume,
     schedule,
-    submit,
 )
+from savegame.errors import ConfigurationError
+from savegame.model import EffectKind
 from savegame.stores import Enqueue, QueueStore
 from tests.adversarial.conftest import Raw
 from tests.runtime.child_queue_flows import PLANNER, children_of

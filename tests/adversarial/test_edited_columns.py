@@ -30,12 +30,11 @@ from savegame import (
     StorageConfig,
     Workflow,
     codec,
-    get_checkpoint,
     resume,
     run,
     tool,
-    verify,
 )
+from savegame.client import get_checkpoint, verify
 from savegame.codec.crypto import Keyring
 from savegame.model import RunStatus
 from savegame.stores import open_store

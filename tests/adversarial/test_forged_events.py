@@ -15,18 +15,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    CorruptRecordError,
-    RunStatus,
-    StepContext,
-    StorageConfig,
-    Workflow,
-    resume,
-    run,
-    send,
-)
+from savegame import END, RunStatus, StepContext, StorageConfig, Workflow, resume, run, send
 from savegame.codec.crypto import Keyring
+from savegame.errors import CorruptRecordError
 from tests.adversarial.conftest import Raw
 
 KEYS = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))

@@ -18,26 +18,16 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    CorruptRecordError,
-    StepContext,
-    StepError,
-    StorageConfig,
-    Workflow,
-    approve,
-    compensate,
-    get_checkpoint,
-    history,
-    reject,
-    resume,
-    run,
-    tool,
-    verify,
-)
+from savegame import END, StepContext, StorageConfig, Workflow, approve, reject, resume, run, tool
+from savegame.client import compensate, get_checkpoint, history, verify
 from savegame.codec import entry_checksum
 from savegame.codec.crypto import Keyring
-from savegame.errors import InDoubtEffectError, UnauthenticatedRecordError
+from savegame.errors import (
+    CorruptRecordError,
+    InDoubtEffectError,
+    StepError,
+    UnauthenticatedRecordError,
+)
 from savegame.model import RunStatus
 from savegame.stores import open_store
 from tests.adversarial.conftest import Raw
@@ -271,7 +261,7 @@ def test_a_run_row_without_a_keyed_check_is_refused_under_keys(raw: Raw) -> None
     with pytest.raises(UnauthenticatedRecordError, match="savegame rekey --adopt"):
         resume("r", store=raw.url, workflow=wf, storage=KEYS)
     assert payments == []
-    from savegame import rekey
+    from savegame.client import rekey
 
     [skipped] = rekey(store=raw.url, storage=KEYS).skipped
     assert skipped.run_id == "r" and "without a keyed check" in skipped.reason
@@ -288,7 +278,7 @@ def test_a_key_rotation_does_not_sign_forged_records(raw: Raw, tmp_path: Path) -
     flow, evil = tmp_path / "flow.py", tmp_path / "evil.py"
     flow.write_text(FLOW)
     evil.write_text(EVIL)
-    from savegame import rekey
+    from savegame.client import rekey
     from savegame.runtime import load
 
     run(load(f"{flow}:wf"), run_id="r", store=raw.url, storage=KEYS)
@@ -389,7 +379,7 @@ def test_no_plaintext_copy_of_an_encrypted_value_is_written(raw: Raw) -> None:
     dumped = raw.dump()
     assert MARKER.encode() not in dumped
     # And a person with the key still reads every message.
-    from savegame import get_run, list_effects
+    from savegame.client import get_run, list_effects
 
     assert MARKER in (get_run("doubt", store=raw.url, storage=KEYS).error or "")
     shown = history("fail", store=raw.url, storage=KEYS)

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from savegame import CorruptRecordError, StorageConfig, fork, history, resume, run
+from savegame import StorageConfig, resume, run
+from savegame.client import fork, history
 from savegame.codec.crypto import Keyring
+from savegame.errors import CorruptRecordError
 from tests.adversarial.conftest import Raw
 from tests.crash.fork_workload import lines, wf
 
@@ -61,7 +63,7 @@ def test_an_executed_mark_edited_to_reused_is_refused(raw: Raw) -> None:
         "UPDATE effects SET metadata = ? WHERE run_id = ? AND request_id = ?",
         (json.dumps(meta), fork_id, request_id),
     )
-    from savegame import verify
+    from savegame.client import verify
 
     report = verify(store=raw.url, storage=KEYS)
     assert not report.ok

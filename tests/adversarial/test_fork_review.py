@@ -17,25 +17,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    ConfigurationError,
-    InDoubtEffectError,
-    Keyring,
-    RunStatus,
-    StepError,
-    StorageConfig,
-    Workflow,
-    fork,
-    history,
-    list_runs,
-    plan_fork,
-    resolve,
-    resume,
-    run,
-    tool,
-)
-from savegame.codec.crypto import new_key
+from savegame import END, RunStatus, StorageConfig, Workflow, resolve, resume, run, tool
+from savegame.client import fork, history, list_runs, plan_fork
+from savegame.codec.crypto import Keyring, new_key
+from savegame.errors import ConfigurationError, InDoubtEffectError, StepError
 
 WORKLOAD = """
 import os

@@ -1,7 +1,7 @@
 """A fresh process reads what savegame wrote, without the user's help; every public
 function takes a store URL (issue 30, point 9).
 
-``savegame.get_checkpoint`` and ``savegame.diff`` import only the readers (the package
+``savegame.client.get_checkpoint`` and ``savegame.client.diff`` import only the readers (the package
 is lazy), and ``ChildRun``, which a planner keeps in its state, was registered by the
 runtime: in a process that had not run anything they raised ``type 'savegame.ChildRun'
 is not registered``. ``restore_workspace(store=URL)`` raised ``AttributeError`` where
@@ -58,12 +58,12 @@ def test_a_planners_state_reads_in_a_fresh_process(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'planner.db'}"
     result = savegame.run(PLANNER, {}, store=url, wait=True)
     assert result.status.value == "completed"
-    first, *_, last = savegame.history(result.run_id, store=url)
+    first, *_, last = savegame.client.history(result.run_id, store=url)
     code = (
         "import savegame\n"
-        f"cp = savegame.get_checkpoint({first.checkpoint_id!r}, store={url!r})\n"
+        f"cp = savegame.client.get_checkpoint({first.checkpoint_id!r}, store={url!r})\n"
         "print(sorted(type(k).__name__ + ':' + k.workflow for k in cp.state['kids']))\n"
-        f"d = savegame.diff({last.checkpoint_id!r}, {first.checkpoint_id!r}, store={url!r})\n"
+        f"d = savegame.client.diff({last.checkpoint_id!r}, {first.checkpoint_id!r}, store={url!r})\n"
         "print(sorted(c.path for c in d.changes))\n"
     )
     kids, paths = _fresh(code).splitlines()
@@ -98,8 +98,8 @@ def test_restore_workspace_takes_a_store_url(tmp_path: Path) -> None:
 
     url = f"sqlite:///{tmp_path / 'files.db'}"
     result = savegame.run(wf, {}, store=url)
-    head = savegame.get_checkpoint(result.checkpoint_id, store=url)
+    head = savegame.client.get_checkpoint(result.checkpoint_id, store=url)
     elsewhere = tmp_path / "restored"
-    restored = savegame.restore_workspace(head, elsewhere, store=url)
+    restored = savegame.client.restore_workspace(head, elsewhere, store=url)
     assert restored is not None
     assert (elsewhere / "notes.txt").read_text() == "draft"

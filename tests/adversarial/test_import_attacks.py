@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import savegame
-from savegame import END, Keyring, StepContext, StorageConfig, Workflow, tool
+from savegame import END, StepContext, StorageConfig, Workflow, tool
+from savegame.codec.crypto import Keyring
 from savegame.errors import CorruptRecordError, DamagedExportError, UnauthenticatedRecordError
 from savegame.maintenance import _archive
 from savegame.stores import MemoryStore, SqliteStore
@@ -49,7 +50,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     tmp = tmp_path_factory.mktemp("export")
     store = SqliteStore(tmp / "s.db")
     savegame.run(_workflow(), {}, store=store, run_id="victim", storage=SEALED)
-    savegame.export_run("victim", tmp / "v.sgx", store=store)
+    savegame.client.export_run("victim", tmp / "v.sgx", store=store)
     store.close()
     return (tmp / "v.sgx").read_bytes()
 
@@ -57,7 +58,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 def _import(data: bytes, tmp_path: Path, store: MemoryStore) -> None:
     path = tmp_path / "in.sgx"
     path.write_bytes(data)
-    savegame.import_run(path, store=store, storage=SEALED)
+    savegame.client.import_run(path, store=store, storage=SEALED)
 
 
 def _refused(data: bytes, tmp_path: Path, error: type[Exception] = CorruptRecordError) -> str:
@@ -74,7 +75,7 @@ def _refused(data: bytes, tmp_path: Path, error: type[Exception] = CorruptRecord
 def test_the_untouched_file_imports(exported: bytes, tmp_path: Path) -> None:
     target = MemoryStore()
     _import(exported, tmp_path, target)
-    assert savegame.verify(store=target, storage=SEALED).ok
+    assert savegame.client.verify(store=target, storage=SEALED).ok
 
 
 @pytest.mark.parametrize("keep", [0.1, 0.5, 0.9, 0.999])
@@ -113,7 +114,7 @@ def test_bytes_after_the_end_and_other_files_are_refused(exported: bytes, tmp_pa
 def test_a_forged_file_with_no_edit_still_imports(exported: bytes, tmp_path: Path) -> None:
     target = MemoryStore()  # the forger's tooling is right: the refusals below are for the edits
     _import(forged(exported, lambda r: r), tmp_path, target)
-    assert savegame.get_checkpoint("victim", store=target, storage=SEALED).state["n"] == 3
+    assert savegame.client.get_checkpoint("victim", store=target, storage=SEALED).state["n"] == 3
 
 
 def test_a_run_row_pointing_at_other_code_is_refused(exported: bytes, tmp_path: Path) -> None:
@@ -210,7 +211,7 @@ def test_a_write_that_fails_midway_leaves_nothing(exported: bytes, tmp_path: Pat
         _import(exported, tmp_path, target)
     assert target.puts == 3
     assert target.list_runs() == []
-    with pytest.raises(savegame.NotFoundError):
+    with pytest.raises(savegame.errors.NotFoundError):
         target.get_run("victim")
 
 
@@ -225,5 +226,5 @@ def test_a_decompression_bomb_is_refused_before_it_fills_memory(tmp_path: Path) 
     assert len(bomb) < 100_000
     (tmp_path / "bomb.sgx").write_bytes(bomb)
     with pytest.raises(DamagedExportError, match="decompression bomb") as refused:
-        savegame.import_run(tmp_path / "bomb.sgx", store=MemoryStore())
+        savegame.client.import_run(tmp_path / "bomb.sgx", store=MemoryStore())
     assert refused.value.record == 3  # the third blob is over the budget

@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 import savegame
-from savegame import END, Keyring, RunStatus, StepContext, StorageConfig, Workflow, tool
+from savegame import END, RunStatus, StepContext, StorageConfig, Workflow, tool
 from savegame.codec import _envelope
+from savegame.codec.crypto import Keyring
 from savegame.errors import LeaseLostError, RunExistsError, ThreadExistsError
 from savegame.maintenance import _archive
 from savegame.maintenance._transfer import IMPORT_TTL, STALE
@@ -79,7 +80,7 @@ def _refunds() -> Workflow:
 def _journal(run_id: str, store: str, storage: StorageConfig | None = None) -> list[Any]:
     return [
         (e.request_id, e.status, e.arguments, e.result)
-        for e in savegame.list_effects(run_id, store=store, storage=storage)
+        for e in savegame.client.list_effects(run_id, store=store, storage=storage)
     ]
 
 
@@ -92,7 +93,7 @@ def two_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str
     for amount in (10, 99):
         source = f"sqlite:///{tmp / f'src{amount}.db'}"
         savegame.run(_charges(), {"amount": amount}, store=source, run_id="order-7")
-        savegame.export_run("order-7", tmp / f"order{amount}.sgx", store=source)
+        savegame.client.export_run("order-7", tmp / f"order{amount}.sgx", store=source)
         paths.append(tmp / f"order{amount}.sgx")
     return paths[0], paths[1], f"sqlite:///{tmp / 'src10.db'}"
 
@@ -174,10 +175,12 @@ def test_a_second_import_of_a_run_being_imported_is_refused_and_the_first_lands_
     assert first.returncode == 0, err
     assert "imported run order-7" in out
     assert _journal("order-7", target) == _journal("order-7", source)
-    state = savegame.get_checkpoint("order-7", store=target).state
-    assert state == savegame.get_checkpoint("order-7", store=source).state
-    assert savegame.verify(store=target).ok
-    assert savegame.get_run("order-7", store=target).lease is None  # released: nobody holds it
+    state = savegame.client.get_checkpoint("order-7", store=target).state
+    assert state == savegame.client.get_checkpoint("order-7", store=source).state
+    assert savegame.client.verify(store=target).ok
+    assert (
+        savegame.client.get_run("order-7", store=target).lease is None
+    )  # released: nobody holds it
 
 
 def _holding(url: str, run_id: str, owner: str, renewed_ago: float) -> int:
@@ -209,7 +212,7 @@ def test_an_import_lease_is_a_leftover_only_once_its_process_is_dead(
 ) -> None:
     first_file, second_file, _ = two_files
     url = f"sqlite:///{tmp_path / 'target.db'}"
-    savegame.import_run(first_file, store=url)
+    savegame.client.import_run(first_file, store=url)
     before = _journal("order-7", url)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -220,13 +223,13 @@ def test_an_import_lease_is_a_leftover_only_once_its_process_is_dead(
     token = _holding(url, "order-7", owner, renewed_ago)
     if alive:
         with pytest.raises(RunExistsError, match="another import is writing it"):
-            savegame.import_run(second_file, store=url)
+            savegame.client.import_run(second_file, store=url)
         assert _journal("order-7", url) == before  # nothing of the second file
         return
-    savegame.import_run(second_file, store=url)
+    savegame.client.import_run(second_file, store=url)
     charged = [e[2]["amount"] for e in _journal("order-7", url)]
     assert charged == [99, 198, 297]  # the second file's, whole
-    assert savegame.verify(store=url).ok
+    assert savegame.client.verify(store=url).ok
     # The run was made anew, its token moved past the leftover's: a writer of the
     # replaced run that is still about is refused.
     store = open_store(url)
@@ -251,7 +254,7 @@ def waiting_export(tmp_path: Path) -> Path:
         storage=SEALED,
     )  # fmt: skip
     assert first.status is RunStatus.INTERRUPTED
-    savegame.export_run("file-run", tmp_path / "file-run.sgx", store=source)
+    savegame.client.export_run("file-run", tmp_path / "file-run.sgx", store=source)
     return tmp_path / "file-run.sgx"
 
 
@@ -262,12 +265,14 @@ def test_a_run_on_a_thread_the_store_has_is_refused_naming_both(
     savegame.run(_charges(), {"amount": 1}, store=target, run_id="own-run",
                  thread_id="support-42", storage=SEALED)  # fmt: skip
     with pytest.raises(ThreadExistsError) as refused:
-        savegame.import_run(waiting_export, store=target, storage=SEALED)
+        savegame.client.import_run(waiting_export, store=target, storage=SEALED)
     assert (refused.value.thread_id, refused.value.run_id, refused.value.imported_run_id) == (
         "support-42", "own-run", "file-run",
     )  # fmt: skip
     assert "--thread" in str(refused.value)
-    assert [r.run_id for r in savegame.list_runs(store=target)] == ["own-run"]  # nothing written
+    assert [r.run_id for r in savegame.client.list_runs(store=target)] == [
+        "own-run"
+    ]  # nothing written
 
 
 def test_thread_imports_the_runs_into_a_new_thread_and_both_go_on(
@@ -279,11 +284,11 @@ def test_thread_imports_the_runs_into_a_new_thread_and_both_go_on(
     monkeypatch.setenv("SAVEGAME_KEYS", f"imp:{base64.b64encode(RING.key('imp', 'test')).decode()}")
     done = _savegame("import", str(waiting_export), "--store", target, "--thread", "support-42-b")
     assert done.returncode == 0, done.stderr
-    moved = savegame.get_run("file-run", store=target, storage=SEALED)
+    moved = savegame.client.get_run("file-run", store=target, storage=SEALED)
     assert moved.thread_id == "support-42-b"
-    history = savegame.history("file-run", store=target, storage=SEALED)
+    history = savegame.client.history("file-run", store=target, storage=SEALED)
     assert {h.thread_id for h in history} == {"support-42-b"}
-    assert savegame.verify(store=target, storage=SEALED).ok  # checks remade under the key
+    assert savegame.client.verify(store=target, storage=SEALED).ok  # checks remade under the key
     # support-42 goes on from its own run, not blocked by the imported one ...
     turn = savegame.run(_charges(), {"amount": 2}, store=target, thread_id="support-42",
                         storage=SEALED)  # fmt: skip

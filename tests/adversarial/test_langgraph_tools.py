@@ -17,8 +17,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
-from savegame import CorruptRecordError, SavegameError, StorageConfig
+from savegame import SavegameError, StorageConfig
 from savegame.codec.crypto import Keyring
+from savegame.errors import CorruptRecordError
 from savegame.langgraph import SavegameSaver, durable_tool
 
 KEYS = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))

@@ -13,22 +13,11 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from savegame import (
-    END,
-    RunStatus,
-    SerializationError,
-    StepContext,
-    Workflow,
-    codec,
-    get_checkpoint,
-    get_run,
-    list_effects,
-    resume,
-    run,
-    tool,
-)
+from savegame import END, RunStatus, StepContext, Workflow, codec, resume, run, tool
+from savegame.client import get_checkpoint, get_run, list_effects
 from savegame.codec import _values, open_record
 from savegame.codec.storage import StorageConfig, resolve
+from savegame.errors import SerializationError
 from savegame.ids import new_id
 from savegame.stores import SqliteStore
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from savegame import ConfigurationError
+from savegame.errors import ConfigurationError
 from savegame.model import Lease, RunStatus
 from savegame.stores import Enqueue, Queue, SqliteStore
 from savegame.testing.builders import make_run

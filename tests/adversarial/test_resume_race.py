@@ -54,7 +54,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def test_a_resume_that_loses_the_race_says_the_run_ended(url: str) -> None:
     killed = _cli("run", FLOW, "--run-id", "race", "--store", url, SG_RACE_KILL="1")
     assert killed.returncode == -9, killed.stderr  # SIGKILLed in its second step: left running
-    assert savegame.get_run("race", store=url).status.value == "running"
+    assert savegame.client.get_run("race", store=url).status.value == "running"
 
     slow = subprocess.Popen(
         [sys.executable, "-m", "savegame", "resume", "race", "--store", url],
@@ -70,7 +70,7 @@ def test_a_resume_that_loses_the_race_says_the_run_ended(url: str) -> None:
         assert slow.stdout.readline() == "importing the workflow\n"
         fast = _cli("resume", "race", "--store", url)
         assert fast.returncode == 0, fast.stderr
-        assert savegame.get_run("race", store=url).status.value == "completed"
+        assert savegame.client.get_run("race", store=url).status.value == "completed"
         _, err = slow.communicate("go\n", timeout=120)
     finally:
         if slow.poll() is None:

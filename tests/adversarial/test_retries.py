@@ -13,20 +13,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    Backoff,
-    CorruptRecordError,
-    StepContext,
-    StorageConfig,
-    Workflow,
-    get_run,
-    list_effects,
-    resume,
-    run,
-    tool,
-)
+from savegame import END, Backoff, StepContext, StorageConfig, Workflow, resume, run, tool
+from savegame.client import get_run, list_effects
 from savegame.codec.crypto import Keyring
+from savegame.errors import CorruptRecordError
 from savegame.model import RunStatus
 
 from .conftest import Raw

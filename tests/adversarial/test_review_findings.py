@@ -18,25 +18,19 @@ import pytest
 
 from savegame import (
     END,
-    ConfigurationError,
-    InDoubtEffectError,
-    Keyring,
-    NonDeterminismError,
     RunStatus,
     StepContext,
     StorageConfig,
     Workflow,
     approve,
-    cancel,
-    get_run,
-    pending_interrupts,
-    rekey,
     resolve,
     resume,
     run,
     tool,
-    verify,
 )
+from savegame.client import cancel, get_run, pending_interrupts, rekey, verify
+from savegame.codec.crypto import Keyring
+from savegame.errors import ConfigurationError, InDoubtEffectError, NonDeterminismError
 from savegame.stores import SqliteStore, open_store
 from tests.adversarial.conftest import Raw
 
@@ -174,7 +168,7 @@ def test_compensation_stops_at_a_compensable_write_in_doubt(tmp_path: Path) -> N
         cancel("s", store=url, compensate_effects=True)
     assert charged == ["charge 25"]  # not refunded blindly, not left out silently
     resolve("s", "s:1:0", done=True, result="ch_1", store=url)
-    from savegame import compensate
+    from savegame.client import compensate
 
     assert compensate("s", store=url).status is RunStatus.COMPENSATED
     assert charged == ["charge 25", "refund 25"]
@@ -286,7 +280,8 @@ def test_a_column_edited_to_text_that_is_not_utf8_is_a_damaged_record(tmp_path: 
     every reader names a damaged record instead of failing with an OperationalError."""
     import sqlite3
 
-    from savegame import CorruptRecordError, get_checkpoint
+    from savegame.client import get_checkpoint
+    from savegame.errors import CorruptRecordError
 
     path = tmp_path / "t.db"
     url = f"sqlite:///{path}"

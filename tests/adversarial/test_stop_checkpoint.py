@@ -11,19 +11,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    CheckpointPolicy,
-    RunStatus,
-    StepContext,
-    StepError,
-    Workflow,
-    codec,
-    get_checkpoint,
-    get_run,
-    resume,
-    run,
-)
+from savegame import END, CheckpointPolicy, RunStatus, StepContext, Workflow, codec, resume, run
+from savegame.client import get_checkpoint, get_run
+from savegame.errors import StepError
 
 
 @dataclass

@@ -151,7 +151,7 @@ def test_an_action_on_a_run_acts_on_that_run_and_leads_back_to_it(
         done = client.post(cancel, data={**form, "confirmed": "1"}, follow_redirects=False)
         assert done.status_code == 303, (run_id, done.text[:300])
         assert _run_shown(client.get(done.headers["location"]).text) == run_id
-        assert savegame.get_run(run_id, store=url).status.value == "cancelled"
+        assert savegame.client.get_run(run_id, store=url).status.value == "cancelled"
 
 
 def test_a_checkpoint_page_links_to_its_run(client: httpx.Client) -> None:

@@ -137,8 +137,8 @@ def planted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Planted]
         logging.getLogger("savegame.stores.redis").disabled = True  # the test Redis has no AOF
         try:
             result = savegame.run(secret_flow.wf, {}, store=url)
-            first, *_, last = savegame.history(result.run_id, store=url)
-            (effect,) = savegame.list_effects(result.run_id, store=url)
+            first, *_, last = savegame.client.history(result.run_id, store=url)
+            (effect,) = savegame.client.list_effects(result.run_id, store=url)
         finally:
             logging.getLogger("savegame.stores.redis").disabled = False
         assert result.status.value == "interrupted"
@@ -287,7 +287,7 @@ def test_no_command_prints_a_secret_of_its_store_url(planted: Planted, tmp_path:
     values = _values(planted, tmp_path)
     sqlite_source(Path(values["source"]))  # a LangGraph file for `migrate` to move
     if planted.opens:  # an export file for `import` to read
-        savegame.export_run(planted.run_id, values["path"], store=planted.url)
+        savegame.client.export_run(planted.run_id, values["path"], store=planted.url)
     lines: list[list[str]] = []
     for words, command in _commands():
         argv, offers_json = _argv(words, command, values)
@@ -314,7 +314,7 @@ def test_no_ui_page_shows_a_secret_of_its_store_url(
 
     caplog.set_level(logging.DEBUG, logger="savegame")
     if not planted.opens:
-        with pytest.raises(savegame.ConfigurationError) as failed:
+        with pytest.raises(savegame.errors.ConfigurationError) as failed:
             create_app(planted.url)
         assert SECRET not in str(failed.value)
         assert SECRET not in caplog.text
@@ -367,6 +367,6 @@ def test_every_position_is_redacted_in_the_url_and_in_a_message(planted: Planted
 def test_credentials_in_an_objects_url_are_refused_and_said_so(
     objects: str, tmp_path: Path
 ) -> None:
-    with pytest.raises(savegame.ConfigurationError, match="holds credentials") as refused:
+    with pytest.raises(savegame.errors.ConfigurationError, match="holds credentials") as refused:
         savegame.open_store(f"sqlite:///{tmp_path / 's.db'}?{objects}")
     assert "pw" not in str(refused.value)

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from savegame import END, RunStatus, StepContext, Worker, Workflow, get_checkpoint, submit
+from savegame import END, RunStatus, StepContext, Worker, Workflow, submit
+from savegame.client import get_checkpoint
 from savegame.stores import SqliteStore
 
 CYCLIC = Workflow("adversarial-cyclic")

@@ -18,16 +18,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    CorruptRecordError,
-    StepError,
-    Workflow,
-    codec,
-    get_checkpoint,
-    resume,
-    run,
-)
+from savegame import END, Workflow, codec, resume, run
+from savegame.client import get_checkpoint
+from savegame.errors import CorruptRecordError, StepError
 from savegame.model import WORKSPACE_KEY, StoredFile
 from savegame.stores import SqliteStore
 

@@ -14,18 +14,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    RunStatus,
-    StepError,
-    Workflow,
-    Workspace,
-    WorkspaceError,
-    get_checkpoint,
-    restore_workspace,
-    resume,
-    run,
-)
+from savegame import END, RunStatus, Workflow, Workspace, resume, run
+from savegame.client import get_checkpoint, restore_workspace
+from savegame.errors import StepError, WorkspaceError
 from savegame.stores import SqliteStore
 
 

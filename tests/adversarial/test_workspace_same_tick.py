@@ -20,16 +20,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    StepError,
-    Workflow,
-    get_checkpoint,
-    history,
-    restore_workspace,
-    resume,
-    run,
-)
+from savegame import END, Workflow, resume, run
+from savegame.client import get_checkpoint, history, restore_workspace
+from savegame.errors import StepError
 from savegame.model import WORKSPACE_KEY
 from savegame.stores import MemoryStore, SqliteStore, Store
 from tests.adversarial.counter_workload import KILL_AT

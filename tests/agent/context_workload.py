@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
-from savegame import Agent, KeepLast
+from savegame import Agent
+from savegame.agent import KeepLast
 from savegame.models import OpenAI
 
 URL = os.environ["SAVEGAME_MODEL_URL"]

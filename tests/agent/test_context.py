@@ -14,24 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from werkzeug import Request, Response
 
-from savegame import (
-    Agent,
-    ConfigurationError,
+from savegame import Agent, open_store, run
+from savegame.agent import (
     ContextPolicy,
+    Everything,
     KeepLast,
     ModelResponse,
     Prompt,
     ToolCall,
     ToolSpec,
-    fork,
-    history,
-    model_calls,
-    open_store,
-    run,
 )
-from savegame.agent import Everything
 from savegame.agent._context import SUMMARY_INSTRUCTIONS, dropped, split, starts_turn
-from savegame.errors import ModelRequestError
+from savegame.client import fork, history, model_calls
+from savegame.errors import ConfigurationError, ModelRequestError
 from savegame.models import Anthropic, OpenAI
 from savegame.runtime import StepContext
 from tests import provider

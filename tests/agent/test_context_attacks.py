@@ -10,11 +10,11 @@ from typing import Any, cast
 
 import pytest
 
-from savegame import ConfigurationError, KeepLast, ModelResponse, ToolSpec, open_store, run
-from savegame.agent import Agent
+from savegame import open_store, run
+from savegame.agent import Agent, KeepLast, ModelResponse, ToolSpec
 from savegame.agent._context import LINE_LIMIT, digest
 from savegame.effects import Message
-from savegame.errors import StepError
+from savegame.errors import ConfigurationError, StepError
 from savegame.runtime import StepContext
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from savegame import RunStatus, fork, history, model_calls
+from savegame import RunStatus
 from savegame.agent._context import SUMMARY_INSTRUCTIONS
+from savegame.client import fork, history, model_calls
 from savegame.runtime import load
 from tests import provider
 from tests.crash.harness import kill_at_hook, run_to_end

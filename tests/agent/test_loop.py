@@ -6,16 +6,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    Agent,
-    ConfigurationError,
-    ModelResponse,
-    ScriptedModel,
-    Store,
-    ToolCall,
-    history,
-    run,
-)
+from savegame import Agent, ScriptedModel, Store, run
+from savegame.agent import ModelResponse, ToolCall
+from savegame.client import history
+from savegame.errors import ConfigurationError
 
 
 def lookup_order(order_id: str) -> dict[str, Any]:

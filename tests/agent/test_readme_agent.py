@@ -16,5 +16,5 @@ def test_the_agent_example_runs_twice(tmp_path: Path) -> None:
         out = run_example(tmp_path, example)
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("Order A-1 totals 120. Usage(")
-    runs = savegame.list_runs(store=f"sqlite:///{tmp_path / 'savegame.db'}")
+    runs = savegame.client.list_runs(store=f"sqlite:///{tmp_path / 'savegame.db'}")
     assert [r.status.value for r in runs] == ["completed", "completed"]

@@ -51,7 +51,8 @@ SHOP = textwrap.dedent(
     import os
     import signal
 
-    from savegame import END, ApprovalRejected, Workflow, tool
+    from savegame import END, Workflow, tool
+    from savegame.errors import ApprovalRejected
 
     HERE = os.path.dirname(os.path.abspath(__file__))
 

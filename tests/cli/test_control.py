@@ -280,9 +280,9 @@ def test_cancel_by_names_who_cancelled_in_the_marker_and_the_closed_approval(
     start(cli, shop, store, "refunds", "r1", order_id="A", amount=500)
     out = cli("cancel", "r1", "--by", "ops-oncall", "--store", store)
     assert (out.exit_code, out.stdout) == (0, "run r1: cancelled\n")
-    marker = savegame.history("r1", store=store)[0]
+    marker = savegame.client.history("r1", store=store)[0]
     assert marker.metadata["cancelled_by"] == "ops-oncall"
-    (closed,) = savegame.list_effects("r1", store=store)
+    (closed,) = savegame.client.list_effects("r1", store=store)
     assert (closed.error, closed.metadata["by"]) == ("run cancelled", "ops-oncall")
 
 

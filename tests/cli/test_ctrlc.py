@@ -63,7 +63,7 @@ def test_run_stops_at_the_boundary_says_how_to_resume_and_exits_130(
     run_id, step = stopped(ended, sqlite_url)
     assert step == 2
     assert child.calls() == ["start 1", "end 1", "start 2", "end 2"]
-    assert len(savegame.list_effects(run_id, store=sqlite_url)) == 2
+    assert len(savegame.client.list_effects(run_id, store=sqlite_url)) == 2
     assert head(run_id, sqlite_url) == (2, RunStatus.INTERRUPTED, "tick")
     progress = ended.stdout.splitlines()[-1].split()[:6]  # the stop checkpoint's line
     assert progress == ["step", "2", "tick", "->", "tick", "interrupted"]
@@ -77,7 +77,7 @@ def test_a_stopped_run_is_one_json_line_under_json(sqlite_url: str, tmp_path: Pa
     child = Child.cli(["run", f"{WORKLOAD}:sync_wf", "--store", sqlite_url, "--json"], tmp_path)
     ended = first_ctrl_c(child)
     assert ended.returncode == 130 and ended.stdout == ""
-    [run] = savegame.list_runs(store=sqlite_url)
+    [run] = savegame.client.list_runs(store=sqlite_url)
     said = orjson.loads(ended.stderr.strip().splitlines()[-1])
     assert said == {
         "error": f"run {run.run_id} stopped at step 2: "
@@ -94,7 +94,7 @@ def test_a_second_ctrl_c_stops_at_once(sqlite_url: str, tmp_path: Path) -> None:
     assert ended.returncode == 130
     assert ended.stderr.endswith("error: interrupted\n")
     assert child.calls() == ["start 1", "end 1", "start 2"]
-    [run] = savegame.list_runs(store=sqlite_url)
+    [run] = savegame.client.list_runs(store=sqlite_url)
     assert head(run.run_id, sqlite_url) == (1, RunStatus.RUNNING, "tick")
     assert resumed(run.run_id, sqlite_url, tmp_path) == reference(workload.sync_wf, {})
 

@@ -8,7 +8,7 @@ import savegame
 
 
 def _ids(store: str, run_id: str) -> list[str]:
-    return [h.checkpoint_id for h in reversed(savegame.history(run_id, store=store))]
+    return [h.checkpoint_id for h in reversed(savegame.client.history(run_id, store=store))]
 
 
 def test_diff_shows_changed_values_and_a_list_that_grew(cli: Any, ref: str, store: str) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from savegame import ConfigurationError, EffectSettledError
 from savegame.cli.errors import CliError, exit_code, one_line
+from savegame.errors import ConfigurationError, EffectSettledError
 from tests.cli.conftest import savegame_cli
 
 

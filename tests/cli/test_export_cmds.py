@@ -25,7 +25,7 @@ def test_export_then_import_into_another_store(
     assert cli("verify", "--store", other).exit_code == 0
     shown = cli("show", "r", "--store", other, "--json").json()
     assert shown["state"] == cli("show", "r", "--store", store, "--json").json()["state"]
-    assert savegame.get_run("r", store=other).status.value == "completed"
+    assert savegame.client.get_run("r", store=other).status.value == "completed"
 
     again = cli("import", str(path), "--store", other)
     assert again.exit_code != 0 and "run r exists already" in again.stderr
@@ -43,4 +43,4 @@ def test_a_damaged_file_is_one_line_naming_the_record(
     assert out.exit_code != 0
     assert "export file record" in out.stderr and "truncated" in out.stderr
     assert "Traceback" not in out.stderr
-    assert savegame.list_runs(store=other) == []
+    assert savegame.client.list_runs(store=other) == []

@@ -88,7 +88,7 @@ def test_a_worker_only_claims_the_workflows_it_is_given(
         0,
         "worker stopped: claimed 0 runs (nothing to do)",
     )
-    assert savegame.get_run("q1", store=store).status is savegame.RunStatus.QUEUED
+    assert savegame.client.get_run("q1", store=store).status is savegame.RunStatus.QUEUED
 
 
 def wait_for(condition: Any, timeout: float = 10.0) -> None:
@@ -111,7 +111,7 @@ def test_sigterm_stops_a_worker_at_a_step_boundary_and_another_finishes(
         text=True,
     )
     try:
-        wait_for(lambda: savegame.get_run("long", store=store).step >= 2)
+        wait_for(lambda: savegame.client.get_run("long", store=store).step >= 2)
         worker.send_signal(signal.SIGTERM)
         stopped_at = time.monotonic()
         stdout, stderr = worker.communicate(timeout=10)
@@ -123,10 +123,10 @@ def test_sigterm_stops_a_worker_at_a_step_boundary_and_another_finishes(
     assert stdout.strip() == "worker stopped: claimed 1 run (1 left running for another worker)"
     assert "finishing current steps, then stopping" in stderr
 
-    info = savegame.get_run("long", store=store)
+    info = savegame.client.get_run("long", store=store)
     assert (info.status, info.lease) == (savegame.RunStatus.RUNNING, None)
     assert 2 <= info.step < 15
-    head = savegame.get_checkpoint("long", store=store)
+    head = savegame.client.get_checkpoint("long", store=store)
     # A step boundary: the head is the run's last finished step, with the next step named.
     assert (head.checkpoint_id, head.step, head.next) == (
         info.head_checkpoint_id,

@@ -114,7 +114,7 @@ def test_a_migrated_thread_waits_and_its_bookkeeping_runs_are_not_listed(
     interrupted = ok(cli, "runs", "--status", "interrupted", *store, "--json").json()
     assert {r["thread_id"] for r in interrupted} == {"forked", "waiting"}
     # A marker is still there by id.
-    marker = savegame.list_runs(workflow="langgraph-migration", store=url)[0].run_id
+    marker = savegame.client.list_runs(workflow="langgraph-migration", store=url)[0].run_id
     assert ok(cli, "history", marker, *store).stdout
 
     ok(cli, "answer", roots["waiting"]["run_id"], "--value", '"yes"', "--by", "carol", *store)
@@ -137,7 +137,7 @@ def test_answer_gives_a_savegame_run_its_value_and_continues_it(
     assert waiting["run_id"] == "q1"
     done = ok(cli, "answer", "q1", "--value", '"gold"', "--by", "dan", "--store", store, "--json")
     assert done.json()["status"] == "completed"
-    assert savegame.get_checkpoint("q1", store=store).state == {"plan": "gold"}
+    assert savegame.client.get_checkpoint("q1", store=store).state == {"plan": "gold"}
     [entry] = ok(cli, "effects", "q1", "--store", store, "--json").json()
     assert entry["metadata"]["by"] == "dan"
 

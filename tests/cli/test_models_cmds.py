@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from savegame import END, ModelResponse, StepContext, ToolSpec, Workflow, run
+from savegame import END, StepContext, Workflow, run
+from savegame.agent import ModelResponse, ToolSpec
 
 
 class Fixed:

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from savegame import ConfigurationError, resolve
+from savegame import resolve
+from savegame.errors import ConfigurationError
 from tests.cli.test_control import crash_mid_charge, ledger
 from tests.cli.test_errors import assert_one_error_line
 

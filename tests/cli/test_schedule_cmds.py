@@ -62,7 +62,7 @@ def test_a_worker_starts_the_due_occurrence(cli: Any, ref: str, store: str, tmp_
     assert out.exit_code == 0, out.stderr
     run_id = occurrence_id("tick", due)
     assert f"schedule tick started {run_id}" in out.stderr
-    assert savegame.get_run(run_id, store=store).status is savegame.RunStatus.COMPLETED
+    assert savegame.client.get_run(run_id, store=store).status is savegame.RunStatus.COMPLETED
 
 
 def test_a_schedule_with_a_queue_fires_into_it(
@@ -89,7 +89,7 @@ def test_a_schedule_with_a_queue_fires_into_it(
     )  # fmt: skip
     assert out.exit_code == 0, out.stderr
     run_id = occurrence_id("tick", due)
-    assert savegame.get_run(run_id, store=store).status is savegame.RunStatus.COMPLETED
+    assert savegame.client.get_run(run_id, store=store).status is savegame.RunStatus.COMPLETED
     with SqliteStore(tmp_path / "savegame.db") as handle:
         assert handle.run_queue(run_id) == Enqueue("nightly", 2)
 

@@ -248,7 +248,7 @@ def test_an_empty_duration_is_refused() -> None:
         parse_duration("", "--ttl", at_most=LIMIT)
 
 
-LIMIT = savegame.RetentionPolicy.MAX_AGE
+LIMIT = savegame.maintenance.RetentionPolicy.MAX_AGE
 
 
 @pytest.mark.parametrize(
@@ -324,7 +324,7 @@ def test_keygen_prints_a_key_in_the_savegame_keys_form(cli: Any) -> None:
     kid, _, key = second.partition(":")
     assert kid == "k2" and len(base64.b64decode(key)) == 32
     assert first.partition(":")[2] != key
-    ring = savegame.Keyring.parse(f"{second},{first}")
+    ring = savegame.codec.crypto.Keyring.parse(f"{second},{first}")
     assert ring.active == "k2"
     assert_one_error_line(cli("keygen", "--id", "a:b"), "--id 'a:b'")
 

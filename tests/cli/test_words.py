@@ -45,10 +45,10 @@ def test_a_printed_hint_runs_as_printed_in_a_shell(shop: Path, tmp_path: Path, p
             timeout=60,
         )
         assert pasted.returncode == 0, pasted.stderr
-        approval, refund = savegame.list_effects("r1", store=store)
+        approval, refund = savegame.client.list_effects("r1", store=store)
         assert (approval.status.value, approval.metadata["by"]) == ("done", "ana")
         assert refund.result == {"order_id": "A", "amount": 500}
-        assert savegame.get_run("r1", store=store).status.value == "completed"
+        assert savegame.client.get_run("r1", store=store).status.value == "completed"
 
 
 def test_quiet_prints_the_run_and_its_status_on_one_line(
@@ -74,11 +74,11 @@ def test_quiet_prints_the_run_and_its_status_on_one_line(
 
     first = cli("history", "c1", "--store", store, "--json").json()[-1]["checkpoint_id"]
     out = cli("fork", first, "--store", store, "--quiet")
-    forked = savegame.list_runs(store=store)[0]
+    forked = savegame.client.list_runs(store=store)[0]
     assert forked.run_id not in ("r1", "r2", "c1")
     assert (out.exit_code, out.stdout) == (0, f"{forked.run_id} completed\n")
     out = cli("fork", first, "--no-run", "--store", store, "-q")
-    waiting = savegame.list_runs(store=store)[0]
+    waiting = savegame.client.list_runs(store=store)[0]
     assert (out.exit_code, out.stdout) == (0, f"{waiting.run_id} {waiting.status.value}\n")
 
 

@@ -25,12 +25,7 @@ import savegame.maintenance
 import savegame.runtime
 from savegame import (
     END,
-    ChangeKind,
-    ConfigurationError,
-    Keyring,
     MemoryStore,
-    NotFoundError,
-    RetentionPolicy,
     RunStatus,
     Savegame,
     StepContext,
@@ -39,6 +34,10 @@ from savegame import (
     Workflow,
     tool,
 )
+from savegame.codec.crypto import Keyring
+from savegame.errors import ConfigurationError, NotFoundError
+from savegame.inspect import ChangeKind
+from savegame.maintenance import RetentionPolicy
 from savegame.model import utcnow
 from tests.services import BACKENDS
 
@@ -75,7 +74,7 @@ GATED = Workflow("handle-gated")
 def pay(state: State, ctx: StepContext) -> tuple[State, str]:
     try:
         return {"paid": ctx.call(handle_pay, amount=state["amount"])}, END
-    except savegame.ApprovalRejected as no:
+    except savegame.errors.ApprovalRejected as no:
         return {"paid": None, "why": no.reason}, END
 
 
@@ -245,8 +244,10 @@ def test_upkeep_through_one_handle(backend: str, tmp_path: Path, opened: list[St
     for url in _url(backend, tmp_path):
         with _connect(url, keys) as sg:
             done = sg.run(COUNTER)
-            with pytest.raises(savegame.EncryptionKeyError):  # written under the handle's keys
-                savegame.get_checkpoint(done.run_id, store=sg.store, storage=StorageConfig())
+            with pytest.raises(
+                savegame.errors.EncryptionKeyError
+            ):  # written under the handle's keys
+                savegame.client.get_checkpoint(done.run_id, store=sg.store, storage=StorageConfig())
             assert sg.verify().damaged == []
             rekeyed = sg.rekey()
             assert (rekeyed.key_id, rekeyed.skipped) == ("k1", [])
@@ -299,7 +300,7 @@ def test_async_with_closes_the_handle_and_a_missing_store_is_refused(tmp_path: P
         return sg
 
     assert asyncio.run(use()).closed
-    with pytest.raises(savegame.StoreNotFoundError, match="does not exist"):
+    with pytest.raises(savegame.errors.StoreNotFoundError, match="does not exist"):
         savegame.connect(f"sqlite:///{tmp_path / 'none.db'}", create=False)
     assert not (tmp_path / "none.db").exists()
 
@@ -307,8 +308,8 @@ def test_async_with_closes_the_handle_and_a_missing_store_is_refused(tmp_path: P
 def test_a_handle_given_as_a_store_is_refused_saying_what_to_pass() -> None:
     with savegame.connect("memory://") as sg:
         with pytest.raises(ConfigurationError, match=r"pass its store \(store=sg.store\)"):
-            savegame.list_runs(store=sg)  # type: ignore[arg-type]
-        assert savegame.list_runs(store=sg.store) == []
+            savegame.client.list_runs(store=sg)  # type: ignore[arg-type]
+        assert savegame.client.list_runs(store=sg.store) == []
 
 
 def test_the_handle_says_where_it_is() -> None:

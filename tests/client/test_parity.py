@@ -1,4 +1,5 @@
-"""The handle and the module functions are one API: every root function that takes ``store=``
+"""The handle and the module functions are one API: every function of ``savegame.client``
+(the root's ``run``, ``resume`` ... are some of them) that takes ``store=``
 has a method of ``Savegame`` (``savegame.client.METHODS`` names it) with the same
 parameters but ``store`` and ``storage``: names, kinds, defaults and types, and the same
 return type. Each hands every argument on: the function to its method, the method to
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 import savegame
+import savegame.client
 from savegame.client import METHODS, Savegame
 
 HELD = ("store", "storage")
@@ -25,8 +27,8 @@ HELD = ("store", "storage")
 
 def _functions_with_store() -> dict[str, Callable[..., Any]]:
     found = {}
-    for name in savegame.__all__:
-        obj = getattr(savegame, name)
+    for name in savegame.client.__all__:
+        obj = getattr(savegame.client, name)
         if name == "connect":
             continue  # the door itself: it makes the handle
         if inspect.isfunction(obj) and "store" in inspect.signature(obj).parameters:
@@ -61,7 +63,7 @@ def _shape(fn: Callable[..., Any], *, leave: tuple[str, ...] = ()) -> list[tuple
     return [*shape, ("return", hints.get("return"))]
 
 
-def test_the_mapping_names_every_root_function_that_takes_a_store() -> None:
+def test_the_mapping_names_every_function_that_takes_a_store() -> None:
     assert sorted(METHODS) == sorted(FUNCTIONS)
 
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from savegame import MemoryStore, SqliteStore, codec, rekey
-from savegame import verify as verify_store
+from savegame import MemoryStore, SqliteStore, codec
+from savegame.client import rekey
+from savegame.client import verify as verify_store
 from savegame.codec import (
     decode_value,
     open_entry,
@@ -83,7 +84,7 @@ def test_format_1_golden_sqlite_file_loads_through_the_public_api(tmp_path: Path
 
 
 def codec_get(url: str, ident: str) -> Any:
-    from savegame import get_checkpoint
+    from savegame.client import get_checkpoint
 
     return get_checkpoint(ident, store=url, storage=StorageConfig())
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-from savegame import CheckpointHeader, Observer, resume, run
+from savegame import resume, run
+from savegame.client import Observer
+from savegame.model import CheckpointHeader
 from savegame.runtime import load
 
 HERE = os.path.dirname(os.path.abspath(__file__))

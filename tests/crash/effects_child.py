@@ -11,7 +11,8 @@ import json
 import os
 import sys
 
-from savegame import SavegameError, compensate, resume, run
+from savegame import SavegameError, resume, run
+from savegame.client import compensate
 from savegame.runtime import load
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -13,7 +13,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
-from savegame import Observer, fork, resume, run  # noqa: E402
+from savegame import resume, run  # noqa: E402
+from savegame.client import Observer, fork  # noqa: E402
 from savegame.model import CheckpointHeader  # noqa: E402
 from tests.crash.fork_workload import wf  # noqa: E402
 

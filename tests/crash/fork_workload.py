@@ -11,7 +11,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from savegame import END, ModelResponse, StepContext, ToolSpec, Workflow, tool
+from savegame import END, StepContext, Workflow, tool
+from savegame.agent import ModelResponse, ToolSpec
 
 
 def ledger(line: str) -> None:

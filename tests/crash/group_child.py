@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import savegame
-from savegame import CheckpointHeader, Observer
+from savegame.client import Observer
+from savegame.model import CheckpointHeader
 from savegame.runtime import load
 from savegame.stores import Put, Written, open_store
 

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from savegame import END, ModelResponse, StepContext, ToolSpec, Workflow, tool
+from savegame import END, StepContext, Workflow, tool
+from savegame.agent import ModelResponse, ToolSpec
 
 
 def hook(name: str) -> None:

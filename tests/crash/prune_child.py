@@ -17,7 +17,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, cast
 
-from savegame import RetentionPolicy, Store, open_store, prune
+from savegame import Store, open_store
+from savegame.client import prune
+from savegame.maintenance import RetentionPolicy
 
 
 class KilledAfter:

@@ -21,16 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from savegame import (
-    RunStatus,
-    approve,
-    codec,
-    get_checkpoint,
-    get_run,
-    list_effects,
-    pending_interrupts,
-    resolve,
-)
+from savegame import RunStatus, approve, codec, resolve
+from savegame.client import get_checkpoint, get_run, list_effects, pending_interrupts
 from savegame.errors import NotFoundError
 
 from .harness import Outcome, kill_after_delay, kill_at_hook, run_to_end

@@ -6,7 +6,8 @@ import os
 import signal
 from pathlib import Path
 
-from savegame import RunStatus, get_checkpoint, history, list_effects
+from savegame import RunStatus
+from savegame.client import get_checkpoint, history, list_effects
 from savegame.effects import REPLAY_KEY, REUSED
 from tests.crash.harness import Outcome, parse_line, run_to_end, spawn
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import savegame
-from savegame import NotFoundError, RunStatus
+from savegame import RunStatus
+from savegame.errors import NotFoundError
 from savegame.stores import open_store
 from tests import services
 from tests.crash import group_workload
@@ -83,12 +84,12 @@ def test_a_kill_mid_batch_leaves_whole_batches_and_every_run_resumes(url: str, s
     for i in range(RUNS):
         run_id = f"g{i}"
         try:
-            info = savegame.get_run(run_id, store=url)
+            info = savegame.client.get_run(run_id, store=url)
         except NotFoundError:
             continue  # killed before this run was created: nothing to resume
         if not info.status.finished:
             savegame.resume(run_id, store=url)
-        assert savegame.get_run(run_id, store=url).status is RunStatus.COMPLETED
-        assert savegame.get_checkpoint(run_id, store=url).state == group_workload.EXPECTED
-        steps = [h.step for h in savegame.history(run_id, store=url)]
+        assert savegame.client.get_run(run_id, store=url).status is RunStatus.COMPLETED
+        assert savegame.client.get_checkpoint(run_id, store=url).state == group_workload.EXPECTED
+        steps = [h.step for h in savegame.client.history(run_id, store=url)]
         assert sorted(steps) == list(range(group_workload.STEPS + 1))

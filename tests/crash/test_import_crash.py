@@ -12,18 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from savegame import (
-    LeaseHeldError,
-    RunStateError,
-    RunStatus,
-    approve,
-    export_run,
-    import_run,
-    list_effects,
-    resume,
-    run,
-    verify,
-)
+from savegame import RunStatus, approve, resume, run
+from savegame.client import export_run, import_run, list_effects, verify
+from savegame.errors import LeaseHeldError, RunStateError
 
 HERE = Path(__file__).parent
 
@@ -32,7 +23,7 @@ pytestmark = pytest.mark.crash
 CHILD = textwrap.dedent(
     """
     import os, signal, sys
-    from savegame import import_run
+    from savegame.client import import_run
     from savegame.stores import open_store
 
     method, nth, url, path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]

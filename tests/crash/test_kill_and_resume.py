@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from savegame import RunStatus, codec, get_checkpoint, history, open_store
+from savegame import RunStatus, codec, open_store
+from savegame.client import get_checkpoint, history
 from savegame.errors import NotFoundError
 
 from .harness import Outcome, kill_after_delay, kill_after_step, run_to_end

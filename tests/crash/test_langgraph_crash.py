@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("langgraph")
 
 import savegame
-from savegame import EffectStatus
+from savegame.model import EffectStatus
 from savegame.stores import open_store
 from tests.crash.harness import kill_at_hook, run_to_end
 

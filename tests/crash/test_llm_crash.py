@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from savegame import RunStatus, get_checkpoint, get_run, list_effects
+from savegame import RunStatus
+from savegame.client import get_checkpoint, get_run, list_effects
 
 from .harness import kill_at_hook, run_to_end
 

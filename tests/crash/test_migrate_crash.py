@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.sqlite")
 
-from savegame import verify
+from savegame.client import verify
 from savegame.integrations.langgraph._claims import marker_id
 from savegame.langgraph import SavegameSaver, migrate
 from savegame.stores import open_store

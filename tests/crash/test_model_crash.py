@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from savegame import EffectStatus, RunStatus, fork, history, list_effects, model_calls
+from savegame import RunStatus
+from savegame.client import fork, history, list_effects, model_calls
 from savegame.effects import ABANDONED
+from savegame.model import EffectStatus
 from savegame.runtime import load
 from tests import provider
 from tests.provider import CHAT, FakeProvider, chat, chat_stream

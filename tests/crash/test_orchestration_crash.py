@@ -16,15 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from savegame import (
-    EffectKind,
-    EffectStatus,
-    NotFoundError,
-    RunStatus,
-    get_run,
-    list_effects,
-    send,
-)
+from savegame import RunStatus, send
+from savegame.client import get_run, list_effects
+from savegame.errors import NotFoundError
+from savegame.model import EffectKind, EffectStatus
 
 from .harness import kill_after_delay, kill_at_hook, run_to_end
 from .orchestration_workload import records
@@ -147,7 +142,7 @@ def test_a_sleep_resumed_after_kills_keeps_the_wake_up_time_it_recorded(tmp_path
 
 
 def _child_runs(url: str, parent: str) -> list[str]:
-    from savegame import list_runs
+    from savegame.client import list_runs
 
     return sorted(r.run_id for r in list_runs(store=url) if r.run_id != parent)
 

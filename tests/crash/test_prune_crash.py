@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from savegame import RetentionPolicy, StorageConfig, get_checkpoint, prune, run, verify
+from savegame import StorageConfig, run
+from savegame.client import get_checkpoint, prune, verify
+from savegame.maintenance import RetentionPolicy
 from savegame.model import utcnow
 
 from .harness import _env

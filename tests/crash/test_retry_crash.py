@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from savegame import RunStatus, get_run, history, list_effects
+from savegame import RunStatus
+from savegame.client import get_run, history, list_effects
 
 from .harness import kill_at_hook, run_to_end
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from savegame import LeaseHeldError, RunStatus, get_run, resume
+from savegame import RunStatus, resume
+from savegame.client import get_run
+from savegame.errors import LeaseHeldError
 
 from .harness import Outcome, parse_line, run_to_end, spawn
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from savegame import RunStatus, get_run
+from savegame import RunStatus
+from savegame.client import get_run
 
 from .harness import kill_at_hook, run_to_end
 from .workspace_workload import tree

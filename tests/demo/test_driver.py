@@ -73,7 +73,7 @@ def test_thinking_time_is_not_run_time_and_the_store_is_kept(tmp_path: Path) -> 
     kept = Path(report["kept"])
     assert kept.parent == tmp_path
     assert report["store_url"] == f"sqlite:///{kept / 'demo.db'}"
-    shown = savegame.history(report["run_id"], store=report["store_url"])
+    shown = savegame.client.history(report["run_id"], store=report["store_url"])
     assert shown[0].checkpoint_id == report["last"]
     assert any(path.endswith("demo/refund.py") for path in report["code"].values())
     assert all(Path(path).is_file() for path in report["code"].values())

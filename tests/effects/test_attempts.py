@@ -16,23 +16,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    Backoff,
-    ConfigurationError,
-    EffectKind,
-    EffectStatus,
-    InDoubtEffectError,
-    RunStatus,
-    StepContext,
-    StepError,
-    TimedOutError,
-    Workflow,
-    get_run,
-    list_effects,
-    run,
-    tool,
-)
+from savegame import END, Backoff, RunStatus, StepContext, Workflow, run, tool
+from savegame.client import get_run, list_effects
+from savegame.errors import ConfigurationError, InDoubtEffectError, StepError, TimedOutError
+from savegame.model import EffectKind, EffectStatus
 
 TINY = Backoff(initial=0.001, maximum=0.001, jitter=0)
 calls: Counter[str] = Counter()

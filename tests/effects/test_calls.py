@@ -10,23 +10,19 @@ import pytest
 from savegame import (
     END,
     Agent,
-    ConfigurationError,
-    EffectKind,
-    EffectStatus,
-    InDoubtEffectError,
-    NonDeterminismError,
     RunStatus,
     ScriptedModel,
     StepContext,
-    StepError,
     Store,
     Workflow,
-    list_effects,
     resolve,
     resume,
     run,
     tool,
 )
+from savegame.client import list_effects
+from savegame.errors import ConfigurationError, InDoubtEffectError, NonDeterminismError, StepError
+from savegame.model import EffectKind, EffectStatus
 
 
 class Crash(BaseException):
@@ -429,7 +425,7 @@ def test_the_whole_journal_is_loaded_however_long(store: Store) -> None:
 
 
 def test_a_result_that_is_not_pure_data_fails_the_same_way_on_replay(store: Store) -> None:
-    from savegame import SerializationError
+    from savegame.errors import SerializationError
 
     @tool(effect="write")
     def open_session(user: str) -> object:

@@ -6,25 +6,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    CompensationError,
-    EffectKind,
-    EffectStatus,
-    InDoubtEffectError,
-    RunStateError,
-    RunStatus,
-    StepContext,
-    StepError,
-    Store,
-    Workflow,
-    cancel,
-    compensate,
-    list_effects,
-    resolve,
-    run,
-    tool,
-)
+from savegame import END, RunStatus, StepContext, Store, Workflow, resolve, run, tool
+from savegame.client import cancel, compensate, list_effects
+from savegame.errors import CompensationError, InDoubtEffectError, RunStateError, StepError
+from savegame.model import EffectKind, EffectStatus
 
 log: list[str] = []
 broken: dict[str, bool] = {}

@@ -11,26 +11,25 @@ import pytest
 
 from savegame import (
     END,
-    ApprovalRejected,
-    EffectKind,
-    EffectSettledError,
-    EffectStatus,
-    NonDeterminismError,
-    NotFoundError,
-    RunStateError,
     RunStatus,
     StepContext,
     Store,
     Workflow,
     approve,
-    cancel,
-    list_effects,
-    pending_interrupts,
     reject,
     resume,
     run,
     tool,
 )
+from savegame.client import cancel, list_effects, pending_interrupts
+from savegame.errors import (
+    ApprovalRejected,
+    EffectSettledError,
+    NonDeterminismError,
+    NotFoundError,
+    RunStateError,
+)
+from savegame.model import EffectKind, EffectStatus
 from savegame.testing.together import together
 
 refunds: Counter[str] = Counter()

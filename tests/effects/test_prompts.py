@@ -10,22 +10,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from savegame import (
-    Agent,
-    Keyring,
-    ModelResponse,
-    ScriptedModel,
-    StorageConfig,
-    Store,
-    ToolSpec,
-    fork,
-    get_run,
-    history,
-    list_effects,
-    model_calls,
-    run,
-)
+from savegame import Agent, ScriptedModel, StorageConfig, Store, run
+from savegame.agent import ModelResponse, ToolSpec
+from savegame.client import fork, get_run, history, list_effects, model_calls
 from savegame.codec import canonical, encode_value
+from savegame.codec.crypto import Keyring
 from savegame.effects import asked
 from savegame.effects._replay import digest
 from savegame.model import EffectKind, EffectRecord, EffectStatus

@@ -9,22 +9,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    Keyring,
-    RunStatus,
-    StepContext,
-    StorageConfig,
-    Store,
-    Workflow,
-    approve,
-    fork,
-    history,
-    list_effects,
-    pending_interrupts,
-    run,
-    tool,
-)
+from savegame import END, RunStatus, StepContext, StorageConfig, Store, Workflow, approve, run, tool
+from savegame.client import fork, history, list_effects, pending_interrupts
+from savegame.codec.crypto import Keyring
 from savegame.effects import REPLAY_KEY, REUSED, Origin, Replay
 from savegame.effects._replay import position_of, scopes
 from savegame.model import EffectKind, EffectRecord, EffectStatus

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from savegame import END, StepContext, Workflow, list_effects, run, tool
+from savegame import END, StepContext, Workflow, run, tool
+from savegame.client import list_effects
 
 
 @tool(effect="read", durable=True)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from savegame import get_checkpoint, history, open_store, restore_workspace
+from savegame import open_store
+from savegame.client import get_checkpoint, history, restore_workspace
 from tests.provider import CHAT, FakeProvider, chat
 
 from .conftest import example

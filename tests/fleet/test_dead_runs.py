@@ -3,7 +3,7 @@
 A user's project (``fleet.py``, ``submit.py``) in a folder; ``savegame worker`` started
 there with a 120 s lease is SIGKILLed in the middle of a step. ``savegame runs`` (its
 table and ``--json``) and the UI's list say the run's owner is gone, through the one
-public rule (``savegame.owner_gone``), with the command that continues it. A second
+public rule (``savegame.client.owner_gone``), with the command that continues it. A second
 worker on this host then runs it to its end. Its lease would hold the run for 120 s:
 that worker exits once idle for a second, so it did not wait for the lease.
 """

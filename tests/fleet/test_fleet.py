@@ -23,15 +23,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    EffectKind,
-    RunStatus,
-    get_checkpoint,
-    list_effects,
-    list_runs,
-    open_store,
-    submit,
-)
+from savegame import RunStatus, open_store, submit
+from savegame.client import get_checkpoint, list_effects, list_runs
+from savegame.model import EffectKind
 from savegame.runtime import load
 from tests import services
 

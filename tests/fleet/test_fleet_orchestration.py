@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 
 import savegame
-from savegame import RunStatus, list_runs, open_store, submit
+from savegame import RunStatus, open_store, submit
+from savegame.client import list_runs
 from savegame.runtime import load
 from savegame.runtime._schedules import occurrence_id
 from savegame.stores.schedules import schedules_of
@@ -161,7 +162,7 @@ def test_three_workers_fire_each_occurrence_of_a_schedule_once(schema: str, worl
     for name in names:
         # Once a year, an hour's catch-up: the rounds below set the cursor themselves,
         # so the only occurrences are the ones this test makes due.
-        savegame.schedule(
+        savegame.client.schedule(
             name, f"{WORKLOAD}:tick", cron="0 0 1 1 *", catchup_window=3600, store=local
         )
     expected: set[str] = set()
@@ -242,7 +243,7 @@ def test_sleeping_runs_hold_no_process_and_fleet_workers_wake_them_when_due(
     assert sorted(r for r, _, _ in wakes) == sorted(dues)  # each woke once
     assert min(late) >= 0  # never before its time
     assert max(late) < 10  # generous: the number to watch is the printed one
-    assert all(savegame.get_run(r, store=local).status is RunStatus.COMPLETED for r in dues)
+    assert all(savegame.client.get_run(r, store=local).status is RunStatus.COMPLETED for r in dues)
 
 
 def test_child_runs_start_once_and_pay_once_across_a_killed_worker(
@@ -279,5 +280,5 @@ def test_child_runs_start_once_and_pay_once_across_a_killed_worker(
     payments = rows(world, "SELECT child FROM payments")
     assert sorted(c for (c,) in payments) == sorted(c.run_id for c in children)  # paid once
     for parent in parents:
-        state = savegame.get_checkpoint(parent, store=local).state
+        state = savegame.client.get_checkpoint(parent, store=local).state
         assert state["total"] == 15 and len(state["paid"]) == 3

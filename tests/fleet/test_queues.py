@@ -17,7 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from savegame import RunStatus, declare_queue, list_queues, list_runs, submit
+from savegame import RunStatus, submit
+from savegame.client import declare_queue, list_queues, list_runs
 from savegame.runtime import load
 from tests import services
 

@@ -63,8 +63,8 @@ def main() -> None:
             wf, {"log": [], "n": 0}, store=store, storage=storage, run_id=run_id,
             metadata={"user": "ada@example.com"},
         )  # fmt: skip
-        for header in savegame.history(run_id, store=store, storage=storage):
-            cp = savegame.get_checkpoint(header.checkpoint_id, store=store, storage=storage)
+        for header in savegame.client.history(run_id, store=store, storage=storage):
+            cp = savegame.client.get_checkpoint(header.checkpoint_id, store=store, storage=storage)
             states[header.checkpoint_id] = hashlib.sha256(
                 savegame.codec.canonical(cp.state)
             ).hexdigest()

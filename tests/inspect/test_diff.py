@@ -1,4 +1,4 @@
-"""savegame.diff: a structural diff of two checkpoints' states, loaded from a real store."""
+"""savegame.client.diff: a structural diff of two checkpoints' states, loaded from a real store."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 import savegame
-from savegame import END, ChangeKind, Keyring, StorageConfig, Store, Workflow
-from savegame.inspect import compare
+from savegame import END, StorageConfig, Store, Workflow
+from savegame.codec.crypto import Keyring
+from savegame.inspect import ChangeKind, compare
 from savegame.model import Checkpoint, CheckpointHeader, RunStatus
 
 story = Workflow("diff-story")
@@ -29,13 +30,13 @@ def write(state: dict[str, Any], ctx: Any) -> Any:
 
 
 def _checkpoints(store: Store, run_id: str) -> list[str]:
-    return [h.checkpoint_id for h in reversed(savegame.history(run_id, store=store))]
+    return [h.checkpoint_id for h in reversed(savegame.client.history(run_id, store=store))]
 
 
 def test_diff_names_added_removed_changed_and_grown_lists(store: Store) -> None:
     savegame.run(story, {}, store=store, run_id="d-1")
     ids = _checkpoints(store, "d-1")  # input, after 1, 2, 3
-    d = savegame.diff(ids[1], ids[2], store=store)
+    d = savegame.client.diff(ids[1], ids[2], store=store)
     by_path = {c.path: c for c in d.changes}
     assert by_path[("n",)].kind is ChangeKind.CHANGED
     assert (by_path[("n",)].old, by_path[("n",)].new) == (1, 2)
@@ -47,29 +48,29 @@ def test_diff_names_added_removed_changed_and_grown_lists(store: Store) -> None:
     assert ("plan", "goal") not in by_path  # unchanged, and no context asked for
     assert not d.same
 
-    back = savegame.diff(ids[3], ids[2], store=store)
+    back = savegame.client.diff(ids[3], ids[2], store=store)
     kinds = {c.path: c.kind for c in back.changes}
     assert kinds[("messages",)] is ChangeKind.SHRANK
     assert kinds[("plan", "draft")] is ChangeKind.ADDED  # 3 dropped it: back at 2 it is there
-    forward = {c.path: c.kind for c in savegame.diff(ids[2], ids[3], store=store).changes}
+    forward = {c.path: c.kind for c in savegame.client.diff(ids[2], ids[3], store=store).changes}
     assert forward[("plan", "draft")] is ChangeKind.REMOVED
 
 
 def test_run_ids_mean_their_heads_and_equal_states_are_same(store: Store) -> None:
     savegame.run(story, {}, store=store, run_id="d-2", thread_id="t-a")
     savegame.run(story, {}, store=store, run_id="d-3", thread_id="t-b")
-    d = savegame.diff("d-2", "d-3", store=store)
+    d = savegame.client.diff("d-2", "d-3", store=store)
     assert d.a.run_id == "d-2" and d.b.run_id == "d-3"
-    assert d.a.checkpoint_id == savegame.get_run("d-2", store=store).head_checkpoint_id
+    assert d.a.checkpoint_id == savegame.client.get_run("d-2", store=store).head_checkpoint_id
     assert d.same and d.changes == ()
-    with pytest.raises(savegame.NotFoundError):
-        savegame.diff("d-2", "nope", store=store)
+    with pytest.raises(savegame.errors.NotFoundError):
+        savegame.client.diff("d-2", "nope", store=store)
 
 
 def test_context_lists_unchanged_neighbours_only_near_a_change(store: Store) -> None:
     savegame.run(story, {}, store=store, run_id="d-4")
     ids = _checkpoints(store, "d-4")
-    d = savegame.diff(ids[1], ids[2], context=1, store=store)
+    d = savegame.client.diff(ids[1], ids[2], context=1, store=store)
     unchanged = [c.path for c in d.changes if c.kind is ChangeKind.UNCHANGED]
     assert ("plan", "goal") in unchanged
     assert ("messages", 1) in unchanged  # the item before the new ones
@@ -80,10 +81,10 @@ def test_diff_opens_encrypted_records_with_the_keyring(store: Store) -> None:
     storage = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))
     savegame.run(story, {}, store=store, run_id="d-5", storage=storage)
     ids = _checkpoints(store, "d-5")
-    d = savegame.diff(ids[0], ids[3], store=store, storage=storage)
+    d = savegame.client.diff(ids[0], ids[3], store=store, storage=storage)
     assert {c.path for c in d.changes} >= {("n",), ("messages",), ("plan",)}
-    with pytest.raises(savegame.EncryptionKeyError):
-        savegame.diff(ids[0], ids[3], store=store)
+    with pytest.raises(savegame.errors.EncryptionKeyError):
+        savegame.client.diff(ids[0], ids[3], store=store)
 
 
 def _cp(state: dict[str, Any]) -> Checkpoint:

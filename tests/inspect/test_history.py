@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from savegame import END, NotFoundError, StepContext, Store, Workflow, list_runs, run
+from savegame import END, StepContext, Store, Workflow, run
+from savegame.client import list_runs
+from savegame.errors import NotFoundError
 
 counter = Workflow("history-counter")
 other = Workflow("history-other")

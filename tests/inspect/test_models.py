@@ -8,19 +8,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    ModelResponse,
-    NotFoundError,
-    StepContext,
-    Store,
-    ToolSpec,
-    Workflow,
-    fork,
-    history,
-    model_usage,
-    run,
-)
+from savegame import END, StepContext, Store, Workflow, run
+from savegame.agent import ModelResponse, ToolSpec
+from savegame.client import fork, history, model_usage
+from savegame.errors import NotFoundError
 
 
 class Fixed:

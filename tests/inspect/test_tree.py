@@ -7,19 +7,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    NotFoundError,
-    RetentionPolicy,
-    StepContext,
-    Store,
-    Workflow,
-    fork,
-    history,
-    prune,
-    run,
-    tree,
-)
+from savegame import END, StepContext, Store, Workflow, run
+from savegame.client import fork, history, prune, tree
+from savegame.errors import NotFoundError
+from savegame.maintenance import RetentionPolicy
 
 wf = Workflow("tree-counter")
 

@@ -7,11 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from savegame import (
-    get_checkpoint,
-    run,
-    schedule,
-)
+from savegame import run
+from savegame.client import get_checkpoint, schedule
 from savegame.codec import _blobs
 from savegame.codec.crypto import Keyring, new_key
 from savegame.errors import CorruptRecordError

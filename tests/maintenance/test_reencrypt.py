@@ -8,25 +8,20 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    ConfigurationError,
-    StepContext,
-    Workflow,
-    codec,
+from savegame import END, StepContext, Workflow, codec, run
+from savegame.client import (
     fire_schedules,
     get_checkpoint,
     get_run,
     get_schedule,
     history,
     list_runs,
-    run,
     schedule,
 )
 from savegame.codec import _blobs
 from savegame.codec.crypto import Keyring, new_key
 from savegame.codec.storage import StorageConfig
-from savegame.errors import UnencryptedRecordError
+from savegame.errors import ConfigurationError, UnencryptedRecordError
 from savegame.maintenance._integrity import verify
 from savegame.maintenance._reencrypt import rekey
 from savegame.stores import SqliteStore

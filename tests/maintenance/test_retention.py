@@ -9,19 +9,9 @@ from typing import Any, cast
 
 import pytest
 
-from savegame import (
-    CompensationError,
-    ConfigurationError,
-    NotFoundError,
-    RunStatus,
-    StepContext,
-    StepError,
-    Store,
-    Workflow,
-    compensate,
-    run,
-    tool,
-)
+from savegame import RunStatus, StepContext, Store, Workflow, run, tool
+from savegame.client import compensate
+from savegame.errors import CompensationError, ConfigurationError, NotFoundError, StepError
 from savegame.maintenance._retention import RetentionPolicy, deletion_order, plan, prune
 from savegame.model import CheckpointHeader, CheckpointRecord, utcnow
 from savegame.testing.builders import blob_digest, make_record, make_run, next_record

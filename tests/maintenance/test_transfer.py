@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 import savegame
-from savegame import END, Keyring, StepContext, StorageConfig, Workflow, tool
+from savegame import END, StepContext, StorageConfig, Workflow, tool
+from savegame.codec.crypto import Keyring
 from savegame.model import RunStatus
 from savegame.stores import SqliteStore
 from savegame.stores.base import ALL_EFFECTS, Store
@@ -59,7 +60,7 @@ def stock(store: Store, storage: StorageConfig) -> None:
     meta = {"customer": "ada", "ticket": 7}
     savegame.run(wf, {}, store=store, run_id="t-1", thread_id="t", storage=storage, metadata=meta)
     savegame.run(wf, {"n": 1}, store=store, run_id="t-2", thread_id="t", storage=storage)
-    with pytest.raises(savegame.StepError):
+    with pytest.raises(savegame.errors.StepError):
         savegame.run(wf, {"fail_at": 2}, store=store, run_id="f-1", storage=storage)
 
 
@@ -115,26 +116,26 @@ def test_a_thread_and_a_run_round_trip_exactly(
     stock(source, storage)
     thread_file, run_file = tmp_path / "t.sgx", tmp_path / "f.sgx"
     # Export needs no key: the records leave as stored.
-    thread = savegame.export_run("t", thread_file, store=source)
-    failed = savegame.export_run("f-1", run_file, store=source)
+    thread = savegame.client.export_run("t", thread_file, store=source)
+    failed = savegame.client.export_run("f-1", run_file, store=source)
     assert thread.run_ids == ("t-1", "t-2") and failed.run_ids == ("f-1",)
     assert thread.effects > 0 and thread.blobs > 0 and thread.bytes == thread_file.stat().st_size
 
-    loaded = savegame.import_run(thread_file, store=target, storage=storage)
+    loaded = savegame.client.import_run(thread_file, store=target, storage=storage)
     assert loaded == thread
-    savegame.import_run(run_file, store=target, storage=storage)
+    savegame.client.import_run(run_file, store=target, storage=storage)
 
     ids = ["t-1", "t-2", "f-1"]
     assert dump(target, ids) == dump(source, ids)
-    report = savegame.verify(store=target, storage=storage)
+    report = savegame.client.verify(store=target, storage=storage)
     assert report.ok and report.runs == 3, report.damaged
     assert target.get_run("f-1").status is RunStatus.FAILED
     # Lineage: the second run's first checkpoint follows the first run's head.
     first_of_t2 = target.list_checkpoints("t-2")[-1]
     assert first_of_t2.parent_id == target.get_run("t-1").head_checkpoint_id
     for run_id in ids:
-        here = savegame.get_checkpoint(run_id, store=target, storage=storage)
-        there = savegame.get_checkpoint(run_id, store=source, storage=storage)
+        here = savegame.client.get_checkpoint(run_id, store=target, storage=storage)
+        there = savegame.client.get_checkpoint(run_id, store=source, storage=storage)
         assert here.state == there.state and here.header == there.header
     # The run moved is a run like any other: an imported failed run resumes and ends.
     DECLINE["on"] = False
@@ -152,18 +153,18 @@ def test_an_import_refuses_a_run_that_exists_and_writes_nothing(
     source = SqliteStore(tmp_path / "source.db")
     stock(source, PLAIN)
     path = tmp_path / "t.sgx"
-    savegame.export_run("t", path, store=source)
+    savegame.client.export_run("t", path, store=source)
     savegame.run(shop(), {}, store=target, run_id="t-2", thread_id="other", storage=PLAIN)
-    with pytest.raises(savegame.RunExistsError, match="t-2"):
-        savegame.import_run(path, store=target, storage=PLAIN)
+    with pytest.raises(savegame.errors.RunExistsError, match="t-2"):
+        savegame.client.import_run(path, store=target, storage=PLAIN)
     assert [r.run_id for r in target.list_runs()] == ["t-2"]
     source.close()
 
 
 def test_export_of_an_unknown_id_writes_no_file(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
-    with pytest.raises(savegame.NotFoundError, match="nope"):
-        savegame.export_run("nope", tmp_path / "x.sgx", store=store)
+    with pytest.raises(savegame.errors.NotFoundError, match="nope"):
+        savegame.client.export_run("nope", tmp_path / "x.sgx", store=store)
     assert list(tmp_path.glob("x.sgx*")) == [] and list(tmp_path.glob(".x.sgx*")) == []
     store.close()
 
@@ -177,9 +178,9 @@ def test_a_waiting_run_moves_still_waiting_and_is_woken_there(tmp_path: Path) ->
     savegame.resume("w-1", store=source)  # now waits for "shipped"
     savegame.send("w-1", "shipped", "early", store=source)  # kept for it
     path = tmp_path / "w.sgx"
-    savegame.export_run("w-1", path, store=source)
-    savegame.import_run(path, store=target)
-    moved = savegame.get_run("w-1", store=target)
+    savegame.client.export_run("w-1", path, store=source)
+    savegame.client.import_run(path, store=target)
+    moved = savegame.client.get_run("w-1", store=target)
     assert moved.status is savegame.RunStatus.WAITING and waiting.status is moved.status
     assert moved.wake_at is not None  # its event came with it: woken there at once
     done = savegame.resume("w-1", store=target)
@@ -194,16 +195,18 @@ def test_a_thread_imported_as_another_loads_the_same_beside_its_original(
     source = SqliteStore(tmp_path / "source.db")
     stock(source, SEALED)
     path = tmp_path / "t.sgx"
-    savegame.export_run("t", path, store=source)
+    savegame.client.export_run("t", path, store=source)
     # The store has a thread t of its own: the file's runs cannot join it.
     savegame.run(shop(), {}, store=target, run_id="mine", thread_id="t", storage=SEALED)
-    with pytest.raises(savegame.ThreadExistsError, match=r"thread t is in the store .*run mine"):
-        savegame.import_run(path, store=target, storage=SEALED)
-    savegame.import_run(path, store=target, storage=SEALED, thread="t-copy")
-    assert savegame.verify(store=target, storage=SEALED).ok
+    with pytest.raises(
+        savegame.errors.ThreadExistsError, match=r"thread t is in the store .*run mine"
+    ):
+        savegame.client.import_run(path, store=target, storage=SEALED)
+    savegame.client.import_run(path, store=target, storage=SEALED, thread="t-copy")
+    assert savegame.client.verify(store=target, storage=SEALED).ok
     for run_id in ("t-1", "t-2"):
-        here = savegame.get_checkpoint(run_id, store=target, storage=SEALED)
-        there = savegame.get_checkpoint(run_id, store=source, storage=SEALED)
+        here = savegame.client.get_checkpoint(run_id, store=target, storage=SEALED)
+        there = savegame.client.get_checkpoint(run_id, store=source, storage=SEALED)
         assert here.state == there.state
         assert here.header == replace(there.header, thread_id="t-copy", size=here.header.size)
         assert target.get_run(run_id).metadata == source.get_run(run_id).metadata  # sealed
@@ -230,10 +233,10 @@ def test_an_import_renews_its_lease_as_it_writes(
 
     source = SqliteStore(tmp_path / "source.db")
     stock(source, PLAIN)
-    savegame.export_run("t", tmp_path / "t.sgx", store=source)
+    savegame.client.export_run("t", tmp_path / "t.sgx", store=source)
     monkeypatch.setattr(_transfer, "RENEW_EVERY", 0.0)
     target = _Renewing(tmp_path / "target.db")
-    report = savegame.import_run(tmp_path / "t.sgx", store=target, storage=PLAIN)
+    report = savegame.client.import_run(tmp_path / "t.sgx", store=target, storage=PLAIN)
     # Before every write after the run's creation, and once more before each row's checks.
     assert _Renewing.renewals >= report.checkpoints - len(report.run_ids) + report.effects
     target.close()

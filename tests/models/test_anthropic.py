@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from savegame import Agent, ModelRequestError, ModelTransientError, RunStatus, run
+from savegame import Agent, RunStatus, run
 from savegame.effects import tool_spec
+from savegame.errors import ModelRequestError, ModelTransientError
 from savegame.models import Anthropic, Price
 from tests.models.test_openai import CONVERSATION, lookup_order
 from tests.provider import MESSAGES, FakeProvider, error, messages, messages_stream

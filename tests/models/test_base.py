@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from savegame import ConfigurationError, SerializationError
+from savegame.errors import ConfigurationError, SerializationError
 from savegame.models import Anthropic, LiteLLM, OpenAI
 from savegame.models._base import MAX_RETRY_AFTER, retry_after, text_of
 

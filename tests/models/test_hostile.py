@@ -16,19 +16,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    Agent,
-    ModelResponse,
-    ModelTransientError,
-    RunStatus,
-    StepContext,
-    Workflow,
-    get_run,
-    list_effects,
-    model_calls,
-    run,
-)
+from savegame import END, Agent, RunStatus, StepContext, Workflow, run
+from savegame.agent import ModelResponse
+from savegame.client import get_run, list_effects, model_calls
+from savegame.errors import ModelTransientError
 from savegame.models import Anthropic, LiteLLM, OpenAI
 from tests.models.test_openai import CONVERSATION, lookup_order
 from tests.provider import CHAT, MESSAGES, RESPONSES, FakeProvider, chat, messages, responses

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from savegame import ModelRequestError, ModelTransientError
 from savegame.effects import tool_spec
+from savegame.errors import ModelRequestError, ModelTransientError
 from savegame.models import LiteLLM
 from tests.models.test_openai import CONVERSATION, lookup_order
 from tests.provider import CHAT, MESSAGES, FakeProvider, chat, error, messages

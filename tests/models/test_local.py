@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from savegame import END, RunStatus, StepContext, Workflow, fork, history, model_calls, run
+from savegame import END, RunStatus, StepContext, Workflow, run
+from savegame.client import fork, history, model_calls
 from savegame.models import LocalServer, OpenAI
 from savegame.models._local import MODEL
 from tests.crash.harness import kill_at_hook, run_to_end
@@ -94,7 +95,7 @@ def killed_and_resumed(local_model: LocalServer, tmp_path: Path, kind: str) -> N
 def test_without_the_model_package_the_error_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from savegame import ConfigurationError
+    from savegame.errors import ConfigurationError
     from savegame.models import _local
 
     real = _local.importlib.util.find_spec

@@ -12,16 +12,10 @@ import pytest
 import stamina
 from pydantic import BaseModel
 
-from savegame import (
-    Agent,
-    ModelRequestError,
-    ModelTransientError,
-    RunStatus,
-    get_run,
-    model_calls,
-    run,
-)
+from savegame import Agent, RunStatus, run
+from savegame.client import get_run, model_calls
 from savegame.effects import ToolSpec, tool_spec
+from savegame.errors import ModelRequestError, ModelTransientError
 from savegame.models import OpenAI, Price
 from tests.provider import CHAT, RESPONSES, FakeProvider, chat, error, responses
 

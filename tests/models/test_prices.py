@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from savegame import ConfigurationError
+from savegame.errors import ConfigurationError
 from savegame.models import OpenAI, Price, lookup_price
 
 

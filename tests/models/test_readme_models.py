@@ -8,7 +8,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from savegame import ModelResponse, ToolCall
+from savegame.agent import ModelResponse, ToolCall
 from tests.docs.pages import ROOT, doc_example, run_example
 from tests.provider import CHAT, FakeProvider, chat
 

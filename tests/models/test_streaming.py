@@ -9,18 +9,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    Agent,
-    EffectStatus,
-    ScriptedModel,
-    StepContext,
-    Workflow,
-    list_effects,
-    model_calls,
-    run,
-)
+from savegame import END, Agent, ScriptedModel, StepContext, Workflow, run
+from savegame.client import list_effects, model_calls
 from savegame.effects import ABANDONED
+from savegame.model import EffectStatus
 from savegame.models import Anthropic, LiteLLM, OpenAI
 from tests.models.test_litellm import LITELLM_WARNINGS
 from tests.models.test_openai import lookup_order

@@ -10,17 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from savegame import (
-    END,
-    RunStatus,
-    StepContext,
-    Workflow,
-    declare_queue,
-    get_checkpoint,
-    get_run,
-    list_runs,
-    submit,
-)
+from savegame import END, RunStatus, StepContext, Workflow, submit
+from savegame.client import declare_queue, get_checkpoint, get_run, list_runs
 
 State = dict[str, Any]
 

@@ -180,7 +180,7 @@ def savegame_cli(args: list[str], tmp: Path, **env: str) -> Ended:
 
 def head(run_id: str, url: str) -> tuple[int, RunStatus, str | None]:
     """The step, status and next step of the run's latest checkpoint."""
-    header = savegame.get_checkpoint(run_id, store=url).header
+    header = savegame.client.get_checkpoint(run_id, store=url).header
     return header.step, header.status, header.next
 
 
@@ -188,6 +188,6 @@ def resumed(run_id: str, url: str, tmp: Path, **env: str) -> dict[str, Any]:
     """``savegame resume RUN`` run to the run's end; the state it ended in."""
     out = savegame_cli(["resume", run_id, "--store", url, "--json"], tmp, **env)
     assert out.returncode == 0, out
-    done = savegame.get_checkpoint(run_id, store=url)
+    done = savegame.client.get_checkpoint(run_id, store=url)
     assert done.header.status is RunStatus.COMPLETED
     return dict(done.state)

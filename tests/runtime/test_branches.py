@@ -7,22 +7,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    ConfigurationError,
-    EffectKind,
-    RunStatus,
-    StepContext,
-    StepError,
-    Store,
-    Workflow,
-    fork,
-    history,
-    list_effects,
-    resume,
-    run,
-    tool,
-)
+from savegame import END, RunStatus, StepContext, Store, Workflow, resume, run, tool
+from savegame.client import fork, history, list_effects
+from savegame.errors import ConfigurationError, StepError
+from savegame.model import EffectKind
 
 State = dict[str, Any]
 calls: list[str] = []

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from savegame import END, StepError, Workflow, resume, run
+from savegame import END, Workflow, resume, run
+from savegame.errors import StepError
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

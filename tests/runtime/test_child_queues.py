@@ -14,17 +14,10 @@ from typing import cast
 
 import pytest
 
-from savegame import (
-    ConfigurationError,
-    EffectKind,
-    RunStatus,
-    Worker,
-    declare_queue,
-    list_effects,
-    open_store,
-    resume,
-    submit,
-)
+from savegame import RunStatus, Worker, open_store, resume, submit
+from savegame.client import declare_queue, list_effects
+from savegame.errors import ConfigurationError
+from savegame.model import EffectKind
 from savegame.stores import Enqueue, QueueStore
 from tests import services
 

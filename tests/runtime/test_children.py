@@ -10,25 +10,20 @@ import pytest
 
 from savegame import (
     END,
-    ChildRun,
-    ChildRunError,
-    ConfigurationError,
-    EffectKind,
-    NonDeterminismError,
-    RunStateError,
     RunStatus,
     StepContext,
     Store,
     Worker,
     Workflow,
-    cancel,
-    list_effects,
     open_store,
     resume,
     run,
     submit,
 )
-from savegame.model import WOKEN
+from savegame.client import cancel, list_effects
+from savegame.effects import ChildRun
+from savegame.errors import ChildRunError, ConfigurationError, NonDeterminismError, RunStateError
+from savegame.model import WOKEN, EffectKind
 
 State = dict[str, Any]
 
@@ -250,7 +245,7 @@ def test_workers_run_a_planner_and_its_children_each_once(sqlite_url: str) -> No
 
 
 def test_the_tree_shows_a_parent_and_its_children(store: Store) -> None:
-    from savegame import tree
+    from savegame.client import tree
 
     done = run(PLANNER, {"topics": ["a", "b"]}, store=store, wait=True)
     node = tree(done.run_id, store=store).node(done.run_id)

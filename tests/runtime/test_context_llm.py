@@ -13,22 +13,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    ConfigurationError,
-    ModelResponse,
-    NonDeterminismError,
-    RunStatus,
-    StepContext,
-    ToolCall,
-    ToolSpec,
-    Workflow,
-    get_checkpoint,
-    list_effects,
-    resume,
-    run,
-    tool,
-)
+from savegame import END, RunStatus, StepContext, Workflow, resume, run, tool
+from savegame.agent import ModelResponse, ToolCall, ToolSpec
+from savegame.client import get_checkpoint, list_effects
+from savegame.errors import ConfigurationError, NonDeterminismError
 
 
 class Counting:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from savegame import END, RunStatus, StepContext, Store, Workflow, owner_gone, submit
+from savegame import END, RunStatus, StepContext, Store, Workflow, submit
+from savegame.client import owner_gone
 from savegame.runtime._lease import free_dead, owner_id
 
 LONG = 120.0

@@ -13,25 +13,24 @@ import pytest
 
 from savegame import (
     END,
-    ConfigurationError,
-    Decision,
-    Observer,
     RunStatus,
     StepContext,
     Worker,
     Workflow,
     approve,
-    get_run,
     reject,
     resume,
     run,
     tool,
 )
+from savegame.client import Decision, Observer, get_run
+from savegame.errors import ConfigurationError
 from savegame.runtime import load
 
 GATED = textwrap.dedent(
     """
-    from savegame import END, ApprovalRejected, Workflow, tool
+    from savegame import END, Workflow, tool
+    from savegame.errors import ApprovalRejected
 
     sent = []
 

@@ -10,28 +10,27 @@ import pytest
 
 from savegame import (
     END,
-    ConfigurationError,
-    EffectKind,
-    EffectStatus,
     MemoryStore,
-    NonDeterminismError,
-    NotFoundError,
-    RetentionPolicy,
-    RunStateError,
     RunStatus,
     StepContext,
     Store,
-    WaitTimedOutError,
     Worker,
     Workflow,
-    cancel,
-    list_effects,
-    prune,
     resume,
     run,
     send,
     submit,
 )
+from savegame.client import cancel, list_effects, prune
+from savegame.errors import (
+    ConfigurationError,
+    NonDeterminismError,
+    NotFoundError,
+    RunStateError,
+    WaitTimedOutError,
+)
+from savegame.maintenance import RetentionPolicy
+from savegame.model import EffectKind, EffectStatus
 from savegame.stores.base import Capabilities
 
 State = dict[str, Any]

@@ -8,18 +8,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    ConfigurationError,
-    RunStatus,
-    StepError,
-    Store,
-    fork,
-    history,
-    list_effects,
-    plan_fork,
-    run,
-)
+from savegame import RunStatus, Store, run
+from savegame.client import fork, history, list_effects, plan_fork
 from savegame.effects import EXECUTED, REPLAY_KEY, REUSED
+from savegame.errors import ConfigurationError, StepError
 from savegame.stores.base import ALL_EFFECTS
 from tests.crash import fork_workload
 from tests.crash.fork_workload import lines, wf
@@ -67,7 +59,7 @@ def test_a_replayed_fork_of_a_run_with_writes_calls_nothing(store: Store) -> Non
 
 
 def fork_workload_state(store: Store, run_id: str) -> dict[str, Any]:
-    from savegame import get_checkpoint
+    from savegame.client import get_checkpoint
 
     return get_checkpoint(run_id, store=store).state
 

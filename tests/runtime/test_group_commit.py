@@ -17,7 +17,8 @@ from typing import Any, cast
 import pytest
 
 import savegame
-from savegame import END, CheckpointWriteError, RunStatus, Workflow
+from savegame import END, RunStatus, Workflow
+from savegame.errors import CheckpointWriteError
 from savegame.runtime import _commit
 from savegame.stores.base import Put, Store, Written
 from savegame.stores.redis import RedisStore
@@ -110,7 +111,7 @@ def test_runs_at_a_boundary_together_share_one_transaction(held: Held) -> None:
         assert result.status is RunStatus.COMPLETED, result
         assert result.state == {"n": STEPS, "log": list(range(1, STEPS + 1))}
         # Every checkpoint of every run is there, each parented on the one before.
-        headers = [c for c in savegame.history(f"r{i}", store=held)]
+        headers = [c for c in savegame.client.history(f"r{i}", store=held)]
         assert [h.step for h in reversed(headers)] == list(range(STEPS + 1))
 
 

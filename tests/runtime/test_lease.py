@@ -12,17 +12,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    LeaseHeldError,
-    LeaseLostError,
-    StepContext,
-    Store,
-    Workflow,
-    history,
-    resume,
-    run,
-)
+from savegame import END, StepContext, Store, Workflow, resume, run
+from savegame.client import history
+from savegame.errors import LeaseHeldError, LeaseLostError
 from savegame.runtime._lease import holder_is_dead, owner_id
 
 

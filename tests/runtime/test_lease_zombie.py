@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import savegame
-from savegame import LeaseHeldError
+from savegame.errors import LeaseHeldError
 from savegame.runtime._lease import _ps_state, holder_is_dead, owner_id
 
 SRC = str(Path(savegame.__file__).resolve().parents[1])

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from savegame import ConfigurationError, Workflow, WorkflowImportError
+from savegame import Workflow
+from savegame.errors import ConfigurationError, WorkflowImportError
 from savegame.runtime import load
 from savegame.testing.together import together
 

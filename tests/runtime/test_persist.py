@@ -15,23 +15,11 @@ from typing import Any
 import pytest
 
 import savegame
-from savegame import (
-    END,
-    CheckpointWriteError,
-    MemoryStore,
-    Observer,
-    RunStatus,
-    StepContext,
-    Workflow,
-    codec,
-    get_checkpoint,
-    history,
-    resume,
-    run,
-)
+from savegame import END, MemoryStore, RunStatus, StepContext, Workflow, codec, resume, run
+from savegame.client import Observer, get_checkpoint, history
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
-from savegame.errors import StepError, UnencryptedRecordError
+from savegame.errors import CheckpointWriteError, StepError, UnencryptedRecordError
 from savegame.stores import SqliteStore, Written
 
 # -- runs write deltas through the storage engine ----------------------------------------

@@ -8,18 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from savegame import (
-    ConfigurationError,
-    NotFoundError,
-    Queue,
-    RunStatus,
-    Worker,
-    declare_queue,
-    list_queues,
-    open_store,
-    submit,
-)
-from savegame.stores import MemoryStore
+from savegame import RunStatus, Worker, open_store, submit
+from savegame.client import declare_queue, list_queues
+from savegame.errors import ConfigurationError, NotFoundError
+from savegame.stores import MemoryStore, Queue
 from tests.docs.pages import doc_example, run_example
 
 from .test_children import RESEARCH

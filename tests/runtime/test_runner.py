@@ -15,29 +15,28 @@ import pytest
 
 from savegame import (
     END,
-    CheckpointHeader,
     CheckpointPolicy,
-    ConfigurationError,
     MemoryStore,
-    NotFoundError,
-    Observer,
     RunInfo,
-    RunStateError,
     RunStatus,
-    SerializationError,
     SqliteStore,
     StepContext,
-    StepError,
     Store,
     Workflow,
     arun,
-    get_checkpoint,
-    history,
-    list_runs,
     resume,
     run,
     submit,
 )
+from savegame.client import Observer, get_checkpoint, history, list_runs
+from savegame.errors import (
+    ConfigurationError,
+    NotFoundError,
+    RunStateError,
+    SerializationError,
+    StepError,
+)
+from savegame.model import CheckpointHeader
 from savegame.runtime import Durability
 from savegame.stores import Capabilities
 
@@ -298,7 +297,7 @@ def test_state_schema_migration_on_resume(store: Store) -> None:
     assert result.state == {"first": "Ada", "last": "LOVELACE", "greeting": "hello Ada LOVELACE"}
     assert history("r-mig", store=store)[0].state_version == 3
 
-    from savegame import StateVersionError
+    from savegame.errors import StateVersionError
 
     old = Workflow("migrating", state_version=2)
     old.add_step(a2, name="a", entry=True)

@@ -15,22 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import savegame
-from savegame import (
-    END,
-    Keyring,
-    Missed,
-    RunStatus,
-    StepContext,
-    StorageConfig,
-    Worker,
-    Workflow,
-    fire_schedules,
-    schedule,
-)
+from savegame import END, RunStatus, StepContext, StorageConfig, Worker, Workflow
+from savegame.client import fire_schedules, schedule
+from savegame.codec.crypto import Keyring
 from savegame.errors import ConfigurationError, ConflictError, NotFoundError
 from savegame.runtime._schedules import BATCH, next_after, occurrence_id, plan
 from savegame.stores import Enqueue, MemoryStore, SqliteStore
-from savegame.stores.schedules import ScheduleRecord, schedules_of
+from savegame.stores.schedules import Missed, ScheduleRecord, schedules_of
 from tests.services import scratch_store
 
 DAILY = Workflow("daily-report")
@@ -102,7 +93,7 @@ def test_schedule_stores_it_with_its_cursor_at_the_next_occurrence(db: str) -> N
     )  # fmt: skip
     assert got.workflow_ref.endswith("test_schedules:DAILY")
     assert got.next_at > datetime.now(timezone.utc) and got.next_at.hour == 9
-    assert [s.name for s in savegame.list_schedules(store=db)] == ["reports"]
+    assert [s.name for s in savegame.client.list_schedules(store=db)] == ["reports"]
     with pytest.raises(ConflictError):
         schedule("reports", DAILY, cron="@daily", store=db)
     assert schedule("reports", DAILY, cron="@daily", replace=True, store=db).cron == "@daily"
@@ -157,23 +148,23 @@ def test_firing_starts_each_occurrence_once_with_a_derived_id(db: str) -> None:
     first = fire_schedules(store=db, now=T0 + timedelta(seconds=5))
     assert first == [occurrence_id("reports", T0)] == ["reports:20300107T090000Z"]
     assert fire_schedules(store=db, now=T0 + timedelta(seconds=6)) == []
-    run = savegame.get_run(first[0], store=db)
+    run = savegame.client.get_run(first[0], store=db)
     assert run.status is RunStatus.QUEUED and run.thread_id == first[0]
     assert run.metadata["schedule"] == {"name": "reports", "at": T0.isoformat()}
-    got = savegame.get_schedule("reports", store=db)
+    got = savegame.client.get_schedule("reports", store=db)
     assert (got.fired, got.last_run_id, got.next_at) == (1, first[0], T0 + timedelta(minutes=5))
 
 
 def test_a_paused_schedule_fires_nothing_and_resumes_after_now(db: str) -> None:
     schedule("reports", DAILY, cron="*/5 * * * *", store=db)
     _due(db, "reports", T0)
-    savegame.pause_schedule("reports", store=db)
+    savegame.client.pause_schedule("reports", store=db)
     assert fire_schedules(store=db, now=T0 + timedelta(hours=1)) == []
-    resumed = savegame.resume_schedule("reports", store=db)
+    resumed = savegame.client.resume_schedule("reports", store=db)
     assert not resumed.paused and resumed.next_at > datetime.now(timezone.utc)
-    savegame.remove_schedule("reports", store=db)
+    savegame.client.remove_schedule("reports", store=db)
     with pytest.raises(NotFoundError):
-        savegame.remove_schedule("reports", store=db)
+        savegame.client.remove_schedule("reports", store=db)
 
 
 def test_a_worker_fires_a_due_schedule_and_runs_the_occurrence(db: str) -> None:
@@ -183,14 +174,14 @@ def test_a_worker_fires_a_due_schedule_and_runs_the_occurrence(db: str) -> None:
     stats = Worker(db, poll=0.05, lease_ttl=5).run(idle_exit=1.0)
     run_id = occurrence_id("reports", now)
     assert stats.scheduled == 1 and stats.finished == {run_id: "completed"}
-    state = savegame.get_checkpoint(
-        savegame.get_run(run_id, store=db).head_checkpoint_id or "", store=db
+    state = savegame.client.get_checkpoint(
+        savegame.client.get_run(run_id, store=db).head_checkpoint_id or "", store=db
     )
     assert state.state["reported"] == "ops"
 
 
 def test_a_schedule_naming_a_queue_fires_its_runs_in_it(db: str) -> None:
-    savegame.declare_queue("reports", concurrency=1, store=db)
+    savegame.client.declare_queue("reports", concurrency=1, store=db)
     got = schedule("daily", DAILY, cron="* * * * *", store=db, queue="reports", priority=2)
     assert (got.queue, got.priority) == ("reports", 2)
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
@@ -208,11 +199,11 @@ def test_a_schedule_s_queue_is_declared_in_a_store_with_queues(db: str) -> None:
         schedule("daily", DAILY, cron="@daily", store=db, queue="reports")
     with pytest.raises(ConfigurationError, match="priority needs a queue"):
         schedule("daily", DAILY, cron="@daily", store=db, priority=3)
-    assert savegame.list_schedules(store=db) == []  # nothing stored
+    assert savegame.client.list_schedules(store=db) == []  # nothing stored
     memory = MemoryStore()
     with pytest.raises(ConfigurationError, match="MemoryStore store has no queues"):
         schedule("daily", DAILY, cron="@daily", store=memory, queue="reports")
-    assert savegame.list_schedules(store=memory) == []
+    assert savegame.client.list_schedules(store=memory) == []
 
 
 def test_an_edited_schedule_row_is_not_fired_under_a_keyring(
@@ -226,7 +217,7 @@ def test_an_edited_schedule_row_is_not_fired_under_a_keyring(
     with caplog.at_level(logging.WARNING, logger="savegame.worker.schedules"):
         assert fire_schedules(store=db, storage=storage, now=T0) == []
     assert "checksum mismatch" in caplog.text
-    assert savegame.get_schedule("reports", store=db).next_at == T0  # left for a fix
+    assert savegame.client.get_schedule("reports", store=db).next_at == T0  # left for a fix
 
 
 # -- the plan, as a property: firings at any times ------------------------------------------

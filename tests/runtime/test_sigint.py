@@ -22,19 +22,8 @@ from typing import Any, TypeVar
 import pytest
 
 import savegame
-from savegame import (
-    END,
-    Backoff,
-    RunResult,
-    RunStatus,
-    StepContext,
-    Workflow,
-    get_checkpoint,
-    list_effects,
-    resume,
-    run,
-    tool,
-)
+from savegame import END, Backoff, RunResult, RunStatus, StepContext, Workflow, resume, run, tool
+from savegame.client import get_checkpoint, list_effects
 from savegame.runtime import stopped_at
 from savegame.runtime._sigint import CtrlC
 
@@ -269,4 +258,4 @@ def test_a_ctrl_c_ends_a_blocking_wait_and_the_run_stays_waiting(url: str) -> No
     at = stopped_at(stopped) if isinstance(stopped, KeyboardInterrupt) else None
     assert at is not None, stopped
     assert at.status is RunStatus.WAITING
-    assert savegame.get_run(at.run_id, store=url).lease is None
+    assert savegame.client.get_run(at.run_id, store=url).lease is None

@@ -67,9 +67,9 @@ def test_the_first_ctrl_c_stops_at_the_boundary_and_resume_ends_as_an_uninterrup
     run_id, step = stopped(first_ctrl_c(child))
     assert step == 2
     assert child.calls() == ["start 1", "end 1", "start 2", "end 2"]
-    assert len(savegame.list_effects(run_id, store=sqlite_url)) == 2
+    assert len(savegame.client.list_effects(run_id, store=sqlite_url)) == 2
     assert head(run_id, sqlite_url) == (2, RunStatus.INTERRUPTED, "tick")
-    assert savegame.get_run(run_id, store=sqlite_url).lease is None
+    assert savegame.client.get_run(run_id, store=sqlite_url).lease is None
 
     assert resumed(run_id, sqlite_url, tmp_path) == reference(name)
     assert child.calls()[4:] == ["start 3", "end 3", "start 4", "end 4"]
@@ -83,10 +83,10 @@ def test_a_second_ctrl_c_stops_at_once_and_resume_still_ends_the_same(
     assert ended.returncode == -signal.SIGINT
     assert ended.lines("INTERRUPTED") == [["INTERRUPTED"]]  # Python's own: no run named
     assert child.calls() == ["start 1", "end 1", "start 2"]  # call 2 abandoned
-    [run] = savegame.list_runs(store=sqlite_url)
+    [run] = savegame.client.list_runs(store=sqlite_url)
     # Step 2 did not happen, except its journal: the write's intent, in doubt.
     assert head(run.run_id, sqlite_url) == (1, RunStatus.RUNNING, "tick")
-    assert [e.status.value for e in savegame.list_effects(run.run_id, store=sqlite_url)] == [
+    assert [e.status.value for e in savegame.client.list_effects(run.run_id, store=sqlite_url)] == [
         "done",
         "pending",
     ]
@@ -102,7 +102,7 @@ def test_a_ctrl_c_in_the_last_step_returns_the_ended_run(sqlite_url: str, tmp_pa
     assert ended.returncode == 0, ended
     [[_, run_id, step, status]] = ended.lines("RESULT")
     assert (step, status) == ("4", "completed")
-    assert savegame.get_checkpoint(run_id, store=sqlite_url).state == reference("sync_wf")
+    assert savegame.client.get_checkpoint(run_id, store=sqlite_url).state == reference("sync_wf")
 
 
 def test_the_ctrl_c_sent_to_the_process_alone_stops_it_the_same(
@@ -120,7 +120,7 @@ def test_the_step_in_flight_stops_before_its_next_call(sqlite_url: str, tmp_path
     run_id, step = stopped(first_ctrl_c(child))
     assert child.calls() == ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"]
     assert step == 1 and head(run_id, sqlite_url) == (1, RunStatus.INTERRUPTED, "tick")
-    assert len(savegame.list_effects(run_id, store=sqlite_url)) == 3
+    assert len(savegame.client.list_effects(run_id, store=sqlite_url)) == 3
 
     assert resumed(run_id, sqlite_url, tmp_path) == reference("pairs_wf")
     assert child.calls()[6:] == ["start 4", "end 4"] + [
@@ -140,7 +140,7 @@ def test_a_tool_s_own_process_dies_of_the_group_s_sigint_and_the_run_stops_not_f
     assert step == 1 and child.calls() == ["start 1", "end 1", "start 2"]
     assert head(run_id, sqlite_url) == (1, RunStatus.INTERRUPTED, "tick")
     assert "died with <Signals.SIGINT: 2>" in (
-        savegame.get_run(run_id, store=sqlite_url).error or ""
+        savegame.client.get_run(run_id, store=sqlite_url).error or ""
     )
 
     child.open_gate()
@@ -190,7 +190,7 @@ def test_an_agent_stops_after_its_tool_round_and_asks_the_model_nothing_more(
     # receive (1), llm (2), tools (3): the tool round in flight finished and was saved.
     assert step == 3 and head(run_id, sqlite_url) == (3, RunStatus.INTERRUPTED, "llm")
     assert len(fake.asked) == 1
-    assert [e.kind.value for e in savegame.list_effects(run_id, store=sqlite_url)] == [
+    assert [e.kind.value for e in savegame.client.list_effects(run_id, store=sqlite_url)] == [
         "llm",
         "read",
     ]

@@ -11,22 +11,19 @@ import pytest
 
 from savegame import (
     END,
-    ConfigurationError,
-    EffectKind,
-    EffectStatus,
-    RunStateError,
     RunStatus,
     StepContext,
     Store,
     Worker,
     Workflow,
-    cancel,
-    list_effects,
     open_store,
     resume,
     run,
     submit,
 )
+from savegame.client import cancel, list_effects
+from savegame.errors import ConfigurationError, RunStateError
+from savegame.model import EffectKind, EffectStatus
 
 State = dict[str, Any]
 

@@ -11,22 +11,14 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
+from savegame import END, RunStatus, StepContext, Worker, Workflow, run, submit, tool
+from savegame.client import get_run, list_runs
+from savegame.errors import (
     ConfigurationError,
     ConflictError,
     RunExistsError,
-    RunStatus,
-    StepContext,
     StepError,
     ThreadBusyError,
-    Worker,
-    Workflow,
-    get_run,
-    list_runs,
-    run,
-    submit,
-    tool,
 )
 from savegame.runtime import _setup, _start
 

@@ -14,21 +14,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    Backoff,
-    ConfigurationError,
-    NonDeterminismError,
-    RunStatus,
-    StepContext,
-    StepError,
-    TimedOutError,
-    Workflow,
-    get_run,
-    history,
-    run,
-    tool,
-)
+from savegame import END, Backoff, RunStatus, StepContext, Workflow, run, tool
+from savegame.client import get_run, history
+from savegame.errors import ConfigurationError, NonDeterminismError, StepError, TimedOutError
 
 TINY = Backoff(initial=0.001, maximum=0.001, jitter=0)
 

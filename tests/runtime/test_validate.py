@@ -11,18 +11,10 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    ConfigurationError,
-    StepContext,
-    Tool,
-    Workflow,
-    list_runs,
-    open_store,
-    run,
-    submit,
-    tool,
-)
+from savegame import END, StepContext, Workflow, open_store, run, submit, tool
+from savegame.client import list_runs
+from savegame.effects import Tool
+from savegame.errors import ConfigurationError
 
 PLAN = "plann"  # a module constant with a typo, returned by a step
 world: list[str] = []

@@ -11,23 +11,11 @@ from typing import Any
 import pytest
 
 import savegame
-from savegame import (
-    END,
-    Keyring,
-    RetentionPolicy,
-    RunStatus,
-    StorageConfig,
-    Workflow,
-    Workspace,
-    WorkspaceError,
-    get_checkpoint,
-    history,
-    prune,
-    rekey,
-    restore_workspace,
-    run,
-    verify,
-)
+from savegame import END, RunStatus, StorageConfig, Workflow, Workspace, run
+from savegame.client import get_checkpoint, history, prune, rekey, restore_workspace, verify
+from savegame.codec.crypto import Keyring
+from savegame.errors import WorkspaceError
+from savegame.maintenance import RetentionPolicy
 from savegame.model import WORKSPACE_KEY
 from savegame.runtime._workspace import Snapshots, vouches
 from savegame.stores import SqliteStore, Store
@@ -284,7 +272,7 @@ def test_resume_restores_the_workspace_before_the_step_runs_again(
             raise RuntimeError("dies half way")
         return {}, END
 
-    with pytest.raises(savegame.StepError):
+    with pytest.raises(savegame.errors.StepError):
         run(wf, run_id="r1", store=store)
     assert (ws / "junk.txt").exists()
     savegame.resume("r1", store=store, workflow=wf)
@@ -297,9 +285,9 @@ def test_an_exported_run_brings_its_workspace_files_along(tmp_path: Path) -> Non
     seen = [start(ws)]
     source = SqliteStore(tmp_path / "here.db")
     result = run(editing(ws, seen), store=source)
-    savegame.export_run(result.run_id, tmp_path / "run.sgx", store=source)
+    savegame.client.export_run(result.run_id, tmp_path / "run.sgx", store=source)
     there = SqliteStore(tmp_path / "there.db")
-    savegame.import_run(tmp_path / "run.sgx", store=there)
+    savegame.client.import_run(tmp_path / "run.sgx", store=there)
     elsewhere = tmp_path / "elsewhere"
     restore_workspace(get_checkpoint(result.checkpoint_id, store=there), elsewhere, store=there)
     assert tree(elsewhere) == seen[5]
@@ -322,7 +310,7 @@ def test_a_fork_starts_from_the_files_of_the_checkpoint_it_forks(
     done = run(wf, {}, store=store)
     assert done.state["seen"] == ["f1.txt", "f2.txt", "f3.txt"]
     [at1] = [h for h in history(done.run_id, store=store) if h.step == 1]
-    forked = savegame.fork(at1.checkpoint_id, store=store, workflow=wf)
+    forked = savegame.client.fork(at1.checkpoint_id, store=store, workflow=wf)
     seen = {
         h.step: get_checkpoint(h.checkpoint_id, store=store).state.get("seen")
         for h in history(forked.run_id, store=store)

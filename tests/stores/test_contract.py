@@ -12,18 +12,9 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    RetentionPolicy,
-    StepContext,
-    StorageConfig,
-    Workflow,
-    get_checkpoint,
-    history,
-    prune,
-    run,
-    verify,
-)
+from savegame import END, StepContext, StorageConfig, Workflow, run
+from savegame.client import get_checkpoint, history, prune, verify
+from savegame.maintenance import RetentionPolicy
 from savegame.model import CheckpointHeader
 from savegame.stores.base import Store
 from savegame.testing.contract import StoreContract

@@ -17,19 +17,15 @@ from typing import Any
 
 import pytest
 
-from savegame import (
-    END,
-    StepContext,
+from savegame import END, StepContext, StorageConfig, Workflow, resume, run
+from savegame.client import get_checkpoint, history, verify
+from savegame.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    LeaseLostError,
+    NotFoundError,
     StepError,
-    StorageConfig,
-    Workflow,
-    get_checkpoint,
-    history,
-    resume,
-    run,
-    verify,
 )
-from savegame.errors import ConfigurationError, CorruptRecordError, LeaseLostError, NotFoundError
 from savegame.model import RunStatus
 from savegame.stores import SqliteStore, open_store
 from savegame.stores.base import Store

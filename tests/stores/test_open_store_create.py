@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import savegame
-from savegame import END, NotFoundError, StoreNotFoundError, Workflow
+from savegame import END, Workflow
+from savegame.errors import NotFoundError, StoreNotFoundError
 from savegame.stores import SqliteStore, naming, open_store
 
 
@@ -47,23 +48,25 @@ def test_create_false_opens_a_store_that_exists(tmp_path: Path) -> None:
 
 
 READERS: dict[str, Callable[[str], Any]] = {
-    "get_run": lambda url: savegame.get_run("r", store=url),
-    "list_runs": lambda url: savegame.list_runs(store=url),
-    "list_threads": lambda url: savegame.list_threads(store=url),
-    "history": lambda url: savegame.history("r", store=url),
-    "get_checkpoint": lambda url: savegame.get_checkpoint("r", store=url),
-    "list_effects": lambda url: savegame.list_effects("r", store=url),
-    "pending_interrupts": lambda url: savegame.pending_interrupts(store=url),
+    "get_run": lambda url: savegame.client.get_run("r", store=url),
+    "list_runs": lambda url: savegame.client.list_runs(store=url),
+    "list_threads": lambda url: savegame.client.list_threads(store=url),
+    "history": lambda url: savegame.client.history("r", store=url),
+    "get_checkpoint": lambda url: savegame.client.get_checkpoint("r", store=url),
+    "list_effects": lambda url: savegame.client.list_effects("r", store=url),
+    "pending_interrupts": lambda url: savegame.client.pending_interrupts(store=url),
     "resume": lambda url: savegame.resume("r", store=url),
     "approve": lambda url: savegame.approve("r", store=url),
     "reject": lambda url: savegame.reject("r", reason="no", store=url),
     "resolve": lambda url: savegame.resolve("r", "r:1:0", done=False, store=url),
-    "cancel": lambda url: savegame.cancel("r", store=url),
-    "compensate": lambda url: savegame.compensate("r", store=url),
-    "verify": lambda url: savegame.verify(store=url),
-    "stats": lambda url: savegame.stats(store=url),
-    "prune": lambda url: savegame.prune(savegame.RetentionPolicy(keep_last=1), store=url),
-    "rekey": lambda url: savegame.rekey(store=url),
+    "cancel": lambda url: savegame.client.cancel("r", store=url),
+    "compensate": lambda url: savegame.client.compensate("r", store=url),
+    "verify": lambda url: savegame.client.verify(store=url),
+    "stats": lambda url: savegame.client.stats(store=url),
+    "prune": lambda url: savegame.client.prune(
+        savegame.maintenance.RetentionPolicy(keep_last=1), store=url
+    ),
+    "rekey": lambda url: savegame.client.rekey(store=url),
 }
 
 
@@ -87,12 +90,12 @@ def test_a_not_found_error_names_the_store_it_searched(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     savegame.run(_flow(), {}, run_id="r1", store=url)
     with pytest.raises(NotFoundError) as info:
-        savegame.get_run("nope", store=url)
+        savegame.client.get_run("nope", store=url)
     assert (info.value.kind, info.value.ident, info.value.store) == ("run", "nope", url)
     assert str(info.value) == f"no run 'nope' in {url}"
     # Also for a Store passed in rather than a URL.
     with open_store(url) as store, pytest.raises(NotFoundError) as again:
-        savegame.get_checkpoint("nope", store=store)
+        savegame.client.get_checkpoint("nope", store=store)
     assert str(again.value) == f"no run or checkpoint 'nope' in {url}"
 
 

@@ -17,20 +17,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from savegame import (
-    END,
-    RunStatus,
-    StepContext,
-    StepError,
-    Workflow,
-    arun,
-    history,
-    list_effects,
-    model_calls,
-    resume,
-    run,
-    tool,
-)
+from savegame import END, RunStatus, StepContext, Workflow, arun, resume, run, tool
+from savegame.client import history, list_effects, model_calls
+from savegame.errors import StepError
 from savegame.models import OpenAI
 from savegame.runtime._trace import TRACE_KEY
 from tests.provider import CHAT, FakeProvider, chat
@@ -266,7 +255,8 @@ def test_without_opentelemetry_installed_the_hook_is_a_no_op(tmp_path: Any) -> N
         f"""
         import sys
         sys.modules["opentelemetry"] = None
-        from savegame import END, Workflow, history, run
+        from savegame import END, Workflow, run
+        from savegame.client import history
         from savegame.runtime import _trace
 
         wf = Workflow("plain")

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from savegame import RunStatus, get_run, history
+from savegame import RunStatus
+from savegame.client import get_run, history
 from savegame.runtime._trace import TRACE_KEY
 
 CHILD = Path(__file__).with_name("traced_child.py")

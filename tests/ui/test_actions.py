@@ -13,7 +13,8 @@ import pytest
 from starlette.testclient import TestClient
 
 import savegame
-from savegame import EffectKind, RunStatus
+from savegame import RunStatus
+from savegame.model import EffectKind
 from savegame.ui import create_app
 from tests.ui.conftest import ORIGIN, csrf_of
 from tests.ui.shop import asks, flaky, wf
@@ -25,10 +26,10 @@ SRC = str(Path(savegame.__file__).resolve().parents[1])
 def _settled(url: str, run_id: str, *statuses: RunStatus) -> RunStatus:
     """The run's status once it is one of ``statuses`` (it goes on in the UI's thread)."""
     deadline = time.monotonic() + 20
-    status = savegame.get_run(run_id, store=url).status
+    status = savegame.client.get_run(run_id, store=url).status
     while status not in statuses and time.monotonic() < deadline:
         time.sleep(0.05)
-        status = savegame.get_run(run_id, store=url).status
+        status = savegame.client.get_run(run_id, store=url).status
     return status
 
 
@@ -51,7 +52,7 @@ def test_approve_with_edited_arguments_continues_the_run(
     assert "<b>charge</b>" in asked and ">42<" in asked and "&#34;amount&#34;: 20" in asked
     assert went == f"/runs/{r.run_id}?done=approved"
     assert _settled(ui_url, r.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
-    approval, write = savegame.list_effects(r.run_id, store=ui_url)
+    approval, write = savegame.client.list_effects(r.run_id, store=ui_url)
     assert approval.kind is EffectKind.APPROVAL and approval.metadata["by"] == "ana"
     assert write.result == {"charge_id": "ch_o1", "amount": 20}
 
@@ -69,7 +70,7 @@ def test_an_edit_the_tool_cannot_take_is_refused_before_it_is_recorded(
     assert not_json.status_code == 400 and "not JSON" in not_json.text
     anonymous = c.post(f"/runs/{r.run_id}/approve", data={**form, "edit": "", "by": ""})
     assert anonymous.status_code == 400 and "say who you are" in anonymous.text
-    assert savegame.pending_interrupts(r.run_id, store=ui_url)  # still waiting
+    assert savegame.client.pending_interrupts(r.run_id, store=ui_url)  # still waiting
 
 
 def test_reject_needs_a_reason_and_records_it(
@@ -81,7 +82,7 @@ def test_reject_needs_a_reason_and_records_it(
     form = {"interrupt_id": r.interrupt_id or "", "by": "ana", "csrf_token": csrf_of(c)}
     assert c.post(path, data={**form, "confirmed": "1"}).status_code == 400
     _do(c, path, interrupt_id=r.interrupt_id or "", by="ana", reason="too <b>much</b>")
-    (entry,) = savegame.list_effects(r.run_id, store=ui_url)
+    (entry,) = savegame.client.list_effects(r.run_id, store=ui_url)
     assert entry.error == "too <b>much</b>" and entry.metadata["by"] == "ana"
     # The step did not catch ApprovalRejected: the run failed with it.
     assert _settled(ui_url, r.run_id, RunStatus.FAILED) is RunStatus.FAILED
@@ -91,19 +92,19 @@ def test_reject_needs_a_reason_and_records_it(
 def test_resolve_an_in_doubt_write_then_resume(
     client: Callable[..., TestClient], ui_url: str
 ) -> None:
-    with pytest.raises(savegame.InDoubtEffectError):
+    with pytest.raises(savegame.errors.InDoubtEffectError):
         savegame.run(flaky, {}, store=ui_url)
-    (stuck,) = savegame.list_runs(store=ui_url)
-    (entry,) = savegame.list_effects(stuck.run_id, store=ui_url)
+    (stuck,) = savegame.client.list_runs(store=ui_url)
+    (entry,) = savegame.client.list_effects(stuck.run_id, store=ui_url)
     c = client()
     asked, _ = _do(c, f"/runs/{stuck.run_id}/resolve", request_id=entry.request_id, done="yes",
                    result='{"charge_id": "ch_by_hand"}', by="ana")  # fmt: skip
     assert "flaky_charge" in asked
-    (settled,) = savegame.list_effects(stuck.run_id, store=ui_url)
+    (settled,) = savegame.client.list_effects(stuck.run_id, store=ui_url)
     assert settled.result == {"charge_id": "ch_by_hand"} and settled.metadata["by"] == "ana"
     _do(c, f"/runs/{stuck.run_id}/resume")  # the module imports here: it ends in the UI's thread
     assert _settled(ui_url, stuck.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
-    assert savegame.get_checkpoint(stuck.run_id, store=ui_url).state["receipt"] == {
+    assert savegame.client.get_checkpoint(stuck.run_id, store=ui_url).state["receipt"] == {
         "charge_id": "ch_by_hand"
     }
 
@@ -117,11 +118,11 @@ def test_cancel_a_waiting_run_names_who_cancelled(
     anonymous = c.post(f"/runs/{r.run_id}/cancel", data=form)
     assert anonymous.status_code == 400 and "say who you are" in anonymous.text
     _do(c, f"/runs/{r.run_id}/cancel", by="cy")
-    assert savegame.get_run(r.run_id, store=ui_url).status is RunStatus.CANCELLED
-    assert savegame.pending_interrupts(r.run_id, store=ui_url) == []
-    marker = savegame.history(r.run_id, store=ui_url)[0]
+    assert savegame.client.get_run(r.run_id, store=ui_url).status is RunStatus.CANCELLED
+    assert savegame.client.pending_interrupts(r.run_id, store=ui_url) == []
+    marker = savegame.client.history(r.run_id, store=ui_url)[0]
     assert marker.status is RunStatus.CANCELLED and marker.metadata["cancelled_by"] == "cy"
-    (closed,) = savegame.list_effects(r.run_id, store=ui_url)
+    (closed,) = savegame.client.list_effects(r.run_id, store=ui_url)
     assert closed.metadata["by"] == "cy" and closed.error == "run cancelled"
     assert "cancelled by cy" in c.get(f"/runs/{r.run_id}").text
 
@@ -139,9 +140,9 @@ def test_answer_an_interrupt_with_a_json_value_and_the_run_goes_on(
     assert "Answer <b>size</b>" in asked and "which size?" in asked and "gift" in asked
     assert went == f"/runs/{r.run_id}?done=answered"
     assert _settled(ui_url, r.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
-    state = savegame.get_checkpoint(r.run_id, store=ui_url).state
+    state = savegame.client.get_checkpoint(r.run_id, store=ui_url).state
     assert state["shipped"] == {"size": "M", "gift": True}
-    (entry,) = savegame.list_effects(r.run_id, store=ui_url)
+    (entry,) = savegame.client.list_effects(r.run_id, store=ui_url)
     assert entry.kind is EffectKind.INTERRUPT and entry.metadata["by"] == "ana"
     assert entry.result == {"size": "M", "gift": True}
 
@@ -162,7 +163,7 @@ def test_an_answer_that_is_not_json_or_has_no_name_is_refused_and_nothing_record
     assert anonymous.status_code == 400 and "say who you are" in anonymous.text
     wrong = c.post(path, data={**form, "value": '"M"', "interrupt_id": "nope", "confirmed": "1"})
     assert wrong.status_code == 400 and "does not wait for &#39;nope&#39;" in wrong.text
-    assert [w.interrupt_id for w in savegame.pending_interrupts(r.run_id, store=ui_url)] == [
+    assert [w.interrupt_id for w in savegame.client.pending_interrupts(r.run_id, store=ui_url)] == [
         r.interrupt_id
     ]
 
@@ -176,26 +177,26 @@ def test_an_approval_is_not_answered_with_a_value(
             "csrf_token": csrf_of(c), "confirmed": "1"}  # fmt: skip
     refused = c.post(f"/runs/{r.run_id}/supply", data=form)
     assert refused.status_code == 400 and "is an approval: approve or reject it" in refused.text
-    assert savegame.pending_interrupts(r.run_id, store=ui_url)
+    assert savegame.client.pending_interrupts(r.run_id, store=ui_url)
 
 
 def test_fork_from_a_checkpoint_with_an_edit(
     client: Callable[..., TestClient], ui_url: str
 ) -> None:
     r = savegame.run(wf, {"amount": 42}, store=ui_url)
-    planned = next(h for h in savegame.history(r.run_id, store=ui_url) if h.node == "plan")
+    planned = next(h for h in savegame.client.history(r.run_id, store=ui_url) if h.node == "plan")
     c = client(continue_runs=False)
     asked, went = _do(c, f"/checkpoints/{planned.checkpoint_id}/fork", set="order.amount=7",
                       reason="cheaper", by="bo", mode="replay")  # fmt: skip
     assert "order.amount=7" in asked and "The origin run is not changed" in asked
     forked = went.split("?")[0].rsplit("/", 1)[1]
-    node = savegame.tree(r.run_id, store=ui_url).node(forked)
+    node = savegame.client.tree(r.run_id, store=ui_url).node(forked)
     assert node.forked and (node.by, node.reason, node.edited) == (
         "bo",
         "cheaper",
         ("order.amount",),
     )
-    assert savegame.get_checkpoint(forked, store=ui_url).state["order"]["amount"] == 7
+    assert savegame.client.get_checkpoint(forked, store=ui_url).state["order"]["amount"] == 7
 
 
 def test_supply_the_public_call_behind_the_form_continues_here_and_answers_once(
@@ -207,7 +208,7 @@ def test_supply_the_public_call_behind_the_form_continues_here_and_answers_once(
     assert decision.result.state["shipped"] == "S" and decision.entry.metadata["by"] == "ana"
     with pytest.raises(savegame.SavegameError):  # nothing waits any more
         savegame.supply(r.run_id, "M", by="bo", store=ui_url, resume=False)
-    with pytest.raises(savegame.SerializationError):  # a value that is not pure data
+    with pytest.raises(savegame.errors.SerializationError):  # a value that is not pure data
         savegame.supply(savegame.run(asks, {}, store=ui_url).run_id, object(), store=ui_url)
 
 
@@ -258,7 +259,7 @@ def test_the_ui_remembers_who_decided_whatever_the_name(
     assert done.status_code == 303, done.text
     cookie = done.headers["set-cookie"]
     assert cookie.startswith("sg_by=") and "Max-Age=31536000" in cookie and "HttpOnly" in cookie
-    (entry,) = savegame.list_effects(first.run_id, store=ui_url)
+    (entry,) = savegame.client.list_effects(first.run_id, store=ui_url)
     assert entry.metadata["by"] == name
 
     second = savegame.run(wf, {"order_id": "o2"}, store=ui_url)
@@ -268,7 +269,9 @@ def test_the_ui_remembers_who_decided_whatever_the_name(
 
 
 def test_an_app_over_a_handle_reads_and_acts_through_it_with_its_keys(tmp_path: Path) -> None:
-    keys = savegame.StorageConfig(keyring=savegame.Keyring({"k1": os.urandom(32)}, active="k1"))
+    keys = savegame.StorageConfig(
+        keyring=savegame.codec.crypto.Keyring({"k1": os.urandom(32)}, active="k1")
+    )
     with savegame.connect(f"sqlite:///{tmp_path / 'held.db'}", storage=keys) as sg:
         r = sg.run(wf, {"note": "the plan", "amount": 7})
         with TestClient(create_app(sg), base_url=ORIGIN) as c:
@@ -282,5 +285,5 @@ def test_an_app_over_a_handle_reads_and_acts_through_it_with_its_keys(tmp_path: 
         assert not sg.closed  # the app never closes a handle it was given
         [approval, charged] = sg.effects(r.run_id)
         assert (approval.metadata["by"], charged.result["amount"]) == ("ana", 7)
-    with pytest.raises(savegame.ConfigurationError, match="its own storage"):
+    with pytest.raises(savegame.errors.ConfigurationError, match="its own storage"):
         create_app(savegame.connect("memory://"), storage=keys)

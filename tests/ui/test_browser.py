@@ -85,10 +85,10 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
 
 def _status(url: str, run_id: str, want: RunStatus) -> RunStatus:
     deadline = time.monotonic() + 20
-    status = savegame.get_run(run_id, store=url).status
+    status = savegame.client.get_run(run_id, store=url).status
     while status is not want and time.monotonic() < deadline:
         time.sleep(0.05)
-        status = savegame.get_run(run_id, store=url).status
+        status = savegame.client.get_run(run_id, store=url).status
     return status
 
 
@@ -110,7 +110,7 @@ def test_list_filter_open_a_run_and_diff_two_checkpoints(page: Any, shop: tuple[
     page.wait_for_url(f"**/runs/{done.run_id}")
     assert page.locator("h1 .status").inner_text() == "completed"
     assert page.locator("table.timeline tbody tr").count() == len(
-        savegame.history(done.run_id, store=url)
+        savegame.client.history(done.run_id, store=url)
     )
     page.click("button:has-text('Diff A → B')")
     change = page.locator("#diff table.changes")
@@ -139,7 +139,7 @@ def test_approve_a_waiting_run_and_see_it_complete(page: Any, shop: tuple[str, s
     page.reload()
     assert page.locator("h1 .status").inner_text() == "completed"
     assert "by ana" in page.locator("table.journal").inner_text()
-    assert savegame.get_checkpoint(r.run_id, store=url).state["receipt"]["amount"] == 25
+    assert savegame.client.get_checkpoint(r.run_id, store=url).state["receipt"]["amount"] == 25
 
 
 def test_the_second_decision_knows_who_you_are(page: Any, shop: tuple[str, str]) -> None:
@@ -161,7 +161,7 @@ def test_the_second_decision_knows_who_you_are(page: Any, shop: tuple[str, str])
         page.click("button:has-text('Yes, approve')")
         page.wait_for_url(f"**/runs/{r.run_id}?done=approved")
         assert _status(url, r.run_id, RunStatus.COMPLETED) is RunStatus.COMPLETED
-        assert savegame.list_effects(r.run_id, store=url)[0].metadata["by"] == name
+        assert savegame.client.list_effects(r.run_id, store=url)[0].metadata["by"] == name
 
 
 def test_answer_an_interrupt_with_a_value_and_see_the_run_go_on(
@@ -176,7 +176,7 @@ def test_answer_an_interrupt_with_a_value_and_see_the_run_go_on(
     card.locator("button:has-text('Answer')").click()
     page.wait_for_url(f"**/runs/{r.run_id}/supply")
     assert "the value is not JSON" in page.locator("p.error").inner_text()
-    assert savegame.pending_interrupts(r.run_id, store=url)  # nothing was recorded
+    assert savegame.client.pending_interrupts(r.run_id, store=url)  # nothing was recorded
     page.goto(f"{base}/runs/{r.run_id}")
     card.locator("textarea[name=value]").fill('{"size": "L", "note": "<b>gift</b>"}')
     card.locator("button:has-text('Answer')").click()
@@ -190,7 +190,7 @@ def test_answer_an_interrupt_with_a_value_and_see_the_run_go_on(
     page.reload()
     assert page.locator("h1 .status").inner_text() == "completed"
     assert "by ana" in page.locator("table.journal").inner_text()
-    assert savegame.get_checkpoint(r.run_id, store=url).state["shipped"] == {
+    assert savegame.client.get_checkpoint(r.run_id, store=url).state["shipped"] == {
         "size": "L", "note": "<b>gift</b>"
     }  # fmt: skip
 
@@ -205,7 +205,7 @@ def test_reject_then_fork_with_an_edit(page: Any, shop: tuple[str, str]) -> None
     page.click("button:has-text('Yes, reject')")
     page.wait_for_url(f"**/runs/{r.run_id}?done=rejected")
     assert _status(url, r.run_id, RunStatus.FAILED) is RunStatus.FAILED
-    planned = next(h for h in savegame.history(r.run_id, store=url) if h.node == "plan")
+    planned = next(h for h in savegame.client.history(r.run_id, store=url) if h.node == "plan")
     page.goto(f"{base}/checkpoints/{planned.checkpoint_id}")
     page.click("summary:has-text('Fork from here')")
     page.fill("textarea[name=set]", 'order.id="o-fixed"')
@@ -215,7 +215,7 @@ def test_reject_then_fork_with_an_edit(page: Any, shop: tuple[str, str]) -> None
     page.click("button:has-text('Yes, fork')")
     page.wait_for_url("**?done=forked")
     forked = page.url.split("/runs/")[1].split("?")[0]
-    assert savegame.get_checkpoint(forked, store=url).state["order"]["id"] == "o-fixed"
+    assert savegame.client.get_checkpoint(forked, store=url).state["order"]["id"] == "o-fixed"
     assert "fork of step" in page.locator("ul.forktree").inner_text()
 
 

@@ -71,7 +71,7 @@ def test_a_native_thread_is_listed_waiting_and_answered_from_the_inbox(
 ) -> None:
     url, base, graph = native
     asked = graph.get_state(conf("t1")).interrupts[0]
-    (run,) = savegame.list_runs(store=url)
+    (run,) = savegame.client.list_runs(store=url)
     page.goto(f"{base}/runs")
     row = page.locator(f'tr[data-run="{run.run_id}"]')
     assert "interrupted" in row.inner_text() and "(root)" in row.inner_text()

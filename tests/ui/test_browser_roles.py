@@ -54,7 +54,7 @@ def test_a_read_only_ui_shows_runs_and_no_button(page: Any, tmp_path: Path) -> N
         assert refused.status == 403 and "read-only" in refused.text()
     finally:
         _stop(proc)
-    assert savegame.get_run(r.run_id, store=url).status is savegame.RunStatus.INTERRUPTED
+    assert savegame.client.get_run(r.run_id, store=url).status is savegame.RunStatus.INTERRUPTED
 
 
 def test_a_viewers_token_from_a_file_logs_in_reads_and_cannot_act(

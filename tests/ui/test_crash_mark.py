@@ -32,7 +32,7 @@ def test_the_killed_process_and_the_one_that_went_on_are_named(tmp_path: Path) -
     assert killed.returncode is not None and killed.returncode < 0  # SIGKILLed
     resumed = run_to_end("resume", url, "crash-run")
     assert resumed.done == "completed", resumed.stderr
-    headers = list(reversed(savegame.history("crash-run", store=url)))
+    headers = list(reversed(savegame.client.history("crash-run", store=url)))
     writers = [(h.step, h.metadata[WRITER_KEY]) for h in headers if WRITER_KEY in h.metadata]
     assert [step for step, _ in writers] == [1, 5]  # one stamp per execution, its first checkpoint
     assert writers[0][1] != writers[1][1]
@@ -75,7 +75,7 @@ def test_the_demos_killed_and_resumed_run_shows_the_crash(tmp_path: Path) -> Non
     report = orjson.loads(out.stdout.splitlines()[-1])
     assert report["verdict"] is True
     run_id = report["run_id"]
-    headers = list(reversed(savegame.history(run_id, store=url)))
+    headers = list(reversed(savegame.client.history(run_id, store=url)))
     taking = [h for h in headers if TAKEOVER_KEY in h.metadata]
     assert len(taking) == 1
     (first_of_third,) = taking

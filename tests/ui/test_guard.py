@@ -9,8 +9,8 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 import savegame
-from savegame import ConfigurationError
 from savegame.cli import app
+from savegame.errors import ConfigurationError
 from savegame.ui import serve
 from savegame.ui._guard import check_bind, is_loopback
 from savegame.ui._tokens import parse_token
@@ -91,7 +91,7 @@ def test_a_post_without_the_pages_csrf_token_is_refused(
         fresh.post(f"/runs/{r.run_id}/approve", data={**form, "csrf_token": token}).status_code
         == 403
     )
-    assert savegame.pending_interrupts(r.run_id, store=ui_url)  # nothing was decided
+    assert savegame.client.pending_interrupts(r.run_id, store=ui_url)  # nothing was decided
 
 
 def test_every_answer_forbids_inline_scripts_and_framing(client: Callable[..., TestClient]) -> None:

@@ -40,9 +40,9 @@ def test_a_waiting_call_has_one_step_number_wherever_it_shows(
     """The inbox, the run's page, the confirmation page and history number the step the
     run waits at alike: the checkpoint's (history's), not the journal's (one more)."""
     r = savegame.run(wf, {"order_id": "o1"}, store=ui_url)  # plan ran; pay asks
-    [head] = savegame.history(r.run_id, store=ui_url, limit=1)
+    [head] = savegame.client.history(r.run_id, store=ui_url, limit=1)
     assert (head.step, head.status.value, head.next) == (1, "interrupted", "pay")
-    [waiting] = savegame.pending_interrupts(r.run_id, store=ui_url)
+    [waiting] = savegame.client.pending_interrupts(r.run_id, store=ui_url)
     assert (waiting.step, waiting.node) == (1, "pay")
     assert waiting.interrupt_id == f"{r.run_id}:2:0:approval"  # the id keeps the journal's
 

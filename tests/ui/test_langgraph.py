@@ -48,7 +48,7 @@ def test_a_waiting_thread_is_shown_and_answered_from_the_inbox(
     graph = chat_graph().compile(checkpointer=saver)
     graph.invoke({"messages": [HumanMessage(content="hi")]}, conf("t1"))
     asked = graph.get_state(conf("t1")).interrupts[0]
-    (run,) = savegame.list_runs(store=ui_url)
+    (run,) = savegame.client.list_runs(store=ui_url)
     c = client()
 
     listed = c.get("/runs")
@@ -92,7 +92,7 @@ def test_every_page_of_a_migrated_store_reads_and_bookkeeping_is_not_listed(
     c = TestClient(savegame.ui.create_app(url), base_url="http://127.0.0.1:8765")
     listed = c.get("/runs").text
     assert "lgmigration" not in listed and "langgraph-migration" not in listed
-    for run in savegame.list_runs(store=url, workflow="langgraph"):
+    for run in savegame.client.list_runs(store=url, workflow="langgraph"):
         page = c.get(f"/runs/{run.run_id}")
         assert page.status_code == 200, page.text
         ids = re.findall(r'name="a" value="([^"]+)"', page.text)
@@ -100,7 +100,7 @@ def test_every_page_of_a_migrated_store_reads_and_bookkeeping_is_not_listed(
         assert state.status_code == 200 and "LangGraph checkpoint" in state.text
         diff = c.get(f"/diff?a={ids[0]}&b={ids[-1]}")
         assert diff.status_code == 200 and "Channels from LangGraph step" in diff.text
-    marker = savegame.list_runs(workflow="langgraph-migration", store=url)[0]
+    marker = savegame.client.list_runs(workflow="langgraph-migration", store=url)[0]
     assert c.get(f"/runs/{marker.run_id}").status_code == 200  # still there by id
     inbox = c.get("/approvals").text
     assert inbox.count('class="decision"') == 2 and "approve &gt; ask" in inbox
@@ -115,7 +115,7 @@ def test_a_type_the_ui_does_not_have_shows_as_its_name(
     parcel_graph().compile(checkpointer=saver).invoke({"parcel": Parcel(1)}, conf("p1"))
     saver.close()
     monkeypatch.delitem(_registry._by_name, PARCEL)  # as in a process without it
-    (run,) = savegame.list_runs(store=ui_url)
+    (run,) = savegame.client.list_runs(store=ui_url)
     c = client()
     page = c.get(f"/runs/{run.run_id}")
     assert page.status_code == 200, page.text

@@ -16,8 +16,10 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 import savegame
-from savegame import ConfigurationError, EffectKind, RunStatus
+from savegame import RunStatus
 from savegame.cli import app as cli
+from savegame.errors import ConfigurationError
+from savegame.model import EffectKind
 from savegame.ui import UIToken, create_app
 from savegame.ui._tokens import gather, parse_token, read_token_file
 from tests.ui.conftest import ORIGIN, csrf_of
@@ -52,11 +54,11 @@ def _action_paths(url: str) -> Iterator[str]:
 
 
 def _nothing_decided(url: str) -> None:
-    for run in savegame.list_runs(store=url):
+    for run in savegame.client.list_runs(store=url):
         assert run.status is RunStatus.INTERRUPTED, run
-        assert savegame.pending_interrupts(run.run_id, store=url)
-    assert all(not savegame.tree(r.run_id, store=url).node(r.run_id).children
-               for r in savegame.list_runs(store=url))  # fmt: skip
+        assert savegame.client.pending_interrupts(run.run_id, store=url)
+    assert all(not savegame.client.tree(r.run_id, store=url).node(r.run_id).children
+               for r in savegame.client.list_runs(store=url))  # fmt: skip
 
 
 def test_a_viewers_token_reads_every_page_and_every_action_is_refused(
@@ -65,7 +67,7 @@ def test_a_viewers_token_reads_every_page_and_every_action_is_refused(
     paths = list(_action_paths(ui_url))
     viewer = _as(client(tokens=TOKENS), BOB)
     approver = _as(client(tokens=TOKENS), ALICE)
-    (run,) = savegame.list_runs(store=ui_url)
+    (run,) = savegame.client.list_runs(store=ui_url)
     for path in paths:
         form = {"csrf_token": csrf_of(viewer), "confirmed": "1", "by": "mallory", "reason": "no"}
         refused = viewer.post(path, data=form)
@@ -77,7 +79,7 @@ def test_a_viewers_token_reads_every_page_and_every_action_is_refused(
         # the same request unconfirmed, with an approver's token, reaches the action
         assert approver.post(path, data={"csrf_token": csrf_of(approver)}).status_code != 403
     _nothing_decided(ui_url)
-    head = savegame.history(run.run_id, store=ui_url)[0]
+    head = savegame.client.history(run.run_id, store=ui_url)[0]
     for page in ("/runs", f"/runs/{run.run_id}", f"/checkpoints/{head.checkpoint_id}",
                  "/approvals"):  # fmt: skip
         shown = viewer.get(page)
@@ -93,13 +95,13 @@ def test_a_read_only_ui_mounts_no_action_shows_no_form_and_refuses_every_post(
     paths = list(_action_paths(ui_url))
     c = client(read_only=True)
     assert _post_routes(c.app) == []
-    (run,) = savegame.list_runs(store=ui_url)
+    (run,) = savegame.client.list_runs(store=ui_url)
     for path in [*paths, "/runs", "/anything"]:
         refused = c.post(path, data={"csrf_token": csrf_of(c), "confirmed": "1", "by": "m"})
         assert refused.status_code == 403, path
         assert "this savegame UI is read-only (savegame ui --read-only)" in refused.text
     _nothing_decided(ui_url)
-    head = savegame.history(run.run_id, store=ui_url)[0]
+    head = savegame.client.history(run.run_id, store=ui_url)[0]
     for page in (f"/runs/{run.run_id}", f"/checkpoints/{head.checkpoint_id}", "/approvals"):
         shown = c.get(page)
         assert shown.status_code == 200 and ">read-only</span>" in shown.text, page
@@ -124,30 +126,30 @@ def test_every_decision_an_approver_makes_records_the_token_beside_the_name_type
     _do(c, f"/runs/{answered.run_id}/supply", interrupt_id=answered.interrupt_id or "",
         value='"M"', by="ana")  # fmt: skip
     for r in (approved, rejected, answered):
-        entry = next(e for e in savegame.list_effects(r.run_id, store=ui_url)
+        entry = next(e for e in savegame.client.list_effects(r.run_id, store=ui_url)
                      if e.kind in (EffectKind.APPROVAL, EffectKind.INTERRUPT))  # fmt: skip
         assert (entry.metadata["by"], entry.metadata["authenticated_as"]) == ("ana", alice)
 
-    with pytest.raises(savegame.InDoubtEffectError):
+    with pytest.raises(savegame.errors.InDoubtEffectError):
         savegame.run(flaky, {}, store=ui_url)
-    stuck = next(r for r in savegame.list_runs(store=ui_url) if r.workflow == "flaky-shop")
-    (doubt,) = savegame.list_effects(stuck.run_id, store=ui_url)
+    stuck = next(r for r in savegame.client.list_runs(store=ui_url) if r.workflow == "flaky-shop")
+    (doubt,) = savegame.client.list_effects(stuck.run_id, store=ui_url)
     _do(c, f"/runs/{stuck.run_id}/resolve", request_id=doubt.request_id, done="no", by="ana")
-    (resolved,) = savegame.list_effects(stuck.run_id, store=ui_url)
+    (resolved,) = savegame.client.list_effects(stuck.run_id, store=ui_url)
     assert resolved.metadata["authenticated_as"] == alice
 
     cancelled = savegame.run(wf, {}, store=ui_url)
     _do(c, f"/runs/{cancelled.run_id}/cancel", by="cy")
-    marker = savegame.history(cancelled.run_id, store=ui_url)[0]
+    marker = savegame.client.history(cancelled.run_id, store=ui_url)[0]
     assert marker.metadata == {"cancelled_by": "cy", "authenticated_as": alice}
-    (closed,) = savegame.list_effects(cancelled.run_id, store=ui_url)
+    (closed,) = savegame.client.list_effects(cancelled.run_id, store=ui_url)
     assert (closed.metadata["by"], closed.metadata["authenticated_as"]) == ("cy", alice)
     assert "cancelled by cy (ui-token:alice)" in c.get(f"/runs/{cancelled.run_id}").text
 
     origin = savegame.run(wf, {}, store=ui_url)
     _, went = _do(c, f"/checkpoints/{origin.checkpoint_id}/fork", reason="again", by="bo")
     forked = went.split("?")[0].rsplit("/", 1)[1]
-    node = savegame.tree(origin.run_id, store=ui_url).node(forked)
+    node = savegame.client.tree(origin.run_id, store=ui_url).node(forked)
     assert (node.by, node.authenticated_as) == ("bo", alice)
     assert "by bo (ui-token:alice)" in c.get(f"/runs/{origin.run_id}").text
 
@@ -162,7 +164,7 @@ def test_without_tokens_a_decision_records_the_name_alone(
     """An open (loopback) UI checked nothing: the entry says so by holding no identity."""
     r = savegame.run(wf, {}, store=ui_url)
     _do(client(), f"/runs/{r.run_id}/approve", interrupt_id=r.interrupt_id or "", by="ana")
-    approval = savegame.list_effects(r.run_id, store=ui_url)[0]
+    approval = savegame.client.list_effects(r.run_id, store=ui_url)[0]
     assert approval.metadata["by"] == "ana" and "authenticated_as" not in approval.metadata
 
 
@@ -180,7 +182,7 @@ def test_the_login_link_and_the_cookie_name_the_token_they_carry(
     assert "shared · approver" in shared.get("/runs").text
     r = savegame.run(wf, {}, store=ui_url)
     _do(shared, f"/runs/{r.run_id}/approve", interrupt_id=r.interrupt_id or "", by="ana")
-    approval = savegame.list_effects(r.run_id, store=ui_url)[0]
+    approval = savegame.client.list_effects(r.run_id, store=ui_url)[0]
     assert approval.metadata["authenticated_as"] == "ui-token:shared"
 
 
@@ -246,7 +248,7 @@ def test_an_answer_to_a_langgraph_interrupt_records_the_token(
     graph = chat_graph().compile(checkpointer=saver)
     graph.invoke({"messages": [HumanMessage(content="hi")]}, conf("t1"))
     asked = graph.get_state(conf("t1")).interrupts[0]
-    (run,) = savegame.list_runs(store=ui_url)
+    (run,) = savegame.client.list_runs(store=ui_url)
     viewer = _as(client(tokens=TOKENS), BOB)
     form = {"interrupt_id": asked.id, "value": '"yes"', "csrf_token": csrf_of(viewer)}
     assert viewer.post(f"/runs/{run.run_id}/supply", data=form).status_code == 403

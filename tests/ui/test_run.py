@@ -9,8 +9,8 @@ import pytest
 from starlette.testclient import TestClient
 
 import savegame
-from savegame import END, Keyring, StepContext, StorageConfig, Workflow
-from savegame.codec.crypto import new_key
+from savegame import END, StepContext, StorageConfig, Workflow
+from savegame.codec.crypto import Keyring, new_key
 from tests.ui.shop import HOSTILE, flaky, wf
 
 
@@ -19,13 +19,13 @@ def test_the_run_page_shows_its_timeline_journal_and_tree(
 ) -> None:
     r = savegame.run(wf, {"order_id": "o1"}, store=ui_url)
     savegame.approve(r.run_id, by="ana", store=ui_url, workflow=wf)
-    first = savegame.history(r.run_id, store=ui_url)[-1]
-    fork = savegame.fork(
+    first = savegame.client.history(r.run_id, store=ui_url)[-1]
+    fork = savegame.client.fork(
         first.checkpoint_id, reason="again", by="bo", store=ui_url, workflow=wf, run=False
     )
     html = client().get(f"/runs/{r.run_id}").text
     assert 's-completed">completed' in html
-    for h in savegame.history(r.run_id, store=ui_url):
+    for h in savegame.client.history(r.run_id, store=ui_url):
         assert f'id="cp-{h.checkpoint_id}"' in html
     assert "waits for " in html and "resumed after the pause" in html  # the approval's pause
     assert "by ana at " in html  # the decision's audit entry
@@ -94,7 +94,7 @@ def test_an_encrypted_store_without_its_keys_says_so(
 def test_a_diff_of_two_checkpoints(client: Callable[..., TestClient], ui_url: str) -> None:
     r = savegame.run(wf, {"amount": 5}, store=ui_url)
     savegame.approve(r.run_id, by="ana", store=ui_url, workflow=wf)
-    newest, *_, oldest = savegame.history(r.run_id, store=ui_url)
+    newest, *_, oldest = savegame.client.history(r.run_id, store=ui_url)
     c = client()
     html = c.get(f"/diff?a={oldest.checkpoint_id}&b={newest.checkpoint_id}").text
     assert "<code>/receipt</code>" in html and "ch_o1" in html and "added" in html
@@ -112,9 +112,9 @@ def test_a_diff_of_two_checkpoints(client: Callable[..., TestClient], ui_url: st
 def test_an_in_doubt_write_is_highlighted_with_its_choices(
     client: Callable[..., TestClient], ui_url: str
 ) -> None:
-    with pytest.raises(savegame.InDoubtEffectError):
+    with pytest.raises(savegame.errors.InDoubtEffectError):
         savegame.run(flaky, {}, store=ui_url)
-    (stuck,) = savegame.list_runs(store=ui_url)
+    (stuck,) = savegame.client.list_runs(store=ui_url)
     html = client().get(f"/runs/{stuck.run_id}").text
     assert 's-needs_attention">needs_attention' in html
     assert '<tr class="in-doubt st-pending">' in html and ">in doubt<" in html

@@ -68,8 +68,12 @@ def test_htmx_gets_the_table_alone_and_a_bad_filter_is_said(
 def test_a_run_that_called_an_unpriced_model_costs_unknown_not_nothing(
     client: Callable[..., TestClient], ui_url: str
 ) -> None:
-    priced = savegame.ScriptedModel([savegame.ModelResponse("ok", input_tokens=5, cost_usd=0.0012)])
-    unpriced = savegame.ScriptedModel([savegame.ModelResponse("ok", input_tokens=5, cost_usd=None)])
+    priced = savegame.ScriptedModel(
+        [savegame.agent.ModelResponse("ok", input_tokens=5, cost_usd=0.0012)]
+    )
+    unpriced = savegame.ScriptedModel(
+        [savegame.agent.ModelResponse("ok", input_tokens=5, cost_usd=None)]
+    )
     known = savegame.run(savegame.Agent("priced", priced), {"input": "hi"}, store=ui_url)
     unknown = savegame.run(savegame.Agent("unpriced", unpriced), {"input": "hi"}, store=ui_url)
     c = client()

@@ -6,7 +6,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from savegame import CheckpointHeader, RunStatus
+from savegame import RunStatus
+from savegame.model import CheckpointHeader
 from savegame.ui._timeline import timeline
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from savegame import Secret
+from savegame.secrets import Secret
 from savegame.ui._values import FOLD_AT, MAX_ITEMS, render, scalar
 
 

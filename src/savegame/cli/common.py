@@ -91,15 +91,15 @@ def parse_duration(text: str | None, option: str, *, at_most: timedelta) -> time
     return timedelta(seconds=total)
 
 
-def progress(as_json: bool) -> savegame.Observer:
+def progress(as_json: bool) -> savegame.client.Observer:
     if as_json:
-        return savegame.Observer()
+        return savegame.client.Observer()
     out = render.console()
 
     def on_checkpoint(header: CheckpointHeader, seconds: float) -> None:
         render.progress(out, header, seconds)
 
-    return savegame.Observer(on_checkpoint=on_checkpoint)
+    return savegame.client.Observer(on_checkpoint=on_checkpoint)
 
 
 def finish(

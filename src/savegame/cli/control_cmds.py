@@ -233,7 +233,7 @@ def reject_command(
     _decided(sg, "rejected", decision, store, as_json, quiet=quiet)
 
 
-def _telling(verb: str, silent: bool) -> savegame.Observer:
+def _telling(verb: str, silent: bool) -> savegame.client.Observer:
     """Progress lines, after one for the decision as soon as it is recorded (none when
     ``silent``: under --json or --quiet)."""
     observer = progress(silent)
@@ -252,7 +252,7 @@ def _telling(verb: str, silent: bool) -> savegame.Observer:
 def _decided(
     sg: savegame.Savegame,
     verb: str,
-    decision: savegame.Decision,
+    decision: savegame.client.Decision,
     store: str | None,
     as_json: bool,
     *,

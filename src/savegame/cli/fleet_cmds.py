@@ -83,7 +83,7 @@ def submit_command(
         run_id=run_id,
         on_exists=on_exists,
         on_thread_busy=on_thread_busy,
-        observer=starting(savegame.Observer(), as_json),
+        observer=starting(savegame.client.Observer(), as_json),
         queue=queue,
         priority=priority,
         dedup_key=dedup_key,

@@ -65,7 +65,7 @@ def runs_command(
         storage=sg.storage,
     )  # fmt: skip
     infos = [shown.info for shown in items]
-    gone = {i.run_id: dead for i in infos if (dead := savegame.owner_gone(i)) is not None}
+    gone = {i.run_id: dead for i in infos if (dead := savegame.client.owner_gone(i)) is not None}
     if as_json:
         jsonview.emit_many(
             {

@@ -8,10 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from savegame import ModelCallRecord, ModelUsage, RunModelUsage
 from savegame.cli import jsonview
 from savegame.cli.render import EFFECT_STYLE, new_table, when
 from savegame.cli.words import plural
+from savegame.inspect import ModelCallRecord, ModelUsage, RunModelUsage
 
 
 def _cost(value: float | None) -> str:

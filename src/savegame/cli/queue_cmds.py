@@ -25,7 +25,7 @@ def _limit(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def queue_data(q: savegame.QueueStats) -> dict[str, Any]:
+def queue_data(q: savegame.stores.QueueStats) -> dict[str, Any]:
     return {
         **q.queue.to_data(),
         "queued": q.queued,

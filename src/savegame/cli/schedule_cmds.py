@@ -1,6 +1,6 @@
 """``savegame schedule add|list|remove|pause|resume``: workflows started on a cron.
 
-Thin commands over :func:`savegame.schedule` and its siblings; workers
+Thin commands over :func:`savegame.client.schedule` and its siblings; workers
 (``savegame worker``) fire the due occurrences, each once however many are up.
 """
 

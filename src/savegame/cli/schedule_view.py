@@ -7,9 +7,9 @@ from typing import Any
 
 from rich.console import Console
 
-from savegame import Schedule
 from savegame.cli.render import new_table, short, when
 from savegame.cli.words import plural
+from savegame.stores.schedules import ScheduleRecord as Schedule
 
 
 def as_json(s: Schedule) -> dict[str, Any]:

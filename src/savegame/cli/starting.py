@@ -7,7 +7,7 @@ from savegame.cli import render
 from savegame.model import RunInfo
 
 
-def starting(observer: savegame.Observer, as_json: bool) -> savegame.Observer:
+def starting(observer: savegame.client.Observer, as_json: bool) -> savegame.client.Observer:
     """``observer`` with a line for a run that exists and for a wait on a busy thread
     (none under ``--json``: stdout is the JSON)."""
     if as_json:

@@ -115,11 +115,11 @@ def prune_command(
         raise UsageError(
             "say what to delete: --keep-last N, --ttl DURATION or --finished-for DURATION"
         )
-    policy = savegame.RetentionPolicy(
+    policy = savegame.maintenance.RetentionPolicy(
         keep_last=keep_last,
-        ttl=parse_duration(ttl, "--ttl", at_most=savegame.RetentionPolicy.MAX_AGE),
+        ttl=parse_duration(ttl, "--ttl", at_most=savegame.maintenance.RetentionPolicy.MAX_AGE),
         finished_for=parse_duration(
-            finished_for, "--finished-for", at_most=savegame.RetentionPolicy.MAX_AGE
+            finished_for, "--finished-for", at_most=savegame.maintenance.RetentionPolicy.MAX_AGE
         ),
         include_waiting=include_waiting,
     )

@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
-from savegame import ForkPlan, ForkResult, RunNode, Tree
 from savegame.cli.render import status
 from savegame.cli.words import plural, store_tail
+from savegame.client import ForkPlan, ForkResult
+from savegame.inspect import RunNode, Tree
 from savegame.runtime import Call
 
 

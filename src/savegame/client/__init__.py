@@ -18,6 +18,10 @@ Where things are::
     _handle.py      Savegame (the parts together, ``with``, ``sg.worker()``), connect()
     _oneshot_runs.py   the module functions over Runs and Decisions: run, resume, approve ...
     _oneshot_store.py  the module functions over Reading, Upkeep, schedules and queues
+
+Users import from here every operation's one-shot function (the root keeps the everyday
+ones: ``run``, ``resume``, ``approve`` ...) and the records the handle's methods take and
+return that no other namespace owns (``Decision``, ``ForkResult``, ``Sent`` ...).
 """
 
 from savegame.client._fleet import Queues, Schedules
@@ -66,6 +70,17 @@ from savegame.client._oneshot_store import (
     stats,
     tree,
     verify,
+)
+from savegame.runtime import (
+    Decision,
+    Effect,
+    ForkPlan,
+    ForkResult,
+    Observer,
+    OwnerGone,
+    RestoredWorkspace,
+    Sent,
+    owner_gone,
 )
 
 #: The module function each handle method stands for: ``savegame.<function>`` is
@@ -117,9 +132,17 @@ METHODS: dict[str, str] = {
 
 __all__ = [
     "METHODS",
+    "Decision",
+    "Effect",
+    "ForkPlan",
+    "ForkResult",
+    "Observer",
+    "OwnerGone",
     "Queues",
+    "RestoredWorkspace",
     "Savegame",
     "Schedules",
+    "Sent",
     "approve",
     "aresume",
     "arun",
@@ -143,6 +166,7 @@ __all__ = [
     "list_threads",
     "model_calls",
     "model_usage",
+    "owner_gone",
     "pause_schedule",
     "pending_interrupts",
     "plan_fork",

@@ -22,7 +22,7 @@ class Savegame(Runs, Decisions, Reading, Upkeep):
 
     Made by :func:`connect`; a context manager (``with``, and ``async with``) that
     closes the store it opened. Its methods are the module functions' operations
-    (``sg.run`` is ``savegame.run``, ``sg.runs`` is ``savegame.list_runs`` ...) without
+    (``sg.run`` is ``savegame.run``, ``sg.runs`` is ``savegame.client.list_runs`` ...) without
     ``store=`` and ``storage=``, which the handle holds; schedules and queues are the
     sub-handles :attr:`schedules` and :attr:`queues`. It may be shared by threads, as
     its store is.

@@ -35,7 +35,7 @@ def emit(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def observer() -> savegame.Observer:
+def observer() -> savegame.client.Observer:
     def on_step(run_id: str, step: int, node: str) -> None:
         emit("step", run_id=run_id, step=step, node=node)
 
@@ -52,7 +52,7 @@ def observer() -> savegame.Observer:
             next=header.next,
         )
 
-    return savegame.Observer(on_step=on_step, on_checkpoint=on_checkpoint)
+    return savegame.client.Observer(on_step=on_step, on_checkpoint=on_checkpoint)
 
 
 def hang_in(name: str) -> None:

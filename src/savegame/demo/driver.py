@@ -123,8 +123,8 @@ class DemoReport:
     reference: bytes
     """Canonical encoding of the reference run's final state."""
     answer: str | None
-    usage: savegame.Usage
-    reference_usage: savegame.Usage
+    usage: savegame.model.Usage
+    reference_usage: savegame.model.Usage
     seconds: dict[str, float] = field(default_factory=dict)
     """Wall time of each phase: processes, reference, total; the wait for the person's
     answer is left out of them and given as ``approval``."""
@@ -160,7 +160,7 @@ def _timeline(store: savegame.Store, run_id: str, children: list[Child]) -> list
         if e["event"] == "checkpoint"
     }
     entries = []
-    for h in reversed(savegame.history(run_id, store=store)):
+    for h in reversed(savegame.client.history(run_id, store=store)):
         # The one checkpoint no child writes: the approval queues the run for whoever goes on.
         by = "the approval" if h.status is savegame.RunStatus.QUEUED else children[0].label
         process, event = written.get(h.checkpoint_id, (by, {}))
@@ -183,7 +183,7 @@ def _timeline(store: savegame.Store, run_id: str, children: list[Child]) -> list
 def _decide(
     store: savegame.Store, run_id: str, ask: Ask | None, auto: str, say: Events
 ) -> Approval:
-    [waiting] = savegame.pending_interrupts(run_id, store=store)
+    [waiting] = savegame.client.pending_interrupts(run_id, store=store)
     args = dict(waiting.payload)
     question = f"Approve refund of ${args['amount']} for order {args['order_id']}?"
     asked = time.perf_counter()
@@ -194,7 +194,7 @@ def _decide(
         how, by = "at the terminal", default_actor()
     else:
         savegame.reject(run_id, reason="declined at the demo prompt", store=store, resume=False)
-        savegame.cancel(run_id, store=store)
+        savegame.client.cancel(run_id, store=store)
         raise DemoError(
             f"demo: refund declined; run {run_id} is cancelled and nothing was refunded"
         )
@@ -253,7 +253,7 @@ def _crash_and_resume(
     second = run_child("process 2", "resume", run_id, *common, "--hang-in", KILL_IN, kill_on="hang")
     hang = second.events[-1]
     status = next(
-        e.status.value for e in savegame.list_effects(run_id, store=handle)
+        e.status.value for e in savegame.client.list_effects(run_id, store=handle)
         if e.request_id == hang["request_id"]
     )  # fmt: skip
     say(f"process 2 (pid {second.pid}) resumed; SIGKILL inside {KILL_IN} after the refund")
@@ -301,8 +301,8 @@ def run_demo(
             say("reference: the same agent, uninterrupted and approved, on its own thread")
             reference = _reference(handle, ref_world, crashed.approval.by)
             seconds["reference"] = time.perf_counter() - mark
-            final = savegame.get_checkpoint(crashed.run_id, store=handle)
-            expected = savegame.get_checkpoint(reference.run_id, store=handle)
+            final = savegame.client.get_checkpoint(crashed.run_id, store=handle)
+            expected = savegame.client.get_checkpoint(reference.run_id, store=handle)
             timeline = _timeline(handle, crashed.run_id, crashed.children)
             summary = World(world).summary()
     finally:

@@ -100,7 +100,7 @@ def placement(
     if queues is not None and not queue_declared(queues, chosen.queue):
         raise ConfigurationError(
             f"{where}(queue={queue!r}): no queue of that name is declared in the store "
-            f"(savegame.declare_queue({queue!r}) or `savegame queues declare {queue}`)"
+            f"(savegame.client.declare_queue({queue!r}) or `savegame queues declare {queue}`)"
         )
     return chosen
 

@@ -34,7 +34,7 @@ MAX_NAME = 200
 
 @dataclass(frozen=True, slots=True)
 class Queue:
-    """A queue's limits, as declared in the store (``savegame.declare_queue``)."""
+    """A queue's limits, as declared in the store (``savegame.client.declare_queue``)."""
 
     name: str
     concurrency: int | None = None

@@ -76,7 +76,7 @@ class Capabilities:
     schedules: bool = False
     """The store keeps schedules and fires each occurrence once across handles and
     processes (:class:`~savegame.stores.schedules.ScheduleStore`); a store without it
-    refuses ``savegame schedule`` and ``savegame.schedule``."""
+    refuses ``savegame schedule`` and ``savegame.client.schedule``."""
     queues: bool = False
     """Declared queues with limits decided at claim time (``stores._queues.QueueStore``:
     ``declare_queue``, ``list_queues``, ``create_run(queue=...)``, ``claim_run(queues=...)``).

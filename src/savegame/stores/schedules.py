@@ -42,7 +42,7 @@ class Missed(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ScheduleRecord:
-    """One schedule as a store keeps it (``savegame.Schedule``)."""
+    """One schedule as a store keeps it (``savegame.stores.schedules.ScheduleRecord``)."""
 
     name: str
     workflow: str

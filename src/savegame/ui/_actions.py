@@ -29,9 +29,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 import savegame
-from savegame import ConfigurationError, EffectKind, RunStatus, SavegameError
+from savegame import RunStatus, SavegameError
 from savegame.codec import placeholders
+from savegame.errors import ConfigurationError
 from savegame.integrations import langgraph
+from savegame.model import EffectKind
 from savegame.ui._guard import form_of
 from savegame.ui._site import Site
 
@@ -230,7 +232,7 @@ async def _do(
         return page, "cancelled"
     if action == "resume":
         info = await run_in_threadpool(lambda: sg.get_run(ident))
-        live = info.lease is not None and savegame.owner_gone(info) is None
+        live = info.lease is not None and savegame.client.owner_gone(info) is None
         if info.status.finished or (info.status is RunStatus.RUNNING and live):
             raise BadInput(f"run {ident} is {info.status.value}: nothing to resume")
         continue_in_background(site, ident)

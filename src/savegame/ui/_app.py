@@ -20,8 +20,9 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from savegame import ConflictError, NotFoundError, RunStateError, SavegameError
+from savegame import SavegameError
 from savegame.codec import placeholders
+from savegame.errors import ConflictError, NotFoundError, RunStateError
 from savegame.ui import _actions, _inbox, _run, _runs
 from savegame.ui._guard import Guard
 from savegame.ui._site import HERE, Site

@@ -14,7 +14,7 @@ import hashlib
 from starlette.requests import Request
 from starlette.responses import Response
 
-from savegame import PendingInterrupt
+from savegame.effects import PendingInterrupt
 from savegame.integrations import langgraph
 from savegame.ui._run import UNREADABLE, unreadable
 from savegame.ui._site import Site, fragment

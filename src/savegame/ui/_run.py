@@ -12,7 +12,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from savegame import CorruptRecordError, Effect, EncryptionKeyError, RunNode, Tree
+from savegame.client import Effect
+from savegame.errors import CorruptRecordError, EncryptionKeyError
+from savegame.inspect import RunNode, Tree
 from savegame.integrations import langgraph
 from savegame.ui import _graph
 from savegame.ui._site import Site, fragment

@@ -4,10 +4,10 @@ The list is the one ``savegame runs`` prints (``langgraph.shown_runs``): a LangG
 run's status is what its latest checkpoint says, and runs savegame keeps for its own
 bookkeeping are left out.
 
-Pages follow each other by keyset (``savegame.list_runs(before=<last run id>)``), so
+Pages follow each other by keyset (``savegame.client.list_runs(before=<last run id>)``), so
 the hundredth page costs what the first does; the list asks for one run more than it
 shows to know whether an older page exists, and never counts the table. Each row's
-usage is its head checkpoint's (``savegame.history(run, limit=1)``): one indexed read
+usage is its head checkpoint's (``savegame.client.history(run, limit=1)``): one indexed read
 per shown run.
 """
 
@@ -20,8 +20,9 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-from savegame import RunInfo, RunStatus, Usage
+from savegame import RunInfo, RunStatus
 from savegame.integrations import langgraph
+from savegame.model import Usage
 from savegame.ui._site import Site, fragment
 
 PAGE = 50

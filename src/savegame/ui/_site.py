@@ -22,16 +22,10 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from savegame import (
-    Effect,
-    EffectKind,
-    EffectStatus,
-    RunStatus,
-    Savegame,
-    __version__,
-    owner_gone,
-)
+from savegame import RunStatus, Savegame, __version__
+from savegame.client import Effect, owner_gone
 from savegame.codec.storage import StorageConfig, resolve
+from savegame.model import EffectKind, EffectStatus
 from savegame.ui import _values
 from savegame.ui._tokens import Access
 

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from savegame import CheckpointHeader, RunNode, RunStatus
-from savegame.model import TAKEOVER_KEY, WRITER_KEY
+from savegame import RunStatus
+from savegame.inspect import RunNode
+from savegame.model import TAKEOVER_KEY, WRITER_KEY, CheckpointHeader
 
 #: A run that stopped in one of these states went on only because someone resumed it.
 STOPPED = {
@@ -94,7 +95,7 @@ def timeline(
     forks_at: Mapping[str, list[RunNode]] | None = None,
     earlier: CheckpointHeader | None = None,
 ) -> list[Moment]:
-    """``headers`` (newest first, as ``savegame.history`` returns them) oldest first, marked.
+    """``headers`` (newest first, as ``savegame.client.history`` returns them) oldest first, marked.
 
     ``earlier``: the checkpoint just before the oldest of ``headers`` (another page),
     so the first shown gets its duration and marks too.

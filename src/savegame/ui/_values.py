@@ -6,7 +6,7 @@ its way in, so nothing a run stored (a ``<script>`` in a tool's result) can beco
 markup. Containers are ``<details>`` elements, open near the root; long strings
 show their start and fold the rest; very large containers stop after
 :data:`MAX_ITEMS` items and a page stops after :data:`MAX_NODES` values, saying
-how many it left out. A :class:`~savegame.Secret` shows its name, never its value.
+how many it left out. A :class:`~savegame.secrets.Secret` shows its name, never its value.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from savegame import Secret
 from savegame.codec import Unregistered, to_data
+from savegame.secrets import Secret
 
 #: Characters of a string shown before the rest is folded.
 FOLD_AT = 160

@@ -79,7 +79,7 @@ def test_a_short_thread_is_one_keyframe_then_deltas(sqlite_url: str) -> None:
     assert keyframes == [True] + [False] * 9
     fresh = talk(8).compile(checkpointer=SavegameSaver(sqlite_url))
     assert fresh.get_state(config).values == out
-    assert savegame.verify(store=sqlite_url).ok
+    assert savegame.client.verify(store=sqlite_url).ok
 
 
 class CountingStore(SqliteStore):
@@ -282,7 +282,7 @@ def test_a_long_pending_write_is_stored_compressed_and_read_back_by_every_reader
         assert found is not None
         assert found.pending_writes == [("task-1", "messages", value), ("task-1", "small", 1)]
         (run,) = [r for r in saver.store.list_runs(thread_id=f"w-{compressed}")]
-        results = {e.name: e.result for e in savegame.list_effects(run.run_id, store=url)}
+        results = {e.name: e.result for e in savegame.client.list_effects(run.run_id, store=url)}
         assert results == {"messages": value, "small": 1}  # savegame's own reader too
         rows = dict(
             sqlite3.connect(tmp_path / "lg.db").execute(
@@ -315,7 +315,7 @@ def test_a_saver_serving_many_threads_keeps_a_bounded_number_in_memory(
     assert [key[0] for key in kept] == ["t4", "t5", "t0"]
     history = list(graph.get_state_history(config))
     assert [len(s.values.get("messages", [])) for s in history][:3] == [5, 4, 3]
-    assert savegame.verify(store=sqlite_url).ok
+    assert savegame.client.verify(store=sqlite_url).ok
     line = kept[("t0", "")]
     assert len(line.stored) <= lines_module.STORED_KEPT
 

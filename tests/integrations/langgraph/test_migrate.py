@@ -156,7 +156,7 @@ def test_a_thread_the_target_ran_itself_is_left_alone(source: Path, sqlite_url: 
 
 
 def test_a_source_that_is_no_langgraph_database_is_refused(tmp_path: Path) -> None:
-    from savegame import ConfigurationError
+    from savegame.errors import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="no such file"):
         migrate(str(tmp_path / "missing.db"), "memory://")
@@ -167,7 +167,7 @@ def test_a_source_that_is_no_langgraph_database_is_refused(tmp_path: Path) -> No
 
 
 def test_a_missing_driver_names_the_package(source: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from savegame import ConfigurationError
+    from savegame.errors import ConfigurationError
 
     monkeypatch.setitem(__import__("sys").modules, "langgraph.checkpoint.sqlite", None)
     with pytest.raises(ConfigurationError, match="pip install langgraph-checkpoint-sqlite"):

@@ -186,7 +186,7 @@ def test_an_answer_in_an_encrypted_store(sqlite_url: str) -> None:
     graph.invoke(None, conf("s"))
     langgraph.answer("s", "B", store=sqlite_url, storage=storage)
     assert graph.invoke(None, conf("s"))["log"] == ["n A B"]
-    assert savegame.verify(store=sqlite_url, storage=storage).ok
+    assert savegame.client.verify(store=sqlite_url, storage=storage).ok
 
 
 def test_a_status_filter_lists_savegame_and_langgraph_runs_in_one_order(sqlite_url: str) -> None:
@@ -201,7 +201,7 @@ def test_a_status_filter_lists_savegame_and_langgraph_runs_in_one_order(sqlite_u
     for i in range(2):
         made.append(savegame.run(wf, {}, store=sqlite_url).run_id)
         graph.invoke({"messages": [HumanMessage(content="hi")]}, conf(f"g{i}"))
-        made.append(savegame.list_runs(thread_id=f"g{i}", store=sqlite_url)[0].run_id)
+        made.append(savegame.client.list_runs(thread_id=f"g{i}", store=sqlite_url)[0].run_id)
     graph.invoke({"messages": [HumanMessage(content="hi")]}, conf("g-done"))
     langgraph.answer("g-done", "yes", store=sqlite_url)
     graph.invoke(None, conf("g-done"))
@@ -229,13 +229,13 @@ def test_a_migrations_bookkeeping_runs_are_left_out_of_lists(tmp_path: Path) -> 
     assert listed and not listed & set(markers)
     assert {r.info.thread_id for r in langgraph.shown_runs(store=url)} == set(threads)
     for run_id in markers:  # still there by id, marked as bookkeeping
-        info = savegame.get_run(run_id, store=url)
+        info = savegame.client.get_run(run_id, store=url)
         assert info.metadata[BOOKKEEPING_KEY] == "langgraph-migration"
         assert langgraph.bookkeeping(info)
     # The threads left waiting on the subgraph's interrupt wait in the inbox, on their root run.
     waiting = langgraph.waiting(store=url)
     assert {p.node for p in waiting} == {"approve > ask"}
-    roots = [savegame.get_run(p.run_id, store=url) for p in waiting]
+    roots = [savegame.client.get_run(p.run_id, store=url) for p in waiting]
     assert sorted(r.thread_id for r in roots) == ["forked", "waiting"]
     assert all(r.metadata["checkpoint_ns"] == "" for r in roots)
 
@@ -248,7 +248,7 @@ def test_a_reserved_write_replaced_in_an_encrypted_store_keeps_its_check(sqlite_
     graph.invoke({"log": []}, conf("s"))
     out = graph.invoke(Command(resume="A"), conf("s"))
     assert out["__interrupt__"][0].value == "second?"
-    assert savegame.verify(store=sqlite_url, storage=storage).damaged == []
+    assert savegame.client.verify(store=sqlite_url, storage=storage).damaged == []
     assert graph.invoke(Command(resume="B"), conf("s"))["log"] == ["n A B"]
 
 

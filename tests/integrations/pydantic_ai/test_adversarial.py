@@ -19,18 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from savegame import (
-    ConfigurationError,
-    CorruptRecordError,
-    EffectKind,
-    EffectStatus,
-    NonDeterminismError,
-    RunStatus,
-    approve,
-    get_run,
-    list_effects,
-    run,
-)
+from savegame import RunStatus, approve, run
+from savegame.client import get_run, list_effects
+from savegame.errors import ConfigurationError, CorruptRecordError, NonDeterminismError
+from savegame.model import EffectKind, EffectStatus
 from tests.provider import CHAT, FakeProvider
 
 from . import bank

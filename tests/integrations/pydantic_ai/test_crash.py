@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from savegame import EffectKind, EffectStatus, list_effects, model_calls
+from savegame.client import list_effects, model_calls
+from savegame.model import EffectKind, EffectStatus
 from tests.crash.harness import kill_at_hook, run_to_end
 from tests.provider import CHAT, FakeProvider, chat
 

@@ -20,29 +20,11 @@ from pydantic_ai import Agent, AgentStreamEvent, RunContext
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from savegame import (
-    END,
-    ApprovalRejected,
-    ConfigurationError,
-    EffectKind,
-    EffectStatus,
-    InDoubtEffectError,
-    RunStatus,
-    StepContext,
-    Workflow,
-    approve,
-    fork,
-    get_run,
-    history,
-    list_effects,
-    model_calls,
-    model_usage,
-    reject,
-    resolve,
-    resume,
-    run,
-)
+from savegame import END, RunStatus, StepContext, Workflow, approve, reject, resolve, resume, run
+from savegame.client import fork, get_run, history, list_effects, model_calls, model_usage
+from savegame.errors import ApprovalRejected, ConfigurationError, InDoubtEffectError
 from savegame.integrations.pydantic_ai import SavegameDurability, current, run_agent
+from savegame.model import EffectKind, EffectStatus
 from tests.provider import CHAT, FakeProvider, chat, chat_stream
 
 from .bank import build, ledger_lines

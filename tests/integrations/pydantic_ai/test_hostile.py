@@ -13,7 +13,8 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
-from savegame import END, StepContext, Workflow, model_calls, run
+from savegame import END, StepContext, Workflow, run
+from savegame.client import model_calls
 from savegame.integrations.pydantic_ai import SavegameDurability, run_agent
 from tests.provider import CHAT, FakeProvider, chat
 

@@ -38,7 +38,7 @@ WAITING = ("interrupted", "pending")
 
 
 def retention(storage: StorageConfig | None = None) -> RetentionRules:
-    """LangGraph's rules for ``savegame.prune(policy, rules={"langgraph": retention()})``;
+    """LangGraph's rules for ``savegame.client.prune(policy, rules={"langgraph": retention()})``;
     ``storage`` holds the keys the threads' checkpoints are read with."""
 
     def rules(

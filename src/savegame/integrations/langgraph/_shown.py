@@ -4,7 +4,7 @@ print and the UI's runs page, inbox and run pages list. One implementation for b
 importable without LangGraph.
 
 * **Runs**: a LangGraph run's status is the one :mod:`._waits` computes; ``status=``
-  filters on it, and pages follow each other by keyset as ``savegame.list_runs``'s do
+  filters on it, and pages follow each other by keyset as ``savegame.client.list_runs``'s do
   (a status filter reads savegame's runs by their stored status and LangGraph's by
   theirs, merged in the list's order). Bookkeeping runs (a migration's marker per
   thread) are left out; read by id they are there.
@@ -105,7 +105,7 @@ def shown_runs(
     storage: StorageConfig | None = None,
 ) -> list[ShownRun]:
     """Runs, newest first, as savegame lists them for people (the module docstring);
-    the arguments as :func:`savegame.list_runs` takes them.
+    the arguments as :func:`savegame.client.list_runs` takes them.
 
     Raises:
         NotFoundError: ``before`` names no run.
@@ -233,7 +233,7 @@ def line_effects(
 ) -> LangGraphEffects | None:
     """The journal of LangGraph run ``ident``, or of every namespace of LangGraph thread
     ``ident``, without the internal entries unless ``everything``; None when ``ident``
-    is neither (a savegame run: :func:`savegame.list_effects`)."""
+    is neither (a savegame run: :func:`savegame.client.list_effects`)."""
     with opened(store) as s:
         try:
             run: RunInfo | None = s.get_run(ident)
