@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from savegame.codec import register
     from savegame.codec.crypto import Keyring
     from savegame.codec.storage import StorageConfig
+    from savegame.control import Decision, Effect, ForkPlan, ForkResult, Sent
     from savegame.effects import Backoff, PendingInterrupt, Tool, tool
     from savegame.errors import (
         ApprovalRejected,
@@ -130,6 +131,7 @@ if TYPE_CHECKING:
         WorkflowImportError,
         WorkspaceError,
     )
+    from savegame.fleet import Worker
     from savegame.inspect import (
         Change,
         ChangeKind,
@@ -163,24 +165,17 @@ if TYPE_CHECKING:
         END,
         CheckpointPolicy,
         ChildRun,
-        Decision,
-        Effect,
-        ForkPlan,
-        ForkResult,
         Observer,
         OwnerGone,
-        RestoredWorkspace,
-        Sent,
         StepContext,
-        Worker,
         Workflow,
-        Workspace,
         owner_gone,
     )
     from savegame.secrets import Secret
     from savegame.stores import MemoryStore, Queue, QueueStats, SqliteStore, Store, open_store
     from savegame.stores.schedules import Missed
     from savegame.stores.schedules import ScheduleRecord as Schedule
+    from savegame.workspace import RestoredWorkspace, Workspace
 
 __version__ = "0.1.0"
 
@@ -250,6 +245,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "savegame.codec": ("register",),
     "savegame.codec.crypto": ("Keyring",),
     "savegame.codec.storage": ("StorageConfig",),
+    "savegame.control": ("Decision", "Effect", "ForkPlan", "ForkResult", "Sent"),
     "savegame.effects": ("Backoff", "PendingInterrupt", "Tool", "tool"),
     "savegame.errors": (
         "ApprovalRejected",
@@ -288,6 +284,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "WorkflowImportError",
         "WorkspaceError",
     ),
+    "savegame.fleet": ("Worker",),
     "savegame.inspect": (
         "Change",
         "ChangeKind",
@@ -321,23 +318,16 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "END",
         "CheckpointPolicy",
         "ChildRun",
-        "Decision",
-        "Effect",
-        "ForkPlan",
-        "ForkResult",
         "Observer",
         "OwnerGone",
-        "RestoredWorkspace",
-        "Sent",
         "StepContext",
-        "Worker",
         "Workflow",
-        "Workspace",
         "owner_gone",
     ),
     "savegame.secrets": ("Secret",),
     "savegame.stores": ("MemoryStore", "Queue", "QueueStats", "SqliteStore", "Store", "open_store"),
     "savegame.stores.schedules": ("Missed", "Schedule"),
+    "savegame.workspace": ("RestoredWorkspace", "Workspace"),
 }
 #: Exported under another name than its module gives it.
 _RENAMED = {"Schedule": "ScheduleRecord"}

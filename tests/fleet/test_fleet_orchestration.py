@@ -31,8 +31,8 @@ import pytest
 
 import savegame
 from savegame import RunStatus, list_runs, open_store, submit
+from savegame.fleet._schedules import occurrence_id
 from savegame.runtime import load
-from savegame.runtime._schedules import occurrence_id
 from savegame.stores.schedules import schedules_of
 from tests import services
 

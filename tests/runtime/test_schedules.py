@@ -28,7 +28,7 @@ from savegame import (
     schedule,
 )
 from savegame.errors import ConfigurationError, ConflictError, NotFoundError
-from savegame.runtime._schedules import BATCH, next_after, occurrence_id, plan
+from savegame.fleet._schedules import BATCH, next_after, occurrence_id, plan
 from savegame.stores import Enqueue, MemoryStore, SqliteStore
 from savegame.stores.schedules import ScheduleRecord, schedules_of
 from tests.services import scratch_store

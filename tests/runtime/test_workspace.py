@@ -29,8 +29,8 @@ from savegame import (
     verify,
 )
 from savegame.model import WORKSPACE_KEY
-from savegame.runtime._workspace import Snapshots, vouches
 from savegame.stores import SqliteStore, Store
+from savegame.workspace._capture import Snapshots, vouches
 
 
 def tree(root: Path) -> dict[str, tuple[bytes, int]]:

@@ -11,7 +11,7 @@ from rich.tree import Tree as RichTree
 from savegame import ForkPlan, ForkResult, RunNode, Tree
 from savegame.cli.render import status
 from savegame.cli.words import plural, store_tail
-from savegame.runtime import Call
+from savegame.control import Call
 
 
 def _label(node: RunNode) -> Text:

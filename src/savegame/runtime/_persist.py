@@ -33,9 +33,8 @@ from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsEr
 from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord, Waiting
 from savegame.runtime._commit import committer
 from savegame.runtime._execution import Execution
-from savegame.runtime._restore import restore
-from savegame.runtime._workspace import Snapshots, manifest_of
 from savegame.stores.base import Put, Written
+from savegame.workspace import Snapshots, manifest_of, restore
 
 
 @dataclass(frozen=True, slots=True)

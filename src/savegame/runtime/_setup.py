@@ -38,9 +38,9 @@ from savegame.runtime._sigint import StopRequest
 from savegame.runtime._trace import TRACE_KEY, anchor
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
-from savegame.runtime._workspace import as_workspace
 from savegame.stores import Enqueue, queue_store
 from savegame.stores.base import Store
+from savegame.workspace import as_workspace
 
 
 @dataclass(frozen=True, slots=True)

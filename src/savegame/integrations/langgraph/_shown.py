@@ -27,6 +27,7 @@ from typing import Any
 
 from savegame.codec import placeholders
 from savegame.codec.storage import StorageConfig
+from savegame.control import Effect, list_effects, pending_interrupts
 from savegame.effects import PendingInterrupt
 from savegame.errors import NotFoundError
 from savegame.inspect import get_run, list_runs
@@ -42,7 +43,6 @@ from savegame.integrations.langgraph._waits import (
     thread_waits,
 )
 from savegame.model import BOOKKEEPING_KEY, EffectKind, RunInfo, RunStatus
-from savegame.runtime import Effect, list_effects, pending_interrupts
 from savegame.stores import Store
 
 #: Runs read from the store at a time while a list is filled.
