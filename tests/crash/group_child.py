@@ -19,7 +19,7 @@ from typing import Any
 import savegame
 from savegame import CheckpointHeader, Observer
 from savegame.runtime import load
-from savegame.stores import Put, Written, open_store
+from savegame.stores import Put, PutResult, open_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 print_lock = threading.Lock()
@@ -36,7 +36,7 @@ def main() -> None:
     store: Any = open_store(url)
     batch = type(store).put_checkpoints
 
-    def announced(self: Any, puts: Sequence[Put]) -> list[Written | Exception]:
+    def announced(self: Any, puts: Sequence[Put]) -> list[PutResult | Exception]:
         say("BATCH " + " ".join(p.record.checkpoint_id for p in puts))
         return batch(self, puts)
 

@@ -460,14 +460,14 @@ class _Blobs(Mapping[str, bytes]):
 
 
 @dataclass(frozen=True, slots=True)
-class Loaded:
+class LoadedCheckpoint:
     checkpoint: Checkpoint
     chain: Chain
 
 
 def load_chain(
     store: ChainReader, record: CheckpointRecord, storage: StorageConfig | None = None
-) -> Loaded:
+) -> LoadedCheckpoint:
     """Decode ``record`` (fetching its chain when it is a delta) with the chain's position.
 
     Raises:
@@ -516,7 +516,7 @@ def load_chain(
     assert state is not None
     header = _metadata.reveal_metadata(head.header, config)
     sizes = {name: len(data) for name, data in prefetched.read.items()}
-    return Loaded(Checkpoint(header=header, state=state), Chain.of(records, sizes))
+    return LoadedCheckpoint(Checkpoint(header=header, state=state), Chain.of(records, sizes))
 
 
 def load_state(

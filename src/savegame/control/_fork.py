@@ -35,7 +35,7 @@ from savegame.model import (
 from savegame.runtime import (
     DEFAULT_TTL,
     Observer,
-    Ready,
+    PreparedRun,
     Workflow,
     current_result,
     decode_checkpoint,
@@ -173,7 +173,7 @@ def create_fork(
     mode: Mode,
     ttl: float,
     storage: StorageConfig | None,
-) -> tuple[Ready, list[str]]:
+) -> tuple[PreparedRun, list[str]]:
     """Write the fork's run and first checkpoint, leased to this process."""
     if mode not in get_args(Mode):
         raise ConfigurationError(f"mode must be one of {', '.join(get_args(Mode))}, not {mode!r}")
@@ -197,7 +197,7 @@ def create_fork(
     info = run_row(wf, first, ref, now, storage)
     lease = s.create_run(info, first, owner=owner_id(), ttl=ttl)
     start = Checkpoint(header=first.header, state=state)
-    ready = Ready(wf, start, first, Chain(0, 0, first.header.size), lease, True, origin)
+    ready = PreparedRun(wf, start, first, Chain(0, 0, first.header.size), lease, True, origin)
     return ready, edited
 
 

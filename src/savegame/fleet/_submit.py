@@ -24,7 +24,7 @@ from savegame.runtime import (
     Observer,
     OnExists,
     OnThreadBusy,
-    Start,
+    StartOptions,
     as_workflow,
     begin_submit,
     events_for_parent,
@@ -63,7 +63,7 @@ def submit(
     wf = as_workflow(workflow)
     if queue is None and (priority != 0 or dedup_key is not None):
         raise ConfigurationError("submit: priority and dedup_key need a queue (queue='name')")
-    start = Start(
+    start = StartOptions(
         thread_id=thread_id,
         run_id=run_id,
         metadata=metadata,

@@ -31,8 +31,8 @@ ones the API re-exports (Workflow, run, resume, StepContext, the lease helpers .
 the engine API, what a verb from outside or a worker needs to start, load, drive, queue
 or end a run:
 
-    start           Start, begin_submit, first_checkpoint, run_row, current_result
-    load            Ready, prepare_resume, decode_checkpoint, workflow_of, reference_of
+    start           StartOptions, begin_submit, first_checkpoint, run_row, current_result
+    load            PreparedRun, prepare_resume, decode_checkpoint, workflow_of, reference_of
     drive           execute, run_sync, direct_io, Heartbeat
     queue and end   queue_run, events_for_parent, children_of, woken, free_dead
 """
@@ -57,10 +57,22 @@ from savegame.runtime._lease import acquire as acquire_lease
 from savegame.runtime._loader import as_workflow, load, reference_of
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._runner import execute
-from savegame.runtime._setup import Ready, first_checkpoint, prepare_resume, run_row, workflow_of
+from savegame.runtime._setup import (
+    PreparedRun,
+    first_checkpoint,
+    prepare_resume,
+    run_row,
+    workflow_of,
+)
 from savegame.runtime._setup import decode as decode_checkpoint
 from savegame.runtime._sigint import stopped_at
-from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_submit, current_result
+from savegame.runtime._start import (
+    OnExists,
+    OnThreadBusy,
+    StartOptions,
+    begin_submit,
+    current_result,
+)
 from savegame.runtime._start import queue as queue_run
 from savegame.runtime._waiting import woken
 from savegame.runtime._workflow import END, Workflow
@@ -77,8 +89,8 @@ __all__ = [
     "OnExists",
     "OnThreadBusy",
     "OwnerGone",
-    "Ready",
-    "Start",
+    "PreparedRun",
+    "StartOptions",
     "StepContext",
     "Workflow",
     "acquire_lease",

@@ -20,7 +20,7 @@ from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._runner import execute
 from savegame.runtime._setup import prepare_resume
 from savegame.runtime._sigint import current, holding_sigint
-from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_run
+from savegame.runtime._start import OnExists, OnThreadBusy, StartOptions, begin_run
 from savegame.runtime._waiting import blocker
 from savegame.stores import Store
 
@@ -35,7 +35,7 @@ async def _arun(
     input: Mapping[str, Any] | None,
     *,
     store: Store,
-    start: Start,
+    start: StartOptions,
     policy: CheckpointPolicy | None,
     durability: Durability | None,
     io: Io,
@@ -200,8 +200,8 @@ def _start(
     storage: StorageConfig | None,
     on_exists: OnExists,
     on_thread_busy: OnThreadBusy,
-) -> Start:
-    return Start(
+) -> StartOptions:
+    return StartOptions(
         thread_id=thread_id,
         run_id=run_id,
         metadata=metadata,

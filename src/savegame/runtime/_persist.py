@@ -33,7 +33,7 @@ from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsEr
 from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord, Waiting
 from savegame.runtime._commit import committer
 from savegame.runtime._execution import Execution
-from savegame.stores.base import Put, Written
+from savegame.stores.base import Put, PutResult
 from savegame.workspace import Snapshots, manifest_of, restore
 
 
@@ -54,12 +54,12 @@ _Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, 
 
 
 @dataclass(frozen=True, slots=True)
-class Saved:
+class SaveResult:
     """What :meth:`Saver.save` wrote."""
 
     record: CheckpointRecord
     """The record: committed (sync durability) or queued (async)."""
-    written: Written | None
+    written: PutResult | None
     """What the store read of the run in the transaction that committed ``record``,
     while still current: None when the record was only queued, or when an
     ``on_checkpoint`` observer ran since the commit (it may have asked to cancel)."""
@@ -111,7 +111,7 @@ class Saver:
         dirty: Collection[str],
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,
-    ) -> Saved:
+    ) -> SaveResult:
         """Save ``state`` under ``header`` with the journal's buffered ``effects``.
 
         ``dirty`` names the top-level keys set since the last record (all a delta
@@ -140,7 +140,7 @@ class Saver:
         # (a budget guard, say), and that must stop the run before its next step.
         if self.ex.observer.on_checkpoint is not None:
             written = None
-        return Saved(encoded.record, written)
+        return SaveResult(encoded.record, written)
 
     async def stop(
         self,
@@ -214,10 +214,10 @@ class Saver:
         error: str | None,
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,
-    ) -> Written | None:
+    ) -> PutResult | None:
         record = encoded.record
         try:
-            written: Written = await self.ex.io(self._commit, encoded, error, effects, beside)
+            written: PutResult = await self.ex.io(self._commit, encoded, error, effects, beside)
         except (LeaseLostError, CheckpointWriteError):
             raise
         except Exception as exc:
@@ -230,7 +230,7 @@ class Saver:
         error: str | None,
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,
-    ) -> Written:
+    ) -> PutResult:
         """Upload, write, notice: the whole save of one record, in one io call."""
         blobs = self.encoder.to_upload(self.ex.store, encoded)
         started = time.perf_counter()
@@ -251,7 +251,7 @@ class Saver:
         effects: Sequence[EffectRecord],
         blobs: dict[str, bytes],
         beside: Beside = NOTHING,
-    ) -> Written:
+    ) -> PutResult:
         store = self.ex.store
         try:
             if self.group is not None:

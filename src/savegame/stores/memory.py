@@ -40,10 +40,10 @@ from savegame.stores._memory_storage import MemoryStorage
 from savegame.stores.base import (
     Capabilities,
     Delivery,
+    PutResult,
     RunPosition,
     StoreStats,
     ThreadInfo,
-    Written,
 )
 
 _CAPABILITIES = Capabilities(
@@ -209,7 +209,7 @@ class MemoryStore(MemorySchedules, MemoryStorage):
         blobs: Mapping[str, bytes] | None = None,
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
-    ) -> Written:
+    ) -> PutResult:
         record = _common.detached_record(record)
         journal = _common.check_effects(record.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
@@ -246,7 +246,7 @@ class MemoryStore(MemorySchedules, MemoryStorage):
                 if target is not None:  # a parent pruned meanwhile: nobody to tell
                     target.journal(event)
                     target.wake_if_ready()
-            return Written(run.info.cancel_requested)
+            return PutResult(run.info.cancel_requested)
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
         with self._lock:

@@ -35,11 +35,11 @@ from savegame.stores._sql.statements import Dialect, Statements
 from savegame.stores.base import (
     Delivery,
     Put,
+    PutResult,
     RunPosition,
     RunSize,
     StoreStats,
     ThreadInfo,
-    Written,
 )
 
 
@@ -140,7 +140,7 @@ class SqlStore:
         exception goes on), released when it ends."""
         raise NotImplementedError
 
-    def _put(self, conn: Any, put: _common.CheckedPut) -> Written:
+    def _put(self, conn: Any, put: _common.CheckedPut) -> PutResult:
         """Write one checked put (its record, head move, journal entries, events);
         call inside a write transaction."""
         raise NotImplementedError
@@ -156,14 +156,14 @@ class SqlStore:
         blobs: Mapping[str, bytes] | None = None,
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
-    ) -> Written:
+    ) -> PutResult:
         put = Put(record, lease_token, error, effects, blobs, waiting, events)
         checked = _common.CheckedPut.of(put)
         with self._tx() as conn:
             return self._put(conn, checked)
 
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
-        done: list[Written | Exception] = []
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
+        done: list[PutResult | Exception] = []
         with self._tx() as conn:
             for put in puts:
                 try:

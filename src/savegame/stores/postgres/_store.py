@@ -45,7 +45,7 @@ from savegame.stores._sql.store import (
     executemany,
     run_values,
 )
-from savegame.stores.base import Capabilities, Delivery, Put, Written
+from savegame.stores.base import Capabilities, Delivery, Put, PutResult
 from savegame.stores.postgres import _queues, _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
@@ -339,9 +339,9 @@ class PostgresStore(SqlSchedules, SqlStore):
         return True
 
     # -- group commit: pipelined, with the one-by-one writes as the fallback ---------------
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """Write the puts in one transaction, each refused one alone (see :meth:`_pipelined`)."""
-        done: list[Written | Exception | None] = [None] * len(puts)
+        done: list[PutResult | Exception | None] = [None] * len(puts)
         ready: list[tuple[int, _Sent]] = []
         for i, put in enumerate(puts):
             try:
@@ -358,7 +358,7 @@ class PostgresStore(SqlSchedules, SqlStore):
             done[i] = one
         return [one for one in done if one is not None]
 
-    def _pipelined(self, puts: Sequence[_Sent]) -> list[Written] | None:
+    def _pipelined(self, puts: Sequence[_Sent]) -> list[PutResult] | None:
         """Write every put in one transaction, or nothing and None.
 
         The plain puts (no blobs, no waiting, their run's only put in the batch) go
@@ -378,7 +378,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         runs = Counter(put.put.record.run_id for put in puts)
         plain = [i for i, put in enumerate(puts) if put.plain and runs[put.put.record.run_id] == 1]
         rest = sorted(set(range(len(puts))) - set(plain))
-        written: list[Written | None] = [None] * len(puts)
+        written: list[PutResult | None] = [None] * len(puts)
         with self._pool.connection() as conn:
             try:
                 if not rest:
@@ -406,8 +406,8 @@ class PostgresStore(SqlSchedules, SqlStore):
                 return None
         if cancelled is not None:
             for i in plain:
-                written[i] = Written(puts[i].put.record.run_id in cancelled[1])
-        return cast("list[Written]", written)
+                written[i] = PutResult(puts[i].put.record.run_id in cancelled[1])
+        return cast("list[PutResult]", written)
 
     @staticmethod
     def _write_plain(conn: Conn, puts: Sequence[_Sent], *, guarded: bool) -> Any:
@@ -454,19 +454,19 @@ class PostgresStore(SqlSchedules, SqlStore):
         return moved, inserted, missing
 
     @staticmethod
-    def _written(moved: Any, inserted: Any, missing: Any) -> Written | None:
+    def _written(moved: Any, inserted: Any, missing: Any) -> PutResult | None:
         """A sent put's outcome from its results; None when :meth:`_put` would have raised."""
         row = moved.fetchone()
         if row is None or inserted.rowcount != 1 or (missing is not None and missing.fetchall()):
             return None
-        return Written(bool(row[0]))
+        return PutResult(bool(row[0]))
 
     @contextmanager
     def _savepoint(self, conn: Conn) -> Iterator[None]:
         with conn.transaction():  # a nested transaction is a savepoint
             yield
 
-    def _put(self, conn: Conn, put: _common.CheckedPut) -> Written:
+    def _put(self, conn: Conn, put: _common.CheckedPut) -> PutResult:
         """Write one checked put; call inside a transaction."""
         header, record = put.record.header, put.record
         params = checkpoint_values(SQL.dialect, record)
@@ -490,7 +490,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         # parent's, never the other way round.
         for event in put.events:
             self._deliver(conn, event, missing_ok=True)
-        return Written(bool(row and row[0]))
+        return PutResult(bool(row and row[0]))
 
     def _deliver(self, conn: Conn, event: EffectRecord, *, missing_ok: bool) -> Delivery | None:
         """Journal a checked event and wake its run, its row locked first (so the wake

@@ -33,7 +33,7 @@ from savegame.model import (
 )
 from savegame.redaction import redact, redact_url
 from savegame.stores import _common
-from savegame.stores.base import Capabilities, Put, RunPosition, ThreadInfo, Written
+from savegame.stores.base import Capabilities, Put, PutResult, RunPosition, ThreadInfo
 from savegame.stores.redis import _rows as rows
 from savegame.stores.redis._client import BATCH
 from savegame.stores.redis._journal import RedisJournal
@@ -342,15 +342,15 @@ class RedisStore(RedisJournal, RedisStorage):
         blobs: Mapping[str, bytes] | None = None,
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
-    ) -> Written:
+    ) -> PutResult:
         put = Put(record, lease_token, error, effects, blobs, waiting, events)
         return self._written(put, self._call("put_checkpoint", *self._put_args(put)))
 
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """The puts' scripts in one MULTI/EXEC: one round trip, and the server runs them
         one after another with nothing between (a connection lost before EXEC runs none).
         Each script is atomic and refuses alone, as in a savepoint."""
-        done: list[Written | Exception | None] = [None] * len(puts)
+        done: list[PutResult | Exception | None] = [None] * len(puts)
         sent: list[tuple[int, list[bytes | str | int]]] = []
         pipe = self._client.pipeline(transaction=True)
         script = self._scripts["put_checkpoint"]
@@ -403,7 +403,7 @@ class RedisStore(RedisJournal, RedisStorage):
             *_blob_args(put.blobs), *wait, len(others), *delivered,
         ]  # fmt: skip
 
-    def _written(self, put: Put, reply: list[Any]) -> Written:
+    def _written(self, put: Put, reply: list[Any]) -> PutResult:
         """The script's reply as put_checkpoint returns it, or the error it refused with."""
         record = put.record
         if reply[0] == b"corrupt":  # refused before its first write: nothing of it stored
@@ -413,7 +413,7 @@ class RedisStore(RedisJournal, RedisStorage):
         if self._checked(reply, record.run_id, put.lease_token)[0] == b"conflict":
             raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
         _check_missing(reply, record.checkpoint_id)
-        return Written(reply[1] == b"1")
+        return PutResult(reply[1] == b"1")
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
         h, payload, checksum, size = cast(

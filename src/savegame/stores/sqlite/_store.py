@@ -41,7 +41,7 @@ from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
 from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
-from savegame.stores.base import Capabilities, Delivery, Written
+from savegame.stores.base import Capabilities, Delivery, PutResult
 from savegame.stores.sqlite import _queues, _schema
 from savegame.stores.sqlite._statements import (
     CANCEL_FLAG,
@@ -293,7 +293,7 @@ class SqliteStore(SqlSchedules, SqlStore):
         finally:
             conn.execute("RELEASE put")
 
-    def _put(self, conn: sqlite3.Connection, put: _common.CheckedPut) -> Written:
+    def _put(self, conn: sqlite3.Connection, put: _common.CheckedPut) -> PutResult:
         """Write one checked put; call inside a write transaction."""
         header, error, waiting = put.record.header, put.error, put.waiting
         until, topics, need = put.wait
@@ -327,7 +327,7 @@ class SqliteStore(SqlSchedules, SqlStore):
         for event in put.events:
             self._deliver(conn, event, missing_ok=True)
         (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
-        return Written(bool(cancel))
+        return PutResult(bool(cancel))
 
     def _deliver(
         self, conn: sqlite3.Connection, event: EffectRecord, *, missing_ok: bool
