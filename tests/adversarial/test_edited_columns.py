@@ -97,7 +97,7 @@ def flow() -> Workflow:
 INPUT = {"log": [{"n": n, "text": f"earlier message {n} " * 6} for n in range(30)]}
 
 
-class PreparedCall:
+class Prepared:
     """A store file with the run waiting for its confirmation, and the result it must reach."""
 
     def __init__(self, root: Path, storage: StorageConfig) -> None:
@@ -135,8 +135,8 @@ class PreparedCall:
 @pytest.fixture(scope="module", params=sorted(MODES))
 def prepared(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PreparedCall]:
-    yield PreparedCall(tmp_path_factory.mktemp(request.param), MODES[request.param])
+) -> Iterator[Prepared]:
+    yield Prepared(tmp_path_factory.mktemp(request.param), MODES[request.param])
 
 
 def _rows(conn: sqlite3.Connection, table: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -213,7 +213,7 @@ def _refused_naming_a_record(exc: SavegameError, ids: set[str]) -> None:
 )
 @given(data=st.data())
 def test_an_edited_column_is_refused_or_changes_nothing(
-    prepared: PreparedCall, tmp_path: Path, data: st.DataObject
+    prepared: Prepared, tmp_path: Path, data: st.DataObject
 ) -> None:
     path = prepared.copy(tmp_path / f"attacked-{os.urandom(4).hex()}.db")
     table, column, key, value = data.draw(edits(path), label="edit")

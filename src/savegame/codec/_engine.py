@@ -150,11 +150,14 @@ class Encoder:
             trees = _trees(state) if by_value else state
             if trees is not None:
                 self._remember(
-                    base.checkpoint_id, trees, None, chain or Chain(0, 0, base.header.size)
+                    base.checkpoint_id,
+                    trees,
+                    changed=None,
+                    chain=chain or Chain(0, 0, base.header.size),
                 )
 
     def _remember(
-        self, base_id: str, state: dict[str, Any], changed: Collection[str] | None, chain: Chain
+        self, base_id: str, state: dict[str, Any], *, changed: Collection[str] | None, chain: Chain
     ) -> None:
         if self._by_value:
             # ``state``: the encoded trees (_trees), fresh objects nobody else holds.
@@ -260,7 +263,7 @@ class Encoder:
             # steps; it was a tenth of a LangGraph checkpoint's CPU, 700 calls a run).
             if len(body) > config.inline_max or _FILE_TAG in body:
                 body = orjson.dumps(
-                    _refs.extract(patch, config, found, config.inline_max, refs),
+                    _refs.extract(patch, config, found, limit=config.inline_max, files=refs),
                     option=orjson.OPT_SORT_KEYS,
                 )
             _attach(found, refs, files)
@@ -275,8 +278,8 @@ class Encoder:
                 self._remember(
                     record.checkpoint_id,
                     remembered,
-                    changed,
-                    Chain(chain.depth + 1, grown, chain.keyframe_bytes),
+                    changed=changed,
+                    chain=Chain(chain.depth + 1, grown, chain.keyframe_bytes),
                 )
                 return Encoded(record, found)
         return self._keyframe(header, state, files, known)
@@ -309,7 +312,11 @@ class Encoder:
             # Inline, never packed: a load then finds its file references in the record's
             # own body and leaves their blobs unread (see load_chain).
             inline = _refs.extract(
-                _values.encode_at(manifest, _values.MAX_DEPTH - 2), config, out.found, None, refs
+                _values.encode_at(manifest, _values.MAX_DEPTH - 2),
+                config,
+                out.found,
+                limit=None,
+                files=refs,
             )
             if rest:
                 tree[WORKSPACE_KEY] = inline
@@ -330,9 +337,9 @@ class Encoder:
         # Loose values count at their plaintext size: only new ones get sealed here.
         copy = record.header.size + out.pack_bytes + sum(map(len, out.found.values()))
         if not self._by_value:
-            self._remember(record.checkpoint_id, state, None, Chain(0, 0, copy))
+            self._remember(record.checkpoint_id, state, changed=None, chain=Chain(0, 0, copy))
         elif trees is not None and manifest is None:
-            self._remember(record.checkpoint_id, trees, None, Chain(0, 0, copy))
+            self._remember(record.checkpoint_id, trees, changed=None, chain=Chain(0, 0, copy))
         else:  # a state that is not a plain dict (or holds a manifest): keyframes only
             self._base_id, self._shadow = None, {}
         return Encoded(record, out.found, out.sealed, out.deferred)

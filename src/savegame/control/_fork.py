@@ -197,7 +197,9 @@ def create_fork(
     info = run_row(wf, first, ref, now, storage)
     lease = s.create_run(info, first, owner=owner_id(), ttl=ttl)
     start = Checkpoint(header=first.header, state=state)
-    ready = PreparedRun(wf, start, first, Chain(0, 0, first.header.size), lease, True, origin)
+    ready = PreparedRun(
+        wf, start, first, Chain(0, 0, first.header.size), lease, created=True, origin=origin
+    )
     return ready, edited
 
 

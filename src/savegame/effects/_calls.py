@@ -9,7 +9,7 @@ Splitting it this way lets ``ctx.call`` and ``await ctx.acall`` share every rule
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any
 
 from savegame.codec import canonical, decode_value, encode_value
@@ -46,6 +46,7 @@ class PreparedCall:
     name: str
     arguments: dict[str, Any]
     """Arguments to call with (an approver's edit replaces the step's)."""
+    _: KW_ONLY
     entry: EffectRecord | None
     """The committed intent (writes), or None."""
     replay: bool = False
@@ -216,9 +217,15 @@ class Calls:
                     f"result.{tool.name}", UNSAVEABLE + " (recorded at first call)"
                 )
             return PreparedCall(
-                request_id, kind, tool.name, arguments, existing, True,
-                decode_value(existing.result), tool=tool,
-            )  # fmt: skip
+                request_id,
+                kind,
+                tool.name,
+                arguments,
+                entry=existing,
+                replay=True,
+                result=decode_value(existing.result),
+                tool=tool,
+            )
         if (
             existing is not None
             and existing.status is EffectStatus.PENDING
@@ -230,8 +237,10 @@ class Calls:
             entry = self.journal.intent(
                 self._entry(request_id, index, kind, tool.name, encoded, meta)
             )
-            return PreparedCall(request_id, kind, tool.name, arguments, entry, tool=tool)
-        return PreparedCall(request_id, kind, tool.name, arguments, None, meta=meta, tool=tool)
+            return PreparedCall(request_id, kind, tool.name, arguments, entry=entry, tool=tool)
+        return PreparedCall(
+            request_id, kind, tool.name, arguments, entry=None, meta=meta, tool=tool
+        )
 
     def _refuse_unknown_compensation(self, tool: Tool) -> None:
         """A write whose undo names no tool is refused before it happens: its compensation
@@ -270,7 +279,7 @@ class Calls:
         run stops for a person."""
         kind = EffectKind.WRITE
         if tool.idempotent:
-            return PreparedCall(request_id, kind, tool.name, arguments, existing, tool=tool)
+            return PreparedCall(request_id, kind, tool.name, arguments, entry=existing, tool=tool)
         if tool.reconcile is not None:
             try:
                 found = tool.reconcile(request_id)
@@ -283,9 +292,16 @@ class Calls:
             if found is not None:
                 settled = self._reconciled(existing, tool, found)
                 return PreparedCall(
-                    request_id, kind, tool.name, arguments, settled, True, found, tool=tool
+                    request_id,
+                    kind,
+                    tool.name,
+                    arguments,
+                    entry=settled,
+                    replay=True,
+                    result=found,
+                    tool=tool,
                 )
-            return PreparedCall(request_id, kind, tool.name, arguments, existing, tool=tool)
+            return PreparedCall(request_id, kind, tool.name, arguments, entry=existing, tool=tool)
         raise NeedsAttention(InDoubtEffectError(self.run_id, tool.name, arguments, request_id))
 
     def _reconciled(self, entry: EffectRecord, tool: Tool, found: Any) -> EffectRecord:
@@ -443,10 +459,18 @@ class Calls:
                 )
         if existing is not None and existing.status is EffectStatus.DONE:
             result = decode_value(existing.result)
-            return PreparedCall(request_id, EffectKind.LLM, call.name, {}, existing, True, result)
+            return PreparedCall(
+                request_id,
+                EffectKind.LLM,
+                call.name,
+                {},
+                entry=existing,
+                replay=True,
+                result=result,
+            )
         arguments[REQUEST] = request_of(call, self.journal.parts())
         return PreparedCall(
-            request_id, EffectKind.LLM, call.name, arguments, None, meta=meta, index=index
+            request_id, EffectKind.LLM, call.name, arguments, entry=None, meta=meta, index=index
         )
 
     def stream_started(self, prepared: PreparedCall) -> EffectRecord:

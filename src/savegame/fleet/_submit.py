@@ -97,7 +97,15 @@ def resume_claimed(
     cannot be parked either (its head checkpoint is damaged, say).
     """
     try:
-        ready = prepare_resume(lease.run_id, store, None, None, lease_ttl, storage, lease=lease)
+        ready = prepare_resume(
+            lease.run_id,
+            store,
+            workflow=None,
+            from_checkpoint=None,
+            ttl=lease_ttl,
+            storage=storage,
+            lease=lease,
+        )
     except BaseException as exc:
         stuck = (
             isinstance(exc, Exception)

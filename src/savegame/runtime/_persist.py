@@ -134,7 +134,7 @@ class Saver:
                 dirty = {*dirty, WORKSPACE_KEY}
             files = capture.files
         encoded = self._encode(header, state, dirty, files)
-        written = await self._write(encoded, None, effects, beside)
+        written = await self._write(encoded, error=None, effects=effects, beside=beside)
         # Good for the boundary right after this write only, and only if no user code
         # ran since the transaction read it: an on_checkpoint observer may ask to cancel
         # (a budget guard, say), and that must stop the run before its next step.
@@ -175,7 +175,10 @@ class Saver:
             )  # fmt: skip
             encoded = Encoded(codec.rewrap(self.last, header, self.ex.storage))
         await self._write(
-            encoded, seal_error(header.run_id, error, self.ex.storage), effects, beside
+            encoded,
+            error=seal_error(header.run_id, error, self.ex.storage),
+            effects=effects,
+            beside=beside,
         )
         await self.flush()
         return encoded.record
@@ -211,6 +214,7 @@ class Saver:
     async def _write(
         self,
         encoded: Encoded,
+        *,
         error: str | None,
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,
@@ -316,6 +320,7 @@ class AsyncSaver(Saver):
     async def _write(
         self,
         encoded: Encoded,
+        *,
         error: str | None,
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,

@@ -8,7 +8,7 @@ turns that into the :class:`Execution` the loop drives, the one place one is bui
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -57,6 +57,7 @@ class PreparedRun:
     next record must then be a keyframe: a delta needs its base's exact state)."""
     lease: Lease
     """The run's lease: held by this process, or by nobody for a queued run."""
+    _: KW_ONLY
     created: bool = False
     """The run was created here (``start``, its input checkpoint, is new)."""
     origin: Origin | None = None
@@ -300,6 +301,7 @@ def prepare_resume(
     run_id: str,
     store: Store,
     workflow: Any,
+    *,
     from_checkpoint: str | None,
     ttl: float,
     storage: StorageConfig | None = None,

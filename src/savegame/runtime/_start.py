@@ -100,7 +100,9 @@ def begin_run(
         _notify(start.observer, info, "return")
         return current_result(store, info, wf, start.storage)
     _notify(start.observer, info, "continue")
-    return prepare_resume(info.run_id, store, wf, None, start.ttl, start.storage)
+    return prepare_resume(
+        info.run_id, store, wf, from_checkpoint=None, ttl=start.ttl, storage=start.storage
+    )
 
 
 def begin_submit(

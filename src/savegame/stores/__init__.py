@@ -80,12 +80,12 @@ class _Backend(NamedTuple):
 # A new backend is one entry here plus a class with ``from_url(url)``;
 # e.g. "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", "postgres").
 _BACKENDS: dict[str, _Backend] = {
-    "memory": _Backend("savegame.stores.memory", "MemoryStore", None),
-    "postgres": _Backend("savegame.stores.postgres", "PostgresStore", "postgres"),
-    "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", "postgres"),
-    "sqlite": _Backend("savegame.stores.sqlite", "SqliteStore", None, in_a_file=True),
-    "redis": _Backend("savegame.stores.redis", "RedisStore", "redis"),
-    "rediss": _Backend("savegame.stores.redis", "RedisStore", "redis"),
+    "memory": _Backend("savegame.stores.memory", "MemoryStore", extra=None),
+    "postgres": _Backend("savegame.stores.postgres", "PostgresStore", extra="postgres"),
+    "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", extra="postgres"),
+    "sqlite": _Backend("savegame.stores.sqlite", "SqliteStore", extra=None, in_a_file=True),
+    "redis": _Backend("savegame.stores.redis", "RedisStore", extra="redis"),
+    "rediss": _Backend("savegame.stores.redis", "RedisStore", extra="redis"),
 }
 
 

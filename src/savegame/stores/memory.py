@@ -146,7 +146,7 @@ class MemoryStore(MemorySchedules, MemoryStorage):
         busy = max(unfinished, key=lambda info: (info.created_at, info.run_id), default=None)
         newest = max((r.checkpoint_ids[-1] for r in mine if r.checkpoint_ids), default=None)
         _common.check_sole(
-            first, None if busy is None else (busy.run_id, busy.status.value), newest
+            first, busy=None if busy is None else (busy.run_id, busy.status.value), newest=newest
         )
 
     def get_run(self, run_id: str) -> RunInfo:

@@ -79,7 +79,7 @@ class _Reader:
 
     def shown(self, info: RunInfo) -> ShownRun:
         if line_of(info) is None or info.head_checkpoint_id is None:
-            return ShownRun(info, info.status, None)
+            return ShownRun(info, info.status, head=None)
         waits = self.threads.get(info.thread_id)
         head = waits.heads.get(info.run_id) if waits is not None else None
         if head is None:
@@ -90,7 +90,7 @@ class _Reader:
                 waits = thread_waits(self.s, info.thread_id, self.storage, {info.run_id: head})
                 self.threads[info.thread_id] = waits
             status = shown_status(info, head, waits.asks)
-        return ShownRun(info.with_status(status), info.status, head)
+        return ShownRun(info.with_status(status), info.status, head=head)
 
 
 def shown_runs(

@@ -306,7 +306,7 @@ class PostgresStore(SqlSchedules, SqlStore):
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
-        values = run_values(run, first.header, owner, None if owner is None else ttl)
+        values = run_values(run, first.header, owner=owner, expiry=None if owner is None else ttl)
         params = checkpoint_values(SQL.dialect, first)
         new_blobs = _common.check_blobs(blobs)
         where = None if queue is None else check_enqueue(queue)
@@ -317,7 +317,7 @@ class PostgresStore(SqlSchedules, SqlStore):
                 conn.execute(LOCK_THREAD, (self._schema, run.thread_id))
                 busy = conn.execute(SQL.thread_busy, (run.thread_id, run.run_id)).fetchone()
                 [newest] = conn.execute(SQL.thread_newest, (run.thread_id,)).fetchall()
-                _common.check_sole(first, busy, newest[0])
+                _common.check_sole(first, busy=busy, newest=newest[0])
             row = conn.execute(INSERT_RUN, values).fetchone()
             if row is None:
                 raise ConflictError(f"run {run.run_id} exists already")
@@ -331,7 +331,12 @@ class PostgresStore(SqlSchedules, SqlStore):
         self, conn: Conn, run: RunInfo, first: CheckpointRecord, queue: Enqueue | None
     ) -> bool:
         # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
-        if conn.execute(INSERT_RUN, run_values(run, first.header, None, None)).fetchone() is None:
+        if (
+            conn.execute(
+                INSERT_RUN, run_values(run, first.header, owner=None, expiry=None)
+            ).fetchone()
+            is None
+        ):
             return False
         if queue is not None:
             _queues.enqueue(conn, run.run_id, queue)
@@ -476,7 +481,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         token = put.lease_token
         row = conn.execute(MOVE_HEAD_FENCED, (*move, token, token)).fetchone()
         if row is None:
-            self._fence(conn, header.run_id, token)
+            self._fence(conn, header.run_id, lease_token=token)
             row = conn.execute(MOVE_HEAD, move).fetchone()
         self._insert_checkpoint(conn, record, params, put.blobs)
         if put.journal:
@@ -497,7 +502,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         check and a put of a waiting record are ordered); None for a missing run when
         ``missing_ok``."""
         try:
-            self._fence(conn, event.run_id, None)
+            self._fence(conn, event.run_id, lease_token=None)
         except NotFoundError:
             if missing_ok:
                 return None
@@ -635,7 +640,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         with self._tx() as conn:
             row = conn.execute(RENEW_LEASE, (ttl, run_id, token)).fetchone()
             if row is None:
-                self._fence(conn, run_id, None)
+                self._fence(conn, run_id, lease_token=None)
                 raise LeaseLostError(run_id, token)
         return Lease(run_id, row[0], token, row[1])
 
@@ -659,7 +664,7 @@ class PostgresStore(SqlSchedules, SqlStore):
             return []
         out: list[EffectRecord] = []
         with self._tx() as conn:
-            self._fence(conn, entries[0].run_id, lease_token)
+            self._fence(conn, entries[0].run_id, lease_token=lease_token)
             for effect in entries:
                 row = conn.execute(UPSERT_EFFECT, effect_values(effect)).fetchone()
                 # None: an entry that stays; return it as stored.

@@ -263,9 +263,9 @@ class RedisStore(RedisJournal, RedisStorage):
                 raise ConflictError(f"run {run.run_id} exists already")
             raise ConflictError(f"checkpoint {first.checkpoint_id} exists already")
         if reply[0] == b"busy":
-            _common.check_sole(first, (reply[1].decode(), reply[2].decode()), None)
+            _common.check_sole(first, busy=(reply[1].decode(), reply[2].decode()), newest=None)
         if reply[0] == b"moved":
-            _common.check_sole(first, None, reply[1].decode() or None)
+            _common.check_sole(first, busy=None, newest=reply[1].decode() or None)
         _check_missing(reply, first.checkpoint_id)
         return Lease(run.run_id, owner or "", 1, rows.expires_at(reply[1]))
 
@@ -410,7 +410,7 @@ class RedisStore(RedisJournal, RedisStorage):
             raise CorruptRecordError(
                 record.run_id, f"key {reply[1].decode()} is a {reply[2].decode()} (edited?)"
             )
-        if self._checked(reply, record.run_id, put.lease_token)[0] == b"conflict":
+        if self._checked(reply, record.run_id, token=put.lease_token)[0] == b"conflict":
             raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
         _check_missing(reply, record.checkpoint_id)
         return PutResult(reply[1] == b"1")
@@ -486,7 +486,7 @@ class RedisStore(RedisJournal, RedisStorage):
         ttl = _common.check_ttl(ttl)
         takeover = "" if takeover_token is None else str(takeover_token)
         reply = self._checked(
-            self._call("acquire_lease", run_id, owner, _micros(ttl), takeover), run_id, None
+            self._call("acquire_lease", run_id, owner, _micros(ttl), takeover), run_id, token=None
         )
         if reply[0] == b"held":
             expires_in = (int(reply[2]) - int(reply[3])) / 1e6
@@ -496,12 +496,12 @@ class RedisStore(RedisJournal, RedisStorage):
     def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
         ttl = _common.check_ttl(ttl)
         reply = self._checked(
-            self._call("renew_lease", run_id, str(token), _micros(ttl)), run_id, token
+            self._call("renew_lease", run_id, str(token), _micros(ttl)), run_id, token=token
         )
         return Lease(run_id, reply[1].decode(), token, rows.expires_at(reply[2]))
 
     def release_lease(self, run_id: str, token: int) -> None:
-        self._checked(self._call("release_lease", run_id, str(token)), run_id, token)
+        self._checked(self._call("release_lease", run_id, str(token)), run_id, token=token)
 
     # -- housekeeping -------------------------------------------------------------------
     def close(self) -> None:
