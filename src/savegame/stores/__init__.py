@@ -11,9 +11,8 @@ Where things are::
     _queues.py        queues with limits: Queue, Enqueue, QueueStats, the QueueStore
                       protocol (SQLite and PostgreSQL; each backend's SQL in its _queues.py)
     _common.py        the rules every backend shares (time, JSON, filters, journal)
-    memory.py         MemoryStore (its state in _memory_state.py, its
-                      storage-engine methods in _memory_storage.py, its schedules
-                      in _memory_schedules.py)
+    memory/           MemoryStore: _store.py, _state.py (the state and its lookups),
+                      _storage.py (the storage engine's methods), _schedules.py
     _sql/             what SQLite and PostgreSQL share: rows.py (columns, row
                       decoding), statements.py (the dialects, the shared SQL),
                       store.py (SqlStore: the methods written once for both),
