@@ -112,7 +112,18 @@ def test_the_pydantic_ai_api_is_pinned() -> None:
 
 @pytest.mark.parametrize(
     "package",
-    sorted({"savegame", "savegame.models", "savegame.runtime", "savegame.tracing", *NAMESPACES}),
+    sorted(
+        {
+            "savegame",
+            "savegame.control",
+            "savegame.fleet",
+            "savegame.models",
+            "savegame.runtime",
+            "savegame.tracing",
+            "savegame.workspace",
+            *NAMESPACES,
+        }
+    ),
 )
 def test_a_package_exports_only_names_it_has(package: str) -> None:
     module = importlib.import_module(package)
@@ -126,11 +137,14 @@ HEAVY = [
     "savegame.agent",
     "savegame.client",
     "savegame.codec",
+    "savegame.control",
     "savegame.effects",
+    "savegame.fleet",
     "savegame.inspect",
     "savegame.maintenance",
     "savegame.runtime",
     "savegame.stores",
+    "savegame.workspace",
     "asyncio",
     "croniter",
     "cryptography",

@@ -1,4 +1,4 @@
-"""Imports point down the layers of DESIGN.md, packages do not import each other in a
+"""Imports point down the layers of docs/architecture.md, packages do not import each other in a
 circle, and no package reaches into another's private modules.
 
 Read from the source with ``ast``, so every import counts: at module level, inside a
@@ -30,8 +30,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("savegame", "client", "inspect", "maintenance"),
     # the agent loop (LLM <-> tools), built on workflows
     ("agent",),
-    # workflows, the runner, setup, the saver, leases, control (approve, cancel ...), workers
+    # verbs on runs from outside (approve, cancel, fork, send ...); the worker fleet (submit,
+    # Worker, schedules, queues): both over the engine's API, neither importing the other
+    ("control", "fleet"),
+    # the engine: workflows, the runner, setup, the saver, leases, children, waiting
     ("runtime",),
+    # a directory's files captured at each checkpoint and put back: the saver uses it
+    ("workspace",),
     # the runtime's spans through OpenTelemetry's API (savegame[otel]), imported lazily
     ("tracing",),
     # model adapters over the vendors' SDKs: they implement effects' ChatModel protocol and

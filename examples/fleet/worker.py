@@ -14,7 +14,7 @@ import argparse
 import asyncio
 
 from savegame import Worker
-from savegame.runtime import WorkerStats
+from savegame.fleet import WorkerStats
 
 
 async def serve(worker: Worker, idle: float | None) -> WorkerStats:

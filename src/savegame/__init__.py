@@ -52,9 +52,11 @@ if TYPE_CHECKING:
     from savegame.codec.storage import StorageConfig
     from savegame.effects import Backoff, tool
     from savegame.errors import SavegameError
+    from savegame.fleet import Worker
     from savegame.model import RunInfo, RunResult, RunStatus
-    from savegame.runtime import END, CheckpointPolicy, StepContext, Worker, Workflow, Workspace
+    from savegame.runtime import END, CheckpointPolicy, StepContext, Workflow
     from savegame.stores import MemoryStore, SqliteStore, Store, open_store
+    from savegame.workspace import Workspace
 
 __version__ = "0.1.0"
 
@@ -85,15 +87,10 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "savegame.effects": ("Backoff", "tool"),
     "savegame.errors": ("SavegameError",),
     "savegame.model": ("RunInfo", "RunResult", "RunStatus"),
-    "savegame.runtime": (
-        "END",
-        "CheckpointPolicy",
-        "StepContext",
-        "Worker",
-        "Workflow",
-        "Workspace",
-    ),
+    "savegame.fleet": ("Worker",),
+    "savegame.runtime": ("END", "CheckpointPolicy", "StepContext", "Workflow"),
     "savegame.stores": ("MemoryStore", "SqliteStore", "Store", "open_store"),
+    "savegame.workspace": ("Workspace",),
 }
 _MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
 

@@ -17,7 +17,7 @@ from savegame.errors import LeaseLostError
 from savegame.model import CheckpointRecord, Lease
 from savegame.runtime._commit import GroupCommit
 from savegame.stores import SqliteStore
-from savegame.stores.base import Put, Written
+from savegame.stores.base import Put, PutResult
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_run, next_record
 
 JOIN_S = 60.0
@@ -63,7 +63,7 @@ def test_many_threads_race_through_one_committer(tmp_path: Path) -> None:
             head, lease = started[i]
             for _ in range(25):
                 rec = next_record(head)
-                assert isinstance(group.put(store, Put(rec, lease.token)), Written)
+                assert isinstance(group.put(store, Put(rec, lease.token)), PutResult)
                 head = rec
             heads[i] = head
         finally:
@@ -157,7 +157,7 @@ def test_a_batch_through_a_closed_handle_fails_its_waiters_and_the_next_one_goes
         # The committer still works for a live handle.
         first, lease = started[1]
         head = check.get_checkpoint(check.get_run(first.run_id).head_checkpoint_id)
-        assert isinstance(group.put(check, Put(next_record(head), lease.token)), Written)
+        assert isinstance(group.put(check, Put(next_record(head), lease.token)), PutResult)
     finally:
         check.close()
 
@@ -174,7 +174,7 @@ class _BrokenBatches:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         if self._how == "raise":
             raise SystemExit("the store's thread was told to exit")
         return self._inner.put_checkpoints(puts)[:-1]
@@ -210,6 +210,6 @@ def test_a_store_breaking_the_batch_contract_hangs_no_waiter(tmp_path: Path, how
     try:
         first, lease = started[0]
         head = store.get_checkpoint(store.get_run(first.run_id).head_checkpoint_id)
-        assert isinstance(group.put(store, Put(next_record(head), lease.token)), Written)
+        assert isinstance(group.put(store, Put(next_record(head), lease.token)), PutResult)
     finally:
         store.close()

@@ -25,7 +25,7 @@ from savegame.errors import CorruptRecordError
 from savegame.ids import new_id
 from savegame.model import CheckpointRecord, EffectKind, Lease
 from savegame.stores import open_store
-from savegame.stores.base import BatchStore, Put, Written
+from savegame.stores.base import BatchStore, Put, PutResult
 from savegame.stores.redis import RedisStore
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
 from tests import services
@@ -72,14 +72,14 @@ def test_two_puts_of_one_run_are_applied_in_the_batch_s_order(redis_store: Opene
     a = next_record(first)
     b = next_record(a)
     got = store.put_checkpoints([Put(a, lease.token), Put(b, lease.token)])
-    assert [type(x) for x in got] == [Written, Written]
+    assert [type(x) for x in got] == [PutResult, PutResult]
     run = store.get_run(first.run_id)
     assert run.head_checkpoint_id == b.checkpoint_id
     assert run.step == b.header.step
     # The same checkpoint twice in one batch: the second is the duplicate, as alone.
     c = next_record(b)
     got = store.put_checkpoints([Put(c, lease.token), Put(c, lease.token)])
-    assert isinstance(got[0], Written)
+    assert isinstance(got[0], PutResult)
     assert isinstance(got[1], Exception)
     assert store.get_run(first.run_id).head_checkpoint_id == c.checkpoint_id
 
@@ -99,7 +99,7 @@ def test_a_lease_taken_over_mid_batch_fences_the_puts_after_it(redis_store: Open
             Put(next_record(a), lease.token),
         ]
     )
-    assert [type(x).__name__ for x in got] == ["LeaseLostError", "Written", "LeaseLostError"]
+    assert [type(x).__name__ for x in got] == ["LeaseLostError", "PutResult", "LeaseLostError"]
     assert store.get_run(first.run_id).head_checkpoint_id == first.checkpoint_id
 
 
@@ -113,8 +113,8 @@ class _Plan:
     run: int
 
 
-def _outcome(x: Written | Exception) -> str:
-    return "written" if isinstance(x, Written) else type(x).__name__
+def _outcome(x: PutResult | Exception) -> str:
+    return "written" if isinstance(x, PutResult) else type(x).__name__
 
 
 @settings(
@@ -219,8 +219,8 @@ def test_a_run_key_of_the_wrong_type_fails_that_put_alone(redis_store: Opened) -
     got = store.put_checkpoints(
         [Put(next_record(bad_first), bad_lease.token), Put(fine, ok_lease.token)]
     )
-    assert isinstance(got[0], Exception) and not isinstance(got[0], Written)
-    assert isinstance(got[1], Written)
+    assert isinstance(got[0], Exception) and not isinstance(got[0], PutResult)
+    assert isinstance(got[1], PutResult)
     assert store.get_run(ok_first.run_id).head_checkpoint_id == fine.checkpoint_id
 
 
@@ -239,8 +239,8 @@ def test_a_script_error_after_the_checks_leaves_no_checkpoint_behind(
     refused = next_record(bad_first)
     fine = next_record(ok_first)
     got = store.put_checkpoints([Put(refused, bad_lease.token), Put(fine, ok_lease.token)])
-    assert not isinstance(got[0], Written)
-    assert isinstance(got[1], Written)
+    assert not isinstance(got[0], PutResult)
+    assert isinstance(got[1], PutResult)
     run = store.get_run(bad_first.run_id)
     assert run.head_checkpoint_id == bad_first.checkpoint_id
     assert client.exists(redis_store.key("cp", refused.checkpoint_id)) == 0
@@ -270,7 +270,7 @@ def test_an_edited_key_of_an_event_s_target_run_refuses_before_writing(
         ]
     )
     assert isinstance(got[0], CorruptRecordError)
-    assert isinstance(got[1], Written)
+    assert isinstance(got[1], PutResult)
     assert client.exists(redis_store.key("cp", refused.checkpoint_id)) == 0
     assert store.get_run(child_first.run_id).head_checkpoint_id == child_first.checkpoint_id
 
@@ -287,19 +287,19 @@ def test_a_killed_connection_between_batches_loses_no_put(redis_store: Opened) -
             Put(next_record(h), lease.token) for h, (_, lease) in zip(heads, started, strict=True)
         ]
         try:
-            got: list[Written | Exception] = list(store.put_checkpoints(puts))
+            got: list[PutResult | Exception] = list(store.put_checkpoints(puts))
         except Exception as exc:  # the whole batch lost: none of it may have landed
             got = [exc] * len(puts)
         for put, outcome in zip(puts, got, strict=True):
             head = store.get_run(put.record.run_id).head_checkpoint_id
-            if isinstance(outcome, Written):
+            if isinstance(outcome, PutResult):
                 assert head == put.record.checkpoint_id
             else:
                 assert head != put.record.checkpoint_id
         heads = [store.get_checkpoint(store.get_run(h.run_id).head_checkpoint_id) for h in heads]
     # The store works again after the kills.
     assert all(
-        isinstance(x, Written)
+        isinstance(x, PutResult)
         for x in store.put_checkpoints(
             [Put(next_record(h), lease.token) for h, (_, lease) in zip(heads, started, strict=True)]
         )
@@ -312,7 +312,7 @@ def test_a_large_batch_is_written_whole(redis_store: Opened) -> None:
     puts = [Put(next_record(first), lease.token) for first, lease in started]
     got = store.put_checkpoints(puts)
     assert len(got) == len(puts)
-    assert all(isinstance(x, Written) for x in got)
+    assert all(isinstance(x, PutResult) for x in got)
     for put in puts[::37]:
         assert store.get_run(put.record.run_id).head_checkpoint_id == put.record.checkpoint_id
 
@@ -434,5 +434,5 @@ def test_scripts_flushed_between_loading_and_exec_are_loaded_again() -> None:
         relay.armed.set()
         got = store.put_checkpoints(puts)
         assert not relay.armed.is_set()  # the flush happened
-        assert [type(x) for x in got] == [Written] * 4
+        assert [type(x) for x in got] == [PutResult] * 4
         assert store.get_run(first.run_id).head_checkpoint_id == puts[1].record.checkpoint_id

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 import savegame
-from savegame.runtime._schedules import occurrence_id
+from savegame.fleet._schedules import occurrence_id
 from savegame.stores import Enqueue, SqliteStore
 from savegame.stores.schedules import schedules_of
 

@@ -160,8 +160,10 @@ def test_a_function_hands_every_argument_to_its_method(
 
 
 def _behind(name: str) -> tuple[Any, Callable[..., Any]]:
-    """The package (runtime, inspect, maintenance) and the function there doing ``name``'s work."""
-    for package in (savegame.runtime, savegame.inspect, savegame.maintenance):
+    """The package (runtime, control, fleet, workspace, inspect, maintenance) and the function
+    there doing ``name``'s work."""
+    packages = (savegame.runtime, savegame.control, savegame.fleet, savegame.workspace)
+    for package in (*packages, savegame.inspect, savegame.maintenance):
         if name in package.__all__:
             return package, getattr(package, name)
     raise AssertionError(f"no function does the work of {name}")

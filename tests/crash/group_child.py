@@ -20,7 +20,7 @@ import savegame
 from savegame.client import Observer
 from savegame.model import CheckpointHeader
 from savegame.runtime import load
-from savegame.stores import Put, Written, open_store
+from savegame.stores import Put, PutResult, open_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 print_lock = threading.Lock()
@@ -37,7 +37,7 @@ def main() -> None:
     store: Any = open_store(url)
     batch = type(store).put_checkpoints
 
-    def announced(self: Any, puts: Sequence[Put]) -> list[Written | Exception]:
+    def announced(self: Any, puts: Sequence[Put]) -> list[PutResult | Exception]:
         say("BATCH " + " ".join(p.record.checkpoint_id for p in puts))
         return batch(self, puts)
 

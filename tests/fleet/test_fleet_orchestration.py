@@ -32,8 +32,8 @@ import pytest
 import savegame
 from savegame import RunStatus, open_store, submit
 from savegame.client import list_runs
+from savegame.fleet._schedules import occurrence_id
 from savegame.runtime import load
-from savegame.runtime._schedules import occurrence_id
 from savegame.stores.schedules import schedules_of
 from tests import services
 

@@ -20,7 +20,7 @@ import savegame
 from savegame import END, RunStatus, Workflow
 from savegame.errors import CheckpointWriteError
 from savegame.runtime import _commit
-from savegame.stores.base import Put, Store, Written
+from savegame.stores.base import Put, PutResult, Store
 from savegame.stores.redis import RedisStore
 from savegame.stores.sqlite import SqliteStore
 from tests import services
@@ -46,7 +46,7 @@ class Holding:
         self.fail_next_batch: BaseException | None = None
         self._held = threading.Event()
 
-    def put_checkpoint(self, record: Any, **kwargs: Any) -> Written:
+    def put_checkpoint(self, record: Any, **kwargs: Any) -> PutResult:
         if not self._held.is_set():
             self._held.set()
             group = _commit.group_of(cast(Store, self))
@@ -57,15 +57,15 @@ class Holding:
                         break
                 threading.Event().wait(0.005)
         self.batches.append(1)
-        written: Written = super().put_checkpoint(record, **kwargs)  # type: ignore[misc]
+        written: PutResult = super().put_checkpoint(record, **kwargs)  # type: ignore[misc]
         return written
 
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         self.batches.append(len(puts))
         if self.fail_next_batch is not None:
             failure, self.fail_next_batch = self.fail_next_batch, None
             raise failure
-        done: list[Written | Exception] = super().put_checkpoints(puts)  # type: ignore[misc]
+        done: list[PutResult | Exception] = super().put_checkpoints(puts)  # type: ignore[misc]
         return done
 
 
@@ -137,7 +137,7 @@ def test_a_lost_lease_in_a_batch_fails_only_its_run(tmp_path: Path) -> None:
     stolen: list[str] = []
     original = store.put_checkpoints
 
-    def steal_then_batch(puts: Sequence[Put]) -> list[Written | Exception]:
+    def steal_then_batch(puts: Sequence[Put]) -> list[PutResult | Exception]:
         if not stolen:
             victim = puts[0].record.run_id
             lease = store.get_run(victim).lease

@@ -20,7 +20,7 @@ from savegame.client import Observer, get_checkpoint, history
 from savegame.codec.crypto import Keyring
 from savegame.codec.storage import StorageConfig
 from savegame.errors import CheckpointWriteError, StepError, UnencryptedRecordError
-from savegame.stores import SqliteStore, Written
+from savegame.stores import PutResult, SqliteStore
 
 # -- runs write deltas through the storage engine ----------------------------------------
 STORAGE = StorageConfig(keyframe_every=4, blob_threshold=256, compress_threshold=512)
@@ -105,7 +105,7 @@ class FailingStore(SqliteStore):
         super().__init__(path)
         self.allowed = allowed
 
-    def put_checkpoint(self, *args: Any, **kwargs: Any) -> Written:
+    def put_checkpoint(self, *args: Any, **kwargs: Any) -> PutResult:
         if self.allowed <= 0:
             raise OSError(28, "No space left on device")
         self.allowed -= 1

@@ -19,7 +19,7 @@ from savegame import END, RunStatus, StepContext, StorageConfig, Worker, Workflo
 from savegame.client import fire_schedules, schedule
 from savegame.codec.crypto import Keyring
 from savegame.errors import ConfigurationError, ConflictError, NotFoundError
-from savegame.runtime._schedules import BATCH, next_after, occurrence_id, plan
+from savegame.fleet._schedules import BATCH, next_after, occurrence_id, plan
 from savegame.stores import Enqueue, MemoryStore, SqliteStore
 from savegame.stores.schedules import Missed, ScheduleRecord, schedules_of
 from tests.services import scratch_store

@@ -17,8 +17,8 @@ from savegame.codec.crypto import Keyring
 from savegame.errors import WorkspaceError
 from savegame.maintenance import RetentionPolicy
 from savegame.model import WORKSPACE_KEY
-from savegame.runtime._workspace import Snapshots, vouches
 from savegame.stores import SqliteStore, Store
+from savegame.workspace._capture import Snapshots, vouches
 
 
 def tree(root: Path) -> dict[str, tuple[bytes, int]]:

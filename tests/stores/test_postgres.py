@@ -26,7 +26,7 @@ from savegame.errors import (
 )
 from savegame.model import EffectKind, EffectStatus, Lease, RunStatus, Waiting
 from savegame.stores import open_store
-from savegame.stores.base import Put, Written
+from savegame.stores.base import Put, PutResult
 from savegame.testing.builders import (
     OTHER_OWNER,
     OWNER,
@@ -432,7 +432,7 @@ def test_a_batch_of_plain_and_other_puts_is_written_in_one_pipeline(url: str) ->
         e1 = next_record(e0)
         puts += [Put(e1, le.token), Put(next_record(e1), le.token)]
         written = store._pipelined([_Sent.of(put) for put in puts])
-        assert written is not None and all(isinstance(w, Written) for w in written)
+        assert written is not None and all(isinstance(w, PutResult) for w in written)
         for put in puts:
             assert store.get_checkpoint(put.record.checkpoint_id) == put.record
         for (run, _, _), put in zip(started, puts[:4] + puts[5:], strict=True):
@@ -462,7 +462,7 @@ def test_a_stale_token_in_a_pipelined_batch_refuses_its_put_alone(url: str, stal
         got = store.put_checkpoints(puts)
         lost = 0 if stale == "plain" else 1
         assert isinstance(got[lost], LeaseLostError)
-        assert [type(x) for i, x in enumerate(got) if i != lost] == [Written, Written]
+        assert [type(x) for i, x in enumerate(got) if i != lost] == [PutResult, PutResult]
         assert (
             store.get_run(victim.run_id).head_checkpoint_id
             == (a0 if lost == 0 else b0).checkpoint_id
@@ -487,11 +487,11 @@ def test_a_statement_failing_mid_pipeline_fails_its_put_alone(url: str) -> None:
             ]
         )
         assert isinstance(got[1], NotFoundError)
-        assert [type(got[0]), type(got[2])] == [Written, Written]
+        assert [type(got[0]), type(got[2])] == [PutResult, PutResult]
         assert store.get_run(a.run_id).head_checkpoint_id != a0.checkpoint_id
         assert store.get_run(b.run_id).head_checkpoint_id != b0.checkpoint_id
         a1 = store.latest_checkpoint(a.run_id)
-        assert isinstance(store.put_checkpoints([Put(next_record(a1), la.token)])[0], Written)
+        assert isinstance(store.put_checkpoints([Put(next_record(a1), la.token)])[0], PutResult)
 
 
 def test_a_batch_with_an_event_is_written_one_put_at_a_time(url: str) -> None:
@@ -503,7 +503,7 @@ def test_a_batch_with_an_event_is_written_one_put_at_a_time(url: str) -> None:
         puts = [Put(next_record(a0), la.token, events=[sent]), Put(next_record(b0), lb.token)]
         assert store._pipelined([_Sent.of(put) for put in puts]) is None
         got = store.put_checkpoints(puts)
-        assert [type(x) for x in got] == [Written, Written]
+        assert [type(x) for x in got] == [PutResult, PutResult]
         assert store.get_effect(b.run_id, "event:go:1").name == "go"
 
 
@@ -545,5 +545,5 @@ def test_the_batch_journal_keeps_entries_as_one_put_at_a_time_would(url: str) ->
         with pytest.raises(NotFoundError):
             store.get_effect(b.run_id, "twice")  # the failed statement wrote nothing
         got = store.put_checkpoints(batch)
-        assert isinstance(got[0], Written)
+        assert isinstance(got[0], PutResult)
         assert store.get_effect(b.run_id, "twice") == twice[0]

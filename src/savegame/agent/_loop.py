@@ -14,7 +14,8 @@ from typing import Any
 from savegame.agent._context import CONTEXT_KEY, ContextPolicy, Everything
 from savegame.effects import Backoff, ChatModel, Message, Tool, as_tool, tool_spec
 from savegame.errors import ApprovalRejected, ConfigurationError, ModelTransientError
-from savegame.runtime import END, CheckpointPolicy, StepContext, Workflow, Workspace
+from savegame.runtime import END, CheckpointPolicy, StepContext, Workflow
+from savegame.workspace import Workspace
 
 MODEL_BACKOFF = Backoff(initial=1.0, maximum=30.0)
 """Waits between a failed model turn's attempts: a rate limit needs seconds, not 0.1."""

@@ -33,9 +33,10 @@ from savegame.cli.options import (
 )
 from savegame.cli.starting import starting
 from savegame.cli.words import plural, store_tail
+from savegame.fleet import WorkerStats
 from savegame.model import RunResult, RunStatus
 from savegame.redaction import redact
-from savegame.runtime import DEFAULT_TTL, WorkerStats
+from savegame.runtime import DEFAULT_TTL
 
 log = logging.getLogger("savegame.worker")
 

@@ -14,11 +14,12 @@ import orjson
 import typer
 
 from savegame.codec import to_data
+from savegame.control import Effect
 from savegame.effects import PendingInterrupt
 from savegame.inspect import Change, ChangeKind, StateDiff
 from savegame.maintenance import PrunePlan, RekeyReport, StoreReport, TransferReport, VerifyReport
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunResult, Usage
-from savegame.runtime import Effect, OwnerGone
+from savegame.runtime import OwnerGone
 
 
 def _usage(usage: Usage) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from savegame.cli.words import plural, store_tail
 from savegame.codec import to_data
+from savegame.control import Effect
 from savegame.effects import PendingInterrupt
 from savegame.model import (
     Checkpoint,
@@ -28,7 +29,7 @@ from savegame.model import (
     RunStatus,
     Usage,
 )
-from savegame.runtime import Effect, OwnerGone
+from savegame.runtime import OwnerGone
 
 PIPED_WIDTH = 160
 

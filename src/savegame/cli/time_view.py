@@ -11,8 +11,8 @@ from rich.tree import Tree as RichTree
 from savegame.cli.render import status
 from savegame.cli.words import plural, store_tail
 from savegame.client import ForkPlan, ForkResult
+from savegame.control import Call
 from savegame.inspect import RunNode, Tree
-from savegame.runtime import Call
 
 
 def _label(node: RunNode) -> Text:

@@ -71,17 +71,9 @@ from savegame.client._oneshot_store import (
     tree,
     verify,
 )
-from savegame.runtime import (
-    Decision,
-    Effect,
-    ForkPlan,
-    ForkResult,
-    Observer,
-    OwnerGone,
-    RestoredWorkspace,
-    Sent,
-    owner_gone,
-)
+from savegame.control import Decision, Effect, ForkPlan, ForkResult, Sent
+from savegame.runtime import Observer, OwnerGone, owner_gone
+from savegame.workspace import RestoredWorkspace
 
 #: The module function each handle method stands for: ``savegame.<function>`` is
 #: ``sg.<method>`` with ``store=`` and ``storage=`` (a dotted method is on a sub-handle).

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from savegame import runtime
+from savegame import control
 from savegame.client._bound import Bound
+from savegame.control import Decision
 from savegame.effects import PendingInterrupt, decisions
 from savegame.model import EffectRecord
-from savegame.runtime import DEFAULT_TTL, Decision, Observer
+from savegame.runtime import DEFAULT_TTL, Observer
 
 
 class Decisions(Bound):
@@ -17,7 +18,7 @@ class Decisions(Bound):
     def pending(self, run_id: str | None = None) -> list[PendingInterrupt]:
         """Approvals and interrupts waiting for a person (of one run, or of every run)."""
         with self._using() as s:
-            return runtime.pending_interrupts(run_id, store=s, storage=self.storage)
+            return control.pending_interrupts(run_id, store=s, storage=self.storage)
 
     def approve(
         self,
@@ -59,7 +60,7 @@ class Decisions(Bound):
                 (no such run or pending approval; someone decided first).
         """
         with self._using() as s:
-            return runtime.approve(
+            return control.approve(
                 run_id, interrupt_id=interrupt_id, edit=edit, by=by,
                 authenticated_as=authenticated_as, store=s, storage=self.storage, resume=resume,
                 workflow=workflow, observer=observer, lease_ttl=lease_ttl,
@@ -82,7 +83,7 @@ class Decisions(Bound):
         continue the run here if its workflow loads here; ``resume`` and the rest as for
         :meth:`approve`."""
         with self._using() as s:
-            return runtime.reject(
+            return control.reject(
                 run_id, reason=reason, interrupt_id=interrupt_id, by=by,
                 authenticated_as=authenticated_as, store=s, storage=self.storage, resume=resume,
                 workflow=workflow, observer=observer, lease_ttl=lease_ttl,
@@ -114,7 +115,7 @@ class Decisions(Bound):
             SerializationError: ``value`` is not pure data.
         """
         with self._using() as s:
-            return runtime.supply(
+            return control.supply(
                 run_id, value, interrupt_id=interrupt_id, by=by,
                 authenticated_as=authenticated_as, store=s, storage=self.storage, resume=resume,
                 workflow=workflow, observer=observer, lease_ttl=lease_ttl,
@@ -139,7 +140,7 @@ class Decisions(Bound):
             ConfigurationError: a write settled done without ``result``.
         """
         with self._using() as s:
-            return runtime.resolve(
+            return control.resolve(
                 run_id, request_id, done=done, result=result, by=by,
                 authenticated_as=authenticated_as, store=s, storage=self.storage,
             )  # fmt: skip

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from savegame import runtime
+from savegame import fleet
 from savegame.client._bound import Bound
 from savegame.stores import Queue, QueueStats
 from savegame.stores.schedules import Missed, ScheduleRecord
@@ -63,7 +63,7 @@ class Schedules:
             NotFoundError: ``queue`` is not declared in the store.
         """
         with self._bound._using() as s:
-            return runtime.schedule(
+            return fleet.schedule(
                 name, workflow, cron=cron, input=input, missed=missed,
                 catchup_window=catchup_window, metadata=metadata, replace=replace, store=s,
                 storage=self._bound.storage, queue=queue, priority=priority,
@@ -72,22 +72,22 @@ class Schedules:
     def get(self, name: str) -> ScheduleRecord:
         """The schedule named ``name``. Raises NotFoundError for an unknown name."""
         with self._bound._using() as s:
-            return runtime.get_schedule(name, store=s)
+            return fleet.get_schedule(name, store=s)
 
     def list(self) -> builtins.list[ScheduleRecord]:
         """Every schedule of the store, by name."""
         with self._bound._using() as s:
-            return runtime.list_schedules(store=s)
+            return fleet.list_schedules(store=s)
 
     def pause(self, name: str) -> ScheduleRecord:
         """Stop starting runs; the occurrences until :meth:`resume` never start."""
         with self._bound._using() as s:
-            return runtime.pause_schedule(name, store=s)
+            return fleet.pause_schedule(name, store=s)
 
     def resume(self, name: str) -> ScheduleRecord:
         """Start runs again, from the first occurrence after now."""
         with self._bound._using() as s:
-            return runtime.resume_schedule(name, store=s)
+            return fleet.resume_schedule(name, store=s)
 
     def remove(self, name: str) -> None:
         """Remove a schedule; the runs it started stay.
@@ -96,7 +96,7 @@ class Schedules:
             NotFoundError: no schedule of that name.
         """
         with self._bound._using() as s:
-            runtime.remove_schedule(name, store=s)
+            fleet.remove_schedule(name, store=s)
 
     def fire(
         self, *, now: datetime | None = None, workflows: Sequence[str] | None = None
@@ -114,7 +114,7 @@ class Schedules:
             The ids of the runs this call created (those another worker created are not).
         """
         with self._bound._using() as s:
-            return runtime.fire_schedules(
+            return fleet.fire_schedules(
                 store=s, storage=self._bound.storage, now=now, workflows=workflows
             )
 
@@ -150,7 +150,7 @@ class Queues:
             ConfigurationError: a bad limit, or a store without queues.
         """
         with self._bound._using() as s:
-            return runtime.declare_queue(
+            return fleet.declare_queue(
                 name, concurrency=concurrency, worker_concurrency=worker_concurrency,
                 limit=limit, period=period, store=s,
             )  # fmt: skip
@@ -159,4 +159,4 @@ class Queues:
         """Every queue declared in the store, by name, with its depth (queued runs), its runs
         executing now, those started in its rate window and its unfinished runs."""
         with self._bound._using() as s:
-            return runtime.list_queues(store=s)
+            return fleet.list_queues(store=s)

@@ -12,8 +12,9 @@ from savegame.client._reading import Reading
 from savegame.client._runs import Runs
 from savegame.client._upkeep import Upkeep
 from savegame.codec.storage import StorageConfig
+from savegame.fleet import Worker
 from savegame.model import RunResult
-from savegame.runtime import DEFAULT_TTL, Worker
+from savegame.runtime import DEFAULT_TTL
 from savegame.stores import Store
 
 

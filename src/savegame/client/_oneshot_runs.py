@@ -16,6 +16,7 @@ from typing import Any
 
 from savegame.client._handle import connect
 from savegame.codec.storage import StorageConfig
+from savegame.control import Decision, ForkResult, Sent
 from savegame.effects import Mode, PendingInterrupt, decisions
 from savegame.model import (
     EffectRecord,
@@ -26,13 +27,10 @@ from savegame.runtime import (
     DEFAULT_TTL,
     NO_VALUE,
     CheckpointPolicy,
-    Decision,
     Durability,
-    ForkResult,
     Observer,
     OnExists,
     OnThreadBusy,
-    Sent,
 )
 from savegame.stores import Store
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from savegame.client._handle import connect
 from savegame.codec.storage import StorageConfig
+from savegame.control import Effect, ForkPlan
 from savegame.inspect import ModelCallRecord, RunModelUsage, StateDiff, Tree
 from savegame.maintenance import (
     Progress,
@@ -33,14 +34,9 @@ from savegame.model import (
     RunInfo,
     RunStatus,
 )
-from savegame.runtime import (
-    Effect,
-    ForkPlan,
-    RestoredWorkspace,
-    Workspace,
-)
 from savegame.stores import Queue, QueueStats, Store, ThreadInfo
 from savegame.stores.schedules import Missed, ScheduleRecord
+from savegame.workspace import RestoredWorkspace, Workspace
 
 
 def list_runs(

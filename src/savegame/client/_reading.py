@@ -7,12 +7,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from savegame import inspect, runtime
+from savegame import control, inspect, workspace
 from savegame.client._bound import Bound
+from savegame.control import Effect, ForkPlan
 from savegame.inspect import ModelCallRecord, RunModelUsage, StateDiff, Tree
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus
-from savegame.runtime import Effect, ForkPlan, RestoredWorkspace, Workspace
 from savegame.stores import ThreadInfo
+from savegame.workspace import RestoredWorkspace, Workspace
 
 
 class Reading(Bound):
@@ -92,7 +93,7 @@ class Reading(Bound):
     def effects(self, run_id: str) -> list[Effect]:
         """A run's journal, oldest first, verified, decrypted and decoded."""
         with self._using() as s:
-            return runtime.list_effects(run_id, store=s, storage=self.storage)
+            return control.list_effects(run_id, store=s, storage=self.storage)
 
     def diff(self, a: str, b: str, *, context: int = 0) -> StateDiff:
         """Compare the states of two checkpoints (a run id means the run's latest checkpoint).
@@ -127,7 +128,7 @@ class Reading(Bound):
             NotFoundError: no such checkpoint.
         """
         with self._using() as s:
-            return runtime.plan_fork(checkpoint_id, store=s, storage=self.storage)
+            return control.plan_fork(checkpoint_id, store=s, storage=self.storage)
 
     def model_calls(self, run_id: str) -> list[ModelCallRecord]:
         """A run's model calls, oldest first, each with its request and response (verified and
@@ -162,4 +163,4 @@ class Reading(Bound):
                 directory holding some where it has a file), naming them; nothing is written.
         """
         with self._using() as s:
-            return runtime.restore_workspace(checkpoint, path, store=s, storage=self.storage)
+            return workspace.restore_workspace(checkpoint, path, store=s, storage=self.storage)

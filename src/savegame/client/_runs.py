@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from savegame import runtime
+from savegame import control, fleet, runtime
 from savegame.client._bound import Bound
+from savegame.control import ForkResult, Sent
 from savegame.effects import Mode
 from savegame.model import RunInfo, RunResult
 from savegame.runtime import (
@@ -14,11 +15,9 @@ from savegame.runtime import (
     NO_VALUE,
     CheckpointPolicy,
     Durability,
-    ForkResult,
     Observer,
     OnExists,
     OnThreadBusy,
-    Sent,
 )
 
 
@@ -243,7 +242,7 @@ class Runs(Bound):
             NotFoundError: ``queue`` is not declared in the store.
         """
         with self._using() as s:
-            return runtime.submit(
+            return fleet.submit(
                 workflow, input, thread_id=thread_id, run_id=run_id, store=s, metadata=metadata,
                 storage=self.storage, on_exists=on_exists, on_thread_busy=on_thread_busy,
                 observer=observer, queue=queue, priority=priority, dedup_key=dedup_key,
@@ -292,7 +291,7 @@ class Runs(Bound):
             StepError: a step of the fork raised (the fork is failed, the origin untouched).
         """
         with self._using() as s:
-            return runtime.fork(
+            return control.fork(
                 checkpoint_id, update=update, set=set, reason=reason, by=by,
                 authenticated_as=authenticated_as, mode=mode, run=run, store=s,
                 workflow=workflow, observer=observer, lease_ttl=lease_ttl, storage=self.storage,
@@ -325,7 +324,7 @@ class Runs(Bound):
             SerializationError: ``value`` is not pure data.
         """
         with self._using() as s:
-            return runtime.send(run_id, topic, value, key=key, store=s, storage=self.storage, by=by)
+            return control.send(run_id, topic, value, key=key, store=s, storage=self.storage, by=by)
 
     def cancel(
         self,
@@ -363,7 +362,7 @@ class Runs(Bound):
                 call waited (the request came during its last step).
         """
         with self._using() as s:
-            return runtime.cancel(
+            return control.cancel(
                 run_id, store=s, compensate_effects=compensate_effects, wait=wait, by=by,
                 authenticated_as=authenticated_as, lease_ttl=lease_ttl, storage=self.storage,
             )  # fmt: skip
@@ -378,4 +377,4 @@ class Runs(Bound):
             LeaseHeldError: a live process is executing the run (cancel it first).
         """
         with self._using() as s:
-            return runtime.compensate(run_id, store=s, lease_ttl=lease_ttl, storage=self.storage)
+            return control.compensate(run_id, store=s, lease_ttl=lease_ttl, storage=self.storage)

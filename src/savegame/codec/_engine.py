@@ -150,18 +150,26 @@ class Encoder:
         if base is not None and state is not None:
             if not by_value:
                 self._remember(
-                    base.checkpoint_id, state, None, chain or Chain(0, 0, base.header.size)
+                    base.checkpoint_id,
+                    state,
+                    changed=None,
+                    chain=chain or Chain(0, 0, base.header.size),
                 )
             elif _plain_keys(state):
                 trees, seen = self._encoded(state, None)
                 self._remember(
-                    base.checkpoint_id, trees, None, chain or Chain(0, 0, base.header.size), seen
+                    base.checkpoint_id,
+                    trees,
+                    changed=None,
+                    chain=chain or Chain(0, 0, base.header.size),
+                    seen=seen,
                 )
 
     def _remember(
         self,
         base_id: str,
         state: dict[str, Any],
+        *,
         changed: Collection[str] | None,
         chain: Chain,
         seen: dict[str, _byvalue.Seen] | None = None,
@@ -294,7 +302,7 @@ class Encoder:
             # steps; it was a tenth of a LangGraph checkpoint's CPU, 700 calls a run).
             if len(body) > config.inline_max or _FILE_TAG in body:
                 body = orjson.dumps(
-                    _refs.extract(patch, config, found, config.inline_max, refs),
+                    _refs.extract(patch, config, found, limit=config.inline_max, files=refs),
                     option=orjson.OPT_SORT_KEYS,
                 )
             _attach(found, refs, files)
@@ -309,9 +317,9 @@ class Encoder:
                 self._remember(
                     record.checkpoint_id,
                     remembered,
-                    changed,
-                    Chain(chain.depth + 1, grown, chain.keyframe_bytes),
-                    seen,
+                    changed=changed,
+                    chain=Chain(chain.depth + 1, grown, chain.keyframe_bytes),
+                    seen=seen,
                 )
                 return Encoded(record, found)
         if known is not None:
@@ -350,7 +358,11 @@ class Encoder:
             # Inline, never packed: a load then finds its file references in the record's
             # own body and leaves their blobs unread (see load_chain).
             inline = _refs.extract(
-                _values.encode_at(manifest, _values.MAX_DEPTH - 2), config, out.found, None, refs
+                _values.encode_at(manifest, _values.MAX_DEPTH - 2),
+                config,
+                out.found,
+                limit=None,
+                files=refs,
             )
             if rest:
                 tree[WORKSPACE_KEY] = inline
@@ -371,9 +383,11 @@ class Encoder:
         # Loose values count at their plaintext size: only new ones get sealed here.
         copy = record.header.size + out.pack_bytes + sum(map(len, out.found.values()))
         if not self._by_value:
-            self._remember(record.checkpoint_id, state, None, Chain(0, 0, copy))
+            self._remember(record.checkpoint_id, state, changed=None, chain=Chain(0, 0, copy))
         elif trees is not None:
-            self._remember(record.checkpoint_id, trees, None, Chain(0, 0, copy), seen)
+            self._remember(
+                record.checkpoint_id, trees, changed=None, chain=Chain(0, 0, copy), seen=seen
+            )
         else:  # a state that is not a plain dict (or holds a manifest): keyframes only
             self._base_id, self._shadow, self._seen = None, {}, {}
         return Encoded(record, out.found, out.sealed, out.deferred)
@@ -493,14 +507,14 @@ class _Blobs(Mapping[str, bytes]):
 
 
 @dataclass(frozen=True, slots=True)
-class Loaded:
+class LoadedCheckpoint:
     checkpoint: Checkpoint
     chain: Chain
 
 
 def load_chain(
     store: ChainReader, record: CheckpointRecord, storage: StorageConfig | None = None
-) -> Loaded:
+) -> LoadedCheckpoint:
     """Decode ``record`` (fetching its chain when it is a delta) with the chain's position.
 
     Raises:
@@ -549,7 +563,7 @@ def load_chain(
     assert state is not None
     header = _metadata.reveal_metadata(head.header, config)
     sizes = {name: len(data) for name, data in prefetched.read.items()}
-    return Loaded(Checkpoint(header=header, state=state), Chain.of(records, sizes))
+    return LoadedCheckpoint(Checkpoint(header=header, state=state), Chain.of(records, sizes))
 
 
 def load_state(

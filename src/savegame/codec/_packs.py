@@ -255,7 +255,9 @@ class Packer:
         return _refs.extract(value, self.storage, out.found)
 
     def _list(self, items: list[Any], path: str, key: tuple[str, ...], out: Packed) -> Any:
-        chunks, tail = self._chunked(None, items, path, len(key) + 1, self._lists.get(key, []), out)
+        chunks, tail = self._chunked(
+            items, path, len(key) + 1, self._lists.get(key, []), out, names=None
+        )
         self._lists[key] = chunks
         if not chunks:
             return [tree for _, tree in tail]
@@ -287,7 +289,12 @@ class Packer:
         seen.add(key)
         names = [name for name, _ in leaves]
         chunks, tail = self._chunked(
-            names, [value for _, value in leaves], path, len(key) + 1, self._dicts.get(key, []), out
+            [value for _, value in leaves],
+            path,
+            len(key) + 1,
+            self._dicts.get(key, []),
+            out,
+            names=names,
         )
         self._dicts[key] = chunks
         if not chunks:
@@ -308,12 +315,13 @@ class Packer:
 
     def _chunked(
         self,
-        names: list[str] | None,
         items: list[Any],
         path: str,
         depth: int,
         cached: list[_Chunk],
         out: Packed,
+        *,
+        names: list[str] | None,
     ) -> tuple[list[_Chunk], list[tuple[str | None, Any]]]:
         """Chunks over ``items`` (a dict's values when ``names`` are its keys), reusing
         ``cached`` ones that still match, and the tail (name, tree) after the last one.
@@ -344,7 +352,7 @@ class Packer:
             name = names[index] if names is not None else None
             found: dict[str, bytes] = {}
             item = items[index] if self._trees else _values.encode_at(items[index], room)
-            tree = _refs.extract(item, self.storage, found, limit)
+            tree = _refs.extract(item, self.storage, found, limit=limit)
             tail.append((name, tree))
             encoded.append(_encode(name, tree))
             loose.update(found)
@@ -459,7 +467,7 @@ class Packer:
                     item if self._trees else _values.to_data(item, chunk.where(i)),
                     self.storage,
                     found,
-                    self.storage.inline_max,
+                    limit=self.storage.inline_max,
                 )
                 encoded.append(_encode(None if chunk.names is None else chunk.names[i], tree))
             plain = b"[" + b",".join(encoded) + b"]"

@@ -40,6 +40,7 @@ def extract(
     tree: Any,
     storage: StorageConfig,
     found: dict[str, bytes],
+    *,
     limit: int | None = None,
     files: set[str] | None = None,
 ) -> Any:

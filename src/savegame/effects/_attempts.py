@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from savegame.codec import encode_value
-from savegame.effects._calls import Calls, Prepared
+from savegame.effects._calls import Calls, PreparedCall
 from savegame.effects._retry import Expired, aattempts, attempts, in_thread, retry_wait, within
 from savegame.effects._tools import Tool
 from savegame.errors import TimedOutError, describe
@@ -49,7 +49,7 @@ def attempts_made(calls: Calls, request_id: str) -> tuple[int, int]:
 
 
 def record_attempt(
-    calls: Calls, prepared: Prepared, error: BaseException, number: int, of: int, made: int
+    calls: Calls, prepared: PreparedCall, error: BaseException, number: int, of: int, made: int
 ) -> None:
     """Journal attempt ``number`` (of ``of``) of a call, which raised ``error``; committed at
     once, so a run killed while it waits to try again goes on counting."""
@@ -69,7 +69,7 @@ def record_attempt(
     calls.journal.intent(entry)
 
 
-def again(calls: Calls, prepared: Prepared) -> Prepared:
+def again(calls: Calls, prepared: PreparedCall) -> PreparedCall:
     """Prepare another attempt of a call: a write settled not-done gets its intent committed
     again (same request id) before it is called; a read needs nothing."""
     entry = prepared.entry
@@ -89,7 +89,7 @@ def again(calls: Calls, prepared: Prepared) -> Prepared:
 class _Budget:
     """The attempts of one call in this execution, counted on from the journal's."""
 
-    def __init__(self, calls: Calls, tool: Tool, prepared: Prepared) -> None:
+    def __init__(self, calls: Calls, tool: Tool, prepared: PreparedCall) -> None:
         self.calls = calls
         self.tool = tool
         self.prepared = prepared
@@ -99,7 +99,7 @@ class _Budget:
     def may_retry(self, error: Exception) -> bool | float:
         return retry_wait(error, self.tool.retry_on)
 
-    def begin(self) -> Prepared:
+    def begin(self) -> PreparedCall:
         self.number += 1
         self.made += 1
         self.prepared = again(self.calls, self.prepared)
@@ -112,7 +112,7 @@ class _Budget:
             record_attempt(self.calls, self.prepared, error, self.number, of, self.made)
 
 
-def invoke(calls: Calls, tool: Tool, prepared: Prepared) -> Any:
+def invoke(calls: Calls, tool: Tool, prepared: PreparedCall) -> Any:
     """Make the call ``prepared`` (sync): one attempt, or as many as ``tool.retries`` allow.
 
     Raises:
@@ -142,7 +142,7 @@ def _attempt(budget: _Budget) -> Any:
     return calls.after(prepared, result)
 
 
-def _call(calls: Calls, tool: Tool, prepared: Prepared) -> Any:
+def _call(calls: Calls, tool: Tool, prepared: PreparedCall) -> Any:
     if tool.timeout is None:
         return tool.invoke(prepared.arguments, prepared.request_id)
     try:
@@ -155,7 +155,7 @@ def _call(calls: Calls, tool: Tool, prepared: Prepared) -> Any:
         ) from None
 
 
-async def ainvoke(calls: Calls, tool: Tool, prepared: Prepared) -> Any:
+async def ainvoke(calls: Calls, tool: Tool, prepared: PreparedCall) -> Any:
     """Async twin of :func:`invoke`; journal writes run in a worker thread."""
     budget = _Budget(calls, tool, prepared)
     if not tool.retries:
@@ -180,7 +180,7 @@ async def _aattempt(budget: _Budget) -> Any:
     return await asyncio.to_thread(calls.after, prepared, result)
 
 
-async def _acall(calls: Calls, tool: Tool, prepared: Prepared) -> Any:
+async def _acall(calls: Calls, tool: Tool, prepared: PreparedCall) -> Any:
     if tool.timeout is not None and not tool.is_async:
         # A sync tool blocks whatever thread it runs on: its own, so the loop goes on.
         return await asyncio.to_thread(_call, calls, tool, prepared)

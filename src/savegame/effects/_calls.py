@@ -9,7 +9,7 @@ Splitting it this way lets ``ctx.call`` and ``await ctx.acall`` share every rule
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any
 
 from savegame.codec import canonical, decode_value, encode_value
@@ -38,7 +38,7 @@ _UNKNOWN: Any = object()
 
 
 @dataclass
-class Prepared:
+class PreparedCall:
     """What ``before`` decided for one call."""
 
     request_id: str
@@ -46,6 +46,7 @@ class Prepared:
     name: str
     arguments: dict[str, Any]
     """Arguments to call with (an approver's edit replaces the step's)."""
+    _: KW_ONLY
     entry: EffectRecord | None
     """The committed intent (writes), or None."""
     replay: bool = False
@@ -59,7 +60,7 @@ class Prepared:
 
 
 @dataclass(frozen=True, slots=True)
-class Happened:
+class ReconciledCall:
     """A call that raised, but the tool's own check (``reconcile``) says it happened."""
 
     result: Any
@@ -134,7 +135,7 @@ class Calls:
             return index, self._request_ids(index)
         return index, f"{self.run_id}:{self.step}:{index}"
 
-    def _done(self, prepared: Prepared, kind: EffectKind, result: bytes) -> EffectRecord:
+    def _done(self, prepared: PreparedCall, kind: EffectKind, result: bytes) -> EffectRecord:
         """The entry of a call that had none before it returned (a read, a model call)."""
         arguments = encode_value(prepared.arguments, "arguments")
         entry = self._entry(
@@ -177,7 +178,7 @@ class Calls:
             raise NonDeterminismError(self.run_id, existing.request_id, recorded, shown)
 
     # -- tools ---------------------------------------------------------------------
-    def before(self, tool: Tool, arguments: dict[str, Any]) -> Prepared:
+    def before(self, tool: Tool, arguments: dict[str, Any]) -> PreparedCall:
         if self._cancelled():
             raise Cancel()
         index, request_id = self._next_id()
@@ -187,7 +188,7 @@ class Calls:
 
     def _before(
         self, tool: Tool, arguments: dict[str, Any], index: int, request_id: str
-    ) -> Prepared:
+    ) -> PreparedCall:
         encoded = encode_value(arguments, f"call[{index}].{tool.name}")
         meta: dict[str, Any] = {"idempotent": tool.idempotent}
         if tool.compensate:
@@ -215,10 +216,16 @@ class Calls:
                 raise SerializationError(
                     f"result.{tool.name}", UNSAVEABLE + " (recorded at first call)"
                 )
-            return Prepared(
-                request_id, kind, tool.name, arguments, existing, True,
-                decode_value(existing.result), tool=tool,
-            )  # fmt: skip
+            return PreparedCall(
+                request_id,
+                kind,
+                tool.name,
+                arguments,
+                entry=existing,
+                replay=True,
+                result=decode_value(existing.result),
+                tool=tool,
+            )
         if (
             existing is not None
             and existing.status is EffectStatus.PENDING
@@ -230,8 +237,10 @@ class Calls:
             entry = self.journal.intent(
                 self._entry(request_id, index, kind, tool.name, encoded, meta)
             )
-            return Prepared(request_id, kind, tool.name, arguments, entry, tool=tool)
-        return Prepared(request_id, kind, tool.name, arguments, None, meta=meta, tool=tool)
+            return PreparedCall(request_id, kind, tool.name, arguments, entry=entry, tool=tool)
+        return PreparedCall(
+            request_id, kind, tool.name, arguments, entry=None, meta=meta, tool=tool
+        )
 
     def _refuse_unknown_compensation(self, tool: Tool) -> None:
         """A write whose undo names no tool is refused before it happens: its compensation
@@ -264,13 +273,13 @@ class Calls:
 
     def _in_doubt(
         self, tool: Tool, request_id: str, arguments: dict[str, Any], existing: EffectRecord
-    ) -> Prepared:
+    ) -> PreparedCall:
         """A write in doubt: its intent was committed, its result never was. It is called
         again (idempotent: the same request id), settled by the tool's own check, or the
         run stops for a person."""
         kind = EffectKind.WRITE
         if tool.idempotent:
-            return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
+            return PreparedCall(request_id, kind, tool.name, arguments, entry=existing, tool=tool)
         if tool.reconcile is not None:
             try:
                 found = tool.reconcile(request_id)
@@ -282,10 +291,17 @@ class Calls:
                 ) from exc
             if found is not None:
                 settled = self._reconciled(existing, tool, found)
-                return Prepared(
-                    request_id, kind, tool.name, arguments, settled, True, found, tool=tool
+                return PreparedCall(
+                    request_id,
+                    kind,
+                    tool.name,
+                    arguments,
+                    entry=settled,
+                    replay=True,
+                    result=found,
+                    tool=tool,
                 )
-            return Prepared(request_id, kind, tool.name, arguments, existing, tool=tool)
+            return PreparedCall(request_id, kind, tool.name, arguments, entry=existing, tool=tool)
         raise NeedsAttention(InDoubtEffectError(self.run_id, tool.name, arguments, request_id))
 
     def _reconciled(self, entry: EffectRecord, tool: Tool, found: Any) -> EffectRecord:
@@ -328,7 +344,7 @@ class Calls:
         edited = tool.bind((), edit)
         return edited, encode_value(edited, f"approval.edit.{tool.name}")
 
-    def failed(self, prepared: Prepared, error: Exception) -> Happened | None:
+    def failed(self, prepared: PreparedCall, error: Exception) -> ReconciledCall | None:
         """Record that the call raised ``error``; the caller raises it again unless this
         returns that the call happened after all.
 
@@ -362,7 +378,7 @@ class Calls:
                 return None
             if found is not _UNKNOWN:
                 self._reconciled(entry, tool, found)
-                return Happened(found)
+                return ReconciledCall(found)
         # Still pending, with what it raised, for the person who settles it.
         self._settle_write(
             prepared, entry, EffectStatus.PENDING, error=text, metadata={"raised": True}
@@ -373,7 +389,7 @@ class Calls:
 
     def _settle_write(
         self,
-        prepared: Prepared,
+        prepared: PreparedCall,
         entry: EffectRecord,
         status: EffectStatus,
         **outcome: Any,
@@ -394,7 +410,7 @@ class Calls:
                 )
             ) from exc
 
-    def after(self, prepared: Prepared, result: Any = None) -> Any:
+    def after(self, prepared: PreparedCall, result: Any = None) -> Any:
         entry = prepared.entry
         try:
             encoded = encode_value(result, f"result.{prepared.name}")
@@ -415,7 +431,7 @@ class Calls:
         return result
 
     # -- model calls and interrupts --------------------------------------------------------
-    def before_llm(self, call: ModelCall) -> Prepared:
+    def before_llm(self, call: ModelCall) -> PreparedCall:
         """The recorded response of this model call (replay), or what to record.
 
         A replay compares a digest of the request (the messages and the tool names),
@@ -443,20 +459,28 @@ class Calls:
                 )
         if existing is not None and existing.status is EffectStatus.DONE:
             result = decode_value(existing.result)
-            return Prepared(request_id, EffectKind.LLM, call.name, {}, existing, True, result)
+            return PreparedCall(
+                request_id,
+                EffectKind.LLM,
+                call.name,
+                {},
+                entry=existing,
+                replay=True,
+                result=result,
+            )
         arguments[REQUEST] = request_of(call, self.journal.parts())
-        return Prepared(
-            request_id, EffectKind.LLM, call.name, arguments, None, meta=meta, index=index
+        return PreparedCall(
+            request_id, EffectKind.LLM, call.name, arguments, entry=None, meta=meta, index=index
         )
 
-    def stream_started(self, prepared: Prepared) -> EffectRecord:
+    def stream_started(self, prepared: PreparedCall) -> EffectRecord:
         """A stream of this model call is about to start (:mod:`savegame.effects._streams`)."""
         return streams.started(self.journal, self._done(prepared, EffectKind.LLM, b""))
 
     def stream_ended(self, marker: EffectRecord, error: BaseException | None = None) -> None:
         streams.ended(self.journal, marker, error)
 
-    def after_llm(self, prepared: Prepared, response: Any) -> Any:
+    def after_llm(self, prepared: PreparedCall, response: Any) -> Any:
         done = self._done(
             prepared, EffectKind.LLM, encode_value(response, f"result.{prepared.name}")
         )

@@ -184,9 +184,20 @@ def tool(
         tool_name = name or func.__name__
         kinds = check_retries(retries, timeout, retry_on, f"tool {tool_name}")
         made = Tool(
-            func, tool_name, effect, idempotent, compensate, approval, reconcile, safe,
-            durable=durable, retries=retries, backoff=waits, timeout=timeout, retry_on=kinds,
-        )  # fmt: skip
+            func,
+            tool_name,
+            effect,
+            idempotent=idempotent,
+            compensate=compensate,
+            approval=approval,
+            reconcile=reconcile,
+            safe_errors=safe,
+            durable=durable,
+            retries=retries,
+            backoff=waits,
+            timeout=timeout,
+            retry_on=kinds,
+        )
         _refuse_unsafe(made)
         # Registered by name so a compensation can be found in a fresh process
         # once the workflow's module has been imported.
@@ -219,7 +230,15 @@ def as_tool(obj: Any) -> Tool:
     if isinstance(obj, Tool):
         return obj
     if callable(obj):
-        return Tool(obj, getattr(obj, "__name__", repr(obj)), "read", False, None, False, None)
+        return Tool(
+            obj,
+            getattr(obj, "__name__", repr(obj)),
+            "read",
+            idempotent=False,
+            compensate=None,
+            approval=False,
+            reconcile=None,
+        )
     raise ConfigurationError(f"{obj!r} is not a tool or a function")
 
 

@@ -105,16 +105,30 @@ def _node(
         fork = meta.get("fork") or {}
         edited = fork.get("edited") if isinstance(fork, dict) else None
         return RunNode(
-            info, origin.run_id, origin.checkpoint_id, origin.step, True, origin.mode,
-            _text(meta.get("by")), _text(meta.get("reason")),
-            tuple(str(e) for e in edited) if isinstance(edited, list) else (),
+            info,
+            parent_run_id=origin.run_id,
+            parent_checkpoint_id=origin.checkpoint_id,
+            parent_step=origin.step,
+            forked=True,
+            mode=origin.mode,
+            by=_text(meta.get("by")),
+            reason=_text(meta.get("reason")),
+            edited=tuple(str(e) for e in edited) if isinstance(edited, list) else (),
             authenticated_as=_text(meta.get(AUTHENTICATED_AS)),
-        )  # fmt: skip
+        )
     parent_id = None if first is None else first.parent_id
     parent = None if parent_id is None else owner.get(parent_id)
     if parent is None or parent.run_id == info.run_id:
-        return RunNode(info, None, parent_id, None, False)
-    return RunNode(info, parent.run_id, parent_id, parent.step, False)
+        return RunNode(
+            info, parent_run_id=None, parent_checkpoint_id=parent_id, parent_step=None, forked=False
+        )
+    return RunNode(
+        info,
+        parent_run_id=parent.run_id,
+        parent_checkpoint_id=parent_id,
+        parent_step=parent.step,
+        forked=False,
+    )
 
 
 def _text(value: Any) -> str | None:
@@ -137,7 +151,16 @@ def _spawned(s: Store, run_id: str, seen: set[str]) -> list[RunNode]:
             info = s.get_run(child)
         except NotFoundError:
             continue  # pruned: the entry stays in the parent's journal
-        out.append(RunNode(info, None, None, None, False, spawned_by=run_id))
+        out.append(
+            RunNode(
+                info,
+                parent_run_id=None,
+                parent_checkpoint_id=None,
+                parent_step=None,
+                forked=False,
+                spawned_by=run_id,
+            )
+        )
         out[-1].spawned.extend(_spawned(s, child, seen))
     return out
 

@@ -296,26 +296,30 @@ class Adapter(ABC):
     def complete(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec] = ()
     ) -> ModelResponse:
-        return self._ask(messages, tools, None)
+        return self._ask(messages, tools, on=None)
 
     def stream(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], on_chunk: OnChunk
     ) -> ModelResponse:
         """Like :meth:`complete`, calling ``on_chunk`` with each piece of text as it arrives."""
-        return self._ask(messages, tools, on_chunk)
+        return self._ask(messages, tools, on=on_chunk)
 
     async def acomplete(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec] = ()
     ) -> ModelResponse:
-        return await self._aask(messages, tools, None)
+        return await self._aask(messages, tools, on=None)
 
     async def astream(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], on_chunk: OnChunk
     ) -> ModelResponse:
-        return await self._aask(messages, tools, on_chunk)
+        return await self._aask(messages, tools, on=on_chunk)
 
     def _ask(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], on: OnChunk | None
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[ToolSpec],
+        *,
+        on: OnChunk | None,
     ) -> ModelResponse:
         body = self.body(messages, tools)
         if self._clients.sync is None:
@@ -328,12 +332,16 @@ class Adapter(ABC):
         return self._response(raw)
 
     async def _aask(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], on: OnChunk | None
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[ToolSpec],
+        *,
+        on: OnChunk | None,
     ) -> ModelResponse:
         given_sync, given_async = self._given
         if given_sync is not None and given_async is None:
             # A client the user made is sync: call it from a thread, off the event loop.
-            return await asyncio.to_thread(self._ask, messages, tools, on)
+            return await asyncio.to_thread(self._ask, messages, tools, on=on)
         body = self.body(messages, tools)
         try:
             client = self._async_client()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
 from savegame.codec.storage import StorageConfig
@@ -20,7 +21,7 @@ from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._runner import execute
 from savegame.runtime._setup import prepare_resume
 from savegame.runtime._sigint import current, holding_sigint
-from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_run
+from savegame.runtime._start import OnExists, OnThreadBusy, StartOptions, begin_run
 from savegame.runtime._waiting import blocker
 from savegame.stores import Store
 
@@ -35,7 +36,7 @@ async def _arun(
     input: Mapping[str, Any] | None,
     *,
     store: Store,
-    start: Start,
+    start: StartOptions,
     policy: CheckpointPolicy | None,
     durability: Durability | None,
     io: Io,
@@ -50,7 +51,17 @@ async def _arun(
             return ready  # it exists and there is nothing to execute
         # It waits, and so does the caller: until it is woken, then on from there.
         await _hold(store, ready.run_id, io, start.ttl, start.storage)
-        ready = await io(prepare_resume, ready.run_id, store, wf, None, start.ttl, start.storage)
+        ready = await io(
+            partial(
+                prepare_resume,
+                from_checkpoint=None,
+                ttl=start.ttl,
+                storage=start.storage,
+            ),
+            ready.run_id,
+            store,
+            wf,
+        )
     observer = start.observer
     if ready.created and observer.on_checkpoint is not None:
         observer.on_checkpoint(ready.record.header, time.perf_counter() - began)
@@ -89,7 +100,12 @@ async def _aresume(
         await io(decisions.supply, store, run_id, value, interrupt_id=interrupt_id, storage=storage)
     if wait:
         await _hold(store, run_id, io, lease_ttl, storage)
-    ready = await io(prepare_resume, run_id, store, workflow, from_checkpoint, lease_ttl, storage)
+    ready = await io(
+        partial(prepare_resume, from_checkpoint=from_checkpoint, ttl=lease_ttl, storage=storage),
+        run_id,
+        store,
+        workflow,
+    )
     ex = ready.execution(
         store,
         ttl=lease_ttl,
@@ -200,8 +216,8 @@ def _start(
     storage: StorageConfig | None,
     on_exists: OnExists,
     on_thread_busy: OnThreadBusy,
-) -> Start:
-    return Start(
+) -> StartOptions:
+    return StartOptions(
         thread_id=thread_id,
         run_id=run_id,
         metadata=metadata,

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from savegame.stores.base import BatchStore, Put, Store, Written
+from savegame.stores.base import BatchStore, Put, PutResult, Store
 
 MAX_BATCH = 64
 """Puts per transaction at most: a long transaction holds the write lock (SQLite) and
@@ -41,7 +41,7 @@ class _Waiter:
     store: BatchStore
     put: Put
     done: bool = False
-    written: Written | None = None
+    written: PutResult | None = None
     error: BaseException | None = None
     next: threading.Event | None = None
     """Set when this run is done or is to lead; made only for a run that queues (a run
@@ -57,7 +57,7 @@ class GroupCommit:
         self._queue: list[_Waiter] = []
         self._writing = False
 
-    def put(self, store: BatchStore, put: Put) -> Written:
+    def put(self, store: BatchStore, put: Put) -> PutResult:
         """Write ``put`` in the next batch and return when it is durable (or raise why not).
 
         ``store`` is this run's handle; a batch goes through its leader's."""
@@ -87,7 +87,7 @@ class GroupCommit:
     def _lead(self, store: BatchStore) -> None:
         with self._lock:
             batch, self._queue = self._queue[: self._max], self._queue[self._max :]
-        results: list[Written | Exception] | None = None
+        results: list[PutResult | Exception] | None = None
         failure: BaseException | None = None
         try:
             if len(batch) == 1:
@@ -129,7 +129,7 @@ class GroupCommit:
                 waiter.next.set()
 
 
-def _put_one(store: Store, put: Put) -> Written | Exception:
+def _put_one(store: Store, put: Put) -> PutResult | Exception:
     try:
         return store.put_checkpoint(
             put.record, lease_token=put.lease_token, error=put.error, effects=put.effects,
@@ -160,7 +160,7 @@ def group_of(store: Store) -> GroupCommit | None:
         return found
 
 
-def committer(store: Store) -> Callable[[Put], Written] | None:
+def committer(store: Store) -> Callable[[Put], PutResult] | None:
     """How a run on ``store`` writes a checkpoint in a group; None without ``group_commit``."""
     group = group_of(store)
     return None if group is None else functools.partial(group.put, cast(BatchStore, store))

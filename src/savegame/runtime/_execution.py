@@ -21,8 +21,8 @@ from savegame.runtime._bridge import Io, direct_io
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._sigint import StopRequest
 from savegame.runtime._workflow import Workflow
-from savegame.runtime._workspace import Workspace
 from savegame.stores.base import Store
+from savegame.workspace import Workspace
 
 
 @dataclass

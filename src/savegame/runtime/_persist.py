@@ -33,9 +33,8 @@ from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsEr
 from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord, Waiting
 from savegame.runtime._commit import committer
 from savegame.runtime._execution import Execution
-from savegame.runtime._restore import restore
-from savegame.runtime._workspace import Snapshots, manifest_of
-from savegame.stores.base import Put, Written
+from savegame.stores.base import Put, PutResult
+from savegame.workspace import Snapshots, manifest_of, restore
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +54,12 @@ _Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, 
 
 
 @dataclass(frozen=True, slots=True)
-class Saved:
+class SaveResult:
     """What :meth:`Saver.save` wrote."""
 
     record: CheckpointRecord
     """The record: committed (sync durability) or queued (async)."""
-    written: Written | None
+    written: PutResult | None
     """What the store read of the run in the transaction that committed ``record``,
     while still current: None when the record was only queued, or when an
     ``on_checkpoint`` observer ran since the commit (it may have asked to cancel)."""
@@ -112,7 +111,7 @@ class Saver:
         dirty: Collection[str],
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,
-    ) -> Saved:
+    ) -> SaveResult:
         """Save ``state`` under ``header`` with the journal's buffered ``effects``.
 
         ``dirty`` names the top-level keys set since the last record (all a delta
@@ -135,13 +134,13 @@ class Saver:
                 dirty = {*dirty, WORKSPACE_KEY}
             files = capture.files
         encoded = self._encode(header, state, dirty, files)
-        written = await self._write(encoded, None, effects, beside)
+        written = await self._write(encoded, error=None, effects=effects, beside=beside)
         # Good for the boundary right after this write only, and only if no user code
         # ran since the transaction read it: an on_checkpoint observer may ask to cancel
         # (a budget guard, say), and that must stop the run before its next step.
         if self.ex.observer.on_checkpoint is not None:
             written = None
-        return Saved(encoded.record, written)
+        return SaveResult(encoded.record, written)
 
     async def stop(
         self,
@@ -176,7 +175,10 @@ class Saver:
             )  # fmt: skip
             encoded = Encoded(codec.rewrap(self.last, header, self.ex.storage))
         await self._write(
-            encoded, seal_error(header.run_id, error, self.ex.storage), effects, beside
+            encoded,
+            error=seal_error(header.run_id, error, self.ex.storage),
+            effects=effects,
+            beside=beside,
         )
         await self.flush()
         return encoded.record
@@ -212,13 +214,14 @@ class Saver:
     async def _write(
         self,
         encoded: Encoded,
+        *,
         error: str | None,
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,
-    ) -> Written | None:
+    ) -> PutResult | None:
         record = encoded.record
         try:
-            written: Written = await self.ex.io(self._commit, encoded, error, effects, beside)
+            written: PutResult = await self.ex.io(self._commit, encoded, error, effects, beside)
         except (LeaseLostError, CheckpointWriteError):
             raise
         except Exception as exc:
@@ -231,7 +234,7 @@ class Saver:
         error: str | None,
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,
-    ) -> Written:
+    ) -> PutResult:
         """Upload, write, notice: the whole save of one record, in one io call."""
         blobs = self.encoder.to_upload(self.ex.store, encoded)
         started = time.perf_counter()
@@ -252,7 +255,7 @@ class Saver:
         effects: Sequence[EffectRecord],
         blobs: dict[str, bytes],
         beside: Beside = NOTHING,
-    ) -> Written:
+    ) -> PutResult:
         store = self.ex.store
         try:
             if self.group is not None:
@@ -317,6 +320,7 @@ class AsyncSaver(Saver):
     async def _write(
         self,
         encoded: Encoded,
+        *,
         error: str | None,
         effects: Sequence[EffectRecord],
         beside: Beside = NOTHING,

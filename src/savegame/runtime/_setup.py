@@ -1,14 +1,14 @@
 """Setting a run up to execute: create a new run, or check and load one to resume.
 
-:func:`start_run` and :func:`prepare_resume` both end in a :class:`Ready` run (its
-workflow, the checkpoint it continues from, its lease); :meth:`Ready.execution`
+:func:`start_run` and :func:`prepare_resume` both end in a :class:`PreparedRun` run (its
+workflow, the checkpoint it continues from, its lease); :meth:`PreparedRun.execution`
 turns that into the :class:`Execution` the loop drives, the one place one is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -38,13 +38,13 @@ from savegame.runtime._sigint import StopRequest
 from savegame.runtime._trace import TRACE_KEY, anchor
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
-from savegame.runtime._workspace import as_workspace
 from savegame.stores import Enqueue, queue_store
 from savegame.stores.base import Store
+from savegame.workspace import as_workspace
 
 
 @dataclass(frozen=True, slots=True)
-class Ready:
+class PreparedRun:
     """A run set up to execute: its workflow, where it continues from, and its lease."""
 
     workflow: Workflow
@@ -57,6 +57,7 @@ class Ready:
     next record must then be a keyframe: a delta needs its base's exact state)."""
     lease: Lease
     """The run's lease: held by this process, or by nobody for a queued run."""
+    _: KW_ONLY
     created: bool = False
     """The run was created here (``start``, its input checkpoint, is new)."""
     origin: Origin | None = None
@@ -142,7 +143,7 @@ def start_run(
     queued: bool = False,
     sole: bool = False,
     enqueue: Enqueue | None = None,
-) -> Ready:
+) -> PreparedRun:
     """Create a run of ``wf`` with its input checkpoint, leased to this process (or,
     ``queued``, to nobody: the first worker to claim it leases it); ``sole``: only if no
     other run of the thread is unfinished and the thread did not move meanwhile (the
@@ -161,7 +162,9 @@ def start_run(
         lease = queues.create_run(info, record, owner=owner, ttl=ttl, sole=sole, queue=enqueue)
     start = Checkpoint(header=record.header, state=state)
     chain = Chain(0, 0, record.header.size)
-    return Ready(wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata))
+    return PreparedRun(
+        wf, start, record, chain, lease, created=True, parent=parent_of(info.metadata)
+    )
 
 
 def first_checkpoint(
@@ -298,11 +301,12 @@ def prepare_resume(
     run_id: str,
     store: Store,
     workflow: Any,
+    *,
     from_checkpoint: str | None,
     ttl: float,
     storage: StorageConfig | None = None,
     lease: Lease | None = None,
-) -> Ready:
+) -> PreparedRun:
     """Check that ``run_id`` can continue, take its lease (unless given one) and load
     its checkpoint: the latest, or ``from_checkpoint``."""
     # Checked before anything in it is used: its workflow reference is imported below.
@@ -338,4 +342,6 @@ def prepare_resume(
             store.release_lease(run_id, lease.token)
         raise
     origin, parent = Origin.of(info.metadata), parent_of(info.metadata)
-    return Ready(wf, cp, record, chain, lease, origin=origin, parent=parent, took_over=took_over)
+    return PreparedRun(
+        wf, cp, record, chain, lease, origin=origin, parent=parent, took_over=took_over
+    )

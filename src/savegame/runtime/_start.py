@@ -39,7 +39,7 @@ from savegame.ids import check_given
 from savegame.model import RunInfo, RunResult, RunStatus
 from savegame.runtime import _lease as leases
 from savegame.runtime._execution import Observer
-from savegame.runtime._setup import Ready, decode, prepare_resume, start_run
+from savegame.runtime._setup import PreparedRun, decode, prepare_resume, start_run
 from savegame.runtime._waiting import waits_for
 from savegame.runtime._workflow import Workflow
 from savegame.stores import DuplicateRunError, Enqueue
@@ -65,7 +65,7 @@ _UNFINISHED = tuple(s for s in RunStatus if not s.finished)
 
 
 @dataclass(frozen=True, slots=True)
-class Start:
+class StartOptions:
     """How ``run`` or ``submit`` starts a run: the caller's choices, gathered once."""
 
     thread_id: str | None
@@ -84,12 +84,12 @@ class Start:
 
 
 def begin_run(
-    wf: Workflow, store: Store, input: Mapping[str, Any] | None, start: Start
-) -> Ready | RunResult:
+    wf: Workflow, store: Store, input: Mapping[str, Any] | None, start: StartOptions
+) -> PreparedRun | RunResult:
     """A run set up to execute here (new, or an unfinished one continued), or the result
     of an existing run returned without executing anything."""
     found = _create_or_find(wf, store, input, start)
-    if isinstance(found, Ready):
+    if isinstance(found, PreparedRun):
         return found
     info = _matching(store, found, wf, input, start)
     waits = (
@@ -100,11 +100,13 @@ def begin_run(
         _notify(start.observer, info, "return")
         return current_result(store, info, wf, start.storage)
     _notify(start.observer, info, "continue")
-    return prepare_resume(info.run_id, store, wf, None, start.ttl, start.storage)
+    return prepare_resume(
+        info.run_id, store, wf, from_checkpoint=None, ttl=start.ttl, storage=start.storage
+    )
 
 
 def begin_submit(
-    wf: Workflow, store: Store, input: Mapping[str, Any] | None, start: Start
+    wf: Workflow, store: Store, input: Mapping[str, Any] | None, start: StartOptions
 ) -> RunInfo:
     """The row of a run queued for the fleet: new, or an existing one (a stalled one,
     failed or decided, queued again unless ``on_exists="return"``)."""
@@ -114,7 +116,7 @@ def begin_submit(
         # The queue has an unfinished run with this dedup key: that run is the answer,
         # whatever its input (the key says it is the same job).
         return store.get_run(exc.run_id)
-    if isinstance(found, Ready):
+    if isinstance(found, PreparedRun):
         return store.get_run(found.start.run_id)
     info = _matching(store, found, wf, input, start)
     if start.on_exists == "continue" and not info.status.finished:
@@ -126,8 +128,8 @@ def begin_submit(
 
 
 def _create_or_find(
-    wf: Workflow, store: Store, input: Mapping[str, Any] | None, start: Start
-) -> Ready | RunInfo:
+    wf: Workflow, store: Store, input: Mapping[str, Any] | None, start: StartOptions
+) -> PreparedRun | RunInfo:
     """A new run, created here; or the row of the run that holds ``start.run_id``."""
     check_given(run_id=start.run_id, thread_id=start.thread_id)
     _check_choices(start)
@@ -163,7 +165,7 @@ def _create_or_find(
     )
 
 
-def _check_choices(start: Start) -> None:
+def _check_choices(start: StartOptions) -> None:
     if start.on_exists not in get_args(OnExists):
         raise ConfigurationError(
             f"on_exists must be one of {', '.join(get_args(OnExists))}, not {start.on_exists!r}"
@@ -188,7 +190,7 @@ def _notify(observer: Observer, info: RunInfo, action: str) -> None:
 
 
 def _matching(
-    store: Store, info: RunInfo, wf: Workflow, input: Mapping[str, Any] | None, start: Start
+    store: Store, info: RunInfo, wf: Workflow, input: Mapping[str, Any] | None, start: StartOptions
 ) -> RunInfo:
     """``info`` (checked) if this start may continue or return it; else RunExistsError."""
     info = codec.verify_run(info, start.storage)
@@ -265,7 +267,7 @@ def _short(state: Mapping[str, Any], key: str, missing: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _check_thread(store: Store, thread_id: str | None, start: Start) -> None:
+def _check_thread(store: Store, thread_id: str | None, start: StartOptions) -> None:
     """Refuse, or wait out, an unfinished run on ``thread_id`` (unless allowed)."""
     if thread_id is None or start.on_thread_busy == "allow":
         return

@@ -14,7 +14,7 @@ from savegame.effects import Backoff, RetryOn, as_backoff, check_retries
 from savegame.errors import ConfigurationError
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._validate import check_workflow
-from savegame.runtime._workspace import WorkspaceSpec, as_workspace
+from savegame.workspace import WorkspaceSpec, as_workspace
 
 #: Returned as the next step to end the run.
 END = "__end__"

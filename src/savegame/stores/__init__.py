@@ -11,9 +11,8 @@ Where things are::
     _queues.py        queues with limits: Queue, Enqueue, QueueStats, the QueueStore
                       protocol (SQLite and PostgreSQL; each backend's SQL in its _queues.py)
     _common.py        the rules every backend shares (time, JSON, filters, journal)
-    memory.py         MemoryStore (its state in _memory_state.py, its
-                      storage-engine methods in _memory_storage.py, its schedules
-                      in _memory_schedules.py)
+    memory/           MemoryStore: _store.py, _state.py (the state and its lookups),
+                      _storage.py (the storage engine's methods), _schedules.py
     _sql/             what SQLite and PostgreSQL share: rows.py (columns, row
                       decoding), statements.py (the dialects, the shared SQL),
                       store.py (SqlStore: the methods written once for both),
@@ -50,6 +49,7 @@ from savegame.stores.base import (
     BatchStore,
     Capabilities,
     Put,
+    PutResult,
     RunPosition,
     Store,
     StoreStats,
@@ -79,12 +79,12 @@ class _Backend(NamedTuple):
 # A new backend is one entry here plus a class with ``from_url(url)``;
 # e.g. "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", "postgres").
 _BACKENDS: dict[str, _Backend] = {
-    "memory": _Backend("savegame.stores.memory", "MemoryStore", None),
-    "postgres": _Backend("savegame.stores.postgres", "PostgresStore", "postgres"),
-    "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", "postgres"),
-    "sqlite": _Backend("savegame.stores.sqlite", "SqliteStore", None, in_a_file=True),
-    "redis": _Backend("savegame.stores.redis", "RedisStore", "redis"),
-    "rediss": _Backend("savegame.stores.redis", "RedisStore", "redis"),
+    "memory": _Backend("savegame.stores.memory", "MemoryStore", extra=None),
+    "postgres": _Backend("savegame.stores.postgres", "PostgresStore", extra="postgres"),
+    "postgresql": _Backend("savegame.stores.postgres", "PostgresStore", extra="postgres"),
+    "sqlite": _Backend("savegame.stores.sqlite", "SqliteStore", extra=None, in_a_file=True),
+    "redis": _Backend("savegame.stores.redis", "RedisStore", extra="redis"),
+    "rediss": _Backend("savegame.stores.redis", "RedisStore", extra="redis"),
 }
 
 
@@ -162,6 +162,7 @@ __all__ = [
     "Enqueue",
     "MemoryStore",
     "Put",
+    "PutResult",
     "Queue",
     "QueueStats",
     "QueueStore",

@@ -425,7 +425,9 @@ CLAIMABLE = ("queued", "running")
 UNFINISHED = tuple(s.value for s in RunStatus if not s.finished)
 
 
-def check_sole(first: CheckpointRecord, busy: tuple[str, str] | None, newest: str | None) -> None:
+def check_sole(
+    first: CheckpointRecord, *, busy: tuple[str, str] | None, newest: str | None
+) -> None:
     """``create_run(sole=True)``'s rule, given what the store read inside its transaction:
     ``busy`` (run id, status) of an unfinished run of the thread, ``newest`` the thread's
     newest checkpoint id."""

@@ -93,12 +93,16 @@ class Capabilities:
 
 
 @dataclass(frozen=True, slots=True)
-class Written:
+class PutResult:
     """What ``put_checkpoint`` read of the run in the transaction that wrote the record."""
 
     cancel_requested: bool
     """The run's cancel flag as committed: the runtime starts the next step without
     reading the run again (on PostgreSQL and Redis a round trip per step)."""
+
+
+#: The old name of :class:`PutResult`, kept for stores written against it.
+Written = PutResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +261,7 @@ class Store(Protocol):
         blobs: Mapping[str, bytes] | None = None,
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
-    ) -> Written:
+    ) -> PutResult:
         """Insert ``record`` and move its run's head to it, fenced by ``lease_token``.
 
         The run's status and step become the record's; ``error`` is stored on the
@@ -543,7 +547,7 @@ class Store(Protocol):
 class BatchStore(Store, Protocol):
     """A store with ``Capabilities.group_commit``: checkpoints of several runs in one commit."""
 
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """Write each put as ``put_checkpoint`` would, all in one transaction.
 
         Each put is checked and written on its own (a savepoint): one that
@@ -555,7 +559,7 @@ class BatchStore(Store, Protocol):
         the puts is written.
 
         Returns:
-            One item per put, in order: what its transaction read (``Written``), or the
+            One item per put, in order: what its transaction read (``PutResult``), or the
             exception that refused it.
         """
         ...

@@ -14,7 +14,7 @@ import pytest
 
 from savegame.errors import ConflictError, LeaseLostError, MissingBlobsError, NotFoundError
 from savegame.model import CheckpointRecord, Lease, RunInfo, RunStatus
-from savegame.stores.base import BatchStore, Put, Store, Written
+from savegame.stores.base import BatchStore, Put, PutResult, Store
 from savegame.testing._contract_base import ContractBase
 from savegame.testing.builders import OTHER_OWNER, make_effect, next_record
 
@@ -40,7 +40,7 @@ class BatchContract(ContractBase):
         got = batch.put_checkpoints(
             [Put(rec, lease.token) for rec, (_, _, lease) in zip(nexts, started, strict=True)]
         )
-        assert [type(x) for x in got] == [Written] * 5
+        assert [type(x) for x in got] == [PutResult] * 5
         for rec, (run, _, _) in zip(nexts, started, strict=True):
             assert store.get_run(run.run_id).head_checkpoint_id == rec.checkpoint_id
             assert store.get_checkpoint(rec.checkpoint_id) == rec
@@ -56,7 +56,7 @@ class BatchContract(ContractBase):
                 Put(next_record(other_first), other_lease.token),
             ]
         )
-        assert all(isinstance(x, Written) for x in got)
+        assert all(isinstance(x, PutResult) for x in got)
         assert store.get_effect(run.run_id, "req-1") == effect
 
     def test_a_stale_lease_fails_its_put_alone(self, store: Store) -> None:
@@ -66,7 +66,7 @@ class BatchContract(ContractBase):
         stale, fine = next_record(first), next_record(ok_first)
         got = batch.put_checkpoints([Put(stale, lease.token), Put(fine, ok_lease.token)])
         assert isinstance(got[0], LeaseLostError)
-        assert isinstance(got[1], Written)
+        assert isinstance(got[1], PutResult)
         assert store.get_run(run.run_id).head_checkpoint_id == first.checkpoint_id
         with pytest.raises(NotFoundError):
             store.get_checkpoint(stale.checkpoint_id)
@@ -86,7 +86,7 @@ class BatchContract(ContractBase):
             [Put(again, lease.token, effects=[effect]), Put(fine, ok_lease.token)]
         )
         assert isinstance(got[0], ConflictError)
-        assert isinstance(got[1], Written)
+        assert isinstance(got[1], PutResult)
         assert store.get_run(run.run_id).head_checkpoint_id == taken.checkpoint_id
         assert store.get_run(run.run_id).step == taken.header.step
         with pytest.raises(NotFoundError):
@@ -109,7 +109,7 @@ class BatchContract(ContractBase):
             ]
         )
         assert isinstance(got[0], (MissingBlobsError, ConflictError))
-        assert isinstance(got[1], Written)
+        assert isinstance(got[1], PutResult)
         assert isinstance(got[2], ValueError)
         assert store.get_run(ok.run_id).head_checkpoint_id == fine.checkpoint_id
         assert store.get_run(bad.run_id).head_checkpoint_id == bad_first.checkpoint_id
@@ -121,7 +121,7 @@ class BatchContract(ContractBase):
         got = batch.put_checkpoints(
             [Put(next_record(first), lease.token), Put(next_record(other_first), other_lease.token)]
         )
-        assert [cast(Written, x).cancel_requested for x in got] == [True, False]
+        assert [cast(PutResult, x).cancel_requested for x in got] == [True, False]
 
     def test_two_puts_of_one_run_in_a_batch_go_in_order(self, store: Store) -> None:
         batch = self.batching(store)
@@ -129,7 +129,7 @@ class BatchContract(ContractBase):
         one = next_record(first)
         two = next_record(one, status=RunStatus.COMPLETED)
         got = batch.put_checkpoints([Put(one, lease.token), Put(two, lease.token)])
-        assert all(isinstance(x, Written) for x in got)
+        assert all(isinstance(x, PutResult) for x in got)
         info = store.get_run(run.run_id)
         assert (info.head_checkpoint_id, info.status) == (two.checkpoint_id, RunStatus.COMPLETED)
 

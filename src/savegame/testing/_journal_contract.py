@@ -16,7 +16,7 @@ import pytest
 
 from savegame.errors import ConflictError, EffectSettledError, LeaseLostError, NotFoundError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
-from savegame.stores.base import Store, Written
+from savegame.stores.base import PutResult, Store
 from savegame.testing._contract_base import TTL, ContractBase
 from savegame.testing.builders import OTHER_OWNER, make_effect, next_record
 from savegame.testing.together import together
@@ -424,16 +424,16 @@ class JournalContract(ContractBase):
         run, first, lease = self.start(store)
         _, other_first, other_lease = self.start(store)
         second = next_record(first)
-        assert store.put_checkpoint(second, lease_token=lease.token) == Written(False)
+        assert store.put_checkpoint(second, lease_token=lease.token) == PutResult(False)
         store.request_cancel(run.run_id)
         third = next_record(second)
-        assert store.put_checkpoint(third, lease_token=lease.token) == Written(True)
+        assert store.put_checkpoint(third, lease_token=lease.token) == PutResult(True)
         # A write that changes the status reads the flag too.
         ended = next_record(third, status=RunStatus.CANCELLED)
-        assert store.put_checkpoint(ended, lease_token=lease.token) == Written(True)
+        assert store.put_checkpoint(ended, lease_token=lease.token) == PutResult(True)
         # Another run's flag is its own.
         written = store.put_checkpoint(next_record(other_first), lease_token=other_lease.token)
-        assert written == Written(False)
+        assert written == PutResult(False)
 
     # -- housekeeping -----------------------------------------------------------------
     def test_delete_thread_removes_its_journal(self, store: Store) -> None:

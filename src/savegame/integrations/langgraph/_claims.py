@@ -131,7 +131,7 @@ class Claims:
 
     def _take(self, thread_id: str) -> Claim | Marker:
         run_id = marker_id(thread_id)
-        first = self._record(thread_id, None, {"phase": WRITING})
+        first = self._record(thread_id, parent=None, metadata={"phase": WRITING})
         now = utcnow()
         info = RunInfo(
             run_id=run_id,
@@ -186,7 +186,9 @@ class Claims:
         Raises:
             TakenOver: another migration holds the thread now; it was not marked.
         """
-        record = self._record(claim.thread_id, claim.first_id, {"phase": DONE, **summary})
+        record = self._record(
+            claim.thread_id, parent=claim.first_id, metadata={"phase": DONE, **summary}
+        )
         try:
             self.store.put_checkpoint(record, lease_token=claim.token)
         except LeaseLostError:
@@ -204,7 +206,7 @@ class Claims:
         self.store.delete_runs([claim.run_id])
 
     def _record(
-        self, thread_id: str, parent: str | None, metadata: Mapping[str, Any]
+        self, thread_id: str, *, parent: str | None, metadata: Mapping[str, Any]
     ) -> CheckpointRecord:
         header = CheckpointHeader(
             thread_id=thread_id,

@@ -276,10 +276,12 @@ def load(
     assert line is not None
     missing = missing or decodable()
     if missing:
-        return LangGraphCheckpoint(line, reveal_metadata(record.header, storage), None, missing)
+        return LangGraphCheckpoint(
+            line, reveal_metadata(record.header, storage), reading=None, missing=missing
+        )
     lg_id = lg_id_of(record.checkpoint_id)
     with placeholders():
         cp = load_state(s, record, storage)
         if writes is None:
             writes = Lines(s, storage).writes(run.run_id, lg_id)
-    return LangGraphCheckpoint(line, cp.header, read(cp.state, writes.get(lg_id, [])))
+    return LangGraphCheckpoint(line, cp.header, reading=read(cp.state, writes.get(lg_id, [])))

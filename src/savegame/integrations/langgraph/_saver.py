@@ -232,12 +232,12 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                         ns,
                         run_id,
                         thread_id,
-                        lambda s: s[METADATA].get("run_id") in doomed,
+                        drop=lambda s: s[METADATA].get("run_id") in doomed,
                     )
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         for ns, run_id in self._lines.namespaces(source_thread_id).items():
-            self._rebuild(source_thread_id, ns, run_id, target_thread_id, None)
+            self._rebuild(source_thread_id, ns, run_id, target_thread_id, drop=None)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest`` keeps what LangGraph's own prune keeps (:mod:`._prune`), and the
@@ -257,7 +257,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 if keep is None:
                     self._drop(thread_id, ns)
                 else:
-                    self._rebuild(thread_id, ns, run_id, thread_id, None, keep=keep)
+                    self._rebuild(thread_id, ns, run_id, thread_id, drop=None, keep=keep)
 
     def _drop(self, thread_id: str, ns: str) -> None:
         """Delete a namespace's runs (a finished subgraph call's)."""
@@ -272,8 +272,8 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         ns: str,
         run_id: str,
         target: str,
-        drop: Any,
         *,
+        drop: Any,
         keep: set[str] | None = None,
     ) -> None:
         """Re-encode the kept checkpoints of a line into a new run (then drop the old one,

@@ -27,6 +27,7 @@ from typing import Any
 
 from savegame.codec import placeholders
 from savegame.codec.storage import StorageConfig
+from savegame.control import Effect, list_effects, pending_interrupts
 from savegame.effects import PendingInterrupt
 from savegame.errors import NotFoundError
 from savegame.inspect import get_run, list_runs
@@ -42,7 +43,6 @@ from savegame.integrations.langgraph._waits import (
     thread_waits,
 )
 from savegame.model import BOOKKEEPING_KEY, EffectKind, RunInfo, RunStatus
-from savegame.runtime import Effect, list_effects, pending_interrupts
 from savegame.stores import Store
 
 #: Runs read from the store at a time while a list is filled.
@@ -79,7 +79,7 @@ class _Reader:
 
     def shown(self, info: RunInfo) -> ShownRun:
         if line_of(info) is None or info.head_checkpoint_id is None:
-            return ShownRun(info, info.status, None)
+            return ShownRun(info, info.status, head=None)
         waits = self.threads.get(info.thread_id)
         head = waits.heads.get(info.run_id) if waits is not None else None
         if head is None:
@@ -90,7 +90,7 @@ class _Reader:
                 waits = thread_waits(self.s, info.thread_id, self.storage, {info.run_id: head})
                 self.threads[info.thread_id] = waits
             status = shown_status(info, head, waits.asks)
-        return ShownRun(info.with_status(status), info.status, head)
+        return ShownRun(info.with_status(status), info.status, head=head)
 
 
 def shown_runs(

@@ -166,9 +166,16 @@ class SavegameBackend(CallableOperationBackend[Unit]):
                 return await body()
 
         tool = Tool(
-            unit, name, config.effect, config.idempotent, None, config.approval,
-            _recorded(config.reconcile), (*config.safe_errors, EditRefused), durable=True,
-        )  # fmt: skip
+            unit,
+            name,
+            config.effect,
+            idempotent=config.idempotent,
+            compensate=None,
+            approval=config.approval,
+            reconcile=_recorded(config.reconcile),
+            safe_errors=(*config.safe_errors, EditRefused),
+            durable=True,
+        )
         prepared = await asyncio.to_thread(calls.before, tool, {"call": asked})
         if prepared.replay:
             payload = prepared.result

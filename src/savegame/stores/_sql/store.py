@@ -35,11 +35,11 @@ from savegame.stores._sql.statements import Dialect, Statements
 from savegame.stores.base import (
     Delivery,
     Put,
+    PutResult,
     RunPosition,
     RunSize,
     StoreStats,
     ThreadInfo,
-    Written,
 )
 
 
@@ -70,7 +70,7 @@ def executemany(conn: Connection, sql: str, params: Iterable[Sequence[Any]]) -> 
 
 
 def run_values(
-    run: RunInfo, first: CheckpointHeader, owner: str | None, expiry: float | None
+    run: RunInfo, first: CheckpointHeader, *, owner: str | None, expiry: float | None
 ) -> tuple[Any, ...]:
     """``insert_run``'s parameters: the run, its first record's status, step and id, its lease.
 
@@ -140,7 +140,7 @@ class SqlStore:
         exception goes on), released when it ends."""
         raise NotImplementedError
 
-    def _put(self, conn: Any, put: _common.CheckedPut) -> Written:
+    def _put(self, conn: Any, put: _common.CheckedPut) -> PutResult:
         """Write one checked put (its record, head move, journal entries, events);
         call inside a write transaction."""
         raise NotImplementedError
@@ -156,14 +156,14 @@ class SqlStore:
         blobs: Mapping[str, bytes] | None = None,
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
-    ) -> Written:
+    ) -> PutResult:
         put = Put(record, lease_token, error, effects, blobs, waiting, events)
         checked = _common.CheckedPut.of(put)
         with self._tx() as conn:
             return self._put(conn, checked)
 
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
-        done: list[Written | Exception] = []
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
+        done: list[PutResult | Exception] = []
         with self._tx() as conn:
             for put in puts:
                 try:
@@ -217,7 +217,7 @@ class SqlStore:
         found = self._read(self._sql.threads, (self._sql.dialect.limit(limit),))
         return [ThreadInfo(tid, n, latest, updated / 1e6) for tid, n, updated, latest in found]
 
-    def _fence(self, conn: Connection, run_id: str, lease_token: int | None) -> None:
+    def _fence(self, conn: Connection, run_id: str, *, lease_token: int | None) -> None:
         """Raise NotFoundError for an unknown run, LeaseLostError for a stale token.
 
         ``lease_token`` None checks only that the run exists (a person acting
@@ -251,7 +251,9 @@ class SqlStore:
     def release_lease(self, run_id: str, token: int) -> None:
         with self._tx() as conn:
             if not conn.execute(self._sql.release_lease, (run_id, token)).rowcount:
-                self._fence(conn, run_id, None)  # a stale token is a no-op; an unknown run is not
+                self._fence(
+                    conn, run_id, lease_token=None
+                )  # a stale token is a no-op; an unknown run is not
 
     # -- checkpoints ----------------------------------------------------------------------
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
@@ -293,7 +295,7 @@ class SqlStore:
             # The fence serializes settlers (SQLite's write lock, PostgreSQL's run row
             # lock) and this read comes after it, so ``expect`` is checked against what
             # the previous settler committed.
-            self._fence(conn, run_id, lease_token)
+            self._fence(conn, run_id, lease_token=lease_token)
             current = self._select_effect(conn, run_id, request_id)
             if current is None:
                 raise NotFoundError("effect", f"{run_id}/{request_id}")

@@ -18,7 +18,7 @@ from savegame.model import (
     Waiting,
 )
 from savegame.redaction import redact_url
-from savegame.stores.base import Capabilities, Store, Written
+from savegame.stores.base import Capabilities, PutResult, Store
 from savegame.stores.objects._bucket import (
     MAGIC,
     MARKER_LEN,
@@ -236,7 +236,7 @@ class ObjectStorageStore(Delegated):
         blobs: Mapping[str, bytes] | None = None,
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
-    ) -> Written:
+    ) -> PutResult:
         uploads: list[tuple[str, bytes]] = []
         stored = self._stash_record(record, uploads)
         stored_blobs = self._stash_blobs(blobs, uploads)

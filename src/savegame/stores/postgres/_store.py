@@ -45,7 +45,7 @@ from savegame.stores._sql.store import (
     executemany,
     run_values,
 )
-from savegame.stores.base import Capabilities, Delivery, Put, Written
+from savegame.stores.base import Capabilities, Delivery, Put, PutResult
 from savegame.stores.postgres import _queues, _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
@@ -306,7 +306,7 @@ class PostgresStore(SqlSchedules, SqlStore):
     ) -> Lease:
         _common.check_first(run.run_id, run.thread_id, first.run_id, first.header.thread_id)
         ttl = _common.check_ttl(ttl)
-        values = run_values(run, first.header, owner, None if owner is None else ttl)
+        values = run_values(run, first.header, owner=owner, expiry=None if owner is None else ttl)
         params = checkpoint_values(SQL.dialect, first)
         new_blobs = _common.check_blobs(blobs)
         where = None if queue is None else check_enqueue(queue)
@@ -317,7 +317,7 @@ class PostgresStore(SqlSchedules, SqlStore):
                 conn.execute(LOCK_THREAD, (self._schema, run.thread_id))
                 busy = conn.execute(SQL.thread_busy, (run.thread_id, run.run_id)).fetchone()
                 [newest] = conn.execute(SQL.thread_newest, (run.thread_id,)).fetchall()
-                _common.check_sole(first, busy, newest[0])
+                _common.check_sole(first, busy=busy, newest=newest[0])
             row = conn.execute(INSERT_RUN, values).fetchone()
             if row is None:
                 raise ConflictError(f"run {run.run_id} exists already")
@@ -331,7 +331,12 @@ class PostgresStore(SqlSchedules, SqlStore):
         self, conn: Conn, run: RunInfo, first: CheckpointRecord, queue: Enqueue | None
     ) -> bool:
         # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
-        if conn.execute(INSERT_RUN, run_values(run, first.header, None, None)).fetchone() is None:
+        if (
+            conn.execute(
+                INSERT_RUN, run_values(run, first.header, owner=None, expiry=None)
+            ).fetchone()
+            is None
+        ):
             return False
         if queue is not None:
             _queues.enqueue(conn, run.run_id, queue)
@@ -339,9 +344,9 @@ class PostgresStore(SqlSchedules, SqlStore):
         return True
 
     # -- group commit: pipelined, with the one-by-one writes as the fallback ---------------
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """Write the puts in one transaction, each refused one alone (see :meth:`_pipelined`)."""
-        done: list[Written | Exception | None] = [None] * len(puts)
+        done: list[PutResult | Exception | None] = [None] * len(puts)
         ready: list[tuple[int, _Sent]] = []
         for i, put in enumerate(puts):
             try:
@@ -358,7 +363,7 @@ class PostgresStore(SqlSchedules, SqlStore):
             done[i] = one
         return [one for one in done if one is not None]
 
-    def _pipelined(self, puts: Sequence[_Sent]) -> list[Written] | None:
+    def _pipelined(self, puts: Sequence[_Sent]) -> list[PutResult] | None:
         """Write every put in one transaction, or nothing and None.
 
         The plain puts (no blobs, no waiting, their run's only put in the batch) go
@@ -378,7 +383,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         runs = Counter(put.put.record.run_id for put in puts)
         plain = [i for i, put in enumerate(puts) if put.plain and runs[put.put.record.run_id] == 1]
         rest = sorted(set(range(len(puts))) - set(plain))
-        written: list[Written | None] = [None] * len(puts)
+        written: list[PutResult | None] = [None] * len(puts)
         with self._pool.connection() as conn:
             try:
                 if not rest:
@@ -406,8 +411,8 @@ class PostgresStore(SqlSchedules, SqlStore):
                 return None
         if cancelled is not None:
             for i in plain:
-                written[i] = Written(puts[i].put.record.run_id in cancelled[1])
-        return cast("list[Written]", written)
+                written[i] = PutResult(puts[i].put.record.run_id in cancelled[1])
+        return cast("list[PutResult]", written)
 
     @staticmethod
     def _write_plain(conn: Conn, puts: Sequence[_Sent], *, guarded: bool) -> Any:
@@ -454,19 +459,19 @@ class PostgresStore(SqlSchedules, SqlStore):
         return moved, inserted, missing
 
     @staticmethod
-    def _written(moved: Any, inserted: Any, missing: Any) -> Written | None:
+    def _written(moved: Any, inserted: Any, missing: Any) -> PutResult | None:
         """A sent put's outcome from its results; None when :meth:`_put` would have raised."""
         row = moved.fetchone()
         if row is None or inserted.rowcount != 1 or (missing is not None and missing.fetchall()):
             return None
-        return Written(bool(row[0]))
+        return PutResult(bool(row[0]))
 
     @contextmanager
     def _savepoint(self, conn: Conn) -> Iterator[None]:
         with conn.transaction():  # a nested transaction is a savepoint
             yield
 
-    def _put(self, conn: Conn, put: _common.CheckedPut) -> Written:
+    def _put(self, conn: Conn, put: _common.CheckedPut) -> PutResult:
         """Write one checked put; call inside a transaction."""
         header, record = put.record.header, put.record
         params = checkpoint_values(SQL.dialect, record)
@@ -476,7 +481,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         token = put.lease_token
         row = conn.execute(MOVE_HEAD_FENCED, (*move, token, token)).fetchone()
         if row is None:
-            self._fence(conn, header.run_id, token)
+            self._fence(conn, header.run_id, lease_token=token)
             row = conn.execute(MOVE_HEAD, move).fetchone()
         self._insert_checkpoint(conn, record, params, put.blobs)
         if put.journal:
@@ -490,14 +495,14 @@ class PostgresStore(SqlSchedules, SqlStore):
         # parent's, never the other way round.
         for event in put.events:
             self._deliver(conn, event, missing_ok=True)
-        return Written(bool(row and row[0]))
+        return PutResult(bool(row and row[0]))
 
     def _deliver(self, conn: Conn, event: EffectRecord, *, missing_ok: bool) -> Delivery | None:
         """Journal a checked event and wake its run, its row locked first (so the wake
         check and a put of a waiting record are ordered); None for a missing run when
         ``missing_ok``."""
         try:
-            self._fence(conn, event.run_id, None)
+            self._fence(conn, event.run_id, lease_token=None)
         except NotFoundError:
             if missing_ok:
                 return None
@@ -635,7 +640,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         with self._tx() as conn:
             row = conn.execute(RENEW_LEASE, (ttl, run_id, token)).fetchone()
             if row is None:
-                self._fence(conn, run_id, None)
+                self._fence(conn, run_id, lease_token=None)
                 raise LeaseLostError(run_id, token)
         return Lease(run_id, row[0], token, row[1])
 
@@ -659,7 +664,7 @@ class PostgresStore(SqlSchedules, SqlStore):
             return []
         out: list[EffectRecord] = []
         with self._tx() as conn:
-            self._fence(conn, entries[0].run_id, lease_token)
+            self._fence(conn, entries[0].run_id, lease_token=lease_token)
             for effect in entries:
                 row = conn.execute(UPSERT_EFFECT, effect_values(effect)).fetchone()
                 # None: an entry that stays; return it as stored.

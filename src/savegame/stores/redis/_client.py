@@ -36,7 +36,7 @@ class RedisClient:
         return self._scripts[script](args=[self._p, *args])
 
     @staticmethod
-    def _checked(reply: list[Any], run_id: str, token: int | None) -> list[Any]:
+    def _checked(reply: list[Any], run_id: str, *, token: int | None) -> list[Any]:
         code = reply[0]
         if code == b"notfound":
             raise NotFoundError("run", run_id)

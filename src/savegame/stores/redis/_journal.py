@@ -33,7 +33,7 @@ class RedisJournal(RedisClient):
         run_id = entries[0].run_id
         pairs = [part for e in entries for part in (e.request_id, rows.entry(e))]
         reply = self._call("record_intent", run_id, str(lease_token), *pairs)
-        stored = self._checked(reply, run_id, lease_token)[1:]
+        stored = self._checked(reply, run_id, token=lease_token)[1:]
         return [rows.effect(run_id, e.request_id, s) for e, s in zip(entries, stored, strict=True)]
 
     def record_result(
@@ -62,7 +62,7 @@ class RedisJournal(RedisClient):
                 )  # fmt: skip
                 new = rows.entry(settled)
             reply = self._call("record_result", run_id, fenced, request_id, current or b"", new)
-            code = self._checked(reply, run_id, lease_token)[0]
+            code = self._checked(reply, run_id, token=lease_token)[0]
             if code == b"nofx":
                 raise NotFoundError("effect", f"{run_id}/{request_id}")
             if code == b"retry":
@@ -133,11 +133,11 @@ class RedisJournal(RedisClient):
         reply = self._checked(
             self._call("deliver_event", event.run_id, event.request_id, rows.entry(event)),
             event.run_id,
-            None,
+            token=None,
         )
         if reply[0] == b"dup":
             return Delivery(rows.effect(event.run_id, event.request_id, reply[1]), False)
         return Delivery(event, True)
 
     def request_cancel(self, run_id: str) -> None:
-        self._checked(self._call("request_cancel", run_id), run_id, None)
+        self._checked(self._call("request_cancel", run_id), run_id, token=None)

@@ -33,7 +33,7 @@ from savegame.model import (
 )
 from savegame.redaction import redact, redact_url
 from savegame.stores import _common
-from savegame.stores.base import Capabilities, Put, RunPosition, ThreadInfo, Written
+from savegame.stores.base import Capabilities, Put, PutResult, RunPosition, ThreadInfo
 from savegame.stores.redis import _rows as rows
 from savegame.stores.redis._client import BATCH
 from savegame.stores.redis._journal import RedisJournal
@@ -263,9 +263,9 @@ class RedisStore(RedisJournal, RedisStorage):
                 raise ConflictError(f"run {run.run_id} exists already")
             raise ConflictError(f"checkpoint {first.checkpoint_id} exists already")
         if reply[0] == b"busy":
-            _common.check_sole(first, (reply[1].decode(), reply[2].decode()), None)
+            _common.check_sole(first, busy=(reply[1].decode(), reply[2].decode()), newest=None)
         if reply[0] == b"moved":
-            _common.check_sole(first, None, reply[1].decode() or None)
+            _common.check_sole(first, busy=None, newest=reply[1].decode() or None)
         _check_missing(reply, first.checkpoint_id)
         return Lease(run.run_id, owner or "", 1, rows.expires_at(reply[1]))
 
@@ -342,15 +342,15 @@ class RedisStore(RedisJournal, RedisStorage):
         blobs: Mapping[str, bytes] | None = None,
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
-    ) -> Written:
+    ) -> PutResult:
         put = Put(record, lease_token, error, effects, blobs, waiting, events)
         return self._written(put, self._call("put_checkpoint", *self._put_args(put)))
 
-    def put_checkpoints(self, puts: Sequence[Put]) -> list[Written | Exception]:
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """The puts' scripts in one MULTI/EXEC: one round trip, and the server runs them
         one after another with nothing between (a connection lost before EXEC runs none).
         Each script is atomic and refuses alone, as in a savepoint."""
-        done: list[Written | Exception | None] = [None] * len(puts)
+        done: list[PutResult | Exception | None] = [None] * len(puts)
         sent: list[tuple[int, list[bytes | str | int]]] = []
         pipe = self._client.pipeline(transaction=True)
         script = self._scripts["put_checkpoint"]
@@ -403,17 +403,17 @@ class RedisStore(RedisJournal, RedisStorage):
             *_blob_args(put.blobs), *wait, len(others), *delivered,
         ]  # fmt: skip
 
-    def _written(self, put: Put, reply: list[Any]) -> Written:
+    def _written(self, put: Put, reply: list[Any]) -> PutResult:
         """The script's reply as put_checkpoint returns it, or the error it refused with."""
         record = put.record
         if reply[0] == b"corrupt":  # refused before its first write: nothing of it stored
             raise CorruptRecordError(
                 record.run_id, f"key {reply[1].decode()} is a {reply[2].decode()} (edited?)"
             )
-        if self._checked(reply, record.run_id, put.lease_token)[0] == b"conflict":
+        if self._checked(reply, record.run_id, token=put.lease_token)[0] == b"conflict":
             raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
         _check_missing(reply, record.checkpoint_id)
-        return Written(reply[1] == b"1")
+        return PutResult(reply[1] == b"1")
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
         h, payload, checksum, size = cast(
@@ -486,7 +486,7 @@ class RedisStore(RedisJournal, RedisStorage):
         ttl = _common.check_ttl(ttl)
         takeover = "" if takeover_token is None else str(takeover_token)
         reply = self._checked(
-            self._call("acquire_lease", run_id, owner, _micros(ttl), takeover), run_id, None
+            self._call("acquire_lease", run_id, owner, _micros(ttl), takeover), run_id, token=None
         )
         if reply[0] == b"held":
             expires_in = (int(reply[2]) - int(reply[3])) / 1e6
@@ -496,12 +496,12 @@ class RedisStore(RedisJournal, RedisStorage):
     def renew_lease(self, run_id: str, token: int, ttl: float) -> Lease:
         ttl = _common.check_ttl(ttl)
         reply = self._checked(
-            self._call("renew_lease", run_id, str(token), _micros(ttl)), run_id, token
+            self._call("renew_lease", run_id, str(token), _micros(ttl)), run_id, token=token
         )
         return Lease(run_id, reply[1].decode(), token, rows.expires_at(reply[2]))
 
     def release_lease(self, run_id: str, token: int) -> None:
-        self._checked(self._call("release_lease", run_id, str(token)), run_id, token)
+        self._checked(self._call("release_lease", run_id, str(token)), run_id, token=token)
 
     # -- housekeeping -------------------------------------------------------------------
     def close(self) -> None:

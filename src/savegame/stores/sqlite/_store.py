@@ -41,7 +41,7 @@ from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
 from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
-from savegame.stores.base import Capabilities, Delivery, Written
+from savegame.stores.base import Capabilities, Delivery, PutResult
 from savegame.stores.sqlite import _queues, _schema
 from savegame.stores.sqlite._statements import (
     CANCEL_FLAG,
@@ -260,10 +260,10 @@ class SqliteStore(SqlSchedules, SqlStore):
                 # the insert.
                 busy = conn.execute(SQL.thread_busy, (run.thread_id, run.run_id)).fetchone()
                 [newest] = conn.execute(SQL.thread_newest, (run.thread_id,)).fetchall()
-                _common.check_sole(first, busy, newest[0])
+                _common.check_sole(first, busy=busy, newest=newest[0])
             now = time.time()
             expires = None if owner is None else now + ttl
-            conn.execute(SQL.insert_run, run_values(run, first.header, owner, expires))
+            conn.execute(SQL.insert_run, run_values(run, first.header, owner=owner, expiry=expires))
             if where is not None:
                 _queues.enqueue(conn, run.run_id, where)
             self._insert_checkpoint(conn, first, new_blobs)
@@ -276,7 +276,7 @@ class SqliteStore(SqlSchedules, SqlStore):
         # A schedule's occurrence (SqlSchedules.fire_schedule), in its transaction.
         if conn.execute(SQL.run_exists, (run.run_id,)).fetchone():
             return False
-        conn.execute(SQL.insert_run, run_values(run, first.header, None, None))
+        conn.execute(SQL.insert_run, run_values(run, first.header, owner=None, expiry=None))
         if queue is not None:
             _queues.enqueue(conn, run.run_id, queue)
         self._insert_checkpoint(conn, first, {})
@@ -293,7 +293,7 @@ class SqliteStore(SqlSchedules, SqlStore):
         finally:
             conn.execute("RELEASE put")
 
-    def _put(self, conn: sqlite3.Connection, put: _common.CheckedPut) -> Written:
+    def _put(self, conn: sqlite3.Connection, put: _common.CheckedPut) -> PutResult:
         """Write one checked put; call inside a write transaction."""
         header, error, waiting = put.record.header, put.error, put.waiting
         until, topics, need = put.wait
@@ -310,7 +310,7 @@ class SqliteStore(SqlSchedules, SqlStore):
             ),
         ).rowcount  # fmt: skip
         if not moved:
-            self._fence(conn, header.run_id, put.lease_token)
+            self._fence(conn, header.run_id, lease_token=put.lease_token)
             conn.execute(
                 SQL.move_head,
                 (
@@ -327,7 +327,7 @@ class SqliteStore(SqlSchedules, SqlStore):
         for event in put.events:
             self._deliver(conn, event, missing_ok=True)
         (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
-        return Written(bool(cancel))
+        return PutResult(bool(cancel))
 
     def _deliver(
         self, conn: sqlite3.Connection, event: EffectRecord, *, missing_ok: bool
@@ -336,7 +336,7 @@ class SqliteStore(SqlSchedules, SqlStore):
         None for a run that does not exist when ``missing_ok``."""
         if missing_ok and not conn.execute(SQL.run_exists, (event.run_id,)).fetchone():
             return None
-        self._fence(conn, event.run_id, None)
+        self._fence(conn, event.run_id, lease_token=None)
         stored = self._journal(conn, event)
         conn.execute(SQL.wake, (event.run_id,))
         return Delivery(stored, stored is event)
@@ -480,7 +480,7 @@ class SqliteStore(SqlSchedules, SqlStore):
         if not entries:
             return []
         with self._tx() as conn:
-            self._fence(conn, entries[0].run_id, lease_token)
+            self._fence(conn, entries[0].run_id, lease_token=lease_token)
             return [self._journal(conn, entry) for entry in entries]
 
     def _journal(self, conn: sqlite3.Connection, entry: EffectRecord) -> EffectRecord:

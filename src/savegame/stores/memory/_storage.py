@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from savegame.errors import NotFoundError
 from savegame.model import CheckpointRecord, EffectRecord, RunInfo
 from savegame.stores import _common
-from savegame.stores._memory_state import MemoryState
 from savegame.stores.base import RunSize
+from savegame.stores.memory._state import MemoryState
 
 
 class MemoryStorage(MemoryState):

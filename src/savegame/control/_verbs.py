@@ -10,14 +10,19 @@ from typing import Any
 from savegame import codec
 from savegame.codec import decode_value, open_entry
 from savegame.codec.storage import StorageConfig
+from savegame.control._decision import Decision, continue_after
 from savegame.effects import decisions, parent_of, run_compensation
 from savegame.errors import EffectSettledError, LeaseHeldError, RunStateError
 from savegame.model import EffectKind, EffectStatus, Lease, RunInfo, RunResult, RunStatus
-from savegame.runtime import _lease as leases
-from savegame.runtime._children import children_of, ending
-from savegame.runtime._decision import Decision, continue_after
-from savegame.runtime._execution import Observer
-from savegame.runtime._loader import load
+from savegame.runtime import (
+    DEFAULT_TTL,
+    Heartbeat,
+    Observer,
+    acquire_lease,
+    children_of,
+    events_for_parent,
+    load,
+)
 from savegame.stores.base import ALL_EFFECTS, Store
 
 
@@ -96,7 +101,7 @@ def compensate(
     run_id: str,
     *,
     store: Store,
-    lease_ttl: float = leases.DEFAULT_TTL,
+    lease_ttl: float = DEFAULT_TTL,
     storage: StorageConfig | None = None,
 ) -> RunResult:
     """Undo the run's completed write effects that declared a compensation, newest first.
@@ -105,9 +110,9 @@ def compensate(
     open ``store``.
     """
     _import_tools(store.get_run(run_id), storage)
-    lease = leases.acquire(store, run_id, ttl=lease_ttl)
+    lease = acquire_lease(store, run_id, ttl=lease_ttl)
     try:
-        with leases.Heartbeat(store, lease, lease_ttl):
+        with Heartbeat(store, lease, lease_ttl):
             return run_compensation(store, run_id, lease, storage=storage)
     finally:
         store.release_lease(run_id, lease.token)
@@ -121,7 +126,7 @@ def cancel(
     wait: float = 30.0,
     by: str | None = None,
     authenticated_as: str | None = None,
-    lease_ttl: float = leases.DEFAULT_TTL,
+    lease_ttl: float = DEFAULT_TTL,
     storage: StorageConfig | None = None,
 ) -> RunInfo:
     """Ask a run to stop; from any process.
@@ -136,7 +141,7 @@ def cancel(
     deadline = time.monotonic() + wait
     while info.status is not RunStatus.CANCELLED:
         try:
-            lease = leases.acquire(store, run_id, ttl=lease_ttl)
+            lease = acquire_lease(store, run_id, ttl=lease_ttl)
         except LeaseHeldError:
             if time.monotonic() > deadline:
                 return store.get_run(run_id)
@@ -192,7 +197,9 @@ def _mark_cancelled(
             said[decisions.AUTHENTICATED_AS] = authenticated_as
         record = codec.marker(head, RunStatus.CANCELLED, said, storage)
         # A child's parent hears of it in the same write.
-        told = ending(parent_of(info.metadata), run_id, RunStatus.CANCELLED, storage=storage)
+        told = events_for_parent(
+            parent_of(info.metadata), run_id, RunStatus.CANCELLED, storage=storage
+        )
         if told:
             s.put_checkpoint(record, lease_token=lease.token, events=told)
         else:
@@ -211,7 +218,7 @@ def approve(
     resume: bool = True,
     workflow: Any = None,
     observer: Observer | None = None,
-    lease_ttl: float = leases.DEFAULT_TTL,
+    lease_ttl: float = DEFAULT_TTL,
 ) -> Decision:
     """Record approval of a gated tool call (``edit`` replaces its arguments), then continue
     the run here if its workflow loads here.
@@ -243,7 +250,7 @@ def supply(
     resume: bool = True,
     workflow: Any = None,
     observer: Observer | None = None,
-    lease_ttl: float = leases.DEFAULT_TTL,
+    lease_ttl: float = DEFAULT_TTL,
 ) -> Decision:
     """Give a run's pending ``ctx.interrupt`` its value (which the step's call returns),
     recorded with who gave it; then continue the run here if its workflow loads here.
@@ -273,7 +280,7 @@ def reject(
     resume: bool = True,
     workflow: Any = None,
     observer: Observer | None = None,
-    lease_ttl: float = leases.DEFAULT_TTL,
+    lease_ttl: float = DEFAULT_TTL,
 ) -> Decision:
     """Record rejection of a gated tool call (its ``ctx.call`` raises ApprovalRejected), then
     continue the run here if its workflow loads here; ``resume`` and the rest as for

@@ -16,7 +16,7 @@ from typing import Any
 from savegame.codec.storage import StorageConfig
 from savegame.effects import default_actor, event_entry
 from savegame.errors import ConfigurationError, RunStateError
-from savegame.runtime._waiting import woken
+from savegame.runtime import woken
 from savegame.stores import Store
 
 

@@ -31,7 +31,8 @@ from savegame.codec import blob_digest, unseal_blob
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, WorkspaceError
 from savegame.model import Checkpoint, StoredFile
-from savegame.runtime._workspace import (
+from savegame.stores.base import Store
+from savegame.workspace._capture import (
     Stat,
     Workspace,
     as_workspace,
@@ -40,7 +41,6 @@ from savegame.runtime._workspace import (
     scan,
     stat_key,
 )
-from savegame.stores.base import Store
 
 _BATCH = 256
 """Blobs read from the store at once: bounds the memory a restore holds."""

@@ -18,6 +18,7 @@ from typing import Any, get_args
 from savegame import codec, secrets
 from savegame.codec import Chain, open_entry
 from savegame.codec.storage import StorageConfig
+from savegame.control._edits import apply_edits
 from savegame.effects import EXECUTED, FORK_KEY, REPLAY_KEY, REUSED, Mode, Origin, decisions
 from savegame.errors import ConfigurationError
 from savegame.ids import new_id
@@ -31,15 +32,21 @@ from savegame.model import (
     RunStatus,
     utcnow,
 )
-from savegame.runtime import _lease as leases
-from savegame.runtime._bridge import direct_io, run_sync
-from savegame.runtime._edits import apply_edits
-from savegame.runtime._execution import Observer
-from savegame.runtime._loader import reference_of
-from savegame.runtime._runner import execute
-from savegame.runtime._setup import Ready, decode, run_row, workflow_of
-from savegame.runtime._start import current_result
-from savegame.runtime._workflow import Workflow
+from savegame.runtime import (
+    DEFAULT_TTL,
+    Observer,
+    PreparedRun,
+    Workflow,
+    current_result,
+    decode_checkpoint,
+    direct_io,
+    execute,
+    owner_id,
+    reference_of,
+    run_row,
+    run_sync,
+    workflow_of,
+)
 from savegame.stores import Store
 from savegame.stores.base import ALL_EFFECTS
 
@@ -166,14 +173,14 @@ def create_fork(
     mode: Mode,
     ttl: float,
     storage: StorageConfig | None,
-) -> tuple[Ready, list[str]]:
+) -> tuple[PreparedRun, list[str]]:
     """Write the fork's run and first checkpoint, leased to this process."""
     if mode not in get_args(Mode):
         raise ConfigurationError(f"mode must be one of {', '.join(get_args(Mode))}, not {mode!r}")
     record = s.get_checkpoint(checkpoint_id)
     src = record.header
     wf, ref = _workflow_of(s, src.run_id, workflow, storage)
-    cp, _ = decode(s, record, wf, storage)
+    cp, _ = decode_checkpoint(s, record, wf, storage)
     state, edited = apply_edits(cp.state, update, paths)
     origin = Origin(src.run_id, src.checkpoint_id, src.step, mode)
     now, meta = utcnow(), _metadata(origin, edited, by, authenticated_as, reason)
@@ -188,9 +195,11 @@ def create_fork(
         header, secrets.redact(state, wf.secrets) if wf.secrets else state, storage
     )
     info = run_row(wf, first, ref, now, storage)
-    lease = s.create_run(info, first, owner=leases.owner_id(), ttl=ttl)
+    lease = s.create_run(info, first, owner=owner_id(), ttl=ttl)
     start = Checkpoint(header=first.header, state=state)
-    ready = Ready(wf, start, first, Chain(0, 0, first.header.size), lease, True, origin)
+    ready = PreparedRun(
+        wf, start, first, Chain(0, 0, first.header.size), lease, created=True, origin=origin
+    )
     return ready, edited
 
 
@@ -251,7 +260,7 @@ def fork(
     store: Store,
     workflow: Any = None,
     observer: Observer | None = None,
-    lease_ttl: float = leases.DEFAULT_TTL,
+    lease_ttl: float = DEFAULT_TTL,
     storage: StorageConfig | None = None,
 ) -> ForkResult:
     """Start a new run of the same thread from ``checkpoint_id``, optionally edited, and run

@@ -18,7 +18,7 @@ same stat on a new content. Such a file is read again, once or twice after each 
 What is captured: regular files (content, permission bits) and symbolic links (their
 target, never followed; a link must stay inside the workspace). Directories are
 implied by the files in them (an empty one is not kept); other kinds of file (sockets,
-fifos) are skipped. :mod:`savegame.runtime._restore` puts a manifest back.
+fifos) are skipped. :mod:`savegame.workspace._restore` puts a manifest back.
 """
 
 from __future__ import annotations

@@ -19,14 +19,20 @@ from savegame.errors import (
     describe,
 )
 from savegame.model import CheckpointRecord, Lease, RunInfo, RunResult, RunStatus
-from savegame.runtime import _lease as leases
-from savegame.runtime._bridge import run_sync
-from savegame.runtime._children import ending
-from savegame.runtime._execution import Observer
-from savegame.runtime._loader import as_workflow, reference_of
-from savegame.runtime._runner import execute
-from savegame.runtime._setup import prepare_resume
-from savegame.runtime._start import OnExists, OnThreadBusy, Start, begin_submit
+from savegame.runtime import (
+    DEFAULT_TTL,
+    Observer,
+    OnExists,
+    OnThreadBusy,
+    StartOptions,
+    as_workflow,
+    begin_submit,
+    events_for_parent,
+    execute,
+    prepare_resume,
+    reference_of,
+    run_sync,
+)
 from savegame.stores import Enqueue
 from savegame.stores.base import Store
 
@@ -57,11 +63,11 @@ def submit(
     wf = as_workflow(workflow)
     if queue is None and (priority != 0 or dedup_key is not None):
         raise ConfigurationError("submit: priority and dedup_key need a queue (queue='name')")
-    start = Start(
+    start = StartOptions(
         thread_id=thread_id,
         run_id=run_id,
         metadata=metadata,
-        ttl=leases.DEFAULT_TTL,
+        ttl=DEFAULT_TTL,
         ref=reference_of(workflow),
         storage=storage,
         on_exists=on_exists,
@@ -77,7 +83,7 @@ def resume_claimed(
     lease: Lease,
     *,
     store: Store,
-    lease_ttl: float = leases.DEFAULT_TTL,
+    lease_ttl: float = DEFAULT_TTL,
     should_stop: Callable[[], bool] | None = None,
     observer: Observer | None = None,
     storage: StorageConfig | None = None,
@@ -91,7 +97,15 @@ def resume_claimed(
     cannot be parked either (its head checkpoint is damaged, say).
     """
     try:
-        ready = prepare_resume(lease.run_id, store, None, None, lease_ttl, storage, lease=lease)
+        ready = prepare_resume(
+            lease.run_id,
+            store,
+            workflow=None,
+            from_checkpoint=None,
+            ttl=lease_ttl,
+            storage=storage,
+            lease=lease,
+        )
     except BaseException as exc:
         stuck = (
             isinstance(exc, Exception)
@@ -150,7 +164,7 @@ def _park(store: Store, lease: Lease, error: Exception, storage: StorageConfig |
             resumable=True,
         )
         sealed = seal_error(lease.run_id, describe(error, with_type=False), storage)
-        told = ending(
+        told = events_for_parent(
             _parent(store, lease.run_id, storage), lease.run_id, RunStatus.FAILED,
             error=describe(error), storage=storage,
         )  # fmt: skip

@@ -32,8 +32,7 @@ from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, NotFoundError
 from savegame.ids import MAX_GIVEN_LENGTH, check_given
 from savegame.model import CheckpointRecord, RunInfo, utcnow
-from savegame.runtime._loader import as_workflow, load, reference_of
-from savegame.runtime._setup import first_checkpoint
+from savegame.runtime import as_workflow, first_checkpoint, load, reference_of
 from savegame.stores import Enqueue, check_enqueue, queue_declared, queue_store
 from savegame.stores.base import Store
 from savegame.stores.schedules import Missed, ScheduleRecord, schedules_of

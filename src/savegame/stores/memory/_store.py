@@ -1,9 +1,5 @@
-"""An in-process store: for tests, examples and runs that need no durability.
-
-``memory://`` opens a fresh, private store; ``memory://NAME`` opens a store
-shared by everything in the process that uses the same name, so a test can
-run a workflow and inspect it through the public API with one URL.
-"""
+"""The in-process store's class: the run rows, leases, the journal and events; its bases
+hold the state, the storage engine's methods and schedules."""
 
 from __future__ import annotations
 
@@ -34,17 +30,17 @@ from savegame.model import (
 )
 from savegame.redaction import redact_url
 from savegame.stores import _common
-from savegame.stores._memory_schedules import MemorySchedules
-from savegame.stores._memory_state import Run
-from savegame.stores._memory_storage import MemoryStorage
 from savegame.stores.base import (
     Capabilities,
     Delivery,
+    PutResult,
     RunPosition,
     StoreStats,
     ThreadInfo,
-    Written,
 )
+from savegame.stores.memory._schedules import MemorySchedules
+from savegame.stores.memory._state import Run
+from savegame.stores.memory._storage import MemoryStorage
 
 _CAPABILITIES = Capabilities(
     persistent=False, multi_process=False, waits=True, schedules=True, blocking=False
@@ -57,9 +53,9 @@ _named_lock = threading.Lock()
 class MemoryStore(MemorySchedules, MemoryStorage):
     """A thread-safe store held in dictionaries; gone when the process ends.
 
-    The state and its lookups are :class:`~savegame.stores._memory_state.MemoryState`'s;
+    The state and its lookups are :class:`~savegame.stores.memory._state.MemoryState`'s;
     the storage-engine methods (chains, blobs, pruning, rewrite, sizes) are
-    :class:`~savegame.stores._memory_storage.MemoryStorage`'s.
+    :class:`~savegame.stores.memory._storage.MemoryStorage`'s.
 
     Args:
         name: the name of a shared store (``memory://NAME``); None for a private one.
@@ -146,7 +142,7 @@ class MemoryStore(MemorySchedules, MemoryStorage):
         busy = max(unfinished, key=lambda info: (info.created_at, info.run_id), default=None)
         newest = max((r.checkpoint_ids[-1] for r in mine if r.checkpoint_ids), default=None)
         _common.check_sole(
-            first, None if busy is None else (busy.run_id, busy.status.value), newest
+            first, busy=None if busy is None else (busy.run_id, busy.status.value), newest=newest
         )
 
     def get_run(self, run_id: str) -> RunInfo:
@@ -209,7 +205,7 @@ class MemoryStore(MemorySchedules, MemoryStorage):
         blobs: Mapping[str, bytes] | None = None,
         waiting: Waiting | None = None,
         events: Sequence[EffectRecord] = (),
-    ) -> Written:
+    ) -> PutResult:
         record = _common.detached_record(record)
         journal = _common.check_effects(record.run_id, effects)
         new_blobs = _common.check_blobs(blobs)
@@ -246,7 +242,7 @@ class MemoryStore(MemorySchedules, MemoryStorage):
                 if target is not None:  # a parent pruned meanwhile: nobody to tell
                     target.journal(event)
                     target.wake_if_ready()
-            return Written(run.info.cancel_requested)
+            return PutResult(run.info.cancel_requested)
 
     def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
         with self._lock:

@@ -1,7 +1,7 @@
 """What the memory store holds: its dictionaries, its one lock, and the lookups every method uses.
 
 The base of :class:`savegame.stores.memory.MemoryStore` and of its storage-engine
-methods (:mod:`savegame.stores._memory_storage`); both work on this state under
+methods (:mod:`savegame.stores.memory._storage`); both work on this state under
 the one lock, so every public method is one atomic step.
 """
 

@@ -18,10 +18,7 @@ from savegame.codec.storage import StorageConfig
 from savegame.effects import decisions
 from savegame.errors import ConfigurationError, describe
 from savegame.model import EffectRecord, RunResult
-from savegame.runtime._api import resume
-from savegame.runtime._execution import Observer
-from savegame.runtime._loader import load
-from savegame.runtime._start import queue
+from savegame.runtime import Observer, load, queue_run, resume
 from savegame.stores.base import Store
 
 
@@ -67,7 +64,7 @@ def continue_after(
     if waiting is not None:
         return Decision(entry, not_continued=waiting)
     if not resume_run:
-        queued = queue(store, run_id, ttl=lease_ttl, storage=storage, why=entry.kind.value)
+        queued = queue_run(store, run_id, ttl=lease_ttl, storage=storage, why=entry.kind.value)
         return Decision(entry, not_continued="not asked to (resume=False)", queued=queued)
     try:
         target = workflow if workflow is not None else _loaded(store, run_id, storage)
@@ -75,7 +72,7 @@ def continue_after(
         error = ConfigurationError(
             f"its workflow does not load here: {describe(exc, with_type=False)}"
         )
-        queued = queue(store, run_id, ttl=lease_ttl, storage=storage, why=entry.kind.value)
+        queued = queue_run(store, run_id, ttl=lease_ttl, storage=storage, why=entry.kind.value)
         return Decision(entry, error=error, queued=queued)
     try:
         result = resume(

@@ -7,13 +7,13 @@ when the run ends, pauses or the worker stops. A worker killed with SIGKILL
 leaves its runs leased until the lease expires; then any other worker claims
 and resumes them from their last checkpoint. A worker on the killed one's host
 needs no wait: before it claims (at most once a second) it frees the runs that
-processes on its host hold and that are not running (:func:`~savegame.runtime._lease.free_dead`,
+processes on its host hold and that are not running (:func:`~savegame.runtime.free_dead`,
 the rule ``savegame resume`` follows), and claims them like any other. Two workers
 never execute one run at once: the stale one's next checkpoint write is rejected by
 the fencing token.
 
 On a store that keeps schedules (``Capabilities.schedules``) each worker also fires the
-due ones every ``poll`` seconds (:func:`~savegame.runtime._schedules.fire_schedules`):
+due ones every ``poll`` seconds (:func:`~savegame.fleet._schedules.fire_schedules`):
 the store lets one worker of many start each occurrence, and the runs it creates are
 queued for any slot of any worker to claim.
 
@@ -50,10 +50,14 @@ from types import FrameType
 
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, WorkflowImportError, describe
+from savegame.fleet._schedules import fire_schedules
+from savegame.fleet._submit import hold_back, resume_claimed
 from savegame.model import Lease, RunResult, RunStatus
-from savegame.runtime import _lease as leases
-from savegame.runtime._fleet import hold_back, resume_claimed
-from savegame.runtime._schedules import fire_schedules
+from savegame.runtime import (
+    DEFAULT_TTL,
+    free_dead,
+    owner_id,
+)
 from savegame.stores import Store, open_store, queue_store
 
 log = logging.getLogger("savegame.worker")
@@ -109,7 +113,7 @@ class Worker:
         store: str | Store | None = None,
         *,
         concurrency: int = 1,
-        lease_ttl: float = leases.DEFAULT_TTL,
+        lease_ttl: float = DEFAULT_TTL,
         poll: float = 0.5,
         workflows: list[str] | None = None,
         on_result: Callable[[RunResult], None] | None = None,
@@ -218,7 +222,7 @@ class Worker:
 
     def _claim(self, store: Store) -> Lease | None:
         self._free_dead(store)
-        owner = leases.owner_id()
+        owner = owner_id()
         if self.queues is None:
             return store.claim_run(owner, self.lease_ttl, workflows=self.workflows)
         queues = queue_store(store, "Worker(queues=...)")
@@ -234,7 +238,7 @@ class Worker:
             self._next_scan = now + max(self.poll, 1.0)
         try:
             for status in _RUNNABLE:
-                for run_id in leases.free_dead(store, store.list_runs(status=status, limit=_SCAN)):
+                for run_id in free_dead(store, store.list_runs(status=status, limit=_SCAN)):
                     log.info("run %s was held by a process that is not running: freed", run_id)
         except Exception as exc:  # the store is unreachable: the claim says so, or leases expire
             log.warning("could not look for runs of dead workers: %s", exc)
