@@ -152,8 +152,10 @@ def _canon(value: Any) -> Any:
         return (kind.__name__, [_canon(v) for v in value])
     if kind in (set, frozenset):
         return (kind.__name__, sorted(map(repr, map(_canon, value))))
-    if kind is dt.datetime:  # SqliteSaver keeps a zone's offset only; savegame the zone
-        return (kind.__name__, value.isoformat(), value.fold)
+    if kind is dt.datetime:
+        # SqliteSaver keeps a zone's offset only (fold is then always 0); savegame keeps
+        # the zone and the fold. The same instant and offset: the same ISO text.
+        return (kind.__name__, value.isoformat())
     if hasattr(value, "model_dump"):
         return (kind.__name__, _canon(value.model_dump()))
     return (kind.__name__, repr(value))
