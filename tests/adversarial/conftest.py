@@ -20,6 +20,9 @@ import pytest
 from tests import services
 from tests.adversarial.coarse_fs import ext2_mount
 
+# The UI's own fixtures, for the attacks on who may decide from it (test_ui_roles.py).
+from tests.ui.conftest import client, ui_url  # noqa: F401
+
 TABLES = ("runs", "checkpoints", "effects", "blobs", "checkpoint_blobs")
 
 

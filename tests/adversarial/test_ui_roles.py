@@ -1,4 +1,4 @@
-"""Who may act from the UI: named tokens with roles (a viewer reads, an approver also
+"""Attack on the UI's decisions (issue 30, point 10): who may act from the UI: named tokens with roles (a viewer reads, an approver also
 decides), a read-only server, and the token's name recorded beside the name a person
 types. The action routes are enumerated from the app itself, so a route added later is
 covered without touching these tests."""
