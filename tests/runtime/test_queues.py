@@ -93,7 +93,7 @@ def test_a_worker_takes_only_its_queues_highest_priority_first(sqlite_url: str) 
 
 
 def test_the_guide_queue_example_runs_as_written(tmp_path: Path) -> None:
-    example = doc_example("docs/guides/schedules-and-queues.md", "declare_queue")
+    example = doc_example("docs/guides/schedules-and-queues.md", "queues.declare")
     out = run_example(tmp_path, example)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "emails 0 0"
