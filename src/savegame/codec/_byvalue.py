@@ -28,6 +28,7 @@ array) unless tuples are stored as lists (LangGraph's conventions).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from operator import is_
 from typing import Any
@@ -55,24 +56,19 @@ class Seen:
     tree: list[Any]
 
 
-#: Per type: whether some of its instances' state may sit in slots, beside ``__dict__``.
-_SLOTTED: dict[type[Any], bool] = {}
-
-
-def _slotted(kind: type[Any]) -> bool:
+# Bounded: a process that makes classes as it goes (pydantic's create_model per
+# request) must not keep every one of them alive here.
+@functools.lru_cache(maxsize=4096)
+def _slotted(kind: type) -> bool:
     """Whether ``kind`` has slots of its own that hold state (pydantic's bookkeeping
     slots hold none the codec stores: it stores ``model_fields``, all in ``__dict__``)."""
-    found = _SLOTTED.get(kind)
-    if found is None:
-        names: list[str] = []
-        for cls in kind.__mro__:
-            slots = cls.__dict__.get("__slots__", ())
-            names += [slots] if isinstance(slots, str) else list(slots)
-        found = any(
-            n not in ("__dict__", "__weakref__") and not n.startswith("__pydantic_") for n in names
-        )
-        _SLOTTED[kind] = found
-    return found
+    names: list[str] = []
+    for cls in kind.__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else list(slots)
+    return any(
+        n not in ("__dict__", "__weakref__") and not n.startswith("__pydantic_") for n in names
+    )
 
 
 def _default(value: Any) -> Any:
@@ -81,7 +77,7 @@ def _default(value: Any) -> Any:
     a fingerprint is compared only within the process (and costs a third less)."""
     fields = getattr(value, "__dict__", None)
     if type(fields) is dict and not isinstance(value, _BUILTINS):
-        if _slotted(type(value)):
+        if _slotted(value.__class__):
             # A slot's value would not be in the fingerprint: a change to it unseen.
             raise TypeError(type(value).__qualname__)
         return [id(type(value)), fields]  # a registered object: a message, a dataclass
