@@ -133,7 +133,10 @@ def test_escalate_keeps_it_open_for_a_person_and_sends_the_event(tmp_path: Path)
         ({"expires": timedelta(0)}, "expires must be a positive timedelta"),
         ({"expires": -1}, "expires must be a positive timedelta"),
         ({"expires": timedelta(hours=1), "on_expiry": "shrug"}, "on_expiry must be"),
-        ({"expires": timedelta(hours=1), "approval": False}, "expires= is given but the tool needs no approval"),
+        (
+            {"expires": timedelta(hours=1), "approval": False},
+            "expires= is given but the tool needs no approval",
+        ),
     ],
 )
 def test_bad_expiry_input_is_refused_naming_the_tool(options: dict[str, Any], says: str) -> None:

@@ -139,7 +139,7 @@ def apply_if_due(journal: Journal, entry: EffectRecord) -> EffectRecord:
             return journal.settle(
                 entry,
                 EffectStatus.REJECTED,
-                error=f"no decision before its deadline {due.isoformat()}",
+                error=f"expired: no decision before its deadline {due.isoformat()}",
                 metadata=meta,
                 expect=EffectStatus.PENDING,
             )
