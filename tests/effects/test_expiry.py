@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -11,7 +12,19 @@ from typing import Any
 
 import pytest
 
-from savegame import END, RunStatus, StepContext, Store, Workflow, approve, resume, run, tool
+from savegame import (
+    END,
+    RunStatus,
+    StepContext,
+    Store,
+    Worker,
+    Workflow,
+    approve,
+    resume,
+    run,
+    submit,
+    tool,
+)
 from savegame.client import pending_interrupts
 from savegame.effects import ESCALATED
 from savegame.errors import ApprovalRejected, ConfigurationError, EffectSettledError
@@ -171,3 +184,41 @@ def test_two_resumers_race_past_the_deadline_one_decision_stands(fleet_url: str)
     assert gate.status is EffectStatus.REJECTED and gate.metadata["by"] == "expiry"
     assert store.get_run("r").status is RunStatus.COMPLETED and sent["pay"] == 0
     assert any(not isinstance(o, BaseException) for o in outcomes)
+
+
+# Module-level: a worker imports a run's workflow by its stored reference.
+SOON = flow(SHORT)
+LATER = flow(timedelta(hours=1))
+
+
+def work(url: str) -> Worker:
+    worker = Worker(url, poll=0.02, lease_ttl=5)
+    thread = threading.Thread(target=worker.run, kwargs={"idle_exit": 1.5})
+    thread.start()
+    thread.join()
+    return worker
+
+
+def test_a_worker_claims_the_run_when_the_deadline_comes_and_rejects_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    run_id = submit(SOON, {"amount": 5}, store=url).run_id
+    worker = work(url)
+    store = open_store(url)
+    assert store.get_run(run_id).status is RunStatus.COMPLETED and sent["pay"] == 0
+    [gate] = store.list_effects(run_id, kinds=[EffectKind.APPROVAL])
+    assert gate.status is EffectStatus.REJECTED and gate.metadata["by"] == "expiry"
+    assert worker.stats.claimed == 2  # submitted, then woken by its deadline
+
+
+def test_a_decision_wakes_the_waiting_run_for_a_worker_before_the_deadline(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    run_id = run(LATER, {"amount": 7}, store=url).run_id
+    decided = approve(run_id, store=url, by="ada", resume=False)
+    assert decided.queued or decided.not_continued
+    work(url)
+    store = open_store(url)
+    assert store.get_run(run_id).status is RunStatus.COMPLETED and sent["pay"] == 1
+    [gate] = store.list_effects(run_id, kinds=[EffectKind.APPROVAL])
+    assert gate.status is EffectStatus.DONE and gate.metadata["by"] == "ada"
