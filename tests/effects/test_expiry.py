@@ -222,3 +222,26 @@ def test_a_decision_wakes_the_waiting_run_for_a_worker_before_the_deadline(
     assert store.get_run(run_id).status is RunStatus.COMPLETED and sent["pay"] == 1
     [gate] = store.list_effects(run_id, kinds=[EffectKind.APPROVAL])
     assert gate.status is EffectStatus.DONE and gate.metadata["by"] == "ada"
+
+
+def test_a_person_s_approve_racing_the_expiry_one_decision_stands(fleet_url: str) -> None:
+    run(flow(SHORT), {"amount": 5}, run_id="r", store=open_store(fleet_url))
+    [waiting] = pending_interrupts(store=open_store(fleet_url))
+    past(waiting.expires_at)
+
+    def expire() -> Any:
+        return resume("r", store=open_store(fleet_url), workflow=flow(SHORT))
+
+    def person() -> Any:
+        return approve("r", store=fleet_url, by="ada", resume=False)
+
+    together([expire, person])
+    store = open_store(fleet_url)
+    [gate] = store.list_effects("r", kinds=[EffectKind.APPROVAL])
+    if gate.status is EffectStatus.REJECTED:
+        assert gate.metadata["by"] == "expiry" and sent["pay"] == 0
+        assert store.get_run("r").status is RunStatus.COMPLETED
+    else:  # the person committed first: the expiry found it decided and the call ran
+        assert gate.status is EffectStatus.DONE and gate.metadata["by"] == "ada"
+        final = resume("r", store=store, workflow=flow(SHORT)) if sent["pay"] == 0 else None
+        assert sent["pay"] == 1 and (final is None or final.state["paid"] == 5)
