@@ -10,7 +10,7 @@ from savegame import END, StepContext, Workflow, tool
 
 
 @tool(effect="write", approval=True, expires=timedelta(hours=2))
-def wire(amount: int) -> int:
+def expiring_wire(amount: int) -> int:
     return amount
 
 
@@ -19,7 +19,7 @@ def wf() -> Workflow:
 
     @flow.step(entry=True)
     def send(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
-        return {"sent": ctx.call(wire, amount=state["amount"])}, END
+        return {"sent": ctx.call(expiring_wire, amount=state["amount"])}, END
 
     return flow
 
@@ -36,4 +36,4 @@ def test_approvals_and_history_show_the_deadline(cli: Any, store: str) -> None:
     assert "deadline (UTC)" in table.stdout and "then reject" in table.stdout
     history = cli("history", "w1", "--store", store)
     assert history.exit_code == 0, history.stderr
-    assert "waiting for: approval of wire (w1:1:0:approval) until " in history.stdout
+    assert "waiting for: approval of expiring_wire (w1:1:0:approval) until " in history.stdout

@@ -43,7 +43,7 @@ def clear() -> None:
 
 
 def flow(expires: timedelta, on_expiry: str = "reject") -> Workflow:
-    @tool(effect="write", approval=True, expires=expires, on_expiry=on_expiry)  # type: ignore[call-overload]
+    @tool(effect="write", approval=True, expires=expires, on_expiry=on_expiry, name="expiring_pay")  # type: ignore[call-overload]
     def pay(amount: int) -> int:
         sent["pay"] += 1
         return amount

@@ -14,7 +14,7 @@ from savegame.ui._site import when
 
 
 @tool(effect="write", approval=True, expires=timedelta(hours=3), on_expiry="escalate")
-def ship(parcel: str) -> str:
+def expiring_ship(parcel: str) -> str:
     return parcel
 
 
@@ -23,7 +23,7 @@ def flow() -> Workflow:
 
     @wf.step(entry=True)
     def send(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
-        return {"shipped": ctx.call(ship, parcel=state["parcel"])}, END
+        return {"shipped": ctx.call(expiring_ship, parcel=state["parcel"])}, END
 
     return wf
 
