@@ -135,6 +135,8 @@ def pending(p: PendingInterrupt) -> dict[str, Any]:
         "step": p.step,
         "node": p.node,
         "created_at": p.created_at,
+        "expires_at": p.expires_at,
+        "on_expiry": p.on_expiry,
     }
 
 

@@ -190,6 +190,15 @@ def history(
             *([mark] if marked else []),
         )
     out.print(table)
+    waits = items[0].metadata.get("waiting") if items else None
+    if (
+        items
+        and items[0].status is RunStatus.WAITING
+        and isinstance(waits, Mapping)
+        and waits.get("for")
+    ):
+        # An expiring approval's deadline, a sleep's end: what the run waits for now.
+        out.print(Text(f"waiting for: {waits['for']}", style="yellow"), soft_wrap=True)
     failed = next((h for h in items if h.status is RunStatus.FAILED), None)
     if failed is not None and failed.metadata.get("error"):
         out.print(Text(f"failed: {failed.metadata['error']}", style="red"))
@@ -314,10 +323,14 @@ def approvals(out: Console, items: Sequence[PendingInterrupt]) -> None:
         out.print("nothing is waiting for a person")
         return
     table = new_table(f"{len(items)} waiting for a person (oldest first)")
-    for name in ("run", "interrupt id", "kind", "name", "payload", "at step", "since (UTC)"):
+    columns = ["run", "interrupt id", "kind", "name", "payload", "at step", "since (UTC)"]
+    expiring = any(p.expires_at is not None for p in items)
+    if expiring:
+        columns.append("deadline (UTC)")
+    for name in columns:
         table.add_column(name, no_wrap=name in ("run", "interrupt id"), overflow="fold")
     for p in items:
-        table.add_row(
+        row = [
             p.run_id,
             p.interrupt_id,
             p.kind.value,
@@ -325,8 +338,20 @@ def approvals(out: Console, items: Sequence[PendingInterrupt]) -> None:
             short(p.payload, 60),
             f"{p.step} -> {p.node}",  # as history shows the checkpoint: its step, what is next
             when(p.created_at),
-        )
+        ]
+        if expiring:
+            row.append(deadline(p))
+        table.add_row(*row)
     out.print(table)
+
+
+def deadline(p: PendingInterrupt) -> str:
+    """An expiring approval's deadline and what it decides, or '' (it has none)."""
+    if p.expires_at is None:
+        return ""
+    if p.on_expiry == "escalated":
+        return f"{when(p.expires_at)} (escalated)"
+    return f"{when(p.expires_at)}, then {p.on_expiry}"
 
 
 def _call(p: PendingInterrupt) -> str:

@@ -13,6 +13,8 @@ Where things are::
     _retry.py          Backoff, stamina's schedule, timeouts for steps and calls
     _llm.py            model calls: ChatModel, ModelResponse, ToolCall, ToolSpec (registered
                        with the codec), ModelCall (what a call is journaled as)
+    _expiry.py         approvals that expire: the deadline stored with the gate, applied once
+                       (reject by "expiry", or escalate: an approval.escalated event)
     decisions.py       what people do from outside: approve, reject, supply, resolve, close
     _compensation.py   run_compensation: undo a run's completed writes, once each
     _waits.py          Waits: ctx.wait_for and ctx.sleep without a process held; events
@@ -28,6 +30,7 @@ from savegame.effects._attempts import ainvoke as ainvoke_call
 from savegame.effects._attempts import invoke as invoke_call
 from savegame.effects._calls import Calls
 from savegame.effects._compensation import run_compensation
+from savegame.effects._expiry import BY_EXPIRY, ESCALATED, OnExpiry
 from savegame.effects._journal import Journal
 from savegame.effects._llm import (
     ChatModel,
@@ -90,7 +93,9 @@ from savegame.effects.decisions import PendingInterrupt, default_actor
 
 __all__ = [
     "ABANDONED",
+    "BY_EXPIRY",
     "CHILD_TOPIC",
+    "ESCALATED",
     "EVENT_NODE",
     "EXECUTED",
     "FORK_KEY",
@@ -110,6 +115,7 @@ __all__ = [
     "Mode",
     "ModelCall",
     "ModelResponse",
+    "OnExpiry",
     "Origin",
     "PendingInterrupt",
     "Replay",

@@ -13,6 +13,7 @@ from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any
 
 from savegame.codec import canonical, decode_value, encode_value
+from savegame.effects import _expiry as expiry
 from savegame.effects import _streams as streams
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
@@ -324,12 +325,15 @@ class Calls:
         approval_id = f"{request_id}:approval"
         decision = self.journal.get(approval_id)
         if decision is None:
-            self.journal.intent(
-                self._entry(approval_id, index, EffectKind.APPROVAL, tool.name, encoded, meta)
+            gate = {**meta, **expiry.gate_metadata(tool.expires, tool.on_expiry)}
+            decision = self.journal.intent(
+                self._entry(approval_id, index, EffectKind.APPROVAL, tool.name, encoded, gate)
             )
-            raise Pause(approval_id)
+            expiry.wait(self.journal, decision)
         if decision.status is EffectStatus.PENDING:
-            raise Pause(approval_id)
+            decision = expiry.apply_if_due(self.journal, decision)
+        if decision.status is EffectStatus.PENDING:
+            expiry.wait(self.journal, decision)
         if decision.status is EffectStatus.REJECTED:
             raise ApprovalRejected(
                 self.run_id,

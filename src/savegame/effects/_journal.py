@@ -103,8 +103,10 @@ class Journal:
         error: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         fenced: bool = True,
+        expect: EffectStatus | None = None,
     ) -> EffectRecord:
-        """Commit the outcome of a journaled call."""
+        """Commit the outcome of a journaled call (``expect``: only if it is still in
+        that status; else EffectSettledError and nothing is written)."""
         current = self._stored.get(effect.request_id, effect)
         done = seal_entry(
             replace(
@@ -126,6 +128,7 @@ class Journal:
             metadata=metadata,
             checksum=done.checksum,
             lease_token=self._token if fenced else None,
+            expect=expect,
             expect_checksum=current.checksum or None,
         )
         return self._keep(stored)

@@ -16,8 +16,10 @@ import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal, overload
 
+from savegame.effects._expiry import OnExpiry, check_expiry
 from savegame.effects._retry import (
     DEFAULT_BACKOFF,
     Backoff,
@@ -62,6 +64,11 @@ class Tool:
     """Seconds one attempt may take; then it raises TimedOutError."""
     retry_on: RetryOn = (Exception,)
     """The exceptions worth another attempt."""
+    expires: timedelta | None = None
+    """How long a person has to decide the approval (None: no limit); see
+    :mod:`savegame.effects._expiry`."""
+    on_expiry: OnExpiry = "reject"
+    """What the deadline decides: ``"reject"`` (deny) or ``"escalate"`` (an event)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -124,6 +131,8 @@ def tool(
     backoff: Backoff | float = ...,
     timeout: float | None = None,
     retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
+    expires: timedelta | None = None,
+    on_expiry: OnExpiry = "reject",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -143,6 +152,8 @@ def tool(
     backoff: Backoff | float = DEFAULT_BACKOFF,
     timeout: float | None = None,
     retry_on: type[Exception] | tuple[type[Exception], ...] = Exception,
+    expires: timedelta | None = None,
+    on_expiry: OnExpiry = "reject",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool; usable bare (``@tool``, a read) or with options.
 
@@ -171,6 +182,11 @@ def tool(
             sync one is left running in its thread (which cannot be stopped), so a
             timed-out sync write is in doubt unless the tool is idempotent.
         retry_on: the exceptions worth another attempt (default: any Exception).
+        expires: how long a person has to decide the approval, from when it is asked;
+            the deadline is stored with it and survives restarts. None: no limit.
+        on_expiry: what the deadline decides: ``"reject"`` (the default: deny; the call
+            raises ApprovalRejected with ``by="expiry"``) or ``"escalate"`` (the approval
+            stays open for a person and an ``approval.escalated`` event is sent to the run).
     """
     if effect not in ("read", "write"):
         raise ConfigurationError(f"tool effect must be 'read' or 'write', not {effect!r}")
@@ -183,6 +199,7 @@ def tool(
     def wrap(func: Callable[..., Any]) -> Tool:
         tool_name = name or func.__name__
         kinds = check_retries(retries, timeout, retry_on, f"tool {tool_name}")
+        limit = check_expiry(expires, on_expiry, approval, f"tool {tool_name}")
         made = Tool(
             func,
             tool_name,
@@ -197,6 +214,8 @@ def tool(
             backoff=waits,
             timeout=timeout,
             retry_on=kinds,
+            expires=limit,
+            on_expiry=on_expiry,
         )
         _refuse_unsafe(made)
         # Registered by name so a compensation can be found in a fresh process

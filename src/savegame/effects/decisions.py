@@ -12,10 +12,12 @@ import logging
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from savegame.codec import decode_value, encode_value, open_entry, seal_entry, verify_entry
 from savegame.codec.storage import StorageConfig
+from savegame.effects._expiry import deadline, wake_after_decision
 from savegame.effects._tools import tool_named
 from savegame.errors import ConfigurationError, CorruptRecordError, NotFoundError, RunStateError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, RunStatus, utcnow
@@ -42,6 +44,11 @@ class PendingInterrupt:
     node: str
     """The step that asked: the one that runs next from that checkpoint."""
     created_at: Any
+    expires_at: datetime | None = None
+    """When an expiring approval is decided by its deadline (``on_expiry``), or None."""
+    on_expiry: str | None = None
+    """``"reject"`` or ``"escalate"`` for an expiring approval (``"escalated"`` once it
+    has: it waits for a person with no deadline now)."""
 
 
 AUTHENTICATED_AS = "authenticated_as"
@@ -89,9 +96,22 @@ def pending(
         # The journal numbers an entry by the step that made it, whose checkpoint is not
         # written yet: the run waits at the one before (step 2 asks, history shows 1).
         at = e.step - 1
+        due = deadline(e.metadata)
+        then = None
+        if due is not None:
+            then = "escalated" if e.metadata.get("escalated") else e.metadata.get("on_expiry")
         waiting.append(
             PendingInterrupt(
-                e.run_id, e.request_id, e.kind, e.name, payload, at, e.node, e.created_at
+                e.run_id,
+                e.request_id,
+                e.kind,
+                e.name,
+                payload,
+                at,
+                e.node,
+                e.created_at,
+                expires_at=due,
+                on_expiry=then,
             )
         )
     return waiting
@@ -173,7 +193,7 @@ def approve(
     entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL], storage)
     if edit is not None:
         _check_edit(entry.name, edit)
-    return _settle(
+    decided = _settle(
         store,
         entry,
         EffectStatus.DONE,
@@ -182,6 +202,8 @@ def approve(
         authenticated_as=authenticated_as,
         storage=storage,
     )
+    wake_after_decision(store, decided, storage)
+    return decided
 
 
 def _check_edit(tool_name: str, edit: dict[str, Any]) -> None:
@@ -209,10 +231,12 @@ def reject(
 ) -> EffectRecord:
     """Reject a gated tool call; the step's ``ctx.call`` raises ApprovalRejected on resume."""
     entry = _pick(store, run_id, interrupt_id, [EffectKind.APPROVAL], storage)
-    return _settle(
+    decided = _settle(
         store, entry, EffectStatus.REJECTED, error=reason, by=by,
         authenticated_as=authenticated_as, storage=storage,
     )  # fmt: skip
+    wake_after_decision(store, decided, storage)
+    return decided
 
 
 def supply(

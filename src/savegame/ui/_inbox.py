@@ -29,7 +29,8 @@ def etag(waiting: list[PendingInterrupt], access: Access | None = None) -> str:
     another token must repaint it)."""
     digest = hashlib.sha256(f"{access!r}\0".encode())
     for p in waiting:
-        digest.update(f"{p.run_id}\0{p.interrupt_id}\0".encode())
+        # The deadline too: an escalation changes what the entry shows.
+        digest.update(f"{p.run_id}\0{p.interrupt_id}\0{p.on_expiry}\0".encode())
     return f'"{digest.hexdigest()[:32]}"'
 
 
