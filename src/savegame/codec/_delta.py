@@ -74,11 +74,7 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str])
                 key,
                 _diff(old[key], new[key], 1) if key in old else _full(new[key], 1),
             )
-    if len(old) != len(new) or any(key not in new for key in old):
-        removed = sorted(key for key in old if key not in new)
-        if removed:
-            patch["r"] = removed
-    return patch
+    return _removals(patch, old, new)
 
 
 def diff_trees(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable[str]) -> Patch:
@@ -91,6 +87,11 @@ def diff_trees(old: Mapping[str, Any], new: Mapping[str, Any], changed: Iterable
     for key in sorted(set(changed)):
         if key in new:
             _put(patch, key, _tree_diff(old[key], new[key], 1) if key in old else ("s", new[key]))
+    return _removals(patch, old, new)
+
+
+def _removals(patch: Patch, old: Mapping[str, Any], new: Mapping[str, Any]) -> Patch:
+    """``patch`` with the top-level keys ``old`` has and ``new`` lacks (``"r"``)."""
     if len(old) != len(new) or any(key not in new for key in old):
         removed = sorted(key for key in old if key not in new)
         if removed:
@@ -112,7 +113,12 @@ def _tree_diff(old: Any, new: Any, depth: int) -> Any:
             ):
                 return ("s", new)
             return ("a", new[n:]) if len(new) > n else _SAME
-        if kind is dict and depth <= _values.LAYOUT_DEPTH and _plain(old) and _plain(new):
+        if (
+            kind is dict
+            and depth <= _values.LAYOUT_DEPTH
+            and _values.plain_dict(old)
+            and _values.plain_dict(new)
+        ):
             patch: Patch = {}
             for key, value in new.items():
                 _put(
@@ -127,11 +133,6 @@ def _tree_diff(old: Any, new: Any, depth: int) -> Any:
     if orjson.dumps(old) == orjson.dumps(new):
         return _SAME
     return ("s", new)
-
-
-def _plain(tree: dict[str, Any]) -> bool:
-    """An encoded dict that decodes to a dict of the same keys (not a tagged value)."""
-    return not (len(tree) == 1 and next(iter(tree)).startswith(_TAG))
 
 
 def _full(value: Any, depth: int) -> tuple[str, Any]:

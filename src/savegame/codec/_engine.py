@@ -155,7 +155,7 @@ class Encoder:
                     changed=None,
                     chain=chain or Chain(0, 0, base.header.size),
                 )
-            elif _plain_keys(state):
+            elif _values.plain_dict(state):
                 trees, seen = self._encoded(state, None)
                 self._remember(
                     base.checkpoint_id,
@@ -174,33 +174,25 @@ class Encoder:
         chain: Chain,
         seen: dict[str, _byvalue.Seen] | None = None,
     ) -> None:
-        if self._by_value:
-            # ``state``: the encoded trees (_encoded), fresh objects nobody else holds;
-            # ``seen``: what was learnt of the lists among them that were encoded now.
-            seen = seen or {}
-            if changed is None:
-                self._shadow, self._seen = dict(state), dict(seen)
-            else:
-                for key in changed:
-                    if key in state:
-                        self._shadow[key] = state[key]
-                    if key in seen:
-                        self._seen[key] = seen[key]
-                    else:
-                        self._seen.pop(key, None)
-                for key in [k for k in self._shadow if k not in state]:
-                    del self._shadow[key]
-                    self._seen.pop(key, None)
-            self._base_id, self._chain = base_id, chain
-            return
+        # ``by_value``: ``state`` holds the encoded trees (_encoded), fresh objects nobody
+        # else holds, kept as they are; ``seen``: what was learnt of the lists among them
+        # encoded now. Otherwise the values themselves, top-level containers copied.
+        keep = _kept if self._by_value else _delta.shallow
+        seen = seen or {}
         if changed is None:
-            self._shadow = {k: _delta.shallow(v) for k, v in state.items()}
+            self._shadow = {k: keep(v) for k, v in state.items()}
+            self._seen = dict(seen)
         else:
             for key in changed:
                 if key in state:
-                    self._shadow[key] = _delta.shallow(state[key])
+                    self._shadow[key] = keep(state[key])
+                if key in seen:
+                    self._seen[key] = seen[key]
+                else:
+                    self._seen.pop(key, None)
             for key in [k for k in self._shadow if k not in state]:
                 del self._shadow[key]
+                self._seen.pop(key, None)
         self._base_id, self._chain = base_id, chain
 
     def _encoded(
@@ -276,7 +268,7 @@ class Encoder:
             self._by_value
             and self._base_id is not None
             and changed is not None
-            and _plain_keys(state)
+            and _values.plain_dict(state)
         ):
             # Unchanged values as remembered: the one encoding a step pays is of the
             # changed ones (a keyframe below reuses these too).
@@ -343,7 +335,7 @@ class Encoder:
         if self._by_value and manifest is None:
             if known is not None:
                 trees, seen = known
-            elif _plain_keys(rest):
+            elif _values.plain_dict(rest):
                 trees, seen = self._encoded(rest, None)
         if trees is not None:
             if self._packer is not None:
@@ -433,12 +425,9 @@ class Encoder:
             self._packer.committed(record.header.blobs)
 
 
-def _plain_keys(state: dict[Any, Any]) -> bool:
-    """Whether ``state`` encodes as a JSON object of its own keys: then its tree is
-    ``{key: encode_at(value, MAX_DEPTH - 1)}``, what a ``by_value`` encoder remembers."""
-    if not all(type(k) is str for k in state):
-        return False
-    return not (len(state) == 1 and next(iter(state)).startswith("$sg:"))
+def _kept(tree: Any) -> Any:
+    """What a ``by_value`` encoder remembers of an encoded tree: the tree itself."""
+    return tree
 
 
 def _split_manifest(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -448,9 +437,7 @@ def _split_manifest(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     if type(manifest) is not dict:
         return state, None
     rest = {k: v for k, v in state.items() if k != WORKSPACE_KEY}
-    if not all(type(k) is str for k in rest) or (
-        len(rest) == 1 and next(iter(rest)).startswith("$sg:")
-    ):
+    if not _values.plain_dict(rest):
         return state, None  # the rest would be a tagged tree: encode the state whole
     return rest, manifest
 

@@ -53,7 +53,6 @@ from savegame.errors import SerializationError
 
 TAG = _refs.PACK
 DICT_TAG = _refs.DICT_PACK
-_ESCAPE = "$sg:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +118,6 @@ def enabled(storage: StorageConfig) -> bool:
     return storage.pack_bytes > 0 and storage.blob_threshold > 0
 
 
-def _plain_dict(node: dict[Any, Any]) -> bool:
-    """A dict that ``_values.to_data`` keeps as a JSON object of the same keys."""
-    if not all(type(key) is str for key in node):
-        return False
-    return not (len(node) == 1 and next(iter(node)).startswith(_ESCAPE))
-
-
 def _exceeds(value: Any, limit: int) -> bool:
     """Whether ``value`` holds roughly more than ``limit`` bytes of data; stops early.
 
@@ -156,7 +148,7 @@ def _exceeds(value: Any, limit: int) -> bool:
 def _container(value: Any) -> bool:
     """A value the packer walks into rather than encoding whole."""
     kind = type(value)
-    return kind is list or (kind is dict and _plain_dict(value))
+    return kind is list or (kind is dict and _values.plain_dict(value))
 
 
 def _child(path: str, key: str) -> str:
@@ -191,7 +183,7 @@ class Packer:
             stored, self._stored = self._stored, set()
         if stored:
             self._drop_sealed(stored)
-        if not _plain_dict(state):
+        if not _values.plain_dict(state):
             self._lists.clear()
             self._dicts.clear()
             return _refs.extract(
@@ -248,7 +240,7 @@ class Packer:
             if type(value) is list:
                 seen.add(key)
                 return self._list(value, where, key, out)
-            if type(value) is dict and _plain_dict(value):
+            if type(value) is dict and _values.plain_dict(value):
                 return self._dict(value, where, key, out, seen)
         if not self._trees:
             value = _values.encode_at(value, _values.MAX_DEPTH - len(key))

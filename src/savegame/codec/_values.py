@@ -425,6 +425,12 @@ def _escaped(value: dict[str, Any]) -> bool:
     return len(value) == 1 and next(iter(value)).startswith(_TAG)
 
 
+def plain_dict(node: dict[Any, Any]) -> bool:
+    """A dict that :func:`to_data` keeps as a JSON object of the same keys (string keys,
+    not one lone ``$sg:`` key), so its tree is ``{key: to_data(value)}``."""
+    return all(type(key) is str for key in node) and not _escaped(node)
+
+
 def _map_to_data(value: dict[Any, Any], room: int) -> Any:
     room -= 3
     if room < 0:
