@@ -3,6 +3,7 @@
     python examples/support_agent.py ask "Order A-1 arrived broken, I want my money back"
     python examples/support_agent.py approve RUN      # the refund is made, once
     python examples/support_agent.py reject RUN --reason "over the limit"
+    savegame replay run.sgrun --against examples/support_agent.py:agent   # after a change
 
 ``ask`` runs until the model wants to refund: the run is checkpointed as waiting and
 the process ends; nothing waits in memory. ``approve`` records who approved which
@@ -23,6 +24,7 @@ from typing import Any
 from _common import model, parser, report
 
 from savegame import Agent, approve, reject, run, tool
+from savegame.effects import ChatModel
 
 ORDERS = {
     "A-1": {"id": "A-1", "item": "kettle", "total": 120, "status": "delivered"},
@@ -63,6 +65,15 @@ def issue_refund(order_id: str, amount: int, *, request_id: str) -> dict[str, An
     return made
 
 
+def support(chat: ChatModel) -> Agent:
+    return Agent("support", chat, [lookup_order, issue_refund], system=SYSTEM)
+
+
+#: The agent with the model the environment names, as `savegame replay --against
+#: examples/support_agent.py:agent` loads it: a replay never calls the model.
+agent = support(model(parser("").parse_args([])))
+
+
 def main(argv: list[str]) -> int:
     parse = parser("A support agent with an approval-gated refund.")
     commands = parse.add_subparsers(dest="command", required=True)
@@ -76,7 +87,7 @@ def main(argv: list[str]) -> int:
     refuse.add_argument("--reason", required=True)
     args = parse.parse_args(argv)
 
-    agent = Agent("support", model(args), [lookup_order, issue_refund], system=SYSTEM)
+    agent = support(model(args))
     if args.command == "ask":
         result = run(agent, {"input": args.message}, thread_id=args.thread, store=args.store)
     else:

@@ -172,12 +172,22 @@ class DamagedExportError(CorruptRecordError):
     Attributes:
         record: the index of the damaged record (0 is the header), or None for the file.
         offset: the byte offset in the file where that record starts.
+        file: the file's path, when the error names it (``savegame replay`` reads several).
     """
 
-    def __init__(self, reason: str, *, record: int | None = None, offset: int | None = None):
+    def __init__(
+        self,
+        reason: str,
+        *,
+        record: int | None = None,
+        offset: int | None = None,
+        file: str | None = None,
+    ):
         self.record = record
         self.offset = offset
-        where = "export file" if record is None else f"export file record {record}"
+        self.file = file
+        where = "export file" if file is None else f"export file {file}"
+        where = where if record is None else f"{where} record {record}"
         super().__init__(where if offset is None else f"{where} at byte {offset}", reason)
 
 

@@ -12,7 +12,7 @@ Where things are::
     _runs.py        Runs: run, arun, resume, aresume, submit, fork, send, cancel, compensate
     _decisions.py   Decisions: pending, approve, reject, supply, resolve
     _reading.py     Reading: runs, threads, get_run, history, checkpoint, effects, diff,
-                    tree, plan_fork, model_calls, model_usage, restore_workspace
+                    tree, plan_fork, model_calls, model_usage, restore_workspace, replay
     _upkeep.py      Upkeep: export, import_run, prune, verify, stats, rekey
     _fleet.py       the sub-handles ``sg.schedules`` and ``sg.queues``
     _handle.py      Savegame (the parts together, ``with``, ``sg.worker()``), connect()
@@ -64,6 +64,7 @@ from savegame.client._oneshot_store import (
     prune,
     rekey,
     remove_schedule,
+    replay,
     restore_workspace,
     resume_schedule,
     schedule,
@@ -101,6 +102,7 @@ METHODS: dict[str, str] = {
     "list_effects": "effects",
     "diff": "diff",
     "tree": "tree",
+    "replay": "replay",
     "plan_fork": "plan_fork",
     "model_calls": "model_calls",
     "model_usage": "model_usage",
@@ -166,6 +168,7 @@ __all__ = [
     "reject",
     "rekey",
     "remove_schedule",
+    "replay",
     "resolve",
     "restore_workspace",
     "resume",

@@ -17,7 +17,7 @@ from typing import Any
 from savegame.client._handle import connect
 from savegame.codec.storage import StorageConfig
 from savegame.control import Effect, ForkPlan
-from savegame.inspect import ModelCallRecord, RunModelUsage, StateDiff, Tree
+from savegame.inspect import ModelCallRecord, ReplayReport, RunModelUsage, StateDiff, Tree
 from savegame.maintenance import (
     Progress,
     PrunePlan,
@@ -146,6 +146,22 @@ def diff(
     """
     with connect(store, storage=storage) as sg:
         return sg.diff(a, b, context=context)
+
+
+def replay(
+    runs: str | Sequence[str],
+    *,
+    against: Any,
+    store: Store | str | None = None,
+    storage: StorageConfig | None = None,
+) -> ReplayReport:
+    """Replay recorded runs against the code given, nothing called, nothing written.
+
+    One call of :meth:`Savegame.replay` on a handle opened for it: ``store`` and ``storage``
+    as :func:`connect` takes them.
+    """
+    with connect(store, storage=storage) as sg:
+        return sg.replay(runs, against=against)
 
 
 def tree(

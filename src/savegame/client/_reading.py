@@ -4,13 +4,13 @@ calls; and what time travel looks at before it forks or restores."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from savegame import control, inspect, workspace
 from savegame.client._bound import Bound
 from savegame.control import Effect, ForkPlan
-from savegame.inspect import ModelCallRecord, RunModelUsage, StateDiff, Tree
+from savegame.inspect import ModelCallRecord, ReplayReport, RunModelUsage, StateDiff, Tree
 from savegame.model import Checkpoint, CheckpointHeader, RunInfo, RunStatus
 from savegame.stores import ThreadInfo
 from savegame.workspace import RestoredWorkspace, Workspace
@@ -111,6 +111,33 @@ class Reading(Bound):
         """
         with self._using() as s:
             return inspect.diff(a, b, context=context, store=s, storage=self.storage)
+
+    def replay(self, runs: str | Sequence[str], *, against: Any) -> ReplayReport:
+        """Replay recorded runs against the code given: each call answered from the run's
+        journal, none made; the report says per run whether it replayed to its end with
+        the same calls and states, or where it first diverged.
+
+        Each run re-executes from its first checkpoint in a scratch ``memory://`` store:
+        nothing is written to the handle's store. A call the journal holds no answer for
+        at its position (another tool, other arguments, another prompt, an extra call)
+        stops the replay before it is made; the report names it (its step, its position,
+        what the journal holds there, the difference) and the first checkpoint whose
+        state differs from the recording's (as :meth:`diff` shows one). A run the
+        recording left unfinished (waiting for an approval) replays up to where it stops.
+        Files: :func:`savegame.inspect.replay_file`; tests:
+        :func:`savegame.testing.assert_replays`.
+
+        Args:
+            runs: run ids, or thread ids (all their runs).
+            against: the workflow (or Agent) to replay with; a list of them to replay runs
+                of several workflows, each with the one of its workflow's name.
+
+        Raises:
+            NotFoundError: a run or thread the store does not have.
+            ConfigurationError: a run whose workflow ``against`` does not name.
+        """
+        with self._using() as s:
+            return inspect.replay(runs, against=against, store=s, storage=self.storage)
 
     def tree(self, ident: str) -> Tree:
         """The tree of runs of a thread, given the thread id or the id of one of its runs.

@@ -7,7 +7,8 @@ Where things are::
     _decision.py      after a decision: continue the run here if its workflow loads, else
                       queue it for the fleet
     _events.py        send: an event to a run, from any process
-    _fork.py          fork: a new run from any checkpoint, its edit, what it reused
+    _fork.py          fork: a new run from any checkpoint, its edit, what it reused; a
+                      strict replay (nothing called: ``savegame replay``)
     _edits.py         a person's edit of a state: keys and paths
 
 Above the engine: each verb loads, drives, queues or ends a run through
@@ -17,7 +18,15 @@ take an open store; the handle (``savegame.client``) is what opens one.
 
 from savegame.control._decision import Decision
 from savegame.control._events import Sent, send
-from savegame.control._fork import Call, ForkPlan, ForkResult, fork, plan_fork
+from savegame.control._fork import (
+    Call,
+    ForkPlan,
+    ForkResult,
+    StrictReplay,
+    fork,
+    plan_fork,
+    strict_replay,
+)
 from savegame.control._verbs import (
     Effect,
     approve,
@@ -37,6 +46,7 @@ __all__ = [
     "ForkPlan",
     "ForkResult",
     "Sent",
+    "StrictReplay",
     "approve",
     "cancel",
     "compensate",
@@ -47,5 +57,6 @@ __all__ = [
     "reject",
     "resolve",
     "send",
+    "strict_replay",
     "supply",
 ]

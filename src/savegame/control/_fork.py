@@ -12,14 +12,23 @@ or failed run forks like any other.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, get_args
 
 from savegame import codec, secrets
 from savegame.codec import Chain, open_entry
 from savegame.codec.storage import StorageConfig
 from savegame.control._edits import apply_edits
-from savegame.effects import EXECUTED, FORK_KEY, REPLAY_KEY, REUSED, Mode, Origin, decisions
+from savegame.effects import (
+    EXECUTED,
+    FORK_KEY,
+    REPLAY_KEY,
+    REUSED,
+    Diverged,
+    Mode,
+    Origin,
+    decisions,
+)
 from savegame.errors import ConfigurationError
 from savegame.ids import new_id
 from savegame.model import (
@@ -276,4 +285,67 @@ def fork(
     )
 
 
-__all__ = ["Call", "ForkPlan", "ForkResult", "create_fork", "fork", "plan_fork"]
+@dataclass(frozen=True, slots=True)
+class StrictReplay:
+    """A fork replayed strictly (:mod:`savegame.effects._replay`): where it ended."""
+
+    run_id: str
+    """The fork: its checkpoints are the replay's."""
+    result: RunResult | None
+    """Where it ended, when it did (not when it diverged or raised)."""
+    diverged: Diverged | None
+    """The first call the journal did not answer: nothing was called."""
+    error: Exception | None
+    """What else stopped it: a step that raised (the run failed), a refused call."""
+    reused: int
+    """Calls answered from the journal."""
+
+
+async def _astrict(
+    checkpoint_id: str, store: Store, workflow: Any, storage: StorageConfig | None
+) -> StrictReplay:
+    ready, _ = create_fork(
+        store, checkpoint_id, workflow=workflow, update=None, paths=None, reason=None,
+        by="savegame replay", authenticated_as=None, mode="replay", ttl=DEFAULT_TTL,
+        storage=storage,
+    )  # fmt: skip
+    assert ready.origin is not None
+    ready = replace(ready, origin=replace(ready.origin, strict=True))
+    run_id = ready.record.header.run_id
+    result: RunResult | None = None
+    diverged: Diverged | None = None
+    error: Exception | None = None
+    if ready.record.header.next is None:
+        store.release_lease(run_id, ready.lease.token)
+    else:
+        ex = ready.execution(store, ttl=DEFAULT_TTL, storage=storage, io=direct_io)
+        try:
+            result = await execute(ex)
+        except Diverged as stop:
+            diverged = stop
+        except Exception as exc:
+            error = exc
+    reused, _ = _calls_of(store, run_id, storage)
+    return StrictReplay(run_id, result, diverged, error, len(reused))
+
+
+def strict_replay(
+    checkpoint_id: str, *, store: Store, workflow: Any, storage: StorageConfig | None = None
+) -> StrictReplay:
+    """Fork ``checkpoint_id`` in ``store`` and run the fork with ``workflow``, every call
+    answered from the origin's journal, none made: the first the journal does not answer
+    stops it (:class:`~savegame.effects.Diverged`). For a scratch store: the fork's run,
+    its checkpoints and its failure are written there (``savegame replay`` uses one)."""
+    return run_sync(_astrict(checkpoint_id, store, workflow, storage))
+
+
+__all__ = [
+    "Call",
+    "ForkPlan",
+    "ForkResult",
+    "StrictReplay",
+    "create_fork",
+    "fork",
+    "plan_fork",
+    "strict_replay",
+]

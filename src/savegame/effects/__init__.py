@@ -8,7 +8,8 @@ Where things are::
     _journal.py        Journal: a run's entries, verified as they load, written through the store
     _calls.py          Calls: the rules behind ctx.call and ctx.llm (replay, approval,
                        in doubt, call, attempts)
-    _replay.py         Replay: a fork's calls reused from the journal of the branch it left
+    _replay.py         Replay: a fork's calls reused from the journal of the branch it left;
+                       a strict replay's Diverged (what the journal does not answer)
     _attempts.py       invoke_call: one call's attempts (timeout, retries while safe)
     _retry.py          Backoff, stamina's schedule, timeouts for steps and calls
     _llm.py            model calls: ChatModel, ModelResponse, ToolCall, ToolSpec (registered
@@ -50,9 +51,11 @@ from savegame.effects._replay import (
     MODES,
     REPLAY_KEY,
     REUSED,
+    Diverged,
     Mode,
     Origin,
     Replay,
+    Unserved,
 )
 from savegame.effects._retry import (
     Backoff,
@@ -109,6 +112,7 @@ __all__ = [
     "Calls",
     "ChatModel",
     "ChildRun",
+    "Diverged",
     "Expired",
     "Journal",
     "Message",
@@ -123,6 +127,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolSpec",
+    "Unserved",
     "Waits",
     "aattempts",
     "ainvoke_call",

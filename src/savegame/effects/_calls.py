@@ -17,8 +17,8 @@ from savegame.effects import _expiry as expiry
 from savegame.effects import _streams as streams
 from savegame.effects._journal import Journal
 from savegame.effects._llm import ModelCall
-from savegame.effects._prompts import REQUEST, request_of
-from savegame.effects._replay import Replay, digest, same_call
+from savegame.effects._prompts import REQUEST, request_of, spec_data
+from savegame.effects._replay import Replay, Unserved, digest, same_call
 from savegame.effects._tools import Tool, unknown_compensation
 from savegame.errors import (
     ApprovalRejected,
@@ -202,7 +202,9 @@ class Calls:
                 self.journal, tool, at, request_id, arguments, encoded
             )
             if existing is None:
-                meta = self.replay.executed(meta, at[0])
+                kind = EffectKind.WRITE if tool.effect == "write" else EffectKind.READ
+                asked = Unserved(at[0], self.node, kind, tool.name, arguments)
+                meta = self.replay.executed(meta, at[0], asked)
         self._check_recorded(tool, arguments, encoded, existing, decision)
 
         # A decision on record stands, whatever the predicate says now: a rejection too.
@@ -455,7 +457,9 @@ class Calls:
             at = (self.position(request_id), self.node)
             existing = self.replay.reuse_llm(self.journal, call, asked, at, request_id)
             if existing is None:
-                meta = self.replay.executed(meta, at[0])
+                request = {"messages": call.messages, "tools": spec_data(call)}
+                unserved = Unserved(at[0], self.node, EffectKind.LLM, call.name, request)
+                meta = self.replay.executed(meta, at[0], unserved)
         for recorded in (self.journal.get(f"{request_id}:approval"), existing):
             if recorded is not None and not call.matches(recorded, asked):
                 raise NonDeterminismError(

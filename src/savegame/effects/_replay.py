@@ -20,6 +20,12 @@ same position inside the same branch (``<step>:<index>:b<k>:<n>``), and a branch
 diverges stops reusing only its own calls; the other branches go on reusing theirs
 whatever order they run in. Once the gather is over, the fork has diverged if any
 branch did (or made fewer calls, or fewer branches, than the origin's).
+
+A *strict* replay (``savegame replay``: recorded runs against new code, in a scratch
+store) never executes: where a fork would diverge, it raises :class:`Diverged` instead,
+before anything is called, naming what the code asked and what the journal holds there.
+The first such divergence is the one every later call of the execution raises again (a
+gather's other branches end too, none of them calling anything).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from savegame.codec import decode_value, encode_value
 from savegame.effects._journal import Journal
@@ -85,6 +91,9 @@ class Origin:
     step: int
     """That checkpoint's step: the fork's calls from step ``step + 1`` on are compared."""
     mode: Mode
+    strict: bool = False
+    """A strict replay's: a call the journal does not serve raises :class:`Diverged`
+    instead of executing. Never stored: it lives in the process that replays."""
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -130,6 +139,55 @@ def _position(entry: EffectRecord, origin_run: str) -> str | None:
     return position_of(entry.request_id, origin_run)
 
 
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """A call a strict replay found no recorded answer for: what the code asked."""
+
+    position: str
+    """Its place in the run: ``5:2``, in a gather ``5:2:b1:0``."""
+    node: str
+    """The step that made it."""
+    kind: EffectKind
+    name: str
+    """The tool's name, or ``llm:<model>``."""
+    arguments: Any
+    """A tool's arguments; a model call's request (``messages``, ``tools``: the specs)."""
+
+
+class Diverged(BaseException):
+    """A strict replay met what the journal does not answer: a call it holds no result
+    for at that position (another tool, other arguments, another prompt), or a step that
+    made fewer calls than the recording's. Nothing was called.
+
+    A BaseException, as the runtime's signals are: a step's ``except Exception`` must not
+    take it for a tool's error and go on.
+    """
+
+    def __init__(
+        self,
+        origin: str,
+        position: str,
+        node: str,
+        reason: str,
+        asked: Unserved | None,
+        recorded: EffectRecord | None,
+    ) -> None:
+        self.origin = origin
+        """The recorded run."""
+        self.position = position
+        self.node = node
+        self.reason = reason
+        self.asked = asked
+        """What the code asked (None: it asked nothing more where the journal holds a call)."""
+        self.recorded = recorded
+        """The recorded run's entry at that position, if any (its approval's when only that)."""
+        super().__init__(f"run {origin} diverged at {position} (step {node!r}): {reason}")
+
+    @property
+    def step(self) -> int:
+        return int(self.position.split(":")[0])
+
+
 class Replay:
     """One execution's view of a fork's origin: the recorded calls it may reuse."""
 
@@ -153,6 +211,9 @@ class Replay:
         self.diverged = diverged or origin.mode == "redo"
         self._branches = set(branches)
         """The gather branches (``5:2:b1``) that diverged while the fork had not."""
+        self.strict = origin.strict
+        self.first: Diverged | None = None
+        """A strict replay's first divergence: raised again by every later call."""
 
     @classmethod
     def of(
@@ -182,7 +243,16 @@ class Replay:
     def _blocked(self, position: str) -> bool:
         """Whether the call at ``position`` executes for real: the fork, or a branch it
         lies in, has diverged."""
+        if self.first is not None:
+            return True
         return self.diverged or any(s in self._branches for s in scopes(position))
+
+    def _strictly(self, position: str, node: str, reason: str, asked: Unserved | None) -> NoReturn:
+        """A strict replay stops here, before anything is called."""
+        if self.first is None:
+            found = self._at.get(position) or self._at.get(f"{position}:approval")
+            self.first = Diverged(self.origin.run_id, position, node, reason, asked, found)
+        raise self.first
 
     def recorded(self, position: str, node: str, approval: bool = False) -> EffectRecord | None:
         """The origin's settled entry at this position, while the fork has not diverged."""
@@ -257,7 +327,7 @@ class Replay:
             if edit is not None:
                 encoded = encode_value(tool.bind((), edit), f"approval.edit.{tool.name}")
         call = self.recorded(position, node)
-        if call is None:
+        if call is None and not self.strict:
             self._refuse_in_doubt(position, node, tool, arguments, encoded)
         # A done entry with an error kept no result (it was not pure data): not reused.
         if call is None or not same_call(call, tool.name, encoded) or call.error is not None:
@@ -290,14 +360,17 @@ class Replay:
 
     def step_done(self, step: int, node: str, made: int) -> None:
         """After a step that made ``made`` calls: the origin made more at that step."""
-        if self.diverged:
+        if self.diverged or self.first is not None:
             return
-        for position, entry in self._at.items():
+        for position, entry in sorted(self._at.items(), key=lambda item: item[1].call_index):
             at_step, index = position.split(":")[:2]
             if (
                 int(at_step) == step and int(index) >= made and entry.node == node
                 and not scopes(position)
             ):  # fmt: skip
+                if self.strict:
+                    reason = f"the step made {made} calls; the journal holds more"
+                    self._strictly(position.removesuffix(":approval"), node, reason, None)
                 self.diverged = True
                 return
 
@@ -319,6 +392,9 @@ class Replay:
             index = int(position[len(branch) + 1 :].split(":")[0])
             split = branch not in mine or index >= mine[branch]
         if split:
+            if self.strict:
+                reason = f"the gather's branches made {list(made)} calls; the journal holds others"
+                self._strictly(base, node, reason, None)
             self._diverge(base)
 
     def _diverge(self, position: str) -> None:
@@ -328,9 +404,14 @@ class Replay:
         else:
             self.diverged = True
 
-    def executed(self, meta: Mapping[str, Any], position: str = "") -> dict[str, Any]:
+    def executed(
+        self, meta: Mapping[str, Any], position: str = "", asked: Unserved | None = None
+    ) -> dict[str, Any]:
         """``meta`` marked executed; from here on the fork (or the gather branch
-        ``position`` lies in) has diverged."""
+        ``position`` lies in) has diverged. A strict replay raises :class:`Diverged`."""
+        if self.strict:
+            node = asked.node if asked is not None else ""
+            self._strictly(position, node, "the journal holds no answer to this call", asked)
         self._diverge(position)
         return {**meta, REPLAY_KEY: EXECUTED}
 
@@ -341,9 +422,11 @@ __all__ = [
     "MODES",
     "REPLAY_KEY",
     "REUSED",
+    "Diverged",
     "Mode",
     "Origin",
     "Replay",
+    "Unserved",
     "digest",
     "position_of",
     "same_call",

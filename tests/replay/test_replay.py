@@ -1,0 +1,292 @@
+"""Recorded runs replayed against changed code: the README's support agent recorded once on
+a real SQLite file (its model on the local provider), exported, then replayed as it is and
+changed three ways (a prompt, a tool's arguments, a step), each divergence reported where
+it is; nothing is called and nothing is written to the store the runs came from."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests import provider
+from tests.provider import CHAT, chat
+from tests.replay import support
+
+import savegame
+from savegame import END, RunStatus, Workflow, tool
+from savegame.errors import ConfigurationError, DamagedExportError, NotFoundError
+from savegame.inspect import ChangeKind, ReplayReport, replay_file
+from savegame.testing import assert_replays
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[provider.FakeProvider]:
+    yield from provider.serve()
+
+
+@pytest.fixture(scope="module")
+def recorded(
+    fake: provider.FakeProvider, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path, Path]]:
+    """(run id, store file, export file): the agent asked for a refund, a person approving it."""
+    folder = tmp_path_factory.mktemp("recorded")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REPLAY_TOOL_LOG", str(folder / "tools.log"))
+        patch.setenv("SUPPORT_LEDGER", str(folder / "refunds.jsonl"))
+        fake.script(
+            CHAT,
+            chat(None, [("lookup_order", {"order_id": "A-1"})]),
+            chat(None, [("issue_refund", {"order_id": "A-1", "amount": 120})]),
+            chat("Refunded 120 for your kettle (A-1)."),
+        )
+        agent = support.support(fake.openai_url)
+        db = folder / "runs.db"
+        with savegame.connect(f"sqlite:///{db}") as sg:
+            paused = sg.run(agent, {"input": support.ASK})
+            assert paused.status is RunStatus.INTERRUPTED
+            sg.export(paused.run_id, folder / "waiting.sgrun")
+            done = sg.approve(paused.run_id, by="ana", workflow=agent)
+            assert done.result is not None and done.result.status is RunStatus.COMPLETED
+            sg.export(paused.run_id, folder / "refund.sgrun")
+        assert support.tool_calls() == ["lookup_order", "issue_refund"]
+        assert len(fake.bodies(CHAT)) == 3
+        yield paused.run_id, db, folder / "refund.sgrun"
+
+
+@pytest.fixture
+def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: provider.FakeProvider) -> Path:
+    """A fresh tool ledger, and a provider that answers nothing (a call would fail loudly)."""
+    fake.reset()
+    monkeypatch.setenv("REPLAY_TOOL_LOG", str(tmp_path / "tools.log"))
+    monkeypatch.setenv("SUPPORT_LEDGER", str(tmp_path / "refunds.jsonl"))
+    return tmp_path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_same_code_replays_identical_calling_nothing(
+    recorded: tuple[str, Path, Path], counted: Path, fake: provider.FakeProvider
+) -> None:
+    run_id, _, export = recorded
+    report = replay_file(export, against=support.support(fake.openai_url))
+    assert report.identical, report.text()
+    [run] = report.runs
+    assert (run.run_id, run.workflow, run.recorded) == (run_id, "support", RunStatus.COMPLETED)
+    # Three model calls, two tool calls: every one answered by the journal.
+    assert (run.steps, run.reused) == (6, 5)
+    assert fake.asked == []
+    assert support.tool_calls() == []
+    assert "1 of 1 run identical" in report.text()
+
+
+def test_a_prompt_edit_diverges_at_the_first_model_call(
+    recorded: tuple[str, Path, Path], counted: Path, fake: provider.FakeProvider
+) -> None:
+    edited = support.SYSTEM.replace("Be brief.", "Be brief and kind.")
+    report = replay_file(recorded[2], against=support.support(fake.openai_url, system=edited))
+    [run] = report.diverged
+    d = run.divergence
+    assert d is not None
+    assert (d.step, d.node, d.call, d.position) == (2, "llm", 0, "2:0")
+    assert d.asked is not None and d.recorded is not None
+    assert (d.asked.kind, d.recorded.kind) == ("model", "model")
+    assert d.asked.name == d.recorded.name == "llm:gpt-4o-mini"
+    [change] = d.changes
+    assert change.path == ("messages", 0, "content") and change.kind is ChangeKind.CHANGED
+    assert (change.old, change.new) == (support.SYSTEM, edited)
+    # The state differs from step 1 on: receive put the new prompt in the conversation.
+    assert run.state is not None and run.state.step == 1
+    assert [c.path for c in run.state.diff.changes] == [("messages", 0, "content")]
+    text = report.text()
+    assert "first divergence at step 2 (llm), call 0" in text
+    assert "the journal holds another request to this model here" in text
+    assert '+ "…ed orders, at most their total. Be brief and kind."' in text
+    assert fake.asked == [] and support.tool_calls() == []
+
+
+def test_a_tool_argument_change_diverges_at_that_call(
+    recorded: tuple[str, Path, Path], counted: Path, fake: provider.FakeProvider
+) -> None:
+    agent = support.support(fake.openai_url, refund=support.refund_in_currency())
+    report = replay_file(recorded[2], against=agent)
+    [run] = report.diverged
+    d = run.divergence
+    assert d is not None
+    assert (d.step, d.node, d.call) == (5, "tools", 0)
+    assert d.asked is not None and d.recorded is not None
+    assert d.recorded.arguments == {"order_id": "A-1", "amount": 120}
+    assert d.asked.arguments == {"order_id": "A-1", "amount": 120, "currency": "EUR"}
+    [change] = d.changes
+    assert (change.path, change.kind, change.new) == (
+        ("arguments", "currency"),
+        ChangeKind.ADDED,
+        "EUR",
+    )
+    # The calls before it (two model calls, the lookup) were the same: answered, and the
+    # states up to the divergence are the recording's.
+    assert run.reused == 3 and run.state is None
+    assert not (counted / "refunds.jsonl").exists() and support.tool_calls() == []
+    assert fake.asked == []
+
+
+def test_an_added_step_diverges_where_the_steps_shift(
+    recorded: tuple[str, Path, Path], counted: Path, fake: provider.FakeProvider
+) -> None:
+    report = replay_file(
+        recorded[2], against=support.support(fake.openai_url, kind=support.Triaged)
+    )
+    [run] = report.diverged
+    d = run.divergence
+    assert d is not None
+    # The model's first turn is step 3 now; the recording's step 3 looked the order up.
+    assert (d.step, d.node, d.call) == (3, "llm", 0)
+    assert d.asked is not None and d.asked.kind == "model"
+    assert d.recorded is not None
+    assert (d.recorded.kind, d.recorded.name, d.recorded.node) == ("tool", "lookup_order", "tools")
+    assert d.recorded.arguments == {"order_id": "A-1"}
+    state = run.state
+    assert state is not None
+    assert (state.step, state.recorded_node, state.replayed_node) == (2, "llm", "triage")
+    kinds = {c.path: c.kind for c in state.diff.changes}
+    assert kinds[("priority",)] is ChangeKind.ADDED
+    assert kinds[("messages",)] is ChangeKind.SHRANK  # the model's turn is not there yet
+    assert fake.asked == [] and support.tool_calls() == []
+
+
+def test_the_store_a_run_came_from_is_only_read(
+    recorded: tuple[str, Path, Path], counted: Path, fake: provider.FakeProvider
+) -> None:
+    run_id, db, _ = recorded
+    before = _digest(db)
+    with savegame.connect(f"sqlite:///{db}") as sg:
+        runs = sg.runs()
+        same = sg.replay(run_id, against=support.support(fake.openai_url))
+        edited = support.support(fake.openai_url, system="Refund everything.")
+        changed = sg.replay([run_id], against=edited)
+        assert [r.run_id for r in sg.runs()] == [r.run_id for r in runs]
+    assert same.identical and not changed.identical
+    assert same.runs[0].source == f"sqlite:///{db}"
+    assert _digest(db) == before
+    assert fake.asked == [] and support.tool_calls() == []
+
+
+def test_a_recording_waiting_for_approval_replays_to_where_it_waits(
+    recorded: tuple[str, Path, Path], counted: Path, fake: provider.FakeProvider
+) -> None:
+    waiting = recorded[2].parent / "waiting.sgrun"
+    report = replay_file(waiting, against=support.support(fake.openai_url))
+    [run] = report.runs
+    assert report.identical, report.text()
+    assert run.recorded is RunStatus.INTERRUPTED
+    assert run.note is not None and "where the recording stops" in run.note
+    # Asking for another refund there is still a divergence.
+    changed = replay_file(
+        waiting, against=support.support(fake.openai_url, refund=support.refund_in_currency())
+    )
+    [diverged] = changed.diverged
+    assert diverged.divergence is not None and diverged.divergence.step == 5
+    assert diverged.divergence.recorded is not None
+    assert diverged.divergence.recorded.kind == "approval"
+    assert fake.asked == [] and support.tool_calls() == []
+
+
+def test_assert_replays_raises_the_report(
+    recorded: tuple[str, Path, Path], counted: Path, fake: provider.FakeProvider
+) -> None:
+    assert_replays(recorded[2], support.support(fake.openai_url))
+    edited = support.support(fake.openai_url, system="Refund everything.")
+    with pytest.raises(AssertionError) as raised:
+        assert_replays(recorded[2], edited)
+    message = str(raised.value)
+    assert "DIVERGED" in message and "first divergence at step 2 (llm), call 0" in message
+    assert '+ "Refund everything."' in message
+
+
+# -- gathers -------------------------------------------------------------------------
+
+
+def _fanout(second: str) -> Workflow:
+    @tool(effect="read", name="price")
+    def price(item: str) -> int:
+        support._count("price")
+        return len(item)
+
+    wf = Workflow("fanout")
+
+    @wf.step(entry=True)
+    async def prices(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+        async def one(branch: savegame.StepContext, item: str) -> int:
+            first = await branch.acall(price, item)
+            return first + await branch.acall(price, item + "!")
+
+        totals = await ctx.map(one, ["kettle", second])
+        return {"totals": totals}, END
+
+    return wf
+
+
+def test_a_gather_replays_and_a_changed_branch_is_named(
+    tmp_path: Path, counted: Path, fake: provider.FakeProvider
+) -> None:
+    with savegame.connect(f"sqlite:///{tmp_path / 'g.db'}") as sg:
+        done = sg.run(_fanout("toaster"), {})
+        assert done.state["totals"] == [13, 15]
+        sg.export(done.run_id, tmp_path / "g.sgrun")
+    assert len(support.tool_calls()) == 4
+    report = replay_file(tmp_path / "g.sgrun", against=_fanout("toaster"))
+    assert report.identical and report.runs[0].reused == 4, report.text()
+    changed = replay_file(tmp_path / "g.sgrun", against=_fanout("teapot"))
+    d = changed.runs[0].divergence
+    assert d is not None
+    assert (d.step, d.position, d.call) == (1, "1:0:b1:0", 0)
+    assert [(c.path, c.old, c.new) for c in d.changes] == [
+        (("arguments", "item"), "toaster", "teapot")
+    ]
+    assert "[1:0:b1:0]" in changed.text()
+    assert len(support.tool_calls()) == 4  # none of the replays called one
+
+
+# -- what is refused -------------------------------------------------------------------------
+
+
+def test_a_damaged_export_is_refused_naming_the_file(
+    recorded: tuple[str, Path, Path], tmp_path: Path, fake: provider.FakeProvider
+) -> None:
+    data = bytearray(recorded[2].read_bytes())
+    data[len(data) // 2] ^= 0x55
+    broken = tmp_path / "edited.sgrun"
+    broken.write_bytes(bytes(data))
+    with pytest.raises(DamagedExportError) as raised:
+        replay_file(broken, against=support.support(fake.openai_url))
+    assert str(broken) in str(raised.value) and raised.value.file == str(broken)
+    cut = tmp_path / "cut.sgrun"
+    cut.write_bytes(recorded[2].read_bytes()[:200])
+    with pytest.raises(DamagedExportError, match=r"cut\.sgrun"):
+        replay_file(cut, against=support.support(fake.openai_url))
+    with pytest.raises(NotFoundError, match=r"nothere\.sgrun"):
+        replay_file(tmp_path / "nothere.sgrun", against=support.support(fake.openai_url))
+
+
+def test_an_unknown_run_and_another_workflow_are_refused(
+    recorded: tuple[str, Path, Path], fake: provider.FakeProvider
+) -> None:
+    with (
+        savegame.connect(f"sqlite:///{recorded[1]}") as sg,
+        pytest.raises(NotFoundError, match="no-such-run"),
+    ):
+        sg.replay("no-such-run", against=support.support(fake.openai_url))
+    with pytest.raises(ConfigurationError, match=r"recorded by workflow 'support'.*'fanout'"):
+        replay_file(recorded[2], against=_fanout("x"))
+
+
+def test_the_report_is_a_record(
+    recorded: tuple[str, Path, Path], fake: provider.FakeProvider
+) -> None:
+    report = replay_file(recorded[2], against=support.support(fake.openai_url))
+    assert isinstance(report, ReplayReport)
+    with pytest.raises(AttributeError):
+        report.runs = ()  # type: ignore[misc]
