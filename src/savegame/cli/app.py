@@ -71,6 +71,9 @@ COMMANDS: dict[str, dict[str, str]] = {
         "tree": "Draw a thread's runs as a tree: which run each one forked from or continued, and where.",
         "fork": "Start a new run of the thread from a checkpoint, optionally edited, replayed against the journal.",
     },
+    "replay_cmds": {
+        "replay": "Replay recorded runs against the code: every model and tool call answered from the journal.",
+    },
     "models_cmds": {
         "models": "Show a run's model calls, oldest first, with tokens and cost, and the totals per model.",
     },

@@ -29,7 +29,8 @@ Exit codes, so scripts can tell what to do next:
 5     InDoubtEffectError: a write may have happened; settle it with
       ``savegame resolve`` (the run is needs_attention)
 6     NonDeterminismError: a re-executed step called something else than
-      its journal holds
+      its journal holds; ``savegame replay``: a recorded run diverged from
+      the code
 7     CompensationError: undoing an effect failed (compensation_failed)
 8     ApprovalRejected that reached the command line
 9     damaged data: ``savegame verify`` found damaged records, or a record
@@ -97,12 +98,17 @@ class DamageFound(CliError):
     """``savegame verify`` found damaged records (after it listed them)."""
 
 
+class Diverged(CliError):
+    """``savegame replay``: a recorded run diverged from the code (after the report)."""
+
+
 _CODES: tuple[tuple[type[BaseException], int], ...] = (
     (NotFoundError, EXIT_NOT_FOUND),
     (RunStateError, EXIT_RUN_STATE),
     (EffectSettledError, EXIT_RUN_STATE),
     (InDoubtEffectError, EXIT_IN_DOUBT),
     (NonDeterminismError, EXIT_NON_DETERMINISM),
+    (Diverged, EXIT_NON_DETERMINISM),
     (CompensationError, EXIT_COMPENSATION),
     (ApprovalRejected, EXIT_REJECTED),
     (CorruptRecordError, EXIT_DAMAGED),

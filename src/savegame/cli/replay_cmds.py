@@ -1,0 +1,68 @@
+"""``savegame replay``: recorded runs re-executed against the code as it is now, nothing called."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from savegame.cli import jsonview, render, replay_view
+from savegame.cli.app_dir import AppDirOption, importable
+from savegame.cli.common import load_workflow
+from savegame.cli.errors import Diverged
+from savegame.cli.handles import connected
+from savegame.cli.options import JsonOption, StoreOption
+from savegame.cli.words import plural
+from savegame.inspect import ReplayReport, replay_file
+
+
+def replay_command(
+    targets: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN|FILE...",
+            help="Export files (`savegame export`), folders of them, or run or thread ids "
+            "of --store.",
+        ),
+    ],
+    against: Annotated[
+        list[str],
+        typer.Option(
+            "--against",
+            metavar="MODULE:ATTR",
+            help="The workflow or agent to replay with: module:attr or path/file.py:attr. "
+            "Repeat it for runs of several workflows: each run replays with the one of its "
+            "workflow's name.",
+        ),
+    ],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+    app_dir: AppDirOption = None,
+) -> None:
+    """Replay recorded runs against the code: every model and tool call answered from the journal.
+
+    Each run re-executes from its first checkpoint in a scratch memory store: nothing
+    is called and nothing is written to --store. Prints, per run, identical or the first
+    divergence (the step, the call's position, what the journal holds there and what
+    the code asked, their difference) and the first checkpoint whose state differs.
+    Exits 6 when a run diverged, so a CI job fails.
+    """
+    importable(app_dir)
+    workflows = [load_workflow(ref) for ref in against]
+    files = [t for t in targets if Path(t).exists()]
+    ids = [t for t in targets if not Path(t).exists()]
+    runs = replay_file(files, against=workflows).runs if files else ()
+    if ids:
+        runs += connected(store).replay(ids, against=workflows).runs
+    report = ReplayReport(runs)
+    if as_json:
+        jsonview.emit(replay_view.as_json(report))
+    else:
+        replay_view.show(render.console(), report)
+    if not report.identical:
+        raise Diverged(f"{plural(len(report.diverged), 'run')} diverged from the code")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay_command)
