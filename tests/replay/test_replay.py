@@ -10,15 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests import provider
-from tests.provider import CHAT, chat
-from tests.replay import support
 
 import savegame
 from savegame import END, RunStatus, Workflow, tool
 from savegame.errors import ConfigurationError, DamagedExportError, NotFoundError
 from savegame.inspect import ChangeKind, ReplayReport, replay_file
 from savegame.testing import assert_replays
+from tests import provider
+from tests.provider import CHAT, chat
+from tests.replay import support
 
 
 @pytest.fixture(scope="module")

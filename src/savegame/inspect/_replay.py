@@ -246,7 +246,10 @@ def _divergence(stop: Diverged, journal: Sequence[EffectRecord]) -> Divergence:
     requests = asked(journal)
     mine = _asked(stop.asked)
     theirs = _entry(stop.recorded, requests) if stop.recorded is not None else None
-    changes = tuple(_walk((), _payload(theirs), _payload(mine), 0))
+    # Two calls of one kind compare by what they were given; a model call where the
+    # journal holds a tool call (a step added) differs in everything: the lines say it.
+    same_kind = mine is not None and theirs is not None and mine.kind == theirs.kind
+    changes = tuple(_walk((), _payload(theirs), _payload(mine), 0)) if same_kind else ()
     return Divergence(
         stop.step, stop.node or None, stop.position, _why(stop, mine, theirs), mine, theirs,
         changes,
