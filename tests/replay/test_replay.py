@@ -290,3 +290,46 @@ def test_the_report_is_a_record(
     assert isinstance(report, ReplayReport)
     with pytest.raises(AttributeError):
         report.runs = ()  # type: ignore[misc]
+
+
+# -- what people and events answered ------------------------------------------------------
+
+
+def _asks(question: str) -> Workflow:
+    wf = Workflow("asks")
+
+    @wf.step(entry=True)
+    def plan(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+        return {"plan": ctx.interrupt({"question": question}, name="plan")}, "paid"
+
+    @wf.step()
+    def paid(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+        return {"paid": ctx.wait_for("paid")}, END
+
+    return wf
+
+
+def test_a_persons_answer_and_an_event_are_answered_from_the_journal(tmp_path: Path) -> None:
+    with savegame.connect(f"sqlite:///{tmp_path / 'a.db'}") as sg:
+        asked = sg.run(_asks("Which plan?"), {})
+        assert asked.status is RunStatus.INTERRUPTED
+        sg.export(asked.run_id, tmp_path / "asked.sgrun")
+        answered = sg.supply(asked.run_id, "pro", workflow=_asks("Which plan?"))
+        assert answered.result is not None and answered.result.status is RunStatus.WAITING
+        sg.export(asked.run_id, tmp_path / "waits.sgrun")
+        sg.send(asked.run_id, "paid", 42)
+        done = sg.resume(asked.run_id, workflow=_asks("Which plan?"))
+        assert done.state == {"plan": "pro", "paid": 42}
+        sg.export(asked.run_id, tmp_path / "done.sgrun")
+    for name in ("asked", "waits", "done"):
+        report = replay_file(tmp_path / f"{name}.sgrun", against=_asks("Which plan?"))
+        assert report.identical, report.text()
+        [run] = report.runs
+        assert (run.note is None) == (name == "done"), run.note
+    changed = replay_file(tmp_path / "done.sgrun", against=_asks("Which plan, really?"))
+    d = changed.runs[0].divergence
+    assert d is not None and (d.step, d.position) == (1, "1:0")
+    assert d.asked is not None and d.asked.kind == "interrupt"
+    assert [(c.path, c.old, c.new) for c in d.changes] == [
+        (("payload", "question"), "Which plan?", "Which plan, really?")
+    ]

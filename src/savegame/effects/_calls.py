@@ -500,6 +500,11 @@ class Calls:
         index, request_id = self._next_id()
         encoded = encode_value(payload, f"interrupt[{index}]")
         existing = self.journal.get(request_id)
+        if existing is None and self.replay is not None and self.replay.strict:
+            at = (self.position(request_id), self.node)
+            existing = self.replay.reuse_interrupt(
+                self.journal, at, request_id, name, payload, encoded
+            )
         if existing is None:
             self.journal.intent(
                 self._entry(request_id, index, EffectKind.INTERRUPT, name, encoded, {})

@@ -132,9 +132,16 @@ def scopes(position: str) -> list[str]:
     return [":".join(parts[: i + 1]) for i in range(2, len(parts) - 1, 2)]
 
 
-def _position(entry: EffectRecord, origin_run: str) -> str | None:
+#: What a strict replay answers from the journal beside calls: a person's answer to
+#: ``ctx.interrupt`` (a fork asks its person again), a wait's event, a timer, a child run.
+_ANSWERED = (
+    EffectKind.INTERRUPT, EffectKind.WAIT, EffectKind.SLEEP, EffectKind.CHILD,
+)  # fmt: skip
+
+
+def _position(entry: EffectRecord, origin_run: str, strict: bool = False) -> str | None:
     """The position of a call entry of ``origin_run``; None for others."""
-    if entry.kind not in _REPLAYED:
+    if entry.kind not in _REPLAYED and not (strict and entry.kind in _ANSWERED):
         return None
     return position_of(entry.request_id, origin_run)
 
@@ -202,7 +209,7 @@ class Replay:
         self._at: dict[str, EffectRecord] = {}
         self._models: list[EffectRecord] = []
         for entry in recorded:
-            position = _position(entry, origin.run_id)
+            position = _position(entry, origin.run_id, origin.strict)
             if position is not None and entry.step > origin.step:
                 self._at[position] = entry
             if entry.kind is EffectKind.LLM:
@@ -357,6 +364,45 @@ class Replay:
             self.copy(found, journal.run_id, request_id), journal.parts(), self._parts
         )
         return journal.intent(copied)
+
+    def reuse_interrupt(
+        self,
+        journal: Journal,
+        at: tuple[str, str],
+        request_id: str,
+        name: str,
+        payload: Any,
+        encoded: bytes,
+    ) -> EffectRecord:
+        """A strict replay's ``ctx.interrupt``: the answer the origin's person gave to this
+        very question, copied; any other question raises :class:`Diverged`."""
+        position, node = at
+        found = self.recorded(position, node)
+        if (
+            found is None
+            or found.kind is not EffectKind.INTERRUPT
+            or not same_call(found, name, encoded)
+        ):
+            asked = Unserved(position, node, EffectKind.INTERRUPT, name, payload)
+            self._strictly(position, node, "the journal holds no answer to this question", asked)
+        return journal.intent(self.copy(found, journal.run_id, request_id))
+
+    def reuse_wait(
+        self, journal: Journal, at: tuple[str, str], request_id: str, kind: EffectKind, name: str
+    ) -> EffectRecord:
+        """A strict replay's wait, timer or child run: the origin's entry at this position,
+        copied when it is the same and settled (a wait's event taken, or its time out); a
+        wait the origin was still waiting at raises :class:`Diverged` (where it stops)."""
+        position, node = at
+        found = None if self._blocked(position) else self._at.get(position)
+        settled = (EffectStatus.DONE, EffectStatus.FAILED)
+        if found is None or (found.node, found.kind, found.name) != (node, kind, name):
+            why = "the journal holds no such wait here"
+        elif found.status not in settled:
+            why = "the recording was still waiting here"
+        else:
+            return journal.intent(self.copy(found, journal.run_id, request_id))
+        self._strictly(position, node, why, Unserved(position, node, kind, name, None))
 
     def step_done(self, step: int, node: str, made: int) -> None:
         """After a step that made ``made`` calls: the origin made more at that step."""

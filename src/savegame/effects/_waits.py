@@ -190,13 +190,18 @@ class Waits:
         self.calls = calls
         self.now = now
 
-    def _position(self) -> tuple[int, str, EffectRecord | None]:
-        """The next call position of the step: its index, request id and journal entry."""
+    def _position(self, kind: EffectKind, name: str) -> tuple[int, str, EffectRecord | None]:
+        """The next call position of the step: its index, request id and journal entry (a
+        strict replay's: the recording's, copied, for a wait of this kind and name)."""
         calls = self.calls
         if calls._cancelled():
             raise Cancel()
         index, request_id = calls._next_id()
-        return index, request_id, calls.journal.get(request_id)
+        entry = calls.journal.get(request_id)
+        if entry is None and calls.replay is not None and calls.replay.strict:
+            at = (calls.position(request_id), calls.node)
+            entry = calls.replay.reuse_wait(calls.journal, at, request_id, kind, name)
+        return index, request_id, entry
 
     # -- events -------------------------------------------------------------------------
     def events(self, topics: Sequence[str], timeout: timedelta | None) -> list[Any]:
@@ -233,7 +238,7 @@ class Waits:
 
     def _wait_entry(self, topic: str, until: datetime | None) -> EffectRecord:
         calls = self.calls
-        index, request_id, existing = self._position()
+        index, request_id, existing = self._position(EffectKind.WAIT, topic)
         if existing is None:
             arguments = encode_value({"topic": topic, "until": _iso(until)}, "wait")
             entry = calls._entry(request_id, index, EffectKind.WAIT, topic, arguments, {})
@@ -301,7 +306,7 @@ class Waits:
             NonDeterminismError: the journal holds another call at this position.
         """
         calls = self.calls
-        index, request_id, entry = self._position()
+        index, request_id, entry = self._position(EffectKind.CHILD, workflow)
         if entry is None:
             child_id = run_id or request_id
             arguments = encode_value(
@@ -344,7 +349,7 @@ class Waits:
             Suspend: the time has not come; the run waits until it.
         """
         calls = self.calls
-        index, request_id, entry = self._position()
+        index, request_id, entry = self._position(EffectKind.SLEEP, "sleep")
         if entry is None:
             until = until_of(self.now())
             if until.tzinfo is None or until.utcoffset() is None:

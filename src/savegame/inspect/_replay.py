@@ -239,7 +239,10 @@ def _where_it_stops(
         return True
     if entry.status is EffectStatus.DONE or entry.name != stop.asked.name:
         return False
-    return entry.kind is EffectKind.LLM or decode_value(entry.arguments) == stop.asked.arguments
+    given = (EffectKind.READ, EffectKind.WRITE, EffectKind.APPROVAL, EffectKind.INTERRUPT)
+    if entry.kind not in given:
+        return entry.kind is stop.asked.kind or entry.kind is EffectKind.LLM
+    return bool(decode_value(entry.arguments) == stop.asked.arguments)
 
 
 def _divergence(stop: Diverged, journal: Sequence[EffectRecord]) -> Divergence:
@@ -248,7 +251,13 @@ def _divergence(stop: Diverged, journal: Sequence[EffectRecord]) -> Divergence:
     theirs = _entry(stop.recorded, requests) if stop.recorded is not None else None
     # Two calls of one kind compare by what they were given; a model call where the
     # journal holds a tool call (a step added) differs in everything: the lines say it.
-    same_kind = mine is not None and theirs is not None and mine.kind == theirs.kind
+    gated = {"tool", "approval"}
+    same_kind = (
+        mine is not None
+        and theirs is not None
+        and (mine.kind == theirs.kind or {mine.kind, theirs.kind} <= gated)
+        and mine.kind not in ("wait", "child")
+    )
     changes = tuple(_walk((), _payload(theirs), _payload(mine), 0)) if same_kind else ()
     return Divergence(
         stop.step, stop.node or None, stop.position, _why(stop, mine, theirs), mine, theirs,
@@ -267,14 +276,27 @@ def _why(stop: Diverged, mine: ReplayedCall | None, theirs: ReplayedCall | None)
         return f"the journal holds a call of {theirs.name} here"
     if mine.kind == "model":
         return "the journal holds another request to this model here"
+    if mine.kind == "interrupt":
+        return "the journal holds another question to a person here"
+    if mine.kind in ("wait", "child"):
+        return stop.reason
     return "the journal holds this tool called with other arguments here"
+
+
+_KINDS: dict[EffectKind, CallKind] = {
+    EffectKind.LLM: "model",
+    EffectKind.APPROVAL: "approval",
+    EffectKind.INTERRUPT: "interrupt",
+    EffectKind.WAIT: "wait",
+    EffectKind.SLEEP: "wait",
+    EffectKind.CHILD: "child",
+}
 
 
 def _asked(call: Unserved | None) -> ReplayedCall | None:
     if call is None:
         return None
-    kind: CallKind = "model" if call.kind is EffectKind.LLM else "tool"
-    return ReplayedCall(kind, call.name, call.arguments, call.node)
+    return ReplayedCall(_KINDS.get(call.kind, "tool"), call.name, call.arguments, call.node)
 
 
 def _entry(entry: EffectRecord, requests: Mapping[str, Any]) -> ReplayedCall:
@@ -282,7 +304,7 @@ def _entry(entry: EffectRecord, requests: Mapping[str, Any]) -> ReplayedCall:
         request = requests.get(entry.request_id)
         shown = None if request is None else {"messages": request.messages, "tools": request.tools}
         return ReplayedCall("model", entry.name, shown, entry.node)
-    kind: CallKind = "approval" if entry.kind is EffectKind.APPROVAL else "tool"
+    kind = _KINDS.get(entry.kind, "tool")
     return ReplayedCall(kind, entry.name, decode_value(entry.arguments), entry.node)
 
 
@@ -293,6 +315,8 @@ def _payload(call: ReplayedCall | None) -> Any:
     if call.kind == "model":
         request = call.arguments or {}
         return {"model": call.name, **request}
+    if call.kind == "interrupt":
+        return {"interrupt": call.name, "payload": call.arguments}
     return {"tool": call.name, "arguments": call.arguments}
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from savegame.inspect._diff import Change, ChangeKind, StateDiff
 from savegame.model import RunStatus
 
-CallKind = Literal["tool", "model", "approval"]
+CallKind = Literal["tool", "model", "approval", "interrupt", "wait", "child"]
 
 #: How much of a value a line shows: a prompt is cut around its first difference.
 _WIDTH = 160
@@ -180,6 +180,12 @@ def _call(call: ReplayedCall | None) -> str:
         tools = [t.get("name") for t in request.get("tools", ()) if isinstance(t, dict)]
         n = len(request.get("messages", ()))
         return f"model call {call.name} ({n} messages, tools {tools}) in step {call.node!r}"
+    if call.kind == "interrupt":
+        return f"interrupt {call.name!r} asking {_short(call.arguments)} in step {call.node!r}"
+    if call.kind == "wait":
+        return f"wait for {call.name!r} in step {call.node!r}"
+    if call.kind == "child":
+        return f"child run of {call.name!r} in step {call.node!r}"
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
     shown = ", ".join(f"{k}={_short(v)}" for k, v in arguments.items())
     what = "approval of " if call.kind == "approval" else "tool "
