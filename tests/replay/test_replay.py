@@ -6,6 +6,7 @@ it is; nothing is called and nothing is written to the store the runs came from.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -333,3 +334,26 @@ def test_a_persons_answer_and_an_event_are_answered_from_the_journal(tmp_path: P
     assert [(c.path, c.old, c.new) for c in d.changes] == [
         (("payload", "question"), "Which plan?", "Which plan, really?")
     ]
+
+
+def test_a_rejected_refund_replays_and_the_ci_example_passes(
+    counted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runs the CI example keeps: one refund approved, one rejected (the model was told).
+    monkeypatch.delenv("SAVEGAME_EXAMPLE_MODEL", raising=False)
+    path = support.EXAMPLE.parent / "replay_ci" / "test_recorded_runs.py"
+    spec = importlib.util.spec_from_file_location("replay_ci_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert [p.name for p in module.RUNS] == ["refund-approved.sgrun", "refund-rejected.sgrun"]
+    for run in module.RUNS:
+        module.test_a_recorded_run_replays(run)
+    report = replay_file(module.RUNS[1], against=module.support_agent.agent)
+    assert report.identical and report.runs[0].steps == 4
+    # Asked to refund another amount there, the rejection answers nothing: a divergence.
+    edited = support.support("http://127.0.0.1:9/v1", refund=support.refund_in_currency())
+    [run] = replay_file(module.RUNS[1], against=edited).diverged
+    assert run.divergence is not None and run.divergence.recorded is not None
+    assert (run.divergence.step, run.divergence.recorded.kind) == (3, "approval")
+    assert support.tool_calls() == []

@@ -201,7 +201,8 @@ class Calls:
             existing, decision = self.replay.reuse(
                 self.journal, tool, at, request_id, arguments, encoded
             )
-            if existing is None:
+            refused = decision is not None and decision.status is EffectStatus.REJECTED
+            if existing is None and not refused:
                 kind = EffectKind.WRITE if tool.effect == "write" else EffectKind.READ
                 asked = Unserved(at[0], self.node, kind, tool.name, arguments)
                 meta = self.replay.executed(meta, at[0], asked)

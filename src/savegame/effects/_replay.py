@@ -266,9 +266,12 @@ class Replay:
         if self._blocked(position):
             return None
         entry = self._at.get(position + (":approval" if approval else ""))
-        if entry is None or entry.node != node or entry.status is not EffectStatus.DONE:
+        if entry is None or entry.node != node:
             return None
-        return entry
+        # A strict replay answers a rejection too: the step hears ApprovalRejected again
+        # (a fork asks its person anew).
+        rejected = approval and self.strict and entry.status is EffectStatus.REJECTED
+        return entry if entry.status is EffectStatus.DONE or rejected else None
 
     def _refuse_in_doubt(
         self,
