@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from savegame.errors import ConfigurationError, DamagedExportError, NotFoundErro
 from savegame.inspect import ChangeKind, ReplayReport, replay_file
 from savegame.testing import assert_replays
 from tests import provider
+from tests.docs.pages import doc_example
 from tests.provider import CHAT, chat
 from tests.replay import support
 
@@ -357,3 +360,33 @@ def test_a_rejected_refund_replays_and_the_ci_example_passes(
     assert run.divergence is not None and run.divergence.recorded is not None
     assert (run.divergence.step, run.divergence.recorded.kind) == (3, "approval")
     assert support.tool_calls() == []
+
+
+def test_the_guides_ci_test_passes_on_the_ci_examples_runs(
+    counted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/guides/changing-agents.md's pytest file, in a folder with the support agent and
+    # the runs examples/replay_ci keeps.
+    monkeypatch.delenv("SAVEGAME_EXAMPLE_MODEL", raising=False)
+    code = doc_example("docs/guides/changing-agents.md", containing="assert_replays(")
+    folder = tmp_path / "ci"
+    shutil.copytree(support.EXAMPLE.parent / "replay_ci" / "runs", folder / "runs")
+    for name in ("support_agent.py", "_common.py"):
+        shutil.copy(support.EXAMPLE.parent / name, folder)
+    (folder / "test_runs.py").write_text(code)
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    spec = importlib.util.spec_from_file_location("guide_ci", folder / "test_runs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.test_recorded_runs_still_replay()
+    # And it fails, with the report, once a run does not replay.
+    (folder / "support_agent.py").write_text(
+        (folder / "support_agent.py").read_text().replace("Be brief.", "Be terse.")
+    )
+    monkeypatch.delitem(sys.modules, "support_agent")
+    exec_again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(exec_again)
+    with pytest.raises(AssertionError, match=r"2 runs diverged|0 of 2 runs identical"):
+        exec_again.test_recorded_runs_still_replay()

@@ -36,6 +36,9 @@ from savegame.errors import (
     CorruptRecordError,
     DamagedExportError,
     NotFoundError,
+    StateVersionError,
+    StepError,
+    describe,
 )
 from savegame.inspect._diff import StateDiff, _walk
 from savegame.inspect._replay_report import (
@@ -179,7 +182,15 @@ def _replay_run(
 ) -> RunReplay:
     headers = sorted(store.list_checkpoints(info.run_id), key=lambda h: h.checkpoint_id)
     head = store.latest_checkpoint(info.run_id).header
-    done = strict_replay(headers[0].checkpoint_id, store=store, workflow=wf, storage=storage)
+    first = headers[0]
+    try:
+        done = strict_replay(first.checkpoint_id, store=store, workflow=wf, storage=storage)
+    except StateVersionError as exc:  # a migration missing: the run cannot even start
+        why = f"its first checkpoint does not load in this code: {exc}"
+        return RunReplay(
+            run_id=info.run_id, workflow=info.workflow, source=source, recorded=head.status,
+            steps=0, reused=0, divergence=Divergence(first.step, None, str(first.step), why),
+        )  # fmt: skip
     recorded = _states(store, info.run_id, wf, storage)
     replayed = _states(store, done.run_id, wf, storage)
     end = store.latest_checkpoint(done.run_id).header
@@ -196,7 +207,7 @@ def _replay_run(
         )
     return RunReplay(
         run_id=info.run_id, workflow=info.workflow, source=source, recorded=head.status,
-        steps=end.step - headers[0].step, reused=done.reused, divergence=divergence,
+        steps=end.step - first.step, reused=done.reused, divergence=divergence,
         state=_first_difference(recorded, replayed), note=note,
     )  # fmt: skip
 
@@ -320,6 +331,10 @@ def _payload(call: ReplayedCall | None) -> Any:
     return {"tool": call.name, "arguments": call.arguments}
 
 
+def _named(node: str | None) -> str:
+    return f" ({node})" if node else ""
+
+
 def _ending(
     step: int,
     status: RunStatus,
@@ -335,10 +350,13 @@ def _ending(
         return None
     if status is not RunStatus.COMPLETED and ended is RunStatus.FAILED and at == step:
         return None  # the recording stopped in this step; the replay failed in it too
-    why = f"the recording {status.value} after step {step} ({node})"
-    why += f"; the replay {ended.value} after step {at} ({last})"
-    if done.error is not None:
-        why += f": {type(done.error).__name__}: {done.error}"
+    why = f"the recording {status.value} after step {step}{_named(node)}"
+    why += f"; the replay {ended.value} after step {at}{_named(last)}"
+    error = done.error
+    if isinstance(error, StepError):  # named without the scratch fork's run id
+        why += f": step {error.step!r} raised {describe(error.cause)}"
+    elif error is not None:
+        why += f": {describe(error)}"
     first = min(at, step) + 1
     return Divergence(first, last if at > step else None, str(first), why)
 
