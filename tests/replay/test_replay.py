@@ -390,3 +390,66 @@ def test_the_guides_ci_test_passes_on_the_ci_examples_runs(
     spec.loader.exec_module(exec_again)
     with pytest.raises(AssertionError, match=r"2 runs diverged|0 of 2 runs identical"):
         exec_again.test_recorded_runs_still_replay()
+
+
+# -- calls dropped, steps dropped or added ---------------------------------------------------
+
+
+def _orders(*, lookups: int = 2, reply: bool = True, tail: bool = False) -> Workflow:
+    @tool(effect="read", name="stock")
+    def stock(item: str) -> int:
+        support._count("stock")
+        return 3
+
+    wf = Workflow("orders")
+
+    @wf.step(entry=True)
+    def look(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+        found = [ctx.call(stock, item) for item in ["kettle", "toaster"][:lookups]]
+        return {"stock": found}, "answer" if reply else END
+
+    @wf.step()
+    def answer(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+        return {"reply": f"{sum(state['stock'])} in stock"}, "thank" if tail else END
+
+    @wf.step()
+    def thank(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+        return {"thanked": True}, END
+
+    return wf
+
+
+def test_a_call_dropped_a_step_dropped_and_a_step_added_are_divergences(
+    tmp_path: Path, counted: Path
+) -> None:
+    (tmp_path / "runs").mkdir()
+    with savegame.connect(f"sqlite:///{tmp_path / 'o.db'}") as sg:
+        sg.run(_orders(), {}, run_id="order-1")
+        sg.export("order-1", tmp_path / "runs" / "order-1.sgrun")
+    (tmp_path / "runs" / "README.md").write_text("runs kept for CI\n")
+    calls = support.tool_calls()
+    assert replay_file(tmp_path / "runs", against=_orders()).identical
+
+    [fewer] = replay_file(tmp_path / "runs", against=_orders(lookups=1)).runs
+    d = fewer.divergence
+    assert d is not None and (d.step, d.position, d.asked) == (1, "1:1", None)
+    assert d.recorded is not None and d.recorded.arguments == {"item": "toaster"}
+    assert "the step made 1 calls; the journal holds more" in d.reason
+
+    [shorter] = replay_file(tmp_path / "runs", against=_orders(reply=False)).runs
+    d = shorter.divergence
+    assert d is not None and d.step == 2
+    assert d.reason == (
+        "the recording completed after step 2 (answer); the replay completed after step 1 (look)"
+    )
+
+    [longer] = replay_file(tmp_path / "runs", against=_orders(tail=True)).runs
+    d = longer.divergence
+    assert d is not None and (d.step, d.node) == (3, "thank")
+    assert support.tool_calls() == calls
+
+
+def test_a_folder_without_export_files_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("no runs yet\n")
+    with pytest.raises(NotFoundError, match="export file in folder"):
+        replay_file(tmp_path, against=_orders())

@@ -49,7 +49,7 @@ from savegame.inspect._replay_report import (
     RunReplay,
     StateDifference,
 )
-from savegame.maintenance import export_run, import_run
+from savegame.maintenance import export_run, import_run, is_export
 from savegame.model import Checkpoint, EffectKind, EffectRecord, EffectStatus, RunInfo, RunStatus
 from savegame.runtime import Workflow, as_workflow, decode_checkpoint
 from savegame.stores import Store
@@ -90,7 +90,7 @@ def replay_file(
 ) -> ReplayReport:
     """Replay the runs of export files (``savegame export``) against ``against``, with
     no store: offline, without the store they came from. A directory stands for the
-    files in it, in name order.
+    export files in it, in name order (other files are left alone; none is an error).
 
     Each call of the replayed code is answered from the run's journal; none is made. The
     report says, per run, whether it replayed to its end with the same calls and states,
@@ -115,7 +115,13 @@ def replay_file(
     for item in given:
         path = Path(item)
         if path.is_dir():
-            files.extend((p, str(p)) for p in sorted(path.iterdir()) if p.is_file())
+            found = [
+                p for p in sorted(path.iterdir())
+                if p.is_file() and not p.name.startswith(".") and is_export(p)
+            ]  # fmt: skip
+            if not found:  # a CI job that replays nothing must not pass
+                raise NotFoundError("export file in folder", str(path))
+            files.extend((p, str(p)) for p in found)
         elif path.is_file():
             files.append((path, str(path)))
         else:

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 
 from savegame.codec.storage import StorageConfig
-from savegame.maintenance import _integrity, _reencrypt, _transfer
+from savegame.maintenance import _archive, _integrity, _reencrypt, _transfer
 from savegame.maintenance._integrity import Damage, Progress, VerifyReport
 from savegame.maintenance._reencrypt import RekeyReport
 from savegame.maintenance._retention import (
@@ -93,6 +93,13 @@ def export_run(ident: str, path: str | os.PathLike[str], *, store: Store) -> Tra
     return _transfer.export_run(store, ident, path)
 
 
+def is_export(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at ``path`` starts as an export file does (its magic), so a folder of
+    them can hold a README beside them; whether it is whole is for :func:`import_run`."""
+    with open(path, "rb") as given:
+        return given.read(len(_archive.MAGIC)) == _archive.MAGIC
+
+
 def import_run(
     path: str | os.PathLike[str],
     *,
@@ -124,6 +131,7 @@ __all__ = [
     "VerifyReport",
     "export_run",
     "import_run",
+    "is_export",
     "prune",
     "rekey",
     "stats",
