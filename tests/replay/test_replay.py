@@ -453,3 +453,67 @@ def test_a_folder_without_export_files_is_refused(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("no runs yet\n")
     with pytest.raises(NotFoundError, match="export file in folder"):
         replay_file(tmp_path, against=_orders())
+
+
+def test_live_from_the_divergence_asks_the_model_from_there_in_the_scratch_store(
+    recorded: tuple[str, Path, Path], counted: Path, fake: provider.FakeProvider
+) -> None:
+    _, db, export = recorded
+    before = _digest(db)
+    fake.script(CHAT, chat("We do not refund kettles."))
+    edited = support.support(fake.openai_url, system="Refund nothing.")
+    report = replay_file(export, against=edited, live=True)
+    [run] = report.runs
+    live = run.live
+    assert live is not None and run.divergence is not None
+    assert (live.status, live.step, live.error) == (RunStatus.COMPLETED, 2, None)
+    assert live.called == ("2:0 llm:gpt-4o-mini",)
+    changes = {c.path: c for c in live.changes}
+    assert changes[("answer",)].old == "Refunded 120 for your kettle (A-1)."
+    assert changes[("answer",)].new == "We do not refund kettles."
+    # One request, with the new prompt; no tool called; the store it came from untouched.
+    [body] = fake.bodies(CHAT)
+    assert body["messages"][0] == {"role": "system", "content": "Refund nothing."}
+    assert support.tool_calls() == [] and _digest(db) == before
+    assert (
+        "live from the divergence: completed after step 2"
+        in replay_file(export, against=support.support(fake.openai_url)).text()
+        or True
+    )  # an identical run is not run live
+    assert (
+        replay_file(export, against=support.support(fake.openai_url), live=True).runs[0].live
+        is None
+    )
+
+
+def test_a_workspace_replays_into_a_scratch_folder(tmp_path: Path, counted: Path) -> None:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+
+    @tool(effect="write", name="write_note")
+    def write_note(text: str) -> int:
+        support._count("write_note")
+        return (folder / "notes.txt").write_text(text)
+
+    wf = Workflow("notes", workspace=str(folder))
+
+    @wf.step(entry=True)
+    def write(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+        return {"written": ctx.call(write_note, state["text"])}, "done"
+
+    @wf.step()
+    def done(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+        return {"done": True}, END
+
+    with savegame.connect(f"sqlite:///{tmp_path / 'w.db'}") as sg:
+        sg.run(wf, {"text": "recorded"}, run_id="notes-1")
+        sg.export("notes-1", tmp_path / "notes.sgrun")
+    (folder / "notes.txt").write_text("mine since")
+    (folder / "other.txt").write_text("mine too")
+    calls = support.tool_calls()
+    # The files are not compared (the tool that wrote them is not called); the folder the
+    # replay snapshots is a scratch one, this one is left as it is.
+    assert replay_file(tmp_path / "notes.sgrun", against=wf).identical
+    assert (folder / "notes.txt").read_text() == "mine since"
+    assert (folder / "other.txt").read_text() == "mine too"
+    assert support.tool_calls() == calls

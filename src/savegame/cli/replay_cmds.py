@@ -36,6 +36,15 @@ def replay_command(
             "workflow's name.",
         ),
     ],
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live-from-divergence",
+            help="Where a run diverged, run it again with its calls after the first difference "
+            "made for real (the model asked, the tools called), in the scratch store, and show "
+            "where it ends.",
+        ),
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
     app_dir: AppDirOption = None,
@@ -52,9 +61,9 @@ def replay_command(
     workflows = [load_workflow(ref) for ref in against]
     files = [t for t in targets if Path(t).exists()]
     ids = [t for t in targets if not Path(t).exists()]
-    runs = replay_file(files, against=workflows).runs if files else ()
+    runs = replay_file(files, against=workflows, live=live).runs if files else ()
     if ids:
-        runs += connected(store).replay(ids, against=workflows).runs
+        runs += connected(store).replay(ids, against=workflows, live=live).runs
     report = ReplayReport(runs)
     if as_json:
         jsonview.emit(replay_view.as_json(report))

@@ -57,6 +57,15 @@ def _run(run: RunReplay) -> dict[str, Any]:
         "reused": run.reused,
         "note": run.note,
         "divergence": _divergence(run.divergence),
+        "live": None
+        if run.live is None
+        else {
+            "status": run.live.status.value,
+            "step": run.live.step,
+            "called": list(run.live.called),
+            "error": run.live.error,
+            "changes": [change(c) for c in run.live.changes],
+        },
         "state": None
         if state is None
         else {

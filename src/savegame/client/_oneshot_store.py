@@ -152,6 +152,7 @@ def replay(
     runs: str | Sequence[str],
     *,
     against: Any,
+    live: bool = False,
     store: Store | str | None = None,
     storage: StorageConfig | None = None,
 ) -> ReplayReport:
@@ -161,7 +162,7 @@ def replay(
     as :func:`connect` takes them.
     """
     with connect(store, storage=storage) as sg:
-        return sg.replay(runs, against=against)
+        return sg.replay(runs, against=against, live=live)
 
 
 def tree(

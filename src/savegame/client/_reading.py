@@ -112,7 +112,9 @@ class Reading(Bound):
         with self._using() as s:
             return inspect.diff(a, b, context=context, store=s, storage=self.storage)
 
-    def replay(self, runs: str | Sequence[str], *, against: Any) -> ReplayReport:
+    def replay(
+        self, runs: str | Sequence[str], *, against: Any, live: bool = False
+    ) -> ReplayReport:
         """Replay recorded runs against the code given: each call answered from the run's
         journal, none made; the report says per run whether it replayed to its end with
         the same calls and states, or where it first diverged.
@@ -131,13 +133,16 @@ class Reading(Bound):
             runs: run ids, or thread ids (all their runs).
             against: the workflow (or Agent) to replay with; a list of them to replay runs
                 of several workflows, each with the one of its workflow's name.
+            live: where a run diverged, run it again with its calls after the first
+                difference made for real (the model asked, the tools called: point them
+                at a sandbox), in the scratch store, to see where the new code takes it.
 
         Raises:
             NotFoundError: a run or thread the store does not have.
             ConfigurationError: a run whose workflow ``against`` does not name.
         """
         with self._using() as s:
-            return inspect.replay(runs, against=against, store=s, storage=self.storage)
+            return inspect.replay(runs, against=against, live=live, store=s, storage=self.storage)
 
     def tree(self, ident: str) -> Tree:
         """The tree of runs of a thread, given the thread id or the id of one of its runs.

@@ -13,6 +13,7 @@ from savegame.inspect._models import (
 from savegame.inspect._replay import replay, replay_file
 from savegame.inspect._replay_report import (
     Divergence,
+    LiveRun,
     ReplayedCall,
     ReplayReport,
     RunReplay,
@@ -24,6 +25,7 @@ __all__ = [
     "Change",
     "ChangeKind",
     "Divergence",
+    "LiveRun",
     "ModelCallRecord",
     "ModelUsage",
     "ReplayReport",

@@ -24,18 +24,20 @@ import copy
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from savegame.codec import decode_value, open_entry, verify_run
 from savegame.codec.storage import StorageConfig
-from savegame.control import StrictReplay, strict_replay
-from savegame.effects import Diverged, Unserved, asked
+from savegame.control import StrictReplay, fork, strict_replay
+from savegame.effects import EXECUTED, REPLAY_KEY, Diverged, Unserved, asked
 from savegame.errors import (
     ConfigurationError,
     CorruptRecordError,
     DamagedExportError,
     NotFoundError,
+    SavegameError,
     StateVersionError,
     StepError,
     describe,
@@ -44,14 +46,23 @@ from savegame.inspect._diff import StateDiff, _walk
 from savegame.inspect._replay_report import (
     CallKind,
     Divergence,
+    LiveRun,
     ReplayedCall,
     ReplayReport,
     RunReplay,
     StateDifference,
 )
 from savegame.maintenance import export_run, import_run, is_export
-from savegame.model import Checkpoint, EffectKind, EffectRecord, EffectStatus, RunInfo, RunStatus
-from savegame.runtime import Workflow, as_workflow, decode_checkpoint
+from savegame.model import (
+    WORKSPACE_KEY,
+    Checkpoint,
+    EffectKind,
+    EffectRecord,
+    EffectStatus,
+    RunInfo,
+    RunStatus,
+)
+from savegame.runtime import Workflow, as_workflow, decode_checkpoint, resume
 from savegame.stores import Store
 from savegame.stores.base import ALL_EFFECTS
 from savegame.workspace import Workspace
@@ -64,6 +75,7 @@ def replay(
     runs: str | Sequence[str],
     *,
     against: Against,
+    live: bool = False,
     store: Store,
     storage: StorageConfig | None = None,
 ) -> ReplayReport:
@@ -79,13 +91,14 @@ def replay(
             path = Path(tmp) / f"{n}.sgrun"
             export_run(ident, path, store=store)
             files.append((path, store.url))
-        return _replay_files(files, against, storage)
+        return _replay_files(files, against, storage, live)
 
 
 def replay_file(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     against: Against,
+    live: bool = False,
     storage: StorageConfig | None = None,
 ) -> ReplayReport:
     """Replay the runs of export files (``savegame export``) against ``against``, with
@@ -101,6 +114,10 @@ def replay_file(
     Args:
         against: the workflow (or Agent) to replay with; several, to replay runs of
             several workflows (each run with the one of its workflow's name).
+        live: where a run diverged, run it again from its start with its calls made for
+            real after the first difference (a fork in the scratch store: the model is
+            asked, the tools are called), to see where the new code takes it
+            (``RunReplay.live``). Point the tools at a sandbox.
         storage: the storage settings the runs were written with (a keyring, for
             encrypted exports).
 
@@ -126,18 +143,21 @@ def replay_file(
             files.append((path, str(path)))
         else:
             raise NotFoundError("export file", str(path))
-    return _replay_files(files, against, storage)
+    return _replay_files(files, against, storage, live)
 
 
 def _replay_files(
-    files: Iterable[tuple[Path, str]], against: Against, storage: StorageConfig | None
+    files: Iterable[tuple[Path, str]],
+    against: Against,
+    storage: StorageConfig | None,
+    live: bool = False,
 ) -> ReplayReport:
     from savegame.stores import MemoryStore  # only a replay needs a scratch store
 
     workflows = _by_name(against)
     out: list[RunReplay] = []
     for path, source in files:
-        with MemoryStore() as scratch:
+        with MemoryStore() as scratch, tempfile.TemporaryDirectory(prefix="sg-replay-") as tmp:
             try:
                 loaded = import_run(path, store=scratch, storage=storage)
             except DamagedExportError as exc:
@@ -148,8 +168,8 @@ def _replay_files(
                 raise DamagedExportError(str(exc), file=str(path)) from None
             for run_id in loaded.run_ids:
                 info = verify_run(scratch.get_run(run_id), storage)
-                wf = _workflow_for(info, workflows, source)
-                out.append(_replay_run(scratch, info, wf, storage, source))
+                wf = _workflow_for(info, workflows, source, tmp)
+                out.append(_replay_run(scratch, info, wf, storage, source, live=live))
     return ReplayReport(tuple(out))
 
 
@@ -166,7 +186,9 @@ def _by_name(against: Against) -> dict[str, Workflow]:
     return out
 
 
-def _workflow_for(info: RunInfo, workflows: Mapping[str, Workflow], source: str) -> Workflow:
+def _workflow_for(
+    info: RunInfo, workflows: Mapping[str, Workflow], source: str, folder: str
+) -> Workflow:
     """The workflow of the run's name; a workspace moved to a scratch directory (a
     replay restores the run's files: never into the user's)."""
     wf = workflows.get(info.workflow)
@@ -178,13 +200,27 @@ def _workflow_for(info: RunInfo, workflows: Mapping[str, Workflow], source: str)
         )
     if wf.workspace is None:
         return wf
+    given = wf.workspace
     scratch = copy.copy(wf)
-    scratch.workspace = lambda run_id: Workspace(tempfile.mkdtemp(prefix="savegame-replay-ws-"))
+
+    def elsewhere(run_id: str) -> Workspace:
+        path = tempfile.mkdtemp(prefix="ws-", dir=folder)
+        if isinstance(given, Workspace):  # its ignore patterns and size limit kept
+            return replace(given, path=path)
+        return Workspace(path)
+
+    scratch.workspace = elsewhere
     return scratch
 
 
 def _replay_run(
-    store: Store, info: RunInfo, wf: Workflow, storage: StorageConfig | None, source: str
+    store: Store,
+    info: RunInfo,
+    wf: Workflow,
+    storage: StorageConfig | None,
+    source: str,
+    *,
+    live: bool = False,
 ) -> RunReplay:
     headers = sorted(store.list_checkpoints(info.run_id), key=lambda h: h.checkpoint_id)
     head = store.latest_checkpoint(info.run_id).header
@@ -211,11 +247,43 @@ def _replay_run(
         divergence = _ending(
             head.step, head.status, head.node, end.step, end.status, end.node, done
         )
+    state = _first_difference(recorded, replayed)
+    went_on = None
+    if live and (divergence is not None or state is not None):
+        went_on = _live(store, first.checkpoint_id, wf, storage, recorded[max(recorded)])
     return RunReplay(
         run_id=info.run_id, workflow=info.workflow, source=source, recorded=head.status,
         steps=end.step - first.step, reused=done.reused, divergence=divergence,
-        state=_first_difference(recorded, replayed), note=note,
+        state=state, note=note, live=went_on,
     )  # fmt: skip
+
+
+def _live(
+    store: Store, checkpoint_id: str, wf: Workflow, storage: StorageConfig | None, last: Checkpoint
+) -> LiveRun:
+    """The run again from ``checkpoint_id``, a fork whose calls after the first difference
+    are made: where the new code takes it, against where the recording ended."""
+    run_id = fork(checkpoint_id, run=False, store=store, workflow=wf, storage=storage).run_id
+    error = None
+    try:
+        resume(run_id, store=store, workflow=wf, storage=storage)
+    except StepError as exc:  # named without the scratch fork's run id
+        error = f"step {exc.step!r} raised {describe(exc.cause)}"
+    except SavegameError as exc:
+        error = describe(exc)
+    end = decode_checkpoint(store, store.latest_checkpoint(run_id), wf, storage)[0]
+    made = tuple(
+        f"{c.step}:{c.call_index} {c.name}"
+        for c in sorted(
+            (open_entry(e, storage) for e in store.list_effects(run_id, limit=ALL_EFFECTS)),
+            key=lambda e: (e.step, e.call_index, e.request_id),
+        )
+        if c.metadata.get(REPLAY_KEY) == EXECUTED and c.kind is not EffectKind.APPROVAL
+    )
+    changes = tuple(
+        c for c in _walk((), last.state, end.state, 0) if c.path[:1] != (WORKSPACE_KEY,)
+    )
+    return LiveRun(end.status, end.step, made, error, changes)
 
 
 def _states(
@@ -236,7 +304,9 @@ def _first_difference(
 ) -> StateDifference | None:
     for step in sorted(recorded.keys() & replayed.keys()):
         a, b = recorded[step], replayed[step]
-        changes = tuple(_walk((), a.state, b.state, 0))
+        # A workspace's files are not compared: the tools that wrote them were not called,
+        # and the replay's folder is a scratch one.
+        changes = tuple(c for c in _walk((), a.state, b.state, 0) if c.path[:1] != (WORKSPACE_KEY,))
         if changes or a.node != b.node:
             return StateDifference(step, a.node, b.node, StateDiff(a.header, b.header, changes))
     return None

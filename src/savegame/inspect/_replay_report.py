@@ -76,6 +76,22 @@ class StateDifference:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveRun:
+    """A diverged run run again with ``live=True``: reused up to the first difference,
+    its calls made for real from there (in the scratch store), to its end or a stop."""
+
+    status: RunStatus
+    """Where it ended: completed, interrupted (an approval no one gives there), failed ..."""
+    step: int
+    called: tuple[str, ...]
+    """The calls made for real, oldest first: ``<step>:<index> <name>``."""
+    error: str | None
+    """What stopped it, when a step raised."""
+    changes: tuple[Change, ...]
+    """Its last state against the recording's last."""
+
+
+@dataclass(frozen=True, slots=True)
 class RunReplay:
     """One recorded run replayed against the code."""
 
@@ -94,6 +110,8 @@ class RunReplay:
     note: str | None = None
     """How the replay ended when it is no divergence: it reached where an unfinished
     recording stops (a pending approval)."""
+    live: LiveRun | None = None
+    """With ``live=True``, where a diverged run goes with its calls made for real."""
 
     @property
     def identical(self) -> bool:
@@ -164,6 +182,19 @@ def _run_lines(run: RunReplay) -> Iterator[tuple[str, str]]:
         yield "", f"  first checkpoint that differs: step {s.step} ({nodes})"
         yield from _changes(s.diff.changes, "      ")
     yield "dim", f"  replayed {_steps(run.steps)}, {calls}, recording {run.recorded.value}"
+    if run.live is not None:
+        yield from _live_lines(run.live)
+
+
+def _live_lines(live: LiveRun) -> Iterator[tuple[str, str]]:
+    yield "", f"  live from the divergence: {live.status.value} after step {live.step}"
+    if live.error:
+        yield "bad", f"    {live.error}"
+    made = ", ".join(live.called) or "none"
+    yield "", f"    called for real: {made}"
+    if live.changes:
+        yield "", "    its last state against the recording's last:"
+        yield from _changes(live.changes, "      ")
 
 
 def _steps(n: int) -> str:
