@@ -10,14 +10,18 @@ import importlib.util
 import shutil
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import savegame
 from savegame import END, RunStatus, Workflow, tool
+from savegame.codec import encode_value
 from savegame.errors import ConfigurationError, DamagedExportError, NotFoundError
 from savegame.inspect import ChangeKind, ReplayReport, replay_file
+from savegame.maintenance import _archive
+from savegame.model import EffectKind, EffectRecord
 from savegame.testing import assert_replays
 from tests import provider
 from tests.docs.pages import doc_example
@@ -517,3 +521,30 @@ def test_a_workspace_replays_into_a_scratch_folder(tmp_path: Path, counted: Path
     assert (folder / "notes.txt").read_text() == "mine since"
     assert (folder / "other.txt").read_text() == "mine too"
     assert support.tool_calls() == calls
+
+
+def test_an_export_edited_with_its_checksums_remade_is_refused(
+    recorded: tuple[str, Path, Path], tmp_path: Path, fake: provider.FakeProvider
+) -> None:
+    # Someone raised the recorded refund to 1200 and wrote the file's frames and digest
+    # anew: the journal entry's own check still names the edit.
+    data = recorded[2].read_bytes()
+    edited = tmp_path / "forged.sgrun"
+    with edited.open("wb") as out:
+        writer = _archive.Writer(out)
+        for _, _, obj in _archive.frames(data, _archive.Budget(len(data))):
+            if obj.get("type") == "end":
+                continue
+            if obj.get("type") == "effect":
+                entry = _archive.from_json(EffectRecord, obj["entry"])
+                if entry.name == "issue_refund" and entry.kind is EffectKind.WRITE:
+                    forged = {"order_id": "A-1", "amount": 1200}
+                    entry = replace(entry, arguments=encode_value(forged, "arguments"))
+                    obj = {**obj, "entry": _archive.to_json(entry)}
+            writer.write(obj)
+        writer.end()
+    with pytest.raises(DamagedExportError) as raised:
+        replay_file(edited, against=support.support(fake.openai_url))
+    message = str(raised.value)
+    assert str(edited) in message, message
+    assert f"{recorded[0]}:5:0: journal entry checksum mismatch" in message, message

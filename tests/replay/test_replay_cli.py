@@ -94,6 +94,12 @@ def test_an_exported_run_replays_in_a_fresh_process_without_its_store(
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     exported = savegame("export", run, "-o", "refund.sgrun", "--store", store, cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
+    by_id = savegame(
+        "replay", run, "--store", store, "--against", str(EXAMPLES / "support_agent.py:agent"),
+        "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert by_id.returncode == 0, by_id.stderr
+    assert json.loads(by_id.stdout)["runs"][0]["source"] == store
     (tmp_path / "runs.db").unlink()  # offline: the file is all a replay has
     requests, refunds = len(fake.asked), (tmp_path / "refunds.jsonl").read_text()
     assert requests == 3 and len(refunds.splitlines()) == 1

@@ -164,8 +164,9 @@ def _replay_files(
                 raise DamagedExportError(
                     exc.reason, record=exc.record, offset=exc.offset, file=str(path)
                 ) from None
-            except CorruptRecordError as exc:
-                raise DamagedExportError(str(exc), file=str(path)) from None
+            except CorruptRecordError as exc:  # a record of the file fails its own check
+                why = f"record {exc.record_id}: {exc.reason}"
+                raise DamagedExportError(why, file=str(path)) from None
             for run_id in loaded.run_ids:
                 info = verify_run(scratch.get_run(run_id), storage)
                 wf = _workflow_for(info, workflows, source, tmp)
