@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from savegame import END, RunStatus, StepContext, Worker, Workflow, run, tool
+from savegame import RunStatus, StepContext, Worker, Workflow, run, tool
 from savegame.model import EffectKind, EffectStatus
 from savegame.runtime import acquire_lease
 from savegame.stores import SqliteStore
