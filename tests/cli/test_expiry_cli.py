@@ -37,3 +37,18 @@ def test_approvals_and_history_show_the_deadline(cli: Any, store: str) -> None:
     history = cli("history", "w1", "--store", store)
     assert history.exit_code == 0, history.stderr
     assert "waiting for: approval of expiring_wire (w1:1:0:approval) until " in history.stdout
+
+
+def test_run_of_an_expiring_approval_says_how_to_decide_and_its_deadline(
+    cli: Any, store: str, tmp_path: Any
+) -> None:
+    module = tmp_path / "wired.py"
+    module.write_text("from tests.cli.test_expiry_cli import wf\nflow = wf()\n")
+    out = cli(
+        "run", f"{module}:flow", "--input", '{"amount": 3}', "--run-id", "w2", "--store", store
+    )
+    assert out.exit_code == 0, out.stderr
+    # A person decides it: the approve/reject commands, not only "resume --wait".
+    assert f"savegame approve w2 --store {store}" in out.stdout
+    assert f"savegame reject w2 --store {store}" in out.stdout
+    assert "deadline:" in out.stdout and "(then reject, by a worker" in out.stdout

@@ -116,7 +116,10 @@ def finish(
     if quiet and not as_json:
         render.quiet(render.console(), res.run_id, res.status)
         return
-    waiting = sg.pending(res.run_id) if res.status is RunStatus.INTERRUPTED else []
+    # A run asleep may wait for a person too: an approval with a deadline.
+    waiting = (
+        sg.pending(res.run_id) if res.status in (RunStatus.INTERRUPTED, RunStatus.WAITING) else []
+    )
     if as_json:
         jsonview.emit({**jsonview.result(res), "pending": [jsonview.pending(p) for p in waiting]})
         return
@@ -126,7 +129,15 @@ def finish(
     render.result(out, res, verb=verb.replace("ended", "paused") if paused else verb)
     if waiting:
         render.waiting(out, res.run_id, waiting, store)
-    if asleep:
+    if asleep and waiting:
+        for p in waiting:
+            if p.expires_at is not None:
+                out.print(
+                    f"  deadline:  {p.expires_at.isoformat(timespec='seconds')} "
+                    f"(then {p.on_expiry}, by a worker or `savegame resume {res.run_id} --wait`)",
+                    soft_wrap=True,
+                )
+    elif asleep:
         head = sg.checkpoint(res.checkpoint_id).metadata.get("waiting")
         what = head.get("for") if isinstance(head, dict) else None
         tail = store_tail(store)

@@ -4,6 +4,7 @@ Where things are::
 
     _submit.py        submit: a run queued for the fleet; driving a run a worker claimed
     _worker.py        Worker: claims queued, orphaned and woken runs; fires due schedules
+    _sagas.py         compensations a dead process left half done, finished by a worker
     _schedules.py     schedules: cron occurrences started once per fleet, the missed policy
     _queues.py        declare_queue, list_queues: queues with limits
 

@@ -50,6 +50,7 @@ from types import FrameType
 
 from savegame.codec.storage import StorageConfig
 from savegame.errors import ConfigurationError, WorkflowImportError, describe
+from savegame.fleet._sagas import finish_saga, orphaned_sagas
 from savegame.fleet._schedules import fire_schedules
 from savegame.fleet._submit import hold_back, resume_claimed
 from savegame.model import Lease, RunResult, RunStatus
@@ -144,6 +145,10 @@ class Worker:
         """Workflow references the worker said it cannot import."""
         self._next_scan = 0.0
         """When (monotonic) to look for runs of dead holders on this host next."""
+        self._next_sagas = 0.0
+        """When (monotonic) to look for half-done compensations next."""
+        self._saga_retry: dict[str, float] = {}
+        """run id -> when (monotonic) a compensation that failed here may be tried again."""
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
         self._lock = threading.Lock()
@@ -222,6 +227,7 @@ class Worker:
 
     def _claim(self, store: Store) -> Lease | None:
         self._free_dead(store)
+        self._finish_sagas(store)
         owner = owner_id()
         if self.queues is None:
             return store.claim_run(owner, self.lease_ttl, workflows=self.workflows)
@@ -242,6 +248,40 @@ class Worker:
                     log.info("run %s was held by a process that is not running: freed", run_id)
         except Exception as exc:  # the store is unreachable: the claim says so, or leases expire
             log.warning("could not look for runs of dead workers: %s", exc)
+
+    def _finish_sagas(self, store: Store) -> None:
+        """Continue the compensations dead processes left half done (:mod:`._sagas`), at
+        most once per ``poll`` (and a second) across the slots."""
+        with self._lock:
+            now = time.monotonic()
+            if now < self._next_sagas:
+                return
+            self._next_sagas = now + max(self.poll, 1.0)
+            retry = {run_id: at for run_id, at in self._saga_retry.items() if at > now}
+            self._saga_retry = retry
+        try:
+            orphans = orphaned_sagas(store, workflows=self.workflows, limit=_SCAN)
+        except Exception as exc:  # the store is unreachable: the claim says so
+            log.warning("could not look for half-done compensations: %s", describe(exc))
+            return
+        for run_id in orphans:
+            if run_id in retry or self.stop_event.is_set():
+                continue
+            try:
+                result = finish_saga(store, run_id, lease_ttl=self.lease_ttl, storage=self.storage)
+            except Exception as exc:
+                # The run says what happened (compensation_failed, needs_attention) or is
+                # still compensating (its code does not import here): not again at once.
+                log.warning("compensation of run %s stopped: %s", run_id, describe(exc))
+                with self._lock:
+                    self.stats.errors[run_id] = describe(exc)
+                    self._saga_retry[run_id] = time.monotonic() + self.lease_ttl
+                continue
+            if result is not None:
+                log.info("continued the compensation of run %s: %s", run_id, result.status.value)
+                with self._lock:
+                    self.stats.claimed += 1
+                    self.stats.finished[run_id] = result.status.value
 
     def _execute(self, store: Store, index: int, lease: Lease) -> None:
         """Run the claimed run until it ends, pauses or the worker stops; count what came of it."""

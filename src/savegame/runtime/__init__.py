@@ -34,7 +34,8 @@ or end a run:
     start           StartOptions, begin_submit, first_checkpoint, run_row, current_result
     load            PreparedRun, prepare_resume, decode_checkpoint, workflow_of, reference_of
     drive           execute, run_sync, direct_io, Heartbeat
-    queue and end   queue_run, events_for_parent, children_of, woken, free_dead
+    queue and end   queue_run, events_for_parent, children_of, woken, free_dead,
+                    holder_is_dead
 """
 
 from savegame.effects import ChildRun
@@ -50,6 +51,7 @@ from savegame.runtime._lease import (
     OwnerGone,
     free_dead,
     holder_alive,
+    holder_is_dead,
     owner_gone,
     owner_id,
 )
@@ -107,6 +109,7 @@ __all__ = [
     "first_checkpoint",
     "free_dead",
     "holder_alive",
+    "holder_is_dead",
     "load",
     "owner_gone",
     "owner_id",
