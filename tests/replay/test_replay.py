@@ -14,9 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import savegame
 from savegame import END, RunStatus, Workflow, tool
+from savegame.cli import app
 from savegame.codec import encode_value
 from savegame.errors import ConfigurationError, DamagedExportError, NotFoundError
 from savegame.inspect import ChangeKind, ReplayReport, replay_file
@@ -548,3 +550,58 @@ def test_an_export_edited_with_its_checksums_remade_is_refused(
     message = str(raised.value)
     assert str(edited) in message, message
     assert f"{recorded[0]}:5:0: journal entry checksum mismatch" in message, message
+
+
+def test_a_threads_runs_replay_each_from_its_own_first_checkpoint(
+    tmp_path: Path, counted: Path, fake: provider.FakeProvider
+) -> None:
+    # A conversation of two runs on one thread: the second starts from the first's end.
+    fake.script(CHAT, chat("Hello! How can I help?"), chat("A-1 is a kettle."))
+    agent = support.support(fake.openai_url)
+    with savegame.connect(f"sqlite:///{tmp_path / 't.db'}") as sg:
+        sg.run(agent, {"input": "hi"}, thread_id="chat-1")
+        sg.run(agent, {"input": "what is A-1?"}, thread_id="chat-1")
+        sg.export("chat-1", tmp_path / "chat.sgrun")
+        from_store = sg.replay("chat-1", against=agent)
+    asked = len(fake.asked)
+    report = replay_file(tmp_path / "chat.sgrun", against=agent)
+    assert report.identical and from_store.identical, report.text()
+    assert [(r.steps, r.reused) for r in report.runs] == [(2, 1), (2, 1)]
+    edited = support.support(fake.openai_url, system="Answer in French.")
+    first, second = replay_file(tmp_path / "chat.sgrun", against=edited).runs
+    # The prompt is in the first run's conversation only: the second run starts from the
+    # recorded state, which holds the old prompt, and replays identical.
+    assert first.divergence is not None and second.identical
+    assert len(fake.asked) == asked
+
+
+def test_a_renamed_workflow_replays_the_runs_of_its_old_name(tmp_path: Path, counted: Path) -> None:
+    with savegame.connect(f"sqlite:///{tmp_path / 'r.db'}") as sg:
+        sg.run(_orders(), {}, run_id="order-1")
+        sg.export("order-1", tmp_path / "order.sgrun")
+    renamed = _orders()
+    renamed.name = "stock-answers"
+    with pytest.raises(ConfigurationError, match="recorded by workflow 'orders'"):
+        replay_file(tmp_path / "order.sgrun", against=renamed)
+    report = replay_file(tmp_path / "order.sgrun", against={"orders": renamed})
+    assert report.identical and report.runs[0].workflow == "orders"
+    assert renamed.name == "stock-answers"  # the workflow given is left as it is
+    # On the command line: NAME=MODULE:ATTR, exit 0; a change, exit 6 with the report.
+    module = tmp_path / "flows.py"
+    module.write_text(
+        "from tests.replay.test_replay import _orders\n"
+        "renamed = _orders()\nrenamed.name = 'stock-answers'\n"
+        "fewer = _orders(lookups=1)\nfewer.name = 'stock-answers'\n"
+    )
+    runner = CliRunner()
+    same = runner.invoke(
+        app, ["replay", str(tmp_path / "order.sgrun"), "--against", f"orders={module}:renamed"]
+    )
+    assert same.exit_code == 0, same.output
+    assert "1 of 1 run identical" in same.stdout
+    changed = runner.invoke(
+        app, ["replay", str(tmp_path / "order.sgrun"), "--against", f"orders={module}:fewer"]
+    )
+    assert changed.exit_code == 6, changed.output
+    assert "first divergence at step 1 (look), call 1" in changed.stdout
+    assert "1 run diverged from the code" in changed.stderr

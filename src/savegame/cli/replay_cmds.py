@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,6 +15,7 @@ from savegame.cli.handles import connected
 from savegame.cli.options import JsonOption, StoreOption
 from savegame.cli.words import plural
 from savegame.inspect import ReplayReport, replay_file
+from savegame.runtime import as_workflow
 
 
 def replay_command(
@@ -33,7 +34,8 @@ def replay_command(
             metavar="MODULE:ATTR",
             help="The workflow or agent to replay with: module:attr or path/file.py:attr. "
             "Repeat it for runs of several workflows: each run replays with the one of its "
-            "workflow's name.",
+            "workflow's name. NAME=MODULE:ATTR replays the runs recorded under NAME (a "
+            "workflow renamed since).",
         ),
     ],
     live: Annotated[
@@ -58,7 +60,7 @@ def replay_command(
     Exits 6 when a run diverged, so a CI job fails.
     """
     importable(app_dir)
-    workflows = [load_workflow(ref) for ref in against]
+    workflows = _workflows(against)
     files = [t for t in targets if Path(t).exists()]
     ids = [t for t in targets if not Path(t).exists()]
     runs = replay_file(files, against=workflows, live=live).runs if files else ()
@@ -71,6 +73,23 @@ def replay_command(
         replay_view.show(render.console(), report)
     if not report.identical:
         raise Diverged(f"{plural(len(report.diverged), 'run')} diverged from the code")
+
+
+def _workflows(refs: list[str]) -> list[Any] | dict[str, Any]:
+    """Each reference loaded; with ``NAME=`` before any, a mapping from the recorded names."""
+    if not any(_renamed(ref) for ref in refs):
+        return [load_workflow(ref) for ref in refs]
+    out: dict[str, Any] = {}
+    for ref in refs:
+        name, _, target = ref.rpartition("=") if _renamed(ref) else ("", "", ref)
+        loaded = load_workflow(target)
+        out[name or as_workflow(loaded).name] = loaded
+    return out
+
+
+def _renamed(ref: str) -> bool:
+    # A reference's own text never holds "=" before its ":attr" (a module or a path).
+    return "=" in ref.partition(":")[0]
 
 
 def register(app: typer.Typer) -> None:

@@ -132,7 +132,8 @@ class Reading(Bound):
         Args:
             runs: run ids, or thread ids (all their runs).
             against: the workflow (or Agent) to replay with; a list of them to replay runs
-                of several workflows, each with the one of its workflow's name.
+                of several workflows, each with the one of its workflow's name; a mapping
+                ``{recorded name: workflow}`` for a workflow renamed since the recording.
             live: where a run diverged, run it again with its calls after the first
                 difference made for real (the model asked, the tools called: point them
                 at a sandbox), in the scratch store, to see where the new code takes it.

@@ -68,7 +68,8 @@ from savegame.stores.base import ALL_EFFECTS
 from savegame.workspace import Workspace
 
 Against = Any
-"""A Workflow or an Agent, or several (matched to each run by workflow name)."""
+"""A Workflow or an Agent, or several (matched to each run by workflow name), or a mapping
+from the name a run was recorded under to the workflow that now runs it (a rename)."""
 
 
 def replay(
@@ -113,7 +114,8 @@ def replay_file(
 
     Args:
         against: the workflow (or Agent) to replay with; several, to replay runs of
-            several workflows (each run with the one of its workflow's name).
+            several workflows (each run with the one of its workflow's name); a mapping
+            ``{recorded name: workflow}`` for a workflow renamed since.
         live: where a run diverged, run it again from its start with its calls made for
             real after the first difference (a fork in the scratch store: the model is
             asked, the tools are called), to see where the new code takes it
@@ -175,15 +177,20 @@ def _replay_files(
 
 
 def _by_name(against: Against) -> dict[str, Workflow]:
-    items = list(against) if isinstance(against, (list, tuple)) else [against]
-    if not items:
+    """The workflows by the name of the runs each replays: its own, or the one a mapping
+    gives it (a workflow renamed since the runs were recorded)."""
+    if isinstance(against, Mapping):
+        named = [(str(name), as_workflow(item)) for name, item in against.items()]
+    else:
+        items = list(against) if isinstance(against, (list, tuple)) else [against]
+        named = [(wf.name, wf) for wf in map(as_workflow, items)]
+    if not named:
         raise ConfigurationError("replay needs a workflow to replay against")
     out: dict[str, Workflow] = {}
-    for item in items:
-        wf = as_workflow(item)
-        if wf.name in out and out[wf.name] is not wf:
-            raise ConfigurationError(f"two workflows named {wf.name!r} to replay against")
-        out[wf.name] = wf
+    for name, wf in named:
+        if name in out and out[name] is not wf:
+            raise ConfigurationError(f"two workflows for runs of {name!r} to replay against")
+        out[name] = wf
     return out
 
 
@@ -199,6 +206,9 @@ def _workflow_for(
             f"run {info.run_id} ({source}) was recorded by workflow {info.workflow!r}; "
             f"the workflows to replay against are {names}: pass one named {info.workflow!r}"
         )
+    if wf.name != info.workflow:  # renamed: the fork of the run must carry its name
+        wf = copy.copy(wf)
+        wf.name = info.workflow
     if wf.workspace is None:
         return wf
     given = wf.workspace
