@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,14 @@ import savegame
 from savegame import END, RunStatus, Workflow, tool
 from savegame.cli import app
 from savegame.codec import encode_value
-from savegame.errors import ConfigurationError, DamagedExportError, NotFoundError
+from savegame.codec.crypto import Keyring
+from savegame.codec.storage import StorageConfig
+from savegame.errors import (
+    ConfigurationError,
+    DamagedExportError,
+    EncryptionKeyError,
+    NotFoundError,
+)
 from savegame.inspect import ChangeKind, ReplayReport, replay_file
 from savegame.maintenance import _archive
 from savegame.model import EffectKind, EffectRecord
@@ -605,3 +613,18 @@ def test_a_renamed_workflow_replays_the_runs_of_its_old_name(tmp_path: Path, cou
     assert changed.exit_code == 6, changed.output
     assert "first divergence at step 1 (look), call 1" in changed.stdout
     assert "1 run diverged from the code" in changed.stderr
+
+
+def test_an_encrypted_export_replays_with_its_keys_only(tmp_path: Path, counted: Path) -> None:
+    storage = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))
+    with savegame.connect(f"sqlite:///{tmp_path / 'e.db'}", storage=storage) as sg:
+        sg.run(_orders(), {}, run_id="order-1")
+        sg.export("order-1", tmp_path / "sealed.sgrun")
+    report = replay_file(tmp_path / "sealed.sgrun", against=_orders(), storage=storage)
+    assert report.identical and report.runs[0].reused == 2
+    changed = replay_file(tmp_path / "sealed.sgrun", against=_orders(lookups=1), storage=storage)
+    d = changed.runs[0].divergence
+    assert d is not None and d.recorded is not None
+    assert d.recorded.arguments == {"item": "toaster"}  # opened with the key, for the report
+    with pytest.raises(EncryptionKeyError):
+        replay_file(tmp_path / "sealed.sgrun", against=_orders(), storage=StorageConfig())
