@@ -22,7 +22,7 @@ def replay_command(
     targets: Annotated[
         list[str],
         typer.Argument(
-            metavar="RUN|FILE...",
+            metavar="RUN|FILE",
             help="Export files (`savegame export`), folders of them, or run or thread ids "
             "of --store.",
         ),
