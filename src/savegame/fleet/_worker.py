@@ -42,7 +42,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -55,6 +55,7 @@ from savegame.fleet._submit import hold_back, resume_claimed
 from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import (
     DEFAULT_TTL,
+    check_versions,
     free_dead,
     owner_id,
 )
@@ -86,6 +87,24 @@ class WorkerStats:
     """Runs this worker created for schedules' occurrences."""
 
 
+def claimed_versions(version: str | None, compatible: Sequence[str]) -> list[str] | None:
+    """The run versions a worker of ``version`` claims: its own, then those it declares
+    compatible (None: any run).
+
+    Raises:
+        ConfigurationError: compatible versions without a version of its own, or a bad one.
+    """
+    more = check_versions(compatible, "Worker(compatible_versions=...)") or []
+    if version is None:
+        if more:
+            raise ConfigurationError(
+                "Worker(compatible_versions=...) needs the worker's own version= too"
+            )
+        return None
+    own = check_versions([version], "Worker(version=...)") or []
+    return list(dict.fromkeys(own + more))
+
+
 class Worker:
     """Claims runnable runs from a store and executes them, ``concurrency`` at a time.
 
@@ -106,6 +125,12 @@ class Worker:
             to other workers.
         storage: how the runs' checkpoints are stored and read (keys ...); default from
             the environment (``SAVEGAME_KEYS`` ...). ``sg.worker()`` passes its handle's.
+        version: this worker's code version (what its workflows declare, ``Workflow(
+            version=...)``): it claims only runs started under it or under one of
+            ``compatible_versions``, so in a rolling deploy a run in flight never goes to
+            code that would take another path (default: any run, whatever its version).
+        compatible_versions: older versions whose runs this code continues as they
+            started (its changes behind ``ctx.patched``); needs ``version``.
     """
 
     def __init__(
@@ -121,9 +146,13 @@ class Worker:
         schedules: bool = True,
         queues: list[str] | None = None,
         storage: StorageConfig | None = None,
+        version: str | None = None,
+        compatible_versions: Sequence[str] = (),
     ) -> None:
         if isinstance(queues, str):
             raise ConfigurationError("Worker(queues=...) takes a list of queue names")
+        self.versions = claimed_versions(version, compatible_versions)
+        """The run versions this worker claims (None: any)."""
         self._store = store
         self._handle = store
         """What the slots open: ``store``, or the handle they share while the worker runs."""
@@ -224,9 +253,14 @@ class Worker:
         self._free_dead(store)
         owner = owner_id()
         if self.queues is None:
-            return store.claim_run(owner, self.lease_ttl, workflows=self.workflows)
+            return store.claim_run(
+                owner, self.lease_ttl, workflows=self.workflows, versions=self.versions
+            )
         queues = queue_store(store, "Worker(queues=...)")
-        return queues.claim_run(owner, self.lease_ttl, workflows=self.workflows, queues=self.queues)
+        return queues.claim_run(
+            owner, self.lease_ttl, workflows=self.workflows, queues=self.queues,
+            versions=self.versions,
+        )  # fmt: skip
 
     def _free_dead(self, store: Store) -> None:
         """Free the runs held by dead processes on this host, at most once per ``poll``
