@@ -48,8 +48,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from types import FrameType
 
+from savegame.codec import verify_run
 from savegame.codec.storage import StorageConfig
-from savegame.errors import ConfigurationError, WorkflowImportError, describe
+from savegame.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    WorkflowImportError,
+    describe,
+)
 from savegame.fleet._schedules import fire_schedules
 from savegame.fleet._submit import hold_back, resume_claimed
 from savegame.model import Lease, RunResult, RunStatus
@@ -284,6 +290,7 @@ class Worker:
             self._holding.pop(lease.run_id, None)  # held by this claim's lease now
         log.info("slot %d claimed run %s (token %d)", index, lease.run_id, lease.token)
         try:
+            self._check_version(store, lease)
             result = resume_claimed(
                 lease,
                 store=store,
@@ -314,6 +321,26 @@ class Worker:
             self._back_off(store, lease)
         if self.on_result is not None:
             self.on_result(result)
+
+    def _check_version(self, store: Store, lease: Lease) -> None:
+        """Refuse a claimed run whose checked version is not one of this worker's.
+
+        The claim filtered on the row's ``version`` column, which no check covers; the
+        version in its metadata is under the row's check. They differ only when the row
+        was edited (or damaged): the run is held back, never run by the wrong code.
+
+        Raises:
+            CorruptRecordError: they differ.
+        """
+        if self.versions is None:
+            return
+        info = verify_run(store.get_run(lease.run_id), self.storage)
+        if info.version not in self.versions:
+            raise CorruptRecordError(
+                f"run {lease.run_id}",
+                f"its row was claimed for version {', '.join(self.versions)} but its checked "
+                f"metadata says {info.version!r}",
+            )
 
     def _cannot_import(self, exc: WorkflowImportError) -> None:
         """Say once per reference what this worker cannot import, and what to do."""
