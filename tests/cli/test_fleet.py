@@ -192,3 +192,15 @@ def test_worker_refuses_compatible_versions_without_its_own(cli: Any, store: str
         cli("worker", "--store", store, "--compatible", "v1", "--exit-when-idle", "0.1"),
         "version=",
     )
+
+
+def test_history_names_the_version_of_a_paused_run(
+    cli: Any, store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.effects.patch_flows import old
+
+    monkeypatch.setenv("SAVEGAME_LEDGER", str(tmp_path / "ledger.txt"))
+    paused = savegame.run(old(), {"order": "o-1"}, store=store)  # two checkpoints at step 0
+    out = cli("history", paused.run_id, "--store", store)
+    assert out.exit_code == 0, out.stderr
+    assert "started under code version v1" in out.stdout

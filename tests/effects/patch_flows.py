@@ -50,6 +50,27 @@ def patch_ask(order: str, *, request_id: str) -> str:
     return "approved"
 
 
+@tool(effect="write", idempotent=True, approval=True)
+def patch_wire(order: str, *, request_id: str) -> str:
+    ledger(f"wire {order}")
+    return "wired"
+
+
+def gated(patched: bool) -> Workflow:
+    """A payment a person approves; the next release checks with a manager before it."""
+    wf = Workflow("wire", version="v2" if patched else "v1")
+
+    @wf.step(entry=True)
+    def wire(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        took = patched and ctx.patched(ASK_FIRST)
+        if took:
+            ctx.call(patch_ask, state["order"])
+        ctx.call(patch_wire, state["order"])
+        return {"took": took}, END
+
+    return wf
+
+
 def old() -> Workflow:
     """v1: pay, then ask a person."""
     wf = Workflow("refund", version="v1")

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from savegame import RunStatus, StepContext, Store, Workflow, resume, run
-from savegame.client import fork, history
+from savegame.client import approve, fork, history
 from savegame.codec import decode_value
 from savegame.errors import ConfigurationError, NonDeterminismError, SavegameError
 from savegame.model import EffectKind
 from savegame.stores import SqliteStore
 from tests.effects import patch_flows
-from tests.effects.patch_flows import ASK_FIRST, deprecated, lines, new, old
+from tests.effects.patch_flows import ASK_FIRST, deprecated, gated, lines, new, old
 
 ORDER = {"order": "o-1"}
 
@@ -60,6 +60,19 @@ def test_a_run_past_the_point_under_old_code_keeps_its_old_path(store: Store) ->
     assert _answers(store, paused.run_id) == [False]
     [entry] = [e for e in store.list_effects(paused.run_id) if e.kind is EffectKind.PATCH]
     assert entry.metadata.get("decided") == "passed"
+
+
+def test_a_run_whose_call_waits_for_approval_there_has_passed_the_point(store: Store) -> None:
+    # v1 asked a person to approve the wire at position 0: nothing called yet, but the
+    # decision the person gives is bound to that call at that position.
+    paused = run(gated(False), ORDER, store=store)
+    assert paused.status is RunStatus.INTERRUPTED
+    decided = approve(paused.run_id, by="ana", store=store, workflow=gated(True))
+    done = decided.result
+    assert done is not None, decided.error
+    assert (done.status, done.state["took"]) == (RunStatus.COMPLETED, False)
+    assert lines() == ["wire o-1"]
+    assert _answers(store, paused.run_id) == [False]
 
 
 def test_a_run_not_yet_at_the_point_takes_the_patch(store: Store) -> None:

@@ -116,3 +116,17 @@ def test_compatible_versions_need_the_worker_s_own(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="list of versions"):
         Worker(f"sqlite:///{tmp_path / 'w.db'}", version="v2", compatible_versions="v1")  # type: ignore[arg-type]
     assert Worker(None, version="v2", compatible_versions=["v1", "v2"]).versions == ["v2", "v1"]
+
+
+def test_an_agent_takes_a_version_too() -> None:
+    from savegame import Agent
+
+    class Quiet:
+        name = "quiet"
+
+        def complete(self, messages: Any, tools: Any) -> Any:  # pragma: no cover - not called
+            raise AssertionError
+
+    assert Agent("helper", Quiet(), version="v7").workflow.code_version == "v7"
+    derived = Agent("helper", Quiet()).workflow.code_version
+    assert derived.startswith(DERIVED) and derived == Agent("other", Quiet()).workflow.code_version

@@ -211,9 +211,11 @@ def history(
             *([mark] if marked else []),
         )
     out.print(table)
-    # The run's first checkpoint names the code version it started under.
-    started = next((h.metadata.get(VERSION_KEY) for h in items if h.step == 0), None)
-    if isinstance(started, str):
+    # The run's first checkpoint (the oldest listed) names the code version it started under.
+    started = next(
+        (v for h in reversed(items) if isinstance(v := h.metadata.get(VERSION_KEY), str)), None
+    )
+    if started is not None:
         out.print(f"started under code version {started}", soft_wrap=True)
     waits = items[0].metadata.get("waiting") if items else None
     if (

@@ -10,7 +10,8 @@ did not have the patch?* The point is the position of the step's next call (its
 request id, ``<run>:<step>:<index>``, inside a gather ``...:b<k>:<n>``). The answer:
 
 1. A marker for this patch at this position in the run's journal: its recorded answer.
-2. Else, the journal holds a call at this position: the step ran past here before,
+2. Else, the journal holds a call at this position (or an entry named after one: an
+   approval a person gave for it, an attempt, a stream's marker): the step ran past here before,
    under code without the patch (code with it would have left a marker) -> False, so
    the step takes its old path and its recorded calls replay as they were made.
 3. Else, a fork that has not diverged from its origin: the origin's marker at the same
@@ -37,7 +38,7 @@ from __future__ import annotations
 from savegame.codec import decode_value, encode_value, open_entry
 from savegame.effects._calls import Calls
 from savegame.errors import ConfigurationError, NonDeterminismError, NotFoundError
-from savegame.model import EffectKind, EffectRecord, EffectStatus
+from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
 
 #: The longest patch id (it is part of a request id, a table cell).
 MAX_PATCH_ID = 100
@@ -72,9 +73,22 @@ def _answer(entry: EffectRecord) -> bool:
     return decode_value(entry.result) is True if entry.result is not None else False
 
 
+def _reached(calls: Calls, at: str) -> bool:
+    """Whether the run's journal shows a call at ``at``: its entry, or one named after it
+    (an approval a person gave for it, an attempt, a stream's marker), though not
+    another patch's marker: a person's decision is bound to the call at its position."""
+    if calls.journal.get(at) is not None:
+        return True
+    prefix, markers = at + ":", f"{at}:patch:"
+    return any(
+        e.request_id.startswith(prefix) and not e.request_id.startswith(markers)
+        for e in calls.journal.entries()
+    )
+
+
 def _decide(calls: Calls, at: str, patch_id: str) -> tuple[bool, str]:
     """The answer for a position with no marker, and why (rules 2 to 4)."""
-    if calls.journal.get(at) is not None:
+    if _reached(calls, at):
         return False, PASSED
     replay = calls.replay
     if replay is not None and not replay.diverged:
@@ -115,6 +129,7 @@ def patched(calls: Calls, patch_id: str, *, deprecated: bool = False) -> bool:
             step=calls.step, node=calls.node, call_index=index, status=EffectStatus.DONE,
             arguments=encode_value({"patch": patch_id}, "patch"),
             result=encode_value(answer, "patch"), metadata={DECIDED: why},
+            completed_at=utcnow(),
         )  # fmt: skip
         entry = calls.journal.intent(fresh)
     if entry.kind is not EffectKind.PATCH:
