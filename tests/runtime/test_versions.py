@@ -16,8 +16,9 @@ from savegame.errors import ConfigurationError, CorruptRecordError
 from savegame.model import VERSION_KEY
 from savegame.runtime._versions import DERIVED
 from savegame.stores import SqliteStore
+from tests.runtime import version_flows
 from tests.runtime.version_flows import DERIVED as DERIVED_WF
-from tests.runtime.version_flows import V1, V2
+from tests.runtime.version_flows import V1, V2, hello_v2
 
 
 def test_a_run_records_its_declared_version_in_its_row_and_first_checkpoint(store: Store) -> None:
@@ -130,3 +131,25 @@ def test_an_agent_takes_a_version_too() -> None:
     assert Agent("helper", Quiet(), version="v7").workflow.code_version == "v7"
     derived = Agent("helper", Quiet()).workflow.code_version
     assert derived.startswith(DERIVED) and derived == Agent("other", Quiet()).workflow.code_version
+
+
+def test_a_worker_says_once_when_its_code_is_not_of_the_version_it_claims(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SqliteStore(tmp_path / "fleet.db") as store:
+        runs = [submit(V2, store=store).run_id for _ in range(2)]
+        # The operator deployed v3 but started its worker as `--version v2`: the runs it
+        # claims import as v3 (the same reference, the new release's code).
+        v3 = Workflow("greet", version="v3")
+        v3.add_step(hello_v2, name="hello", entry=True)
+        monkeypatch.setattr(version_flows, "V2", v3)
+        with caplog.at_level("WARNING", logger="savegame.worker"):
+            stats = Worker(store, poll=0.01, version="v2").run(idle_exit=0.2)
+        assert set(stats.finished) == set(runs)  # the runs go on: the code is what was deployed
+        assert caplog.text.count("imports here as version v3: give the worker") == 1
+        # Its own version's code: not a word.
+        caplog.clear()
+        submit(V1, store=store)
+        with caplog.at_level("WARNING", logger="savegame.worker"):
+            Worker(store, poll=0.01, version="v1").run(idle_exit=0.2)
+        assert "imports here as version" not in caplog.text

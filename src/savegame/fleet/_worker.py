@@ -61,6 +61,7 @@ from savegame.fleet._submit import hold_back, resume_claimed
 from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import (
     DEFAULT_TTL,
+    Workflow,
     check_versions,
     free_dead,
     owner_id,
@@ -177,6 +178,8 @@ class Worker:
         """run id -> the lease that holds it back, released when the worker stops."""
         self._told: set[str] = set()
         """Workflow references the worker said it cannot import."""
+        self._told_versions: set[tuple[str, str]] = set()
+        """(workflow, code version) pairs the worker said are not of its versions."""
         self._next_scan = 0.0
         """When (monotonic) to look for runs of dead holders on this host next."""
         self.stop_event = threading.Event()
@@ -297,6 +300,7 @@ class Worker:
                 lease_ttl=self.lease_ttl,
                 should_stop=self.stop_event.is_set,
                 storage=self.storage,
+                loaded=self._loaded,
             )
         except KeyboardInterrupt:
             raise
@@ -341,6 +345,23 @@ class Worker:
                 f"its row was claimed for version {', '.join(self.versions)} but its checked "
                 f"metadata says {info.version!r}",
             )
+
+    def _loaded(self, wf: Workflow) -> None:
+        """Say once per workflow and version when the code this worker imported is not of
+        a version it claims: ``--version`` names another release than the one installed
+        (the runs it claims still go on; the code is what the operator deployed)."""
+        if self.versions is None or wf.code_version in self.versions:
+            return
+        with self._lock:
+            seen = (wf.name, wf.code_version)
+            if seen in self._told_versions:
+                return
+            self._told_versions.add(seen)
+        log.warning(
+            "this worker claims runs of version %s, but workflow %r imports here as version "
+            "%s: give the worker its code's version (--version %s)",
+            ", ".join(self.versions), wf.name, wf.code_version, wf.code_version,
+        )  # fmt: skip
 
     def _cannot_import(self, exc: WorkflowImportError) -> None:
         """Say once per reference what this worker cannot import, and what to do."""
