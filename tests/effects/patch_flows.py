@@ -71,6 +71,27 @@ def gated(patched: bool) -> Workflow:
     return wf
 
 
+@tool(effect="write")
+def patch_charge(order: str) -> str:
+    ledger(f"charge {order}")
+    raise ConnectionError("the line dropped: did the charge go through?")
+
+
+def charging(patched: bool) -> Workflow:
+    """A charge that may have happened (it raised after sending); the next release
+    checks with a manager first."""
+    wf = Workflow("charge", version="v2" if patched else "v1")
+
+    @wf.step(entry=True)
+    def charge(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        if patched and ctx.patched(ASK_FIRST):
+            ctx.call(patch_ask, state["order"])
+        ctx.call(patch_charge, state["order"])
+        return {}, END
+
+    return wf
+
+
 def old() -> Workflow:
     """v1: pay, then ask a person."""
     wf = Workflow("refund", version="v1")

@@ -15,11 +15,24 @@ import pytest
 from savegame import RunStatus, StepContext, Store, Workflow, resume, run
 from savegame.client import approve, fork, history
 from savegame.codec import decode_value
-from savegame.errors import ConfigurationError, NonDeterminismError, SavegameError
+from savegame.errors import (
+    ConfigurationError,
+    InDoubtEffectError,
+    NonDeterminismError,
+    SavegameError,
+)
 from savegame.model import EffectKind
 from savegame.stores import SqliteStore
 from tests.effects import patch_flows
-from tests.effects.patch_flows import ASK_FIRST, deprecated, gated, lines, new, old
+from tests.effects.patch_flows import (
+    ASK_FIRST,
+    charging,
+    deprecated,
+    gated,
+    lines,
+    new,
+    old,
+)
 
 ORDER = {"order": "o-1"}
 
@@ -114,6 +127,22 @@ def test_a_fork_gets_its_origin_s_answer(store: Store) -> None:
     assert _answers(store, again.run_id) == [True]
     [entry] = [e for e in store.list_effects(again.run_id) if e.kind is EffectKind.PATCH]
     assert entry.metadata.get("decided") == "origin"
+
+
+def test_a_fork_of_a_run_with_a_call_in_doubt_there_keeps_the_old_path(store: Store) -> None:
+    # v1's charge raised after it may have gone out: in doubt, the run stops for a person.
+    with pytest.raises(InDoubtEffectError) as raised:
+        run(charging(False), ORDER, run_id="doubt", store=store)
+    assert raised.value.run_id == "doubt"
+    start = next(reversed(history("doubt", store=store)))
+    # The fork takes the origin's path and stops at the same doubt, for a person; taking
+    # the patch would have diverged there and charged again for real.
+    with pytest.raises(SavegameError, match="in doubt"):
+        fork(start.checkpoint_id, store=store, workflow=charging(True))
+    assert lines() == ["charge o-1"]
+    [forked] = [r for r in store.list_runs() if r.run_id != "doubt"]
+    assert forked.status is RunStatus.NEEDS_ATTENTION
+    assert _answers(store, forked.run_id) == [False]
 
 
 def test_deprecate_patch_refuses_a_run_that_kept_the_old_path(store: Store) -> None:

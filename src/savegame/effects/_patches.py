@@ -15,8 +15,9 @@ request id, ``<run>:<step>:<index>``, inside a gather ``...:b<k>:<n>``). The ans
    under code without the patch (code with it would have left a marker) -> False, so
    the step takes its old path and its recorded calls replay as they were made.
 3. Else, a fork that has not diverged from its origin: the origin's marker at the same
-   position, else False if the origin made a call there (the fork replays the origin's
-   calls: it must take the same path to reuse them).
+   position, else False if the origin made a call there, done or not (the fork replays
+   the origin's calls: it must take the same path to reuse them, and to stop at one the
+   origin left in doubt).
 4. Else the step is here for the first time -> True.
 
 The answer is committed at once as a journal entry of kind ``patch`` named after the
@@ -37,8 +38,9 @@ from __future__ import annotations
 
 from savegame.codec import decode_value, encode_value, open_entry
 from savegame.effects._calls import Calls
-from savegame.errors import ConfigurationError, NonDeterminismError, NotFoundError
+from savegame.errors import ConfigurationError, NonDeterminismError
 from savegame.model import EffectKind, EffectRecord, EffectStatus, utcnow
+from savegame.stores.base import ALL_EFFECTS
 
 #: The longest patch id (it is part of a request id, a table cell).
 MAX_PATCH_ID = 100
@@ -86,24 +88,38 @@ def _reached(calls: Calls, at: str) -> bool:
     )
 
 
+def _origin_answer(calls: Calls, at: str, patch_id: str) -> bool | None:
+    """Rule 3: what a fork's origin did at this point (its marker's answer, else False
+    if it made a call there, however that call ended), or None if it was not there."""
+    replay = calls.replay
+    if replay is None or replay.diverged:
+        return None
+    origin = replay.origin.run_id
+    base = f"{origin}:{calls.position(at)}"
+    # One read by prefix: the call, its approval and attempts, and its patch markers;
+    # not the calls whose index only starts with this one's (1:1 is no 1:10).
+    found = calls.journal.store.list_effects(origin, request_prefix=base, limit=ALL_EFFECTS)
+    there = [
+        open_entry(e, calls.journal.storage)
+        for e in found
+        if e.request_id == base or e.request_id.startswith(base + ":")
+    ]
+    mark = marker_id(base, patch_id)
+    for entry in there:
+        if entry.request_id == mark and entry.kind is EffectKind.PATCH:
+            return _answer(entry)
+    if any(not e.request_id.startswith(f"{base}:patch:") for e in there):
+        return False
+    return None
+
+
 def _decide(calls: Calls, at: str, patch_id: str) -> tuple[bool, str]:
     """The answer for a position with no marker, and why (rules 2 to 4)."""
     if _reached(calls, at):
         return False, PASSED
-    replay = calls.replay
-    if replay is not None and not replay.diverged:
-        origin = replay.origin.run_id
-        position = calls.position(at)
-        try:
-            found = calls.journal.store.get_effect(
-                origin, marker_id(f"{origin}:{position}", patch_id)
-            )
-        except NotFoundError:
-            found = None
-        if found is not None and found.kind is EffectKind.PATCH:
-            return _answer(open_entry(found, calls.journal.storage)), ORIGIN
-        if replay.recorded(position, calls.node) is not None:
-            return False, ORIGIN
+    origin = _origin_answer(calls, at, patch_id)
+    if origin is not None:
+        return origin, ORIGIN
     return True, FRESH
 
 
