@@ -320,6 +320,16 @@ class RunInfo:
     def with_status(self, status: RunStatus) -> RunInfo:
         return replace(self, status=status)
 
+    @property
+    def version(self) -> str | None:
+        """The code version the run started under (:data:`VERSION_KEY` of its metadata,
+        under the row's check); None for a run started before runs had one. A sealed
+        value (the key made sensitive) reads as None: no claimer could match it."""
+        found = self.metadata.get(VERSION_KEY)
+        if not isinstance(found, str) or found.startswith("$sg:enc:"):
+            return None
+        return found
+
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
@@ -363,6 +373,9 @@ class EffectKind(str, enum.Enum):
     """A step's ``ctx.sleep``: the time it wakes, computed once."""
     CHILD = "child"
     """A child run a step started (``ctx.start_child``): its run id."""
+    PATCH = "patch"
+    """A step's ``ctx.patched(id)``: whether the run takes the patched code there, decided
+    once (its result), so a re-execution, a resume and a fork answer the same."""
 
     def __str__(self) -> str:
         return self.value
@@ -433,6 +446,13 @@ TAKEOVER_KEY = "took_over"
 #: LangGraph migration's marker per thread), its value naming whose: lists for people
 #: (``savegame runs``, the UI's runs page) leave such a run out; read by id it is there.
 BOOKKEEPING_KEY = "bookkeeping"
+
+
+#: The run metadata key holding the code version a run started under (the workflow's
+#: ``version=``, or a digest of its steps' source: ``Workflow.code_version``), set in
+#: its first checkpoint and so in its row, under the row's check. A worker given
+#: versions claims only runs of one of them (``claim_run(versions=...)``).
+VERSION_KEY = "code_version"
 
 
 #: The state key under which a workflow with a workspace keeps the manifest of its

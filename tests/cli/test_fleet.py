@@ -154,3 +154,53 @@ def test_a_worker_refuses_a_store_it_cannot_share(cli: Any, url: str, fragment: 
     out = cli("worker", "--exit-when-idle", "0", "--store", url)
     assert_one_error_line(out, fragment)
     assert out.exit_code == 2
+
+
+def test_runs_shows_each_run_s_version_and_what_a_queued_one_waits_for(
+    cli: Any, tmp_path: Path, store: str
+) -> None:
+    flow = tmp_path / "versioned_flow.py"
+    flow.write_text(SLOW.replace('Workflow("slow")', 'Workflow("slow", version="2024-12-01")'))
+    ref = f"{flow}:wf"
+    assert cli("submit", ref, "--input", '{"until": 1}', "--store", store).exit_code == 0
+    assert cli("submit", ref, "--input", '{"until": 1}', "--store", store).exit_code == 0
+    out = cli("runs", "--store", store)
+    assert out.exit_code == 0, out.stderr
+    assert "version" in out.stdout and "2024-12-01" in out.stdout
+    assert "2 queued runs of version 2024-12-01: waiting for a worker of version" in out.stdout
+    listed = cli("runs", "--store", store, "--json").json()
+    assert {r["version"] for r in listed} == {"2024-12-01"}
+    # A worker of another version leaves them queued; one of theirs runs them.
+    idle = cli("worker", "--store", store, "--version", "v0", "--exit-when-idle", "0.3")
+    assert idle.exit_code == 0, idle.stderr
+    assert {r["status"] for r in cli("runs", "--store", store, "--json").json()} == {"queued"}
+    ran = cli(
+        "worker", "--store", store, "--version", "v9", "--compatible", "2024-12-01",
+        "--exit-when-idle", "0.3",
+    )  # fmt: skip
+    assert ran.exit_code == 0, ran.stderr
+    assert {r["status"] for r in cli("runs", "--store", store, "--json").json()} == {"completed"}
+    assert "waiting for a worker" not in cli("runs", "--store", store).stdout
+    run_id = listed[0]["run_id"]
+    assert (
+        "started under code version 2024-12-01" in cli("history", run_id, "--store", store).stdout
+    )
+
+
+def test_worker_refuses_compatible_versions_without_its_own(cli: Any, store: str) -> None:
+    assert_one_error_line(
+        cli("worker", "--store", store, "--compatible", "v1", "--exit-when-idle", "0.1"),
+        "version=",
+    )
+
+
+def test_history_names_the_version_of_a_paused_run(
+    cli: Any, store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.effects.patch_flows import old
+
+    monkeypatch.setenv("SAVEGAME_LEDGER", str(tmp_path / "ledger.txt"))
+    paused = savegame.run(old(), {"order": "o-1"}, store=store)  # two checkpoints at step 0
+    out = cli("history", paused.run_id, "--store", store)
+    assert out.exit_code == 0, out.stderr
+    assert "started under code version v1" in out.stdout

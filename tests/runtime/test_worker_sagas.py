@@ -92,3 +92,11 @@ def test_a_worker_of_other_workflows_leaves_it(store: SqliteStore) -> None:
     run_id = half_compensated(store)
     Worker(store, poll=0.01, workflows=["another"]).run(idle_exit=0.3)
     assert store.get_run(run_id).status is RunStatus.COMPENSATING
+
+
+def test_a_worker_of_another_code_version_leaves_it(store: SqliteStore) -> None:
+    run_id = half_compensated(store)
+    Worker(store, poll=0.01, version="some-other-release").run(idle_exit=0.3)
+    assert store.get_run(run_id).status is RunStatus.COMPENSATING
+    Worker(store, poll=0.01, version=store.get_run(run_id).version).run(idle_exit=0.3)
+    assert store.get_run(run_id).status is RunStatus.COMPENSATED

@@ -254,8 +254,8 @@ def test_the_claim_query_uses_the_claimable_index(url: str) -> None:
             _submit(store)
         conn.execute(f'SET search_path TO "{store.schema}"')
         conn.execute("SET enable_seqscan = off")
-        for workflows in (None, ["contract"]):
-            plan = conn.execute("EXPLAIN " + CLAIM, {"workflows": workflows})
+        for workflows, versions in ((None, None), (["contract"], ["v1"])):
+            plan = conn.execute("EXPLAIN " + CLAIM, {"workflows": workflows, "versions": versions})
             assert "runs_claimable" in " ".join(row[0] for row in plan.fetchall())
 
 
@@ -263,8 +263,9 @@ def test_the_claim_of_woken_runs_uses_the_waking_index(url: str) -> None:
     with PostgresStore.from_url(url) as store, psycopg.connect(parse_url(url)[0]) as conn:
         conn.execute(f'SET search_path TO "{store.schema}"')
         conn.execute("SET enable_seqscan = off")
-        for workflows in (None, ["contract"]):
-            plan = conn.execute("EXPLAIN " + CLAIM_WOKEN, {"workflows": workflows, "now": 0})
+        for workflows, versions in ((None, None), (["contract"], ["v1"])):
+            which = {"workflows": workflows, "versions": versions, "now": 0}
+            plan = conn.execute("EXPLAIN " + CLAIM_WOKEN, which)
             assert "runs_waking" in " ".join(row[0] for row in plan.fetchall())
         plan = conn.execute("EXPLAIN " + SQL.wake, ("r",))
         assert "effects_pending_events" in " ".join(row[0] for row in plan.fetchall())

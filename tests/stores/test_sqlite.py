@@ -68,14 +68,16 @@ def test_pruning_blobs_uses_the_digest_index(tmp_path: Path) -> None:
     assert "checkpoint_blobs_by_digest" in plan
 
 
-@pytest.mark.parametrize("workflows", [None, '["contract"]'])
+@pytest.mark.parametrize(("workflows", "versions"), [(None, None), ('["contract"]', '["v1"]')])
 def test_the_claim_of_woken_runs_uses_the_waking_index(
-    tmp_path: Path, workflows: str | None
+    tmp_path: Path, workflows: str | None, versions: str | None
 ) -> None:
     """A claim reads only waiting runs with a wake time, soonest first: a week-long sleep
     or a finished history is never looked at."""
     with SqliteStore(tmp_path / "s.db") as store:
-        plan = store._conn.execute("EXPLAIN QUERY PLAN " + CLAIM_WOKEN, (0.0, workflows, 0))
+        plan = store._conn.execute(
+            "EXPLAIN QUERY PLAN " + CLAIM_WOKEN, (0.0, workflows, 0, versions)
+        )
         details = " ".join(row[3] for row in plan)
     assert "USING INDEX runs_waking" in details
     assert "TEMP B-TREE" not in details
@@ -88,11 +90,13 @@ def test_the_wake_check_reads_the_pending_events_index(tmp_path: Path) -> None:
     assert "effects_pending_events" in details
 
 
-@pytest.mark.parametrize("workflows", [None, '["contract"]'])
-def test_the_claim_query_uses_the_claimable_index(tmp_path: Path, workflows: str | None) -> None:
+@pytest.mark.parametrize(("workflows", "versions"), [(None, None), ('["contract"]', '["v1"]')])
+def test_the_claim_query_uses_the_claimable_index(
+    tmp_path: Path, workflows: str | None, versions: str | None
+) -> None:
     """A claim reads only queued and running runs, oldest first, however long the history."""
     with SqliteStore(tmp_path / "s.db") as store:
-        plan = store._conn.execute("EXPLAIN QUERY PLAN " + CLAIM, (0.0, workflows))
+        plan = store._conn.execute("EXPLAIN QUERY PLAN " + CLAIM, (0.0, workflows, 0, versions))
         details = " ".join(row[3] for row in plan)
     assert "USING INDEX runs_claimable" in details
     assert "TEMP B-TREE" not in details  # the index gives the order: no sort

@@ -141,7 +141,9 @@ def test_a_version_1_file_upgrades_and_keeps_its_data(tmp_path: Path) -> None:
         assert store.get_run(run.run_id).cancel_requested is True
         assert got.checksum == ""  # a row from before run rows had a check of their own
     assert (
-        _versions(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] == list(range(1, SCHEMA_VERSION + 1))
+        _versions(path)
+        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        == list(range(1, SCHEMA_VERSION + 1))
     )
 
 
@@ -183,7 +185,7 @@ def test_a_version_2_file_upgrades_in_place_to_the_storage_engine(tmp_path: Path
         assert [(s.run_id, s.checkpoints, s.effects) for s in sizes] == [(run.run_id, 3, 1)]
         assert store.delete_runs([run.run_id]) == 1
         assert store.delete_unreferenced_blobs() == (1, len(b"large value"))
-    assert _versions(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert _versions(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 
 
 def test_a_schedule_written_before_queues_loads_with_none_and_keeps_its_check(

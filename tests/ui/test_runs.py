@@ -8,6 +8,7 @@ from collections.abc import Callable
 from starlette.testclient import TestClient
 
 import savegame
+from tests.runtime.version_flows import V1
 from tests.ui.shop import wf
 
 ROW = re.compile(r'<tr data-run="([^"]+)">')
@@ -81,3 +82,18 @@ def test_a_run_that_called_an_unpriced_model_costs_unknown_not_nothing(
     assert "$0.0012" in rows[known.run_id] and "unknown" not in rows[known.run_id]
     assert "unknown" in rows[unknown.run_id] and "$" not in rows[unknown.run_id]
     assert "cost unknown" in c.get(f"/runs/{unknown.run_id}").text
+
+
+def test_a_run_s_version_shows_and_a_queued_one_says_what_it_waits_for(
+    client: Callable[..., TestClient], ui_url: str
+) -> None:
+    ran = savegame.run(V1, store=ui_url).run_id
+    queued = savegame.submit(V1, store=ui_url).run_id
+    c = client()
+    listed = c.get("/runs").text
+    assert listed.count('<span class="dim version">v1</span>') == 2
+    assert listed.count("waiting for a worker of version v1") == 1  # the queued one only
+    page = c.get(f"/runs/{queued}").text
+    assert "<dt>Version</dt><dd><code>v1</code>" in page
+    assert "waiting for a worker of version v1" in page
+    assert "waiting for a worker" not in c.get(f"/runs/{ran}").text

@@ -48,6 +48,9 @@ class Agent:
             keeps every message either way.
         workspace: a directory the tools edit, snapshotted with every checkpoint and
             restored on resume and fork (``Workflow(workspace=)``).
+        version: the code version its runs record (``Workflow(version=)``); without
+            it, a digest of the loop's steps, which does not change with your tools or
+            prompt: declare one when you run workers by version.
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class Agent:
         workspace: Workspace | str | os.PathLike[str] | Callable[[str], Any] | None = None,
         state_version: int = 1,
         policy: CheckpointPolicy | None = None,
+        version: str | None = None,
     ) -> None:
         self.model = model
         self.stream = stream
@@ -85,6 +89,7 @@ class Agent:
             state_version=state_version,
             policy=policy or CheckpointPolicy(),
             workspace=workspace,
+            version=version,
         )
         caller = sys._getframe(1).f_globals
         module = caller.get("__name__")

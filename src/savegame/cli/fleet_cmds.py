@@ -201,6 +201,26 @@ QueuesOption = Annotated[
     ),
 ]
 
+VersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--version",
+        metavar="VERSION",
+        help="This worker's code version (its workflows' version=): claim only runs "
+        "started under it or under a --compatible one (default: any run).",
+    ),
+]
+
+CompatibleOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--compatible",
+        metavar="VERSION",
+        help="An older version whose runs this code continues (repeat for several; "
+        "needs --version).",
+    ),
+]
+
 ExitWhenIdleOption = Annotated[
     float | None,
     typer.Option(
@@ -221,6 +241,8 @@ def worker_command(
     store: StoreOption = None,
     queues: QueuesOption = None,
     app_dir: AppDirOption = None,
+    version: VersionOption = None,
+    compatible: CompatibleOption = None,
 ) -> None:
     """Claim queued and orphaned runs and execute them, until SIGTERM or Ctrl-C.
 
@@ -231,6 +253,10 @@ def worker_command(
     --app-dir), then PYTHONPATH. A run whose code does not import here stays
     queued for a worker that can import it; the worker says once what it cannot
     import.
+
+    With --version (and --compatible) the worker claims only runs started under
+    those code versions: in a rolling deploy, a run in flight goes only to code
+    that continues it as it started (see docs/guides/changing-agents.md).
 
     On SIGTERM or SIGINT each run in hand finishes its current step, is
     checkpointed, and its lease is released for another worker; then the
@@ -253,10 +279,14 @@ def worker_command(
         workflows=workflows or None,
         on_result=_ended,
         queues=queues or None,
+        version=version,
+        compatible_versions=compatible or (),
     )
     worker.install_signal_handlers()
     with _events_to_stderr(store):
         log.info("worker started: %s on %s", plural(concurrency, "slot"), where)
+        if worker.versions is not None:
+            log.info("claiming runs of version %s only", ", ".join(worker.versions))
         stats = worker.run(idle_exit=exit_when_idle)
     render.console().print(_summary(stats), soft_wrap=True)
 

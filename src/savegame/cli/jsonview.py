@@ -75,6 +75,7 @@ def run(info: RunInfo) -> dict[str, Any]:
         "thread_id": info.thread_id,
         "workflow": info.workflow,
         "workflow_ref": info.workflow_ref,
+        "version": info.version,
         "status": info.status.value,
         "step": info.step,
         "head_checkpoint_id": info.head_checkpoint_id,

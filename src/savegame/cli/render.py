@@ -20,6 +20,7 @@ from savegame.codec import to_data
 from savegame.control import Effect
 from savegame.effects import PendingInterrupt
 from savegame.model import (
+    VERSION_KEY,
     Checkpoint,
     CheckpointHeader,
     EffectKind,
@@ -124,6 +125,7 @@ def runs(
     table.add_column("run", no_wrap=True)
     table.add_column("thread", overflow="fold")
     table.add_column("workflow", overflow="fold")
+    table.add_column("version", overflow="fold")
     table.add_column("status")
     table.add_column("step", justify="right")
     table.add_column("updated (UTC)", no_wrap=True)
@@ -132,6 +134,7 @@ def runs(
             info.run_id,
             "=" if info.thread_id == info.run_id else info.thread_id,
             info.workflow,
+            info.version or "",
             Text(f"{info.status.value} (owner gone)", style="bold red")
             if info.run_id in gone
             else status(info.status),
@@ -145,6 +148,24 @@ def runs(
             f"continue it: {resume_command(run_id, store)}",
             soft_wrap=True,
         )
+    for version, count in versions_waiting(items, gone).items():
+        out.print(
+            f"{plural(count, 'queued run')} of version {version}: waiting for a worker of "
+            f"version {version} (`savegame worker --version {version}`, or one that "
+            f"declares it --compatible, or one without --version)",
+            soft_wrap=True,
+        )
+
+
+def versions_waiting(items: Sequence[RunInfo], gone: Mapping[str, OwnerGone]) -> dict[str, int]:
+    """The code versions of the queued runs no worker holds, with how many of each: a
+    worker given versions claims only runs of those, so these wait for one of theirs."""
+    found: dict[str, int] = {}
+    for info in items:
+        queued = info.status is RunStatus.QUEUED and info.lease is None
+        if queued and info.run_id not in gone and info.version is not None:
+            found[info.version] = found.get(info.version, 0) + 1
+    return found
 
 
 def _lineage(h: CheckpointHeader, forks: Mapping[str, Sequence[str]]) -> Text:
@@ -190,6 +211,12 @@ def history(
             *([mark] if marked else []),
         )
     out.print(table)
+    # The run's first checkpoint (the oldest listed) names the code version it started under.
+    started = next(
+        (v for h in reversed(items) if isinstance(v := h.metadata.get(VERSION_KEY), str)), None
+    )
+    if started is not None:
+        out.print(f"started under code version {started}", soft_wrap=True)
     waits = items[0].metadata.get("waiting") if items else None
     if (
         items

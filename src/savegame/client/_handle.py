@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from types import TracebackType
 
@@ -77,6 +77,8 @@ class Savegame(Runs, Decisions, Reading, Upkeep):
         backoff: float = 1.0,
         schedules: bool = True,
         queues: list[str] | None = None,
+        version: str | None = None,
+        compatible_versions: Sequence[str] = (),
     ) -> Worker:
         """A :class:`~savegame.Worker` on this handle's store and storage settings.
 
@@ -88,7 +90,8 @@ class Savegame(Runs, Decisions, Reading, Upkeep):
             return Worker(
                 s, storage=self.storage, concurrency=concurrency, lease_ttl=lease_ttl,
                 poll=poll, workflows=workflows, on_result=on_result, backoff=backoff,
-                schedules=schedules, queues=queues,
+                schedules=schedules, queues=queues, version=version,
+                compatible_versions=compatible_versions,
             )  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from savegame.effects import (
 from savegame.errors import ConfigurationError
 from savegame.ids import new_id
 from savegame.model import (
+    VERSION_KEY,
     Checkpoint,
     CheckpointHeader,
     EffectKind,
@@ -193,6 +194,8 @@ def create_fork(
     state, edited = apply_edits(cp.state, update, paths)
     origin = Origin(src.run_id, src.checkpoint_id, src.step, mode)
     now, meta = utcnow(), _metadata(origin, edited, by, authenticated_as, reason)
+    # The fork runs the code of this process, whatever version its origin started under.
+    meta[VERSION_KEY] = wf.code_version
     header = CheckpointHeader(
         thread_id=src.thread_id, run_id=new_id(), checkpoint_id=new_id(),
         parent_id=src.checkpoint_id, step=src.step, node=src.node,

@@ -18,6 +18,8 @@ Where things are::
                        (reject by "expiry", or escalate: an approval.escalated event)
     decisions.py       what people do from outside: approve, reject, supply, resolve, close
     _compensation.py   run_compensation: undo a run's completed writes, once each
+    _patches.py        ctx.patched / ctx.deprecate_patch: a code change only where a run has
+                       not been yet, decided once and journaled (a marker of kind patch)
     _waits.py          Waits: ctx.wait_for and ctx.sleep without a process held; events
                        (what ``savegame send`` and a child run's end journal); ChildRun
                        (registered with the codec: a planner keeps them in its state)
@@ -44,6 +46,7 @@ from savegame.effects._llm import (
     below_zero,
     tool_spec,
 )
+from savegame.effects._patches import patched
 from savegame.effects._prompts import STREAM_MARK, AskedRequest, asked, is_stream_marker
 from savegame.effects._replay import (
     EXECUTED,
@@ -150,6 +153,7 @@ __all__ = [
     "invoke_call",
     "is_stream_marker",
     "parent_of",
+    "patched",
     "registered",
     "retry_wait",
     "retryable",

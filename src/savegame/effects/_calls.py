@@ -129,12 +129,18 @@ class Calls:
         compares with its origin's call at the same place."""
         return request_id[len(self.run_id) + 1 :]
 
-    def _next_id(self) -> tuple[int, str]:
+    def peek(self) -> tuple[int, str]:
+        """The index and request id the next call will take, without taking them (a
+        ``ctx.patched`` marker is named after the call it comes before)."""
         index = self._index
-        self._index += 1
         if self._request_ids is not None:
             return index, self._request_ids(index)
         return index, f"{self.run_id}:{self.step}:{index}"
+
+    def _next_id(self) -> tuple[int, str]:
+        taken = self.peek()
+        self._index += 1
+        return taken
 
     def _done(self, prepared: PreparedCall, kind: EffectKind, result: bytes) -> EffectRecord:
         """The entry of a call that had none before it returned (a read, a model call)."""

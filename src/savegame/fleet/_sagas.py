@@ -29,12 +29,21 @@ from savegame.stores import Store
 log = logging.getLogger("savegame.worker")
 
 
-def orphaned_sagas(store: Store, *, workflows: Sequence[str] | None, limit: int) -> list[str]:
-    """The compensating runs nobody is compensating now: no lease, an expired one, or
-    one held by a process on this host that is not running."""
+def orphaned_sagas(
+    store: Store,
+    *,
+    workflows: Sequence[str] | None,
+    versions: Sequence[str] | None,
+    limit: int,
+) -> list[str]:
+    """The compensating runs nobody is compensating now (no lease, an expired one, or
+    one held by a process on this host that is not running), of the workflows and code
+    versions a worker claims: their compensating tools are those of that code."""
     now, found = time.time(), []
     for info in store.list_runs(status=RunStatus.COMPENSATING, limit=limit):
         if workflows is not None and info.workflow not in workflows:
+            continue
+        if versions is not None and info.version not in versions:
             continue
         held = info.lease
         if held is None or held.expires_at <= now or holder_is_dead(held.owner):

@@ -25,6 +25,7 @@ from savegame.runtime import (
     OnExists,
     OnThreadBusy,
     StartOptions,
+    Workflow,
     as_workflow,
     begin_submit,
     events_for_parent,
@@ -87,8 +88,10 @@ def resume_claimed(
     should_stop: Callable[[], bool] | None = None,
     observer: Observer | None = None,
     storage: StorageConfig | None = None,
+    loaded: Callable[[Workflow], None] | None = None,
 ) -> RunResult:
-    """Drive a run whose lease a worker claimed, until it ends, pauses or ``should_stop``.
+    """Drive a run whose lease a worker claimed, until it ends, pauses or ``should_stop``
+    (``loaded``: told the workflow as this process imported it, before a step runs).
 
     A run that cannot even start is marked failed (parked). Two kinds keep ``lease``
     held rather than released, so no worker claims them again at once (see
@@ -115,6 +118,8 @@ def resume_claimed(
         if not stuck:
             store.release_lease(lease.run_id, lease.token)
         raise
+    if loaded is not None:
+        loaded(ready.workflow)
     ex = ready.execution(
         store, ttl=lease_ttl, storage=storage, observer=observer, should_stop=should_stop
     )

@@ -42,20 +42,28 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from types import FrameType
 
+from savegame.codec import verify_run
 from savegame.codec.storage import StorageConfig
-from savegame.errors import ConfigurationError, WorkflowImportError, describe
+from savegame.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    WorkflowImportError,
+    describe,
+)
 from savegame.fleet._sagas import finish_saga, orphaned_sagas
 from savegame.fleet._schedules import fire_schedules
 from savegame.fleet._submit import hold_back, resume_claimed
 from savegame.model import Lease, RunResult, RunStatus
 from savegame.runtime import (
     DEFAULT_TTL,
+    Workflow,
+    check_versions,
     free_dead,
     owner_id,
 )
@@ -87,6 +95,24 @@ class WorkerStats:
     """Runs this worker created for schedules' occurrences."""
 
 
+def claimed_versions(version: str | None, compatible: Sequence[str]) -> list[str] | None:
+    """The run versions a worker of ``version`` claims: its own, then those it declares
+    compatible (None: any run).
+
+    Raises:
+        ConfigurationError: compatible versions without a version of its own, or a bad one.
+    """
+    more = check_versions(compatible, "Worker(compatible_versions=...)") or []
+    if version is None:
+        if more:
+            raise ConfigurationError(
+                "Worker(compatible_versions=...) needs the worker's own version= too"
+            )
+        return None
+    own = check_versions([version], "Worker(version=...)") or []
+    return list(dict.fromkeys(own + more))
+
+
 class Worker:
     """Claims runnable runs from a store and executes them, ``concurrency`` at a time.
 
@@ -107,6 +133,12 @@ class Worker:
             to other workers.
         storage: how the runs' checkpoints are stored and read (keys ...); default from
             the environment (``SAVEGAME_KEYS`` ...). ``sg.worker()`` passes its handle's.
+        version: this worker's code version (what its workflows declare, ``Workflow(
+            version=...)``): it claims only runs started under it or under one of
+            ``compatible_versions``, so in a rolling deploy a run in flight never goes to
+            code that would take another path (default: any run, whatever its version).
+        compatible_versions: older versions whose runs this code continues as they
+            started (its changes behind ``ctx.patched``); needs ``version``.
     """
 
     def __init__(
@@ -122,9 +154,13 @@ class Worker:
         schedules: bool = True,
         queues: list[str] | None = None,
         storage: StorageConfig | None = None,
+        version: str | None = None,
+        compatible_versions: Sequence[str] = (),
     ) -> None:
         if isinstance(queues, str):
             raise ConfigurationError("Worker(queues=...) takes a list of queue names")
+        self.versions = claimed_versions(version, compatible_versions)
+        """The run versions this worker claims (None: any)."""
         self._store = store
         self._handle = store
         """What the slots open: ``store``, or the handle they share while the worker runs."""
@@ -143,6 +179,8 @@ class Worker:
         """run id -> the lease that holds it back, released when the worker stops."""
         self._told: set[str] = set()
         """Workflow references the worker said it cannot import."""
+        self._told_versions: set[tuple[str, str]] = set()
+        """(workflow, code version) pairs the worker said are not of its versions."""
         self._next_scan = 0.0
         """When (monotonic) to look for runs of dead holders on this host next."""
         self._next_sagas = 0.0
@@ -230,9 +268,14 @@ class Worker:
         self._finish_sagas(store)
         owner = owner_id()
         if self.queues is None:
-            return store.claim_run(owner, self.lease_ttl, workflows=self.workflows)
+            return store.claim_run(
+                owner, self.lease_ttl, workflows=self.workflows, versions=self.versions
+            )
         queues = queue_store(store, "Worker(queues=...)")
-        return queues.claim_run(owner, self.lease_ttl, workflows=self.workflows, queues=self.queues)
+        return queues.claim_run(
+            owner, self.lease_ttl, workflows=self.workflows, queues=self.queues,
+            versions=self.versions,
+        )  # fmt: skip
 
     def _free_dead(self, store: Store) -> None:
         """Free the runs held by dead processes on this host, at most once per ``poll``
@@ -260,7 +303,9 @@ class Worker:
             retry = {run_id: at for run_id, at in self._saga_retry.items() if at > now}
             self._saga_retry = retry
         try:
-            orphans = orphaned_sagas(store, workflows=self.workflows, limit=_SCAN)
+            orphans = orphaned_sagas(
+                store, workflows=self.workflows, versions=self.versions, limit=_SCAN
+            )
         except Exception as exc:  # the store is unreachable: the claim says so
             log.warning("could not look for half-done compensations: %s", describe(exc))
             return
@@ -290,12 +335,14 @@ class Worker:
             self._holding.pop(lease.run_id, None)  # held by this claim's lease now
         log.info("slot %d claimed run %s (token %d)", index, lease.run_id, lease.token)
         try:
+            self._check_version(store, lease)
             result = resume_claimed(
                 lease,
                 store=store,
                 lease_ttl=self.lease_ttl,
                 should_stop=self.stop_event.is_set,
                 storage=self.storage,
+                loaded=self._loaded,
             )
         except KeyboardInterrupt:
             raise
@@ -320,6 +367,43 @@ class Worker:
             self._back_off(store, lease)
         if self.on_result is not None:
             self.on_result(result)
+
+    def _check_version(self, store: Store, lease: Lease) -> None:
+        """Refuse a claimed run whose checked version is not one of this worker's.
+
+        The claim filtered on the row's ``version`` column, which no check covers; the
+        version in its metadata is under the row's check. They differ only when the row
+        was edited (or damaged): the run is held back, never run by the wrong code.
+
+        Raises:
+            CorruptRecordError: they differ.
+        """
+        if self.versions is None:
+            return
+        info = verify_run(store.get_run(lease.run_id), self.storage)
+        if info.version not in self.versions:
+            raise CorruptRecordError(
+                f"run {lease.run_id}",
+                f"its row was claimed for version {', '.join(self.versions)} but its checked "
+                f"metadata says {info.version!r}",
+            )
+
+    def _loaded(self, wf: Workflow) -> None:
+        """Say once per workflow and version when the code this worker imported is not of
+        a version it claims: ``--version`` names another release than the one installed
+        (the runs it claims still go on; the code is what the operator deployed)."""
+        if self.versions is None or wf.code_version in self.versions:
+            return
+        with self._lock:
+            seen = (wf.name, wf.code_version)
+            if seen in self._told_versions:
+                return
+            self._told_versions.add(seen)
+        log.warning(
+            "this worker claims runs of version %s, but workflow %r imports here as version "
+            "%s: give the worker its code's version (--version %s)",
+            ", ".join(self.versions), wf.name, wf.code_version, wf.code_version,
+        )  # fmt: skip
 
     def _cannot_import(self, exc: WorkflowImportError) -> None:
         """Say once per reference what this worker cannot import, and what to do."""

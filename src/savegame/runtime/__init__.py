@@ -22,6 +22,7 @@ Where things are, along the path of a run::
     _children.py      child runs: started once, their ends told to their parents
     _branches.py      ctx.gather / ctx.map: parallel branches, each numbering its own calls
     _trace.py         the tracing hook: spans for executions, steps, calls
+    _versions.py      a workflow's code version: declared, or a digest of its steps' source
 
 Its neighbours above, each a package of its own: ``control/`` (verbs on runs from
 outside: approve, cancel, fork, send ...) and ``fleet/`` (submit, Worker, schedules,
@@ -36,6 +37,7 @@ or end a run:
     drive           execute, run_sync, direct_io, Heartbeat
     queue and end   queue_run, events_for_parent, children_of, woken, free_dead,
                     holder_is_dead
+    versions        check_versions (a worker's), VERSION_KEY is savegame.model's
 """
 
 from savegame.effects import ChildRun
@@ -76,6 +78,7 @@ from savegame.runtime._start import (
     current_result,
 )
 from savegame.runtime._start import queue as queue_run
+from savegame.runtime._versions import check_versions
 from savegame.runtime._waiting import woken
 from savegame.runtime._workflow import END, Workflow
 
@@ -100,6 +103,7 @@ __all__ = [
     "arun",
     "as_workflow",
     "begin_submit",
+    "check_versions",
     "children_of",
     "current_result",
     "decode_checkpoint",

@@ -28,6 +28,7 @@ from savegame.effects import (
     check_topic,
     child_topic,
     invoke_call,
+    patched,
 )
 from savegame.errors import ConfigurationError
 from savegame.model import EffectRecord, Usage
@@ -206,6 +207,42 @@ class StepContext:
         then returns the value.
         """
         return self._calls().interrupt(name, payload)
+
+    def patched(self, patch_id: str) -> bool:
+        """Whether this run takes the patched code at this point: True where it comes here
+        for the first time, False where it already went past here under code without
+        the patch (a step re-executed after a crash, a pause or a wait), so it keeps the
+        path its recorded calls were made on.
+
+        Temporal's ``workflow.patched`` made for step replay: the point is the position
+        of the step's next call. The answer is decided once and journaled (an entry of
+        kind ``patch`` before that call), so a re-execution, a resume and a fork get the
+        same one. A run the new path is new to gets True even when earlier steps ran
+        under older code: a finished step never runs again. See
+        docs/guides/changing-agents.md.
+
+        Example::
+
+            if ctx.patched("ask-before-refund"):
+                ctx.call(ask_manager, order_id)   # new runs, and runs not here yet
+            ctx.call(refund, order_id)
+
+        Args:
+            patch_id: names the change: a short string without ``:``, the same in every
+                release that keeps the branch.
+
+        Raises:
+            NonDeterminismError: the journal holds another entry under the marker's id.
+        """
+        return patched(self._calls(), patch_id)
+
+    def deprecate_patch(self, patch_id: str) -> None:
+        """Say the code keeps only the patched path of ``patch_id`` (no run that took the
+        old path is left): a fresh run records the patch taken, so code rolled back to
+        :meth:`patched` agrees; a run whose marker says it kept the old path stops with
+        NonDeterminismError instead of going down the new one.
+        """
+        patched(self._calls(), patch_id, deprecated=True)
 
     def _waits(self, what: str) -> Waits:
         calls = self._calls()

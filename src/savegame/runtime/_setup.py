@@ -19,6 +19,7 @@ from savegame.effects import Origin, decisions, parent_of
 from savegame.errors import ConfigurationError, NotFoundError, RunStateError
 from savegame.ids import check_given, new_id
 from savegame.model import (
+    VERSION_KEY,
     WORKSPACE_KEY,
     Checkpoint,
     CheckpointHeader,
@@ -195,6 +196,12 @@ def first_checkpoint(
     # Each run lists its own workspace files: its first checkpoint captures them anew.
     state.pop(WORKSPACE_KEY, None)
     metadata = dict(metadata or {})
+    if VERSION_KEY in metadata:
+        raise ConfigurationError(
+            f"metadata key {VERSION_KEY!r} is savegame's: a run records its workflow's "
+            "version there (Workflow(version=...))"
+        )
+    metadata[VERSION_KEY] = wf.code_version
     traced = anchor(metadata, run_id=run_id, thread_id=thread_id, workflow=wf.name)
     if traced is not None:
         metadata[TRACE_KEY] = traced

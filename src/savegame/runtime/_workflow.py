@@ -14,6 +14,7 @@ from savegame.effects import Backoff, RetryOn, as_backoff, check_retries
 from savegame.errors import ConfigurationError
 from savegame.runtime._policy import CheckpointPolicy, Durability
 from savegame.runtime._validate import check_workflow
+from savegame.runtime._versions import check_version, derive
 from savegame.workspace import WorkspaceSpec, as_workspace
 
 #: Returned as the next step to end the run.
@@ -86,12 +87,18 @@ class Workflow:
     the first step of a resume: a path, a :class:`~savegame.Workspace` (ignore patterns,
     size limit), or a function of the run id giving one (a directory per run). Part of
     the workflow, not of one call, so a worker resuming the run finds the same one."""
+    version: str | None = None
+    """The code version runs started from now record (:attr:`code_version`): declare one
+    (a release tag, a date) to say when a change matters to runs in flight; without it,
+    a digest of the steps' source. A worker given versions claims only runs of those."""
     steps: dict[str, StepSpec] = field(default_factory=dict, init=False)
     entry: str | None = field(default=None, init=False)
     defined_in: str | None = field(default=None, init=False)
     """Module name (or file path for ``__main__``) where the workflow was created, for resume."""
     _checked: tuple[Any, ...] | None = field(default=None, init=False, repr=False)
     """The steps and entry that passed :meth:`validate` last."""
+    _derived: tuple[tuple[Any, ...], str] | None = field(default=None, init=False, repr=False)
+    """The steps the derived version was computed from, and that version."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -104,6 +111,8 @@ class Workflow:
             )
         if not callable(self.workspace):
             self.workspace = as_workspace(self.workspace)
+        if self.version is not None:
+            check_version(self.version, f"workflow {self.name!r}: version")
         frame = sys._getframe(2)  # caller of the dataclass __init__
         module = frame.f_globals.get("__name__")
         # Modules run as scripts or loaded from a file path are found again by path.
@@ -264,6 +273,17 @@ class Workflow:
             return
         check_workflow(self, END)
         self._checked = seen
+
+    @property
+    def code_version(self) -> str:
+        """The version a run started now records: :attr:`version` when declared, else
+        ``code-`` and a digest of the steps (see :func:`~savegame.runtime._versions.derive`)."""
+        if self.version is not None:
+            return self.version
+        seen = (tuple(self.steps.items()), self.entry, self.state_version)
+        if self._derived is None or self._derived[0] != seen:
+            self._derived = (seen, derive(self))
+        return self._derived[1]
 
     @property
     def workflow(self) -> Workflow:

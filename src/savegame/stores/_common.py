@@ -458,8 +458,9 @@ def missing_blob_error(checkpoint_id: str, missing: Sequence[str]) -> MissingBlo
     return MissingBlobsError(checkpoint_id, sorted(missing))
 
 
-def check_workflows(workflows: Sequence[str] | None) -> list[str] | None:
-    """``claim_run``'s workflow filter as a list (None: any workflow; empty: none).
+def check_workflows(workflows: Sequence[str] | None, what: str = "workflows") -> list[str] | None:
+    """``claim_run``'s workflow (or, ``what="versions"``, code version) filter as a list
+    (None: any; empty: none).
 
     Raises:
         ValueError: a bare string, which would otherwise be read as its characters.
@@ -467,7 +468,7 @@ def check_workflows(workflows: Sequence[str] | None) -> list[str] | None:
     if workflows is None:
         return None
     if isinstance(workflows, str):
-        raise ValueError(f"workflows must be a sequence of names, not the string {workflows!r}")
+        raise ValueError(f"{what} must be a sequence of names, not the string {workflows!r}")
     return [str(name) for name in workflows]
 
 

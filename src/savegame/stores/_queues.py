@@ -130,6 +130,7 @@ class QueueStore(Store, Protocol):
         *,
         workflows: Sequence[str] | None = None,
         queues: Sequence[str] | None = None,
+        versions: Sequence[str] | None = None,
     ) -> Lease | None:
         """As ``Store.claim_run``, never past a queue's limits; ``queues``: only runs of
         these queues (default: any run, of a queue with room or of none)."""

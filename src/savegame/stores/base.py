@@ -325,7 +325,12 @@ class Store(Protocol):
 
     # -- leases ---------------------------------------------------------------
     def claim_run(
-        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+        self,
+        owner: str,
+        ttl: float,
+        *,
+        workflows: Sequence[str] | None = None,
+        versions: Sequence[str] | None = None,
     ) -> Lease | None:
         """Atomically take the oldest runnable run and lease it to ``owner``; None when there is none.
 
@@ -333,7 +338,8 @@ class Store(Protocol):
         (its worker died or stopped); with ``Capabilities.waits``, also waiting and
         woken (``wake_at`` at or before this caller's clock), no live lease: those are
         taken first, soonest wake time first. Optionally only runs of these workflow
-        names. Concurrent claimers never get the same run (PostgreSQL:
+        names, and only runs started under one of these code ``versions``
+        (``RunInfo.version``; a run without one is not among them). Concurrent claimers never get the same run (PostgreSQL:
         ``FOR UPDATE SKIP LOCKED``); the token grows as with ``acquire_lease``.
         """
         ...

@@ -20,7 +20,15 @@ import pytest
 
 from savegame.errors import ConflictError, LeaseLostError, NotFoundError
 from savegame.ids import new_id
-from savegame.model import CheckpointRecord, EffectStatus, Lease, RunInfo, RunStatus, utcnow
+from savegame.model import (
+    VERSION_KEY,
+    CheckpointRecord,
+    EffectStatus,
+    Lease,
+    RunInfo,
+    RunStatus,
+    utcnow,
+)
 from savegame.stores.base import Store
 from savegame.testing._contract_base import TTL, ContractBase
 from savegame.testing.builders import (
@@ -53,9 +61,12 @@ class FleetContract(ContractBase):
         run_id: str | None = None,
         digests: Sequence[str] = (),
         blobs: Mapping[str, bytes] | None = None,
+        version: str | None = None,
     ) -> tuple[RunInfo, CheckpointRecord, Lease]:
-        """Create a run unowned (as ``submit`` does for a fleet), its first record of ``status``."""
-        run, first = make_run(workflow=workflow, run_id=run_id)
+        """Create a run unowned (as ``submit`` does for a fleet), its first record of ``status``
+        (``version``: the code version it started under, in its metadata)."""
+        meta = {} if version is None else {VERSION_KEY: version}
+        run, first = make_run(workflow=workflow, run_id=run_id, metadata=meta)
         first = replace(first, header=replace(first.header, status=status, blobs=tuple(digests)))
         if created_at is not None:
             run = replace(run, created_at=created_at, updated_at=created_at)
@@ -167,6 +178,39 @@ class FleetContract(ContractBase):
         assert store.claim_run(OWNER, TTL, workflows=["alpha"]) is None
         got = store.claim_run(OWNER, TTL)
         assert got is not None and got.run_id == beta.run_id
+
+    def test_claim_only_takes_runs_of_the_named_versions(self, store: Store) -> None:
+        base = utcnow()
+        unversioned, _, _ = self.submit(store, created_at=base - timedelta(seconds=1))
+        v1, _, _ = self.submit(store, version="v1", created_at=base)
+        v2, _, _ = self.submit(store, version="2024-12-01", created_at=base + timedelta(seconds=1))
+        assert store.get_run(v2.run_id).version == "2024-12-01"
+        assert store.get_run(unversioned.run_id).version is None
+        assert store.claim_run(OWNER, TTL, versions=["v3"]) is None
+        assert store.claim_run(OWNER, TTL, versions=[]) is None
+        # Both filters at once: a run must pass each.
+        assert store.claim_run(OWNER, TTL, workflows=["other"], versions=["v1"]) is None
+        got = store.claim_run(OWNER, TTL, versions=["2024-12-01"])
+        assert got is not None and got.run_id == v2.run_id
+        got = store.claim_run(OWNER, TTL, workflows=["contract"], versions=("v3", "v1"))
+        assert got is not None and got.run_id == v1.run_id
+        # A run without a version is no version's: only a claim without the filter takes it.
+        assert store.claim_run(OWNER, TTL, versions=["v1", "2024-12-01"]) is None
+        got = store.claim_run(OWNER, TTL)
+        assert got is not None and got.run_id == unversioned.run_id
+        with pytest.raises(ValueError, match="versions"):
+            store.claim_run(OWNER, TTL, versions="v1")
+
+    def test_a_versioned_run_lapsed_by_its_worker_goes_to_a_worker_of_its_version(
+        self, store: Store
+    ) -> None:
+        run, _, _ = self.submit(store, version="v1")
+        dead = store.claim_run(OWNER, 0.0, versions=["v1"])  # a v1 worker that dies at once
+        assert dead is not None and dead.run_id == run.run_id
+        time.sleep(0.02)
+        assert store.claim_run(OTHER_OWNER, TTL, versions=["v2"]) is None
+        again = store.claim_run(OTHER_OWNER, TTL, versions=["v2", "v1"])
+        assert again is not None and (again.run_id, again.token) == (run.run_id, 3)
 
     def _race(self, stores: Sequence[Store], runs: int) -> None:
         """``CLAIMERS`` threads over ``stores`` claim until none is left; each run goes once."""

@@ -19,7 +19,7 @@ from typing import cast
 import pytest
 
 from savegame.errors import ConfigurationError, NotFoundError
-from savegame.model import Lease, RunInfo, RunStatus
+from savegame.model import VERSION_KEY, Lease, RunInfo, RunStatus
 from savegame.stores import DuplicateRunError, Enqueue, Queue, QueueStore
 from savegame.stores.base import Store
 from savegame.testing._contract_base import TTL, ContractBase
@@ -40,9 +40,15 @@ class QueuesContract(ContractBase):
         return cast(QueueStore, store)
 
     def put(
-        self, store: QueueStore, queue: str, *, priority: int = 0, key: str | None = None
+        self,
+        store: QueueStore,
+        queue: str,
+        *,
+        priority: int = 0,
+        key: str | None = None,
+        version: str | None = None,
     ) -> RunInfo:
-        run, first = make_run()
+        run, first = make_run(metadata={} if version is None else {VERSION_KEY: version})
         first = replace(first, header=replace(first.header, status=RunStatus.QUEUED))
         store.create_run(run, first, owner=None, ttl=TTL, queue=Enqueue(queue, priority, key))
         return run
@@ -144,6 +150,19 @@ class QueuesContract(ContractBase):
         assert s.claim_run(OWNER, TTL, queues=["a", "b"]) is None  # a run of no queue is not theirs
         got = s.claim_run(OWNER, TTL)
         assert got is not None and got.run_id == plain.run_id
+
+    def test_a_claim_in_queues_follows_the_version_filter(self, store: Store) -> None:
+        s = self.queues(store)
+        s.declare_queue(Queue("q", concurrency=1))
+        old = self.put(s, "q", priority=9, version="v1")
+        new = self.put(s, "q", version="v2")
+        # The v1 run goes first by priority, but not to a worker of v2 only.
+        got = s.claim_run(OWNER, TTL, queues=["q"], versions=["v2"])
+        assert got is not None and got.run_id == new.run_id
+        assert s.claim_run(OTHER_OWNER, TTL, versions=["v1"]) is None  # the queue is full
+        s.release_lease(new.run_id, got.token)
+        got = s.claim_run(OTHER_OWNER, TTL, versions=["v1", "v2"])
+        assert got is not None and got.run_id == old.run_id
 
     def test_a_claim_never_exceeds_a_queue_s_concurrency(self, store: Store) -> None:
         s = self.queues(store)

@@ -21,6 +21,7 @@ import pytest
 from savegame.errors import NotFoundError
 from savegame.ids import new_id
 from savegame.model import (
+    VERSION_KEY,
     WOKEN,
     CheckpointRecord,
     EffectKind,
@@ -107,6 +108,14 @@ class WaitsContract(ContractBase):
         run, _, _ = self.sleep(store, Waiting(until=utcnow() - timedelta(seconds=1)))
         assert store.claim_run(OWNER, TTL, workflows=["other"]) is None
         claimed = store.claim_run(OWNER, TTL, workflows=[run.workflow])
+        assert claimed is not None and claimed.run_id == run.run_id
+
+    def test_claims_of_woken_runs_follow_the_version_filter(self, store: Store) -> None:
+        run, first = make_run(metadata={VERSION_KEY: "v1"})
+        started = (run, first, store.create_run(run, first, owner=OWNER, ttl=TTL))
+        self.sleep(store, Waiting(until=utcnow() - timedelta(seconds=1)), started)
+        assert store.claim_run(OWNER, TTL, versions=["v2"]) is None
+        claimed = store.claim_run(OWNER, TTL, versions=["v2", "v1"])
         assert claimed is not None and claimed.run_id == run.run_id
 
     def test_a_waiting_record_and_its_status_must_agree(self, store: Store) -> None:

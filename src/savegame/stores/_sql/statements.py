@@ -210,8 +210,10 @@ class Statements:
         self.get_run = f"SELECT {RUN_COLS} FROM runs WHERE run_id = {p}"
         # lease_token 1: every run starts with the first token.
         # wake_at NULL: a run is never created waiting.
-        self.insert_run = f"INSERT INTO runs ({RUN_COLS}) VALUES " + _values(
-            *[p] * 10, d.json, p, "1", d.expiry, p, p, "NULL"
+        # version: the code version in the row's metadata, as a column the claims filter
+        # on (written once here; RunInfo.version reads the metadata, under the check).
+        self.insert_run = f"INSERT INTO runs ({RUN_COLS}, version) VALUES " + _values(
+            *[p] * 10, d.json, p, "1", d.expiry, p, p, "NULL", p
         )
         # latest_run_id: the most recently created run of the thread (ties by id).
         self.threads = f"""

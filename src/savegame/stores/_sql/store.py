@@ -85,7 +85,7 @@ def run_values(
         run.run_id, run.thread_id, run.workflow, run.workflow_ref,
         RunStatus(first.status).value, first.step, first.checkpoint_id,
         _common.to_micros(run.created_at), _common.to_micros(run.updated_at), run.error, meta,
-        owner, expiry, bool(run.cancel_requested), run.checksum,
+        owner, expiry, bool(run.cancel_requested), run.checksum, run.version,
     )  # fmt: skip
 
 

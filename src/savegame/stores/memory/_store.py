@@ -291,16 +291,23 @@ class MemoryStore(MemorySchedules, MemoryStorage):
 
     # -- leases ---------------------------------------------------------------------
     def claim_run(
-        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+        self,
+        owner: str,
+        ttl: float,
+        *,
+        workflows: Sequence[str] | None = None,
+        versions: Sequence[str] | None = None,
     ) -> Lease | None:
         ttl = _common.check_ttl(ttl)
         wanted = _common.check_workflows(workflows)
+        codes = _common.check_workflows(versions, "versions")
         with self._lock:
             now = time.time()
             free = [
                 run
                 for run in self._runs.values()
                 if (wanted is None or run.info.workflow in wanted)
+                and (codes is None or run.info.version in codes)
                 # Expired exactly when acquire_lease would take it over.
                 and (run.lease_owner is None or (run.lease_expires_at or 0.0) <= now)
             ]

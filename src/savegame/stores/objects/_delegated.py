@@ -62,9 +62,14 @@ class Delegated:
         return self._inner.deliver_event(event)
 
     def claim_run(
-        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+        self,
+        owner: str,
+        ttl: float,
+        *,
+        workflows: Sequence[str] | None = None,
+        versions: Sequence[str] | None = None,
     ) -> Lease | None:
-        return self._inner.claim_run(owner, ttl, workflows=workflows)
+        return self._inner.claim_run(owner, ttl, workflows=workflows, versions=versions)
 
     def acquire_lease(
         self, run_id: str, owner: str, ttl: float, *, takeover_token: int | None = None

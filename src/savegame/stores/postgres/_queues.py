@@ -83,6 +83,7 @@ ROOM = f"""
 _FREE = f"(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= {NOW})"
 _WHICH = (
     "AND (%(workflows)s::text[] IS NULL OR workflow = ANY(%(workflows)s::text[]))"
+    " AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))"
     " AND ((%(plain)s AND queue IS NULL) OR (queue = ANY(%(room)s::text[])"
     " AND (started_at IS NOT NULL OR queue = ANY(%(starts)s::text[]))))"
 )
@@ -153,7 +154,12 @@ def in_play(conn: Any, queues: Sequence[str] | None) -> bool:
 
 
 def claim(
-    conn: Any, owner: str, now: int, workflows: list[str] | None, queues: Sequence[str] | None
+    conn: Any,
+    owner: str,
+    now: int,
+    workflows: list[str] | None,
+    queues: Sequence[str] | None,
+    versions: list[str] | None = None,
 ) -> tuple[str, int] | None:
     """The run (id, lease token) a claim takes when queues are in play, a run of no queue
     only when ``queues`` is None; its first start marked. In the claim's transaction."""
@@ -163,7 +169,7 @@ def claim(
     room, starts = with_room(counted)
     params = {
         "now": now, "workflows": workflows, "room": room, "starts": starts,
-        "plain": wanted is None,
+        "plain": wanted is None, "versions": versions,
     }  # fmt: skip
     row = conn.execute(CLAIM_WOKEN, params).fetchone()
     if row is None:

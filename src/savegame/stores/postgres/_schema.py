@@ -185,6 +185,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE {s}.schedules ADD COLUMN queue text",
         "ALTER TABLE {s}.schedules ADD COLUMN priority integer NOT NULL DEFAULT 0",
     ),
+    # 9: the code version a run started under, from its metadata (runtime/_versions.py),
+    # for claim_run(versions=...). NULL: a run from before runs had one.
+    ("ALTER TABLE {s}.runs ADD COLUMN version text",),
 )
 
 #: The schema version this code writes and understands.

@@ -73,7 +73,8 @@ MOVE_HEADS = """
 
 # The oldest runnable run, locked: queued or running, with no owner or an expired
 # lease (expired exactly when acquire_lease would take it over, by the server's
-# clock), optionally of some workflows (NULL: any). The status test repeats the
+# clock), optionally of some workflows and code versions (NULL: any). The status test
+# repeats the
 # partial index's predicate word for word so the planner can use runs_claimable;
 # FOR UPDATE re-checks a row changed since the snapshot, and SKIP LOCKED passes
 # over rows other claimers hold, so LIMIT 1 yields the next free one.
@@ -82,6 +83,7 @@ CLAIM = f"""
     WHERE status IN ({", ".join(f"'{s}'" for s in _common.CLAIMABLE)})
       AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= {NOW})
       AND (%(workflows)s::text[] IS NULL OR workflow = ANY(%(workflows)s::text[]))
+      AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))
     ORDER BY created_at, run_id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -95,6 +97,7 @@ CLAIM_WOKEN = f"""
     WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= %(now)s::bigint
       AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= {NOW})
       AND (%(workflows)s::text[] IS NULL OR workflow = ANY(%(workflows)s::text[]))
+      AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))
     ORDER BY wake_at, run_id
     LIMIT 1
     FOR UPDATE SKIP LOCKED

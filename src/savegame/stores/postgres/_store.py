@@ -587,9 +587,11 @@ class PostgresStore(SqlSchedules, SqlStore):
         *,
         workflows: Sequence[str] | None = None,
         queues: Sequence[str] | None = None,
+        versions: Sequence[str] | None = None,
     ) -> Lease | None:
         ttl = _common.check_ttl(ttl)
         wanted = _common.check_workflows(workflows)
+        codes = _common.check_workflows(versions, "versions")
         with self._tx() as conn:
             # SKIP LOCKED: a row another claimer (or acquirer) holds is passed
             # over, not waited for, so concurrent claimers take different runs.
@@ -597,16 +599,17 @@ class PostgresStore(SqlSchedules, SqlStore):
             row: tuple[str, int] | None
             if _queues.in_play(conn, queues):
                 # Under the queues' row locks (postgres/_queues.py): a queue's limits hold.
-                row = _queues.claim(conn, owner, now, wanted, queues)
+                row = _queues.claim(conn, owner, now, wanted, queues, codes)
             else:
-                plain = conn.execute(CLAIM_WOKEN, {"workflows": wanted, "now": now}).fetchone()
+                which = {"workflows": wanted, "versions": codes, "now": now}
+                plain = conn.execute(CLAIM_WOKEN, which).fetchone()
                 if plain is None:
-                    plain = conn.execute(CLAIM, {"workflows": wanted}).fetchone()
+                    plain = conn.execute(CLAIM, which).fetchone()
                 row = None if plain is None else (plain[0], plain[1])
                 if plain is not None and plain[2] is not None:
                     # A queue was declared, and a run put in it, since in_play looked
                     # (another statement, another snapshot): that run's limits apply.
-                    row = _queues.claim(conn, owner, now, wanted, queues)
+                    row = _queues.claim(conn, owner, now, wanted, queues, codes)
             if row is None:
                 return None
             return self._take(conn, row[0], owner, row[1] + 1, ttl)

@@ -147,6 +147,8 @@ def run_fields(run: RunInfo, first: CheckpointHeader) -> dict[str, str | bytes]:
         fields["workflow_ref"] = run.workflow_ref
     if run.error is not None:
         fields["error"] = run.error
+    if run.version is not None:  # what claim_run(versions=...) reads
+        fields["version"] = run.version
     return fields
 
 

@@ -274,23 +274,32 @@ return {'ok', v[4] == '1' and '1' or '0'}
 # micros), else the oldest runnable run: queued or running (the two status indexes, merged
 # by created_at then run id); either with no owner or an expired lease (as ACQUIRE_LEASE
 # judges it), optionally of some workflows; leased to the caller like ACQUIRE_LEASE.
-# ARGV: P, owner, ttl_micros, now_micros, n_workflows ('' for any), workflow names...
+# ARGV: P, owner, ttl_micros, now_micros, n_workflows ('' for any), workflow names...,
+# n_versions ('' for any), versions...
 # Reply: {'none'} or {'ok', run_id, token, expires}.
 CLAIM_RUN = r"""
 local wanted = nil
+local at = 6
 if ARGV[5] ~= '' then
   wanted = {}
   for j = 6, 5 + tonumber(ARGV[5]) do wanted[ARGV[j]] = true end
+  at = 6 + tonumber(ARGV[5])
+end
+local versions = nil
+if ARGV[at] ~= '' then
+  versions = {}
+  for j = at + 1, at + tonumber(ARGV[at]) do versions[ARGV[j]] = true end
 end
 local PAGE = 100
 local now = now_micros()
 local function take(run_id, status_ok)
   local rk = key('run', run_id)
-  local v = redis.call('HMGET', rk, 'lease_owner', 'lease_expires', 'workflow', 'status')
+  local v = redis.call('HMGET', rk, 'lease_owner', 'lease_expires', 'workflow', 'status', 'version')
   local live = v[1] and v[2] and tonumber(v[2]) > now
   if not (v[3] and status_ok(v[4]) and not live and (wanted == nil or wanted[v[3]])) then
     return nil
   end
+  if versions ~= nil and not (v[5] and versions[v[5]]) then return nil end
   local token = redis.call('HINCRBY', rk, 'lease_token', 1)
   local expires = fmt(now + tonumber(ARGV[3]))
   redis.call('HSET', rk, 'lease_owner', ARGV[2], 'lease_expires', expires)

@@ -468,11 +468,19 @@ class RedisStore(RedisJournal, RedisStorage):
 
     # -- leases ---------------------------------------------------------------------
     def claim_run(
-        self, owner: str, ttl: float, *, workflows: Sequence[str] | None = None
+        self,
+        owner: str,
+        ttl: float,
+        *,
+        workflows: Sequence[str] | None = None,
+        versions: Sequence[str] | None = None,
     ) -> Lease | None:
         ttl = _common.check_ttl(ttl)
         wanted = _common.check_workflows(workflows)
+        codes = _common.check_workflows(versions, "versions")
+        # Each filter as its count then its names ('' for none: any).
         names: list[str] = [""] if wanted is None else [str(len(wanted)), *wanted]
+        names += [""] if codes is None else [str(len(codes)), *codes]
         # Woken runs by this process's clock, the one their due times were computed on.
         now = str(_common.to_micros(utcnow()))
         reply = self._call("claim_run", owner, _micros(ttl), now, *names)

@@ -85,6 +85,7 @@ ROOM = """
 _FREE = "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1)"
 _WHICH = (
     "AND (?2 IS NULL OR workflow IN (SELECT value FROM json_each(?2)))"
+    " AND (?7 IS NULL OR version IN (SELECT value FROM json_each(?7)))"
     " AND ((?5 AND queue IS NULL) OR (queue IN (SELECT value FROM json_each(?4))"
     " AND (started_at IS NOT NULL OR queue IN (SELECT value FROM json_each(?6)))))"
 )
@@ -155,6 +156,7 @@ def claim(
     now: float,
     workflows: str | None,
     queues: Sequence[str] | None,
+    versions: str | None = None,
 ) -> tuple[str, int] | None:
     """The run (id, lease token) a claim takes when queues are in play, a run of no queue
     only when ``queues`` is None; its first start marked. In the claim's transaction."""
@@ -163,7 +165,7 @@ def claim(
     room, starts = with_room(conn.execute(ROOM, (now, owner, names)).fetchall())
     params: tuple[Any, ...] = (
         now, workflows, round(now * 1e6), _common.json_dumps(room, "queues").decode(),
-        wanted is None, _common.json_dumps(starts, "queues").decode(),
+        wanted is None, _common.json_dumps(starts, "queues").decode(), versions,
     )  # fmt: skip
     row = conn.execute(CLAIM_WOKEN, params).fetchone()
     if row is None:

@@ -187,6 +187,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE schedules ADD COLUMN queue TEXT",
         "ALTER TABLE schedules ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
     ),
+    # 12: the code version a run started under, from its metadata (runtime/_versions.py),
+    # for claim_run(versions=...). NULL: a run from before runs had one.
+    ("ALTER TABLE runs ADD COLUMN version TEXT",),
 )
 
 #: The schema version this code writes and understands.

@@ -14,7 +14,8 @@ SQL = Statements(SqliteDialect())
 
 # The oldest runnable run: queued or running, with no owner or an expired lease
 # (expired exactly when acquire_lease would take it over), optionally of some
-# workflows (?2: a JSON array, or NULL for any). The status test repeats the
+# workflows (?2: a JSON array, or NULL for any) and code versions (?4, the same; ?3
+# is CLAIM_WOKEN's clock, unused here). The status test repeats the
 # partial index's WHERE word for word, so runs_claimable applies; INDEXED BY
 # because without table statistics SQLite prefers runs_by_status and sorts
 # every queued and running run, where the partial index walks them oldest
@@ -24,6 +25,7 @@ CLAIM = f"""
     WHERE status IN ({", ".join(f"'{s}'" for s in _common.CLAIMABLE)})
       AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1)
       AND (?2 IS NULL OR workflow IN (SELECT value FROM json_each(?2)))
+      AND (?4 IS NULL OR version IN (SELECT value FROM json_each(?4)))
     ORDER BY created_at, run_id LIMIT 1
 """
 
@@ -35,6 +37,7 @@ CLAIM_WOKEN = """
     WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= ?3
       AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1)
       AND (?2 IS NULL OR workflow IN (SELECT value FROM json_each(?2)))
+      AND (?4 IS NULL OR version IN (SELECT value FROM json_each(?4)))
     ORDER BY wake_at, run_id LIMIT 1
 """
 

@@ -407,9 +407,12 @@ class SqliteStore(SqlSchedules, SqlStore):
         *,
         workflows: Sequence[str] | None = None,
         queues: Sequence[str] | None = None,
+        versions: Sequence[str] | None = None,
     ) -> Lease | None:
         ttl = _common.check_ttl(ttl)
         wanted = _common.check_workflows(workflows)
+        of = _common.check_workflows(versions, "versions")
+        codes = None if of is None else _common.json_dumps(of, "versions").decode()
         # BEGIN IMMEDIATE: the pick and the take happen under one write lock,
         # so claimers in other threads and processes never take the same run
         # (and never start more runs of a queue than it allows).
@@ -417,11 +420,12 @@ class SqliteStore(SqlSchedules, SqlStore):
             now = time.time()
             names = None if wanted is None else _common.json_dumps(wanted, "workflows").decode()
             if _queues.in_play(conn, queues):
-                row = _queues.claim(conn, owner, now, names, queues)
+                row = _queues.claim(conn, owner, now, names, queues, codes)
             else:
-                row = conn.execute(CLAIM_WOKEN, (now, names, round(now * 1e6))).fetchone()
+                params = (now, names, round(now * 1e6), codes)
+                row = conn.execute(CLAIM_WOKEN, params).fetchone()
                 if row is None:
-                    row = conn.execute(CLAIM, (now, names)).fetchone()
+                    row = conn.execute(CLAIM, params).fetchone()
             if row is None:
                 return None
             return self._take(conn, row[0], owner, int(row[1]) + 1, now + ttl)
