@@ -628,3 +628,34 @@ def test_an_encrypted_export_replays_with_its_keys_only(tmp_path: Path, counted:
     assert d.recorded.arguments == {"item": "toaster"}  # opened with the key, for the report
     with pytest.raises(EncryptionKeyError):
         replay_file(tmp_path / "sealed.sgrun", against=_orders(), storage=StorageConfig())
+
+
+def test_a_change_behind_ctx_patched_replays_identical(tmp_path: Path, counted: Path) -> None:
+    # The old runs take the old path where they had been (ctx.patched answers False
+    # there), so the recording replays; the same change unguarded diverges.
+    def guarded() -> Workflow:
+        @tool(effect="read", name="stock")
+        def stock(item: str) -> int:
+            support._count("stock")
+            return 3
+
+        wf = Workflow("orders")
+
+        @wf.step(entry=True)
+        def look(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+            items = ["kettle"] if ctx.patched("one-lookup") else ["kettle", "toaster"]
+            return {"stock": [ctx.call(stock, item) for item in items]}, "answer"
+
+        @wf.step()
+        def answer(state: dict, ctx: savegame.StepContext) -> tuple[dict, str]:
+            return {"reply": f"{sum(state['stock'])} in stock"}, END
+
+        return wf
+
+    with savegame.connect(f"sqlite:///{tmp_path / 'p.db'}") as sg:
+        sg.run(_orders(), {}, run_id="order-1")
+        sg.export("order-1", tmp_path / "order.sgrun")
+        fresh = sg.run(guarded(), {}, run_id="order-2")
+        assert fresh.state["stock"] == [3]  # a new run takes the new path
+    assert replay_file(tmp_path / "order.sgrun", against=guarded()).identical
+    assert not replay_file(tmp_path / "order.sgrun", against=_orders(lookups=1)).identical
