@@ -48,3 +48,15 @@ def test_evolve_copies_a_run_info_too() -> None:
     assert evolve(info, step=2, error="e") == dataclasses.replace(info, step=2, error="e")
     with pytest.raises(dataclasses.FrozenInstanceError):
         evolve(info).step = 5  # type: ignore[misc]
+
+
+def test_a_run_result_repr_abridges_the_state() -> None:
+    # asyncio.run formats the repr of its main task's result on its way out: a whole
+    # conversation there was a tenth of an arun's CPU.
+    from savegame.model import RunResult
+
+    state = {"messages": [{"role": "user", "content": "x" * 2048} for _ in range(400)], "n": 1}
+    text = repr(RunResult("r", "t", RunStatus.COMPLETED, state, "c", 400))
+    assert len(text) < 2000
+    assert text.startswith("RunResult(run_id='r', thread_id='t', status=")
+    assert "'n': 1" in text and "step=400" in text

@@ -8,6 +8,7 @@ import the codec and listing a history never decodes a state.
 from __future__ import annotations
 
 import enum
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 FORMAT_VERSION = 4
 
 R = TypeVar("R")
+_ABRIDGED = reprlib.Repr()
 
 
 class RunStatus(str, enum.Enum):
@@ -323,7 +325,7 @@ class RunInfo:
         return replace(self, status=status)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RunResult:
     """What ``run`` and ``resume`` return when the process is done with a run."""
 
@@ -339,6 +341,18 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     interrupt_id: str | None = None
     """When ``status`` is interrupted: the approval or interrupt the run waits for."""
+
+    def __repr__(self) -> str:
+        # The state abridged (reprlib's limits): ``asyncio.run(arun(...))`` formats the
+        # repr of its main task, and with it this result, twice on its way out (3.11's
+        # Runner reads back its SIGINT handler, a partial holding the task), and the
+        # whole state of a 400-step conversation cost 0.12 ms a step of that run.
+        return (
+            f"RunResult(run_id={self.run_id!r}, thread_id={self.thread_id!r}, "
+            f"status={self.status!r}, state={_ABRIDGED.repr(self.state)}, "
+            f"checkpoint_id={self.checkpoint_id!r}, step={self.step!r}, usage={self.usage!r}, "
+            f"interrupt_id={self.interrupt_id!r})"
+        )
 
 
 class EffectKind(str, enum.Enum):
