@@ -30,6 +30,7 @@ import asyncio
 import operator
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -147,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    # As a process started in a terminal has it: a background job inherits SIG_IGN, and
+    # asyncio.run then skips installing its own handler (and the work around it).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _warm(args.steps)
     if args.child:
         measure(args.child, args.steps, call=operator.call)
