@@ -8,10 +8,11 @@ import the codec and listing a history never decodes a state.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+import reprlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 #: Version of the stored checkpoint layout. Bump it with a migration path when the
 #: record layout or the payload encoding changes; old versions must keep loading.
@@ -24,6 +25,9 @@ from typing import Any
 #:    field (``next``, status, step, node, usage, metadata, times, parent), so an
 #:    edited header is refused like a damaged payload. Every record is stamped 4.
 FORMAT_VERSION = 4
+
+R = TypeVar("R")
+_ABRIDGED = reprlib.Repr()
 
 
 class RunStatus(str, enum.Enum):
@@ -331,7 +335,7 @@ class RunInfo:
         return found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RunResult:
     """What ``run`` and ``resume`` return when the process is done with a run."""
 
@@ -347,6 +351,18 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     interrupt_id: str | None = None
     """When ``status`` is interrupted: the approval or interrupt the run waits for."""
+
+    def __repr__(self) -> str:
+        # The state abridged (reprlib's limits): ``asyncio.run(arun(...))`` formats the
+        # repr of its main task, and with it this result, twice on its way out (3.11's
+        # Runner reads back its SIGINT handler, a partial holding the task), and the
+        # whole state of a 400-step conversation cost 0.12 ms a step of that run.
+        return (
+            f"RunResult(run_id={self.run_id!r}, thread_id={self.thread_id!r}, "
+            f"status={self.status!r}, state={_ABRIDGED.repr(self.state)}, "
+            f"checkpoint_id={self.checkpoint_id!r}, step={self.step!r}, usage={self.usage!r}, "
+            f"interrupt_id={self.interrupt_id!r})"
+        )
 
 
 class EffectKind(str, enum.Enum):
@@ -472,3 +488,52 @@ class StoredFile:
     """``st_mode``'s file type and permission bits (a regular file or a symlink)."""
     size: int
     """Bytes of the content."""
+
+
+_EVOLVERS: dict[type, Callable[..., Any]] = {}
+
+
+def evolve(record: R, **changes: Any) -> R:
+    """``dataclasses.replace`` for the frozen, slotted records above, twice as fast.
+
+    ``replace`` walks the class's fields on every call and goes through ``__init__``; a
+    step copies a header or a record four or five times on its way to the store, and
+    those copies were 8% of a step's instructions. This builds, once per class, a
+    function that copies each field (one line per field, as ``dataclasses`` builds
+    ``__init__``), so the result equals ``replace``'s. Only for classes without
+    ``__post_init__`` (none here has one): their ``__init__`` checks nothing.
+
+    Raises:
+        TypeError: a name in ``changes`` that is not a field.
+    """
+    kind = type(record)
+    evolver = _EVOLVERS.get(kind)
+    if evolver is None:
+        evolver = _EVOLVERS[kind] = _evolver(kind)
+    out: R = evolver(record, **changes)
+    return out
+
+
+def _evolver(kind: type) -> Callable[..., Any]:
+    if hasattr(kind, "__post_init__") or not hasattr(kind, "__slots__"):
+        raise TypeError(f"evolve: {kind.__qualname__} is not a plain slotted record")
+    names = [f.name for f in fields(kind) if f.init]
+    if any(not name.isidentifier() for name in names):
+        raise TypeError(f"evolve: {kind.__qualname__} has a field that is no identifier")
+    lines = [f"def evolve(_record, *, {', '.join(f'{n}=_KEEP' for n in names)}):"]
+    lines.append("    _out = _new(_kind)")
+    for name in names:
+        lines.append(f"    _set(_out, {name!r}, _record.{name} if {name} is _KEEP else {name})")
+    lines.append("    return _out")
+    scope: dict[str, Any] = {
+        "_KEEP": _KEEP,
+        "_new": object.__new__,
+        "_kind": kind,
+        "_set": object.__setattr__,
+    }
+    exec("\n".join(lines), scope)  # our own field names, checked above
+    evolver: Callable[..., Any] = scope["evolve"]
+    return evolver
+
+
+_KEEP: Any = object()

@@ -280,3 +280,32 @@ def test_journal_listings_use_their_index(
     with SqliteStore(tmp_path / "s.db") as store:
         plan = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
     assert f"USING INDEX {index}" in plan
+
+
+def test_a_taken_checkpoint_id_conflicts_and_writes_nothing(tmp_path: Path) -> None:
+    # The checkpoint row goes in first and its primary key refuses a taken id (no SELECT
+    # before it): the head, the blobs and the journal stay as they were, alone or batched.
+    from savegame.errors import ConflictError
+    from savegame.stores.base import Put
+    from savegame.testing.builders import make_effect
+
+    with SqliteStore(tmp_path / "s.db") as store:
+        run, first = make_run()
+        lease = store.create_run(run, first, owner=OWNER, ttl=30.0)
+        second = next_record(first)
+        store.put_checkpoint(second, lease_token=lease.token)
+        clash = next_record(second, checkpoint_id=first.checkpoint_id)
+        with pytest.raises(ConflictError, match="exists already"):
+            store.put_checkpoint(
+                clash, lease_token=lease.token, effects=[make_effect(run.run_id)],
+                blobs={blob_digest(b"x"): b"x"},
+            )  # fmt: skip
+        third = next_record(second)
+        done = store.put_checkpoints([Put(clash, lease.token), Put(third, lease.token)])
+        assert isinstance(done[0], ConflictError) and not isinstance(done[1], Exception)
+        assert store.get_run(run.run_id).head_checkpoint_id == third.checkpoint_id
+        assert store.list_effects(run.run_id) == []
+        assert store._conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 0
+        assert [h.checkpoint_id for h in store.list_checkpoints(run.run_id)] == [
+            third.checkpoint_id, second.checkpoint_id, first.checkpoint_id,
+        ]  # fmt: skip

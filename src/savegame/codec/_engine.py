@@ -31,7 +31,7 @@ import orjson
 from savegame.codec import _blobs, _byvalue, _delta, _envelope, _metadata, _packs, _refs, _values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
-from savegame.model import WORKSPACE_KEY, Checkpoint, CheckpointHeader, CheckpointRecord
+from savegame.model import WORKSPACE_KEY, Checkpoint, CheckpointHeader, CheckpointRecord, evolve
 
 
 class BlobReader(Protocol):
@@ -299,7 +299,7 @@ class Encoder:
                 )
             _attach(found, refs, files)
             record = _envelope.seal_record(
-                replace(header, base_id=self._base_id, blobs=tuple(sorted({*found, *refs}))),
+                evolve(header, base_id=self._base_id, blobs=tuple(sorted({*found, *refs}))),
                 body,
                 delta=True,
                 storage=config,

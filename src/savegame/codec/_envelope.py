@@ -57,7 +57,7 @@ from savegame.errors import (
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
-from savegame.model import FORMAT_VERSION, CheckpointHeader, CheckpointRecord
+from savegame.model import FORMAT_VERSION, CheckpointHeader, CheckpointRecord, evolve
 
 DELTA, ZSTD, AEAD = 1, 2, 4
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -147,7 +147,7 @@ def seal_record(
     ring = storage.keyring
     if ring is None:
         payload = _MAGIC + bytes([2, flags, 0]) + body
-        header = replace(header, size=len(payload), format_version=version)
+        header = evolve(header, size=len(payload), format_version=version)
         return CheckpointRecord(
             header=header, payload=payload, checksum=_checksum2(header, payload)
         )

@@ -34,6 +34,7 @@ from savegame.model import (
     RunInfo,
     RunStatus,
     Waiting,
+    evolve,
 )
 from savegame.stores.base import Put, RunPosition, RunSize
 
@@ -357,10 +358,10 @@ def detached_record(record: CheckpointRecord) -> CheckpointRecord:
     to_micros(header.created_at)
     if header.expires_at is not None:
         to_micros(header.expires_at)
-    return replace(
+    return evolve(
         record,
         payload=bytes(record.payload),
-        header=replace(header, metadata=detach(header.metadata), blobs=header_blobs(header)),
+        header=evolve(header, metadata=detach(header.metadata), blobs=header_blobs(header)),
     )
 
 

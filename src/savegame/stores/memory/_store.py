@@ -26,6 +26,7 @@ from savegame.model import (
     RunInfo,
     RunStatus,
     Waiting,
+    evolve,
     utcnow,
 )
 from savegame.redaction import redact_url
@@ -226,7 +227,7 @@ class MemoryStore(MemorySchedules, MemoryStorage):
             self._checkpoints[record.checkpoint_id] = record
             bisect.insort(run.checkpoint_ids, record.checkpoint_id)
             header = record.header
-            run.info = replace(
+            run.info = evolve(
                 run.info,
                 status=header.status,
                 step=header.step,

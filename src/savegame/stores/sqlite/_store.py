@@ -354,8 +354,15 @@ class SqliteStore(SqlSchedules, SqlStore):
                 ``blobs`` nor stored (nothing is written).
         """
         h = record.header
-        if conn.execute(SQL.checkpoint_exists, (h.checkpoint_id,)).fetchone():
-            raise ConflictError(f"checkpoint {h.checkpoint_id} exists already")
+        # The row first: its primary key says whether the id is taken, where a SELECT
+        # before it was one statement more on every step. A refusal below rolls it back
+        # with the transaction (or the batch's savepoint).
+        try:
+            conn.execute(SQL.insert_checkpoint, checkpoint_values(SQL.dialect, record))
+        except sqlite3.IntegrityError as exc:
+            if "UNIQUE constraint failed: checkpoints.checkpoint_id" not in str(exc):
+                raise
+            raise ConflictError(f"checkpoint {h.checkpoint_id} exists already") from None
         wanted = _common.blobs_to_check(h, blobs)
         if wanted:
             missing = conn.execute(SQL.missing_blobs, (SQL.dialect.ids(wanted),)).fetchall()
@@ -363,7 +370,6 @@ class SqliteStore(SqlSchedules, SqlStore):
                 raise _common.missing_blob_error(h.checkpoint_id, [row[0] for row in missing])
         if blobs:
             conn.executemany(SQL.insert_blob, [(d, data, len(data)) for d, data in blobs.items()])
-        conn.execute(SQL.insert_checkpoint, checkpoint_values(SQL.dialect, record))
         # Most records (deltas) name no blob: a statement spared on every step.
         if h.blobs:
             conn.execute(SQL.insert_refs, (h.checkpoint_id, SQL.dialect.ids(h.blobs)))

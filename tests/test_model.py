@@ -1,0 +1,62 @@
+"""``model.evolve``: the hot path's copy of a record equals ``dataclasses.replace``'s."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+
+import pytest
+
+from savegame.model import (
+    CheckpointHeader,
+    CheckpointRecord,
+    RunInfo,
+    RunStatus,
+    Usage,
+    evolve,
+)
+
+
+def _header() -> CheckpointHeader:
+    return CheckpointHeader(
+        "t", "r", "c", "p", 3, "n", RunStatus.RUNNING, "m",
+        usage=Usage(1, 2, 0.5, 3, 4), metadata={"k": [1]},
+        created_at=datetime(2026, 1, 2, tzinfo=timezone.utc), base_id="b", blobs=("x",),
+    )  # fmt: skip
+
+
+def test_evolve_equals_replace_field_by_field() -> None:
+    header = _header()
+    for name, value in [("base_id", None), ("blobs", ("y", "z")), ("size", 9), ("step", 4)]:
+        assert evolve(header, **{name: value}) == dataclasses.replace(header, **{name: value})
+    copy = evolve(header)
+    assert copy == header and copy is not header
+    record = CheckpointRecord(header, b"body", "sum")
+    moved = evolve(record, payload=b"other", header=evolve(header, size=5))
+    assert moved == dataclasses.replace(record, payload=b"other", header=evolve(header, size=5))
+    assert record.payload == b"body" and header.size == 0  # the original is untouched
+
+
+def test_evolve_refuses_a_name_that_is_no_field() -> None:
+    with pytest.raises(TypeError):
+        evolve(_header(), nope=1)
+
+
+def test_evolve_copies_a_run_info_too() -> None:
+    now = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    info = RunInfo("r", "t", "w", None, RunStatus.RUNNING, 1, "c", now, now)
+    assert evolve(info, step=2, error="e") == dataclasses.replace(info, step=2, error="e")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        evolve(info).step = 5  # type: ignore[misc]
+
+
+def test_a_run_result_repr_abridges_the_state() -> None:
+    # asyncio.run formats the repr of its main task's result on its way out: a whole
+    # conversation there was a tenth of an arun's CPU.
+    from savegame.model import RunResult
+
+    state = {"messages": [{"role": "user", "content": "x" * 2048} for _ in range(400)], "n": 1}
+    text = repr(RunResult("r", "t", RunStatus.COMPLETED, state, "c", 400))
+    assert len(text) < 2000
+    assert text.startswith("RunResult(run_id='r', thread_id='t', status=")
+    assert "'n': 1" in text and "step=400" in text
