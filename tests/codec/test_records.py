@@ -12,7 +12,7 @@ import pytest
 
 from savegame import codec
 from savegame.errors import CorruptRecordError, SerializationError
-from savegame.model import CheckpointHeader, RunStatus
+from savegame.model import WORKSPACE_KEY, CheckpointHeader, RunStatus, StoredFile
 
 
 def make_header(**over: Any) -> CheckpointHeader:
@@ -60,3 +60,33 @@ def test_newer_format_version_refuses_to_load() -> None:
 def test_state_must_be_a_dict() -> None:
     with pytest.raises(SerializationError, match="must be a dict"):
         codec.encode(make_header(), [1, 2])  # type: ignore[arg-type]
+
+
+def test_a_keyframe_lists_the_workspace_files_its_state_refers_to() -> None:
+    """As the Encoder's records do: export, retention and rekey read a record's blobs from
+    its header only (a fork's first record, written here, once listed none)."""
+    a, b = "a" * 64, "b" * 64
+    manifest = {"x.txt": StoredFile(b, 0o100644, 3), "y.txt": StoredFile(a, 0o100644, 4)}
+    record = codec.encode(make_header(), {"n": 1, WORKSPACE_KEY: manifest})
+    assert record.header.blobs == (a, b)
+    assert codec.decode(record).state[WORKSPACE_KEY] == manifest
+    # Labels given stay first, as given; a file already among them is not listed twice.
+    labelled = codec.encode(make_header(blobs=(b, "label")), {WORKSPACE_KEY: manifest})
+    assert labelled.header.blobs == (b, "label", a)
+    assert codec.encode(make_header(blobs=("label",)), {"n": 1}).header.blobs == ("label",)
+
+
+def test_a_users_dict_that_spells_a_file_reference_lists_no_blob() -> None:
+    """The state's data is escaped: a dict ``{"$sg:blob": ["f", digest, ...]}`` an agent
+    wrote (say, from a model's output) must not make its record list, and an export carry,
+    the blob of another run's file that it names."""
+    other = "c" * 64
+    spelled: dict[str, Any] = {"$sg:blob": ["f", other, 0o100644, 9]}
+    for state in (
+        {"note": spelled},
+        {"notes": [spelled, {"$sg:blob": ["f", other, 1, 1], "and": "more"}]},
+        {"text": '{"$sg:blob":["f","' + other + '",1,1]}'},
+    ):
+        record = codec.encode(make_header(), state)
+        assert record.header.blobs == ()
+        assert codec.decode(record).state == state

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -286,3 +287,33 @@ def test_deletion_order_follows_bases_across_runs_and_survives_a_cycle() -> None
     ]
     # Each record after every record that uses it as a base; ties by id, for a stable plan.
     assert deletion_order(doomed) == ["fork", "d", "b", "x", "a", "c", "y"]
+
+
+def test_a_fork_keeps_its_workspace_files_when_its_origin_run_goes(
+    store: Store, tmp_path: Path
+) -> None:
+    """The origin run finished and went whole; its fork (not run yet) lists the files of
+    the checkpoint it forked, so the blob collection keeps them: the fork restores its
+    workspace, verifies, and resumes to its end."""
+    from savegame.client import fork, get_checkpoint, history, restore_workspace, resume, verify
+    from tests.runtime.test_fork_workspace import adding
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    wf = adding(ws)
+    done = run(wf, {}, store=store)
+    [at1] = [h for h in history(done.run_id, store=store) if h.step == 1]
+    forked = fork(at1.checkpoint_id, store=store, workflow=wf, run=False)
+
+    gone = prune(RetentionPolicy(finished_for=timedelta(0)), store=store)
+    assert gone.runs == [done.run_id] and gone.blobs == 2  # f2.txt and f3.txt
+    report = verify(store=store)
+    assert report.ok and report.blobs == 1, report.damaged
+    elsewhere = tmp_path / "elsewhere"
+    restore_workspace(get_checkpoint(forked.checkpoint_id, store=store), elsewhere, store=store)
+    assert {p.name: p.read_text() for p in elsewhere.iterdir()} == {"f1.txt": "file 1 " * 40}
+    for p in ws.iterdir():
+        p.unlink()
+    ended = resume(forked.run_id, store=store, workflow=wf)
+    assert ended.status is RunStatus.COMPLETED and ended.state["n"] == 3
+    assert sorted(p.name for p in ws.iterdir()) == ["f1.txt", "f2.txt", "f3.txt"]

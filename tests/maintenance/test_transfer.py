@@ -241,3 +241,36 @@ def test_an_import_renews_its_lease_as_it_writes(
     assert _Renewing.renewals >= report.checkpoints - len(report.run_ids) + report.effects
     target.close()
     source.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("storage", [PLAIN, SEALED], ids=["plain", "encrypted"])
+def test_a_fork_exported_alone_brings_its_workspace_files(
+    backend: str, storage: StorageConfig, tmp_path: Path
+) -> None:
+    """The fork's first record names the files of the checkpoint it forked (stored by its
+    origin run, which stays behind): the file carries them, the import restores them."""
+    from tests.runtime.test_fork_workspace import adding
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    wf = adding(ws)
+    source = SqliteStore(tmp_path / "source.db")
+    done = savegame.run(wf, {}, store=source, storage=storage)
+    [at1] = [h for h in savegame.client.history(done.run_id, store=source) if h.step == 1]
+    forked = savegame.client.fork(
+        at1.checkpoint_id, store=source, workflow=wf, run=False, storage=storage
+    )
+    path = tmp_path / "fork.sgx"
+    sent = savegame.client.export_run(forked.run_id, path, store=source)
+    assert sent.run_ids == (forked.run_id,) and sent.blobs == 1
+    with scratch_store(backend, tmp_path) as target:
+        savegame.client.import_run(path, store=target, storage=storage)
+        assert savegame.client.verify(store=target, storage=storage).ok
+        first = savegame.client.get_checkpoint(forked.checkpoint_id, store=target, storage=storage)
+        elsewhere = tmp_path / "elsewhere"
+        savegame.client.restore_workspace(first, elsewhere, store=target, storage=storage)
+        assert {p.name: p.read_text() for p in elsewhere.iterdir()} == {"f1.txt": "file 1 " * 40}
+        ended = savegame.resume(forked.run_id, store=target, workflow=wf, storage=storage)
+        assert ended.status is RunStatus.COMPLETED and ended.state["n"] == 3
+    source.close()

@@ -292,7 +292,7 @@ class Encoder:
             # No leaf of a body this short outgrows the inline limit, and one without the
             # tag names no workspace file: the walk that looks for either is skipped (most
             # steps; it was a tenth of a LangGraph checkpoint's CPU, 700 calls a run).
-            if len(body) > config.inline_max or _FILE_TAG in body:
+            if len(body) > config.inline_max or _refs.TAG_BYTES in body:
                 body = orjson.dumps(
                     _refs.extract(patch, config, found, limit=config.inline_max, files=refs),
                     option=orjson.OPT_SORT_KEYS,
@@ -451,7 +451,6 @@ def _attach(found: dict[str, bytes], refs: set[str], files: Mapping[str, bytes])
 
 
 _FILE_REF = re.compile(rb'\{"\$sg:blob":\["f","([0-9a-f]+)"')
-_FILE_TAG = b'"$sg:blob"'
 
 
 def _file_refs(body: bytes) -> set[str]:

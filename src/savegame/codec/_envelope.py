@@ -234,9 +234,14 @@ def parse(
     if not names:
         return tree, revive
     if fetch is None:
-        raise CorruptRecordError(
-            record.checkpoint_id, "refers to blobs but no store was given to read them"
-        )
+        # Workspace files stay references (restore_workspace reads them): a record that
+        # lists only those (a fork's first, codec.encode's) decodes without a store.
+        def nowhere(name: str) -> bytes | None:
+            raise CorruptRecordError(
+                record.checkpoint_id, "refers to blobs but no store was given to read them"
+            )
+
+        return _refs.resolve(tree, nowhere, record.checkpoint_id)[0], revive
     stored = fetch(names)
 
     def plain(name: str) -> bytes | None:

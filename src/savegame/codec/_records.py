@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from savegame.codec import _values
+import orjson
+
+from savegame.codec import _refs, _values
 from savegame.codec._envelope import (
     Fetch,
     format1_checksum,
@@ -31,12 +33,16 @@ from savegame.model import Checkpoint, CheckpointHeader, CheckpointRecord, RunSt
 def encode(
     header: CheckpointHeader, state: dict[str, Any], storage: StorageConfig | None = None
 ) -> CheckpointRecord:
-    """Encode ``state`` as a self-contained keyframe (large values inline, no blobs).
+    """Encode ``state`` as a self-contained keyframe (large values inline, no new blobs).
 
     The runtime uses :class:`savegame.codec._engine.Encoder`, which writes deltas and
     blobs. ``header.base_id`` and ``header.blobs`` are kept as given: store tests use
     them as labels; a record labelled with a base does not decode (its envelope says
-    keyframe), so real keyframes leave them empty.
+    keyframe), so real keyframes leave them empty. The workspace files the state
+    refers to (a manifest's :class:`~savegame.model.StoredFile` values, blobs stored
+    already) are added to ``header.blobs``, as the Encoder lists them: export, retention,
+    rekey and verify know a record's blobs by its header only, so a fork's first record
+    that left them out was exported without its files and lost them to a prune.
 
     Raises:
         SerializationError: naming the path of the first value that is not pure data.
@@ -45,8 +51,13 @@ def encode(
         raise SerializationError(
             "state", f"the state must be a dict, not {type(state).__qualname__}"
         )
+    config = resolve(storage)
     body = _values.dumps(state, "state")
-    return seal_record(header, body, delta=False, storage=resolve(storage))
+    if _refs.TAG_BYTES in body:  # else no file is named: the walk is skipped
+        files = _refs.files_in(orjson.loads(body), config) - set(header.blobs)
+        if files:
+            header = replace(header, blobs=(*header.blobs, *sorted(files)))
+    return seal_record(header, body, delta=False, storage=config)
 
 
 def decode(

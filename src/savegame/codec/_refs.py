@@ -54,6 +54,20 @@ def extract(
     return _Extractor(storage, found, limit, files).walk(tree)
 
 
+#: The key of a blob reference as it reads in a body: no body without it names a file.
+TAG_BYTES = b'"$sg:blob"'
+
+
+def files_in(tree: Any, storage: StorageConfig) -> set[str]:
+    """The workspace files an encoded tree (a keyframe's or a patch's) refers to.
+
+    A walk, not a pattern: a user's dict with the key ``$sg:blob`` is escaped data,
+    and must not make its record list (and an export carry) a blob it names."""
+    files: set[str] = set()
+    _Extractor(storage, {}, 1 << 62, files).walk(tree)
+    return files
+
+
 class _Extractor:
     """One extract's walk, a class for the reason :class:`_Resolver` gives: a
     self-calling closure is a reference cycle, garbage for the collector on every step."""
