@@ -336,3 +336,31 @@ def test_a_link_that_climbs_after_another_link_is_refused(store: Store, tmp_path
 
     with pytest.raises(WorkspaceError, match=r"notes\.txt ->"):
         run(wf, store=store)
+
+
+def test_a_state_whose_only_key_is_tagged_keeps_its_files(store: Store, tmp_path: Path) -> None:
+    """A state of one ``$sg:`` key of the user's is escaped as a tagged tree, so the
+    keyframe cannot split the manifest out of it: its files were neither sent nor listed,
+    and no checkpoint after the first restored."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    wf = Workflow("tagged-state", workspace=ws)
+
+    @wf.step(entry=True)
+    def add(state: dict[str, Any], ctx: Any) -> tuple[dict[str, Any], str]:
+        n = state.get("$sg:n", 0) + 1
+        (ws / f"f{n}.txt").write_text(f"file {n}")
+        return {"$sg:n": n}, ("add" if n < 3 else END)
+
+    done = run(wf, {}, store=store)
+    assert verify(store=store).ok
+    for h in history(done.run_id, store=store):
+        cp = get_checkpoint(h.checkpoint_id, store=store)
+        listed = set(store.get_checkpoint(h.checkpoint_id).header.blobs)
+        if store.get_checkpoint(h.checkpoint_id).header.base_id is None:
+            assert {f.digest for f in cp.state.get(WORKSPACE_KEY, {}).values()} <= listed
+        there = tmp_path / f"at-{h.checkpoint_id}"
+        there.mkdir()
+        restore_workspace(cp, there, store=store)
+        n = cp.state.get("$sg:n", 0)
+        assert sorted(p.name for p in there.iterdir()) == [f"f{i}.txt" for i in range(1, n + 1)]

@@ -31,7 +31,14 @@ import orjson
 from savegame.codec import _blobs, _byvalue, _delta, _envelope, _metadata, _packs, _refs, _values
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
-from savegame.model import WORKSPACE_KEY, Checkpoint, CheckpointHeader, CheckpointRecord, evolve
+from savegame.model import (
+    WORKSPACE_KEY,
+    Checkpoint,
+    CheckpointHeader,
+    CheckpointRecord,
+    StoredFile,
+    evolve,
+)
 
 
 class BlobReader(Protocol):
@@ -361,6 +368,11 @@ class Encoder:
             else:  # alone in the state: escaped, as any lone "$sg:" key is (_values)
                 tree = {"$sg:dict": {WORKSPACE_KEY: inline}}
             _attach(out.found, refs, files)
+        elif type(state.get(WORKSPACE_KEY)) is dict:
+            # Left in the state (the rest is a tagged tree: a lone "$sg:" key of the
+            # user's): its files are listed and sent all the same, or no restore finds them.
+            refs.update(_manifest_files(state[WORKSPACE_KEY]))
+            _attach(out.found, refs, files)
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
         record = _envelope.seal_record(
             replace(
@@ -440,6 +452,11 @@ def _split_manifest(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     if not _values.plain_dict(rest):
         return state, None  # the rest would be a tagged tree: encode the state whole
     return rest, manifest
+
+
+def _manifest_files(manifest: dict[Any, Any]) -> set[str]:
+    """The blobs of a workspace manifest's files."""
+    return {entry.digest for entry in manifest.values() if type(entry) is StoredFile}
 
 
 def _attach(found: dict[str, bytes], refs: set[str], files: Mapping[str, bytes]) -> None:
