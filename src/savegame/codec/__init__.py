@@ -42,7 +42,7 @@ from savegame.codec._entries import (
 from savegame.codec._envelope import open_record, seal_record
 from savegame.codec._metadata import refuse_reserved, reseal_metadata, reveal_metadata
 from savegame.codec._migrate import Migration, upgrade
-from savegame.codec._records import decode, encode, marker, rewrap
+from savegame.codec._records import decode, encode, marker, rewrap, unlisted_files
 from savegame.codec._refs import Renamed, Renamer
 from savegame.codec._registry import register, storable
 from savegame.codec._runs import (
@@ -105,6 +105,7 @@ __all__ = [
     "seal_record",
     "storable",
     "to_data",
+    "unlisted_files",
     "unseal_blob",
     "upgrade",
     "using_conventions",

@@ -472,7 +472,7 @@ _FILE_REF = re.compile(rb'\{"\$sg:blob":\["f","([0-9a-f]+)"')
 
 def _file_refs(body: bytes) -> set[str]:
     """The workspace files a record's body refers to (canonical JSON: exact pattern)."""
-    if b'"$sg:blob":["f",' not in body:
+    if _refs.FILE_BYTES not in body:
         return set()
     return {m.decode() for m in _FILE_REF.findall(body)}
 

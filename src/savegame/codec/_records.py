@@ -53,11 +53,32 @@ def encode(
         )
     config = resolve(storage)
     body = _values.dumps(state, "state")
-    if _refs.TAG_BYTES in body:  # else no file is named: the walk is skipped
-        files = _refs.files_in(orjson.loads(body), config) - set(header.blobs)
-        if files:
-            header = replace(header, blobs=(*header.blobs, *sorted(files)))
+    files = _files_not_in(header, body, config)
+    if files:
+        header = replace(header, blobs=(*header.blobs, *files))
     return seal_record(header, body, delta=False, storage=config)
+
+
+def _files_not_in(header: CheckpointHeader, body: bytes, config: StorageConfig) -> list[str]:
+    if _refs.FILE_BYTES not in body:  # no file is named: the walk is skipped
+        return []
+    return sorted(_refs.files_in(orjson.loads(body), config) - set(header.blobs))
+
+
+def unlisted_files(
+    record: CheckpointRecord, body: bytes, storage: StorageConfig | None = None
+) -> list[str]:
+    """The workspace files ``record``'s body (as :func:`open_record` returns it) refers to
+    that its header does not list, so that export, retention and rekey do not see them: a
+    fork's first record written before savegame listed them (``verify`` reports it).
+
+    Raises:
+        CorruptRecordError: the body is not JSON.
+    """
+    try:
+        return _files_not_in(record.header, body, resolve(storage))
+    except orjson.JSONDecodeError as exc:
+        raise CorruptRecordError(record.checkpoint_id, f"payload does not decode: {exc}") from exc
 
 
 def decode(

@@ -56,6 +56,8 @@ def extract(
 
 #: The key of a blob reference as it reads in a body: no body without it names a file.
 TAG_BYTES = b'"$sg:blob"'
+#: A workspace file's reference as it starts in a canonical body: none without it.
+FILE_BYTES = b'"$sg:blob":["f",'
 
 
 def files_in(tree: Any, storage: StorageConfig) -> set[str]:

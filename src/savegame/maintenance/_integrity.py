@@ -17,6 +17,7 @@ from savegame.codec import (
     check_head,
     open_entry,
     open_record,
+    unlisted_files,
     unseal_blob,
     verify_run,
     verify_schedule,
@@ -130,13 +131,20 @@ def _verify_run(store: Store, run: RunInfo, config: StorageConfig, report: Verif
         report.checkpoints += 1
         try:
             record = store.get_checkpoint(header.checkpoint_id)
-            open_record(record, config)
+            _, body = open_record(record, config)
             if header.base_id is not None:
                 store.get_chain(header.checkpoint_id)  # every base down to the keyframe
+            unlisted = unlisted_files(record, body, config)
         except SavegameError as exc:
             damaged("checkpoint", header.checkpoint_id, exc)
             continue
-        digests.update(header.blobs)
+        digests.update(header.blobs, unlisted)
+        if unlisted:
+            why = (
+                f"its workspace refers to blob {unlisted[0]}, which its header does not list: "
+                "export, prune and rekey do not see it (a fork written before savegame listed them)"
+            )
+            report.damaged.append(Damage("checkpoint", header.checkpoint_id, run.run_id, why))
     stored = store.get_blobs(sorted(digests)) if digests else {}
     for digest in sorted(digests):
         report.blobs += 1
