@@ -10,14 +10,14 @@ import pytest
 
 from savegame import run
 from savegame.client import get_checkpoint, schedule
-from savegame.codec import _blobs, open_record, seal_record
+from savegame.codec import _blobs
 from savegame.codec.crypto import Keyring, new_key
-from savegame.codec.storage import resolve
 from savegame.errors import CorruptRecordError
 from savegame.maintenance._integrity import verify
 from savegame.maintenance._reencrypt import rekey
+from savegame.model import WORKSPACE_KEY
 from savegame.stores import SqliteStore
-from tests.maintenance.stocked import PLAIN, chatty
+from tests.maintenance.stocked import PLAIN, chatty, legacy_fork
 from tests.runtime.test_schedules import DAILY
 
 
@@ -123,27 +123,11 @@ def test_verify_checks_schedule_rows(db: SqliteStore) -> None:
 def test_verify_reports_a_fork_record_that_does_not_list_its_workspace_files(
     db: SqliteStore, tmp_path: Path
 ) -> None:
-    """A fork's first record written before savegame listed its workspace files (made
-    here by re-sealing the record without them): export and prune do not see its files,
-    so verify names it, and the blob it leaves out."""
-    from savegame.client import fork, history
-    from tests.runtime.test_fork_workspace import adding
-
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    wf = adding(ws)
-    done = run(wf, {}, store=db)
-    [at1] = [h for h in history(done.run_id, store=db) if h.step == 1]
-    forked = fork(at1.checkpoint_id, store=db, workflow=wf, run=False)
-    assert verify(db).ok
-    first = db.get_checkpoint(forked.checkpoint_id)
-    [digest] = first.header.blobs
-    _, body = open_record(first, resolve(None))
-    legacy = seal_record(replace(first.header, blobs=()), body, delta=False, storage=resolve(None))
-    db.rewrite(records=[legacy])
-    report = verify(db)
-    [damage] = report.damaged
-    assert (damage.kind, damage.ident, damage.run_id) == (
-        "checkpoint", forked.checkpoint_id, forked.run_id,
-    )  # fmt: skip
-    assert digest in damage.reason and "does not list" in damage.reason
+    """Export and prune do not see the files of a fork's first record written before
+    savegame listed them: verify names it, and the blob it leaves out."""
+    _, run_id, first = legacy_fork(db, tmp_path / "ws")
+    [damage] = verify(db).damaged
+    assert (damage.kind, damage.ident, damage.run_id) == ("checkpoint", first, run_id)
+    assert "does not list" in damage.reason
+    [digest] = {f.digest for f in get_checkpoint(first, store=db).state[WORKSPACE_KEY].values()}
+    assert digest in damage.reason

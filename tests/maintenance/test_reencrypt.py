@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from savegame import END, StepContext, Workflow, codec, run
+from savegame import END, StepContext, Workflow, codec, resume, run
 from savegame.client import (
     fire_schedules,
     get_checkpoint,
@@ -16,6 +17,7 @@ from savegame.client import (
     get_schedule,
     history,
     list_runs,
+    restore_workspace,
     schedule,
 )
 from savegame.codec import _blobs
@@ -26,7 +28,7 @@ from savegame.maintenance._integrity import verify
 from savegame.maintenance._reencrypt import rekey
 from savegame.stores import SqliteStore
 from savegame.stores.schedules import schedules_of
-from tests.maintenance.stocked import PLAIN, chatty
+from tests.maintenance.stocked import PLAIN, chatty, legacy_fork
 from tests.runtime.test_schedules import DAILY
 
 
@@ -208,3 +210,22 @@ def test_rekey_signs_schedule_rows_so_the_old_key_can_go(db: SqliteStore) -> Non
     assert adopted.schedules == 2 and not adopted.skipped
     # A firing under the new key alone checks both rows.
     assert fire_schedules(store=db, storage=only_new) == []  # neither is due yet
+
+
+def test_rekey_lists_and_renames_the_files_an_old_fork_record_left_out(
+    db: SqliteStore, tmp_path: Path
+) -> None:
+    """A fork's first record written before savegame listed its workspace files names
+    them in its body only: rekey renames them there and lists them, so the collection of
+    the old names leaves the fork its files, and verify then passes."""
+    wf, run_id, first = legacy_fork(db, tmp_path / "ws")
+    keys = StorageConfig(keyring=Keyring({"k1": os.urandom(32)}, active="k1"))
+    report = rekey(db, storage=keys, adopt=True)
+    assert not report.skipped and report.collected > 0
+    assert verify(db, storage=keys).ok, verify(db, storage=keys).damaged
+    elsewhere = tmp_path / "elsewhere"
+    restore_workspace(
+        get_checkpoint(first, store=db, storage=keys), elsewhere, store=db, storage=keys
+    )
+    assert {p.name: p.read_text() for p in elsewhere.iterdir()} == {"f1.txt": "file 1 " * 40}
+    assert resume(run_id, store=db, workflow=wf, storage=keys).state["n"] == 3

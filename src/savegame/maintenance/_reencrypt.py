@@ -50,6 +50,7 @@ from savegame.codec import (
     reseal_run,
     seal_entry,
     seal_record,
+    unlisted_files,
     unseal_blob,
 )
 from savegame.codec.storage import StorageConfig, resolve
@@ -231,7 +232,15 @@ def _plan(
     read = _Reader(writer, adopt)
     fresh_run = read(functools.partial(reseal_run, run, writer=writer))
     records = [store.get_checkpoint(h.checkpoint_id) for h in store.list_checkpoints(run.run_id)]
-    names = sorted({name for record in records for name in record.header.blobs})
+    opened = [read(functools.partial(open_record, record)) for record in records]
+    # A fork's first record written before savegame listed its workspace files names
+    # them in its (authenticated) body only: renamed and listed here like the others,
+    # or the collection at the end would take them under their old names.
+    listed = [
+        (*r.header.blobs, *unlisted_files(r, body, writer))
+        for r, (_, body) in zip(records, opened, strict=True)
+    ]
+    names = sorted({name for blobs in listed for name in blobs})
     stored = store.get_blobs(names) if names else {}
     missing = set(names) - stored.keys()
     if missing:
@@ -245,7 +254,10 @@ def _plan(
     memo = ChainMap[tuple[str, bool], Renamed]({}, shared)
     out: dict[str, bytes] = {}
     renamer = Renamer(plain, writer, memo, out)
-    fresh = [_record(record, read, renamer, writer) for record in records]
+    fresh = [
+        _record(record, body, blobs, read, renamer, writer)
+        for record, body, blobs in zip(records, opened, listed, strict=True)
+    ]
     effects = [
         read(functools.partial(_effect, e, writer=writer))
         for e in store.list_effects(run.run_id, limit=ALL_EFFECTS)
@@ -255,17 +267,21 @@ def _plan(
 
 def _record(
     record: CheckpointRecord,
+    opened: tuple[bool, bytes],
+    blobs: tuple[str, ...],
     read: _Reader,
     renamer: Renamer,
     writer: StorageConfig,
 ) -> CheckpointRecord:
-    is_delta, body = read(functools.partial(open_record, record))
+    """``opened``: the record opened; ``blobs``: what it refers to (its header's list,
+    and workspace files its body names that the list lacks)."""
+    is_delta, body = opened
     if record.header.format_version < 2:
         is_delta = False  # a format-1 payload is the state's canonical JSON: a keyframe body
     header = read(functools.partial(reseal_metadata, record.header, writer=writer))
-    if header.blobs:
+    if blobs:
         tree, old, new = renamer.rename(orjson.loads(body), record.checkpoint_id)
-        if old != set(header.blobs):
+        if old != set(blobs):
             raise CorruptRecordError(
                 record.checkpoint_id,
                 "its body refers to other blobs than its header lists; rekey left its run alone",
