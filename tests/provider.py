@@ -126,14 +126,16 @@ def chat(
     *,
     usage: tuple[int, int, int] = (12, 5, 0),
     model: str = "gpt-4o-2024-08-06",
+    call_ids: Sequence[str] = (),
 ) -> Reply:
     """A Chat Completions answer: text, tool calls (several: parallel calls), usage
-    (prompt, completion, cached)."""
+    (prompt, completion, cached). ``call_ids`` names the tool calls (default
+    ``call_<n>``: the OpenAI Agents SDK refuses an id reused across turns)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
             {
-                "id": f"call_{n}",
+                "id": call_ids[n] if call_ids else f"call_{n}",
                 "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args)},
             }
@@ -170,8 +172,10 @@ def responses(
     *,
     usage: tuple[int, int, int] = (12, 5, 0),
     model: str = "gpt-4o-2024-08-06",
+    call_ids: Sequence[str] = (),
 ) -> Reply:
-    """A Responses API answer: a message item and function_call items."""
+    """A Responses API answer: a message item and function_call items (``call_ids`` as
+    :func:`chat`'s)."""
     output: list[dict[str, Any]] = []
     if content is not None:
         output.append(
@@ -187,8 +191,8 @@ def responses(
         output.append(
             {
                 "type": "function_call",
-                "id": f"fc_{n}",
-                "call_id": f"call_{n}",
+                "id": f"fc_{call_ids[n] if call_ids else n}",
+                "call_id": call_ids[n] if call_ids else f"call_{n}",
                 "name": name,
                 "arguments": json.dumps(args),
                 "status": "completed",
