@@ -28,7 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import Agent, Model, RunConfig, RunResult, RunState
+from agents import Agent, AgentsException, Model, RunConfig, RunResult, RunState
 from agents.run import (
     AgentRunner,
     ToolExecutionConfig,
@@ -44,6 +44,7 @@ from savegame.integrations.openai_agents import _scope
 from savegame.integrations.openai_agents._declare import Unit
 from savegame.integrations.openai_agents._graph import Graph
 from savegame.integrations.openai_agents._model import DurableModel, DurableProvider
+from savegame.integrations.openai_agents._tools import ours
 from savegame.runtime import StepContext
 
 _active: ContextVar[SavegameRunner | None] = ContextVar(
@@ -135,7 +136,10 @@ class SavegameRunner:
         _install()
         copy, config = self.prepare(agent, kwargs.pop("run_config", None))
         with _scope.durable(ctx), self._active():
-            result = await AgentRunner().run(copy, input, run_config=config, **kwargs)
+            try:
+                result = await AgentRunner().run(copy, input, run_config=config, **kwargs)
+            except AgentsException as error:
+                raise ours(error) from error
         if result.interruptions:
             names = sorted({str(getattr(i, "name", None) or i) for i in result.interruptions})
             raise ConfigurationError(

@@ -131,13 +131,40 @@ def journaled(tool: FunctionTool, agent: str, unit: Unit) -> FunctionTool:
     return dataclasses.replace(tool, needs_approval=False, on_invoke_tool=invoke)
 
 
+def ours(error: BaseException) -> BaseException:
+    """The savegame error behind an SDK error, else ``error``: the SDK reports a tool's
+    exception as ``UserError("Error running tool ...")``, but a journal's verdict (not
+    pure data, non-determinism, a refused edit) is for savegame's runner to handle."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, SavegameError):
+            return seen
+        seen = seen.__cause__
+    return error
+
+
 def agent_tool(tool: FunctionTool) -> FunctionTool:
     """An agent called as a tool (``Agent.as_tool``): not one call of its own but a run
     whose model requests and tools are journaled one by one, as the outer run's are."""
-    inner: Invoke = tool.on_invoke_tool
+    raw = dataclasses.replace(tool)
+    set_function_tool_failure_error_function(raw, None)
+    inner: Invoke = raw.on_invoke_tool
 
     async def invoke(ctx: ToolContext[Any], text: str) -> Any:
-        with _scope.nested():
-            return await inner(ctx, text)
+        if _scope.current() is None:
+            return await tool.on_invoke_tool(ctx, text)
+        try:
+            with _scope.nested():
+                return await inner(ctx, text)
+        except Exception as error:
+            found = ours(error)
+            if found is not error or isinstance(error, SavegameError):
+                raise found from error
+            handled = await maybe_invoke_function_tool_failure_error_function(
+                function_tool=tool, context=ctx, error=error
+            )
+            if handled is None:
+                raise
+            return handled
 
     return dataclasses.replace(tool, on_invoke_tool=invoke)

@@ -1,0 +1,88 @@
+"""Handoffs and agents called as tools, run by savegame's runner: the model requests and
+tools of every agent of the graph are journaled calls of the step, so a resume after a
+pause deep in the graph asks the provider nothing it recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agents import Agent, function_tool, handoff
+
+from savegame import END, RunStatus, StepContext, Workflow, approve, run
+from savegame.client import list_effects
+from savegame.integrations.openai_agents import run_agent
+from savegame.model import EffectKind
+from tests.provider import RESPONSES, FakeProvider, responses
+
+from .bank import model
+
+
+def turn(n: int, text: str | None, calls: list[tuple[str, dict[str, Any]]] = ()) -> Any:  # type: ignore[assignment]
+    return responses(text, calls, call_ids=[f"call_{n}_{i}" for i in range(len(calls))])
+
+
+def test_a_handoff_and_an_agent_tool_are_journaled_and_resumed(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    refunds: list[tuple[str, float]] = []
+    looked: list[str] = []
+
+    @function_tool
+    def lookup(order_id: str) -> dict[str, Any]:
+        """Look an order up."""
+        looked.append(order_id)
+        return {"id": order_id, "total": 30.0}
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an order."""
+        refunds.append((order_id, amount))
+        return f"refunded {amount}"
+
+    m = model(fake.openai_url)
+    # An agent called as a tool, with a tool of its own.
+    researcher = Agent(name="researcher", model=m, tools=[lookup])
+    billing = Agent(
+        name="billing",
+        model=m,
+        tools=[refund, researcher.as_tool("research", "Look into an order.")],
+    )
+    triage: Agent[Any] = Agent(name="triage", model=m, handoffs=[handoff(billing)])
+    billing.handoffs = [triage]  # a cycle: billing can hand back
+
+    flow = Workflow("oai-graph")
+
+    @flow.step(entry=True)
+    async def answer(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, triage, "Refund order A-1.")
+        return {"answer": done.final_output, "agent": done.last_agent}, END
+
+    fake.script(
+        RESPONSES,
+        turn(0, None, [("transfer_to_billing", {})]),
+        turn(1, None, [("research", {"input": "order A-1"})]),
+        turn(2, None, [("lookup", {"order_id": "A-1"})]),  # the researcher's turns
+        turn(3, "A-1 was 30.0."),
+        turn(4, None, [("refund", {"order_id": "A-1", "amount": 30.0})]),
+        turn(5, "Refunded 30.0."),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    assert len(fake.bodies(RESPONSES)) == 5 and looked == ["A-1"] and refunds == []
+
+    decision = approve("r1", store=url, workflow=flow)
+    assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
+    assert decision.result.state == {"answer": "Refunded 30.0.", "agent": "billing"}
+    # Only the turn after the refund was asked again; the researcher's tool ran once.
+    assert len(fake.bodies(RESPONSES)) == 6 and looked == ["A-1"]
+    assert refunds == [("A-1", 30.0)]
+    entries = [e for e in list_effects("r1", store=url) if e.kind is not EffectKind.APPROVAL]
+    assert [e.name for e in entries] == [
+        "llm:gpt-4o", "llm:gpt-4o", "llm:gpt-4o", "researcher.lookup", "llm:gpt-4o",
+        "llm:gpt-4o", "billing.refund", "llm:gpt-4o",
+    ]  # fmt: skip
+    # The agent tool itself is no call of its own: its model requests and tools are.
+    assert "research" not in {e.name.split(".")[-1] for e in entries}
+    # The user's agents are left as they were.
+    assert triage.handoffs[0].agent_name == "billing" and billing.tools[0] is refund
