@@ -89,11 +89,14 @@ def test_a_run_resumed_after_its_approval_asks_nothing_it_recorded(
 
     # A fork from the run's first checkpoint replays every call from the journal: no
     # request reaches the server, no write the ledger.
-    first = history("r1", store=url)[0]
+    first = history("r1", store=url)[-1]  # newest first: the oldest is last
     forked = fork(first.checkpoint_id, store=url, workflow=flow)
     assert forked.result is not None and forked.result.status is RunStatus.COMPLETED
     assert forked.result.state["answer"] == "Your card is blocked."
     assert forked.result.state["usage"] == sdk
+    # It ran the step again: every call of its journal was reused from the origin's.
+    replayed = list_effects(forked.result.run_id, store=url)
+    assert [e.name for e in replayed if e.kind is EffectKind.LLM] == ["llm:gpt-4o"] * 3
     assert len(fake.bodies(path_of(api))) == 3
     assert len(ledger_lines(ledger)) == 1
 

@@ -222,7 +222,7 @@ def test_a_run_exported_and_imported_replays_there_asking_nothing(
         e.request_id for e in list_effects("r1", store=here)
     ]
     # A fork there replays the journal it brought: no request, no second transfer.
-    first = history("r1", store=there)[0]
+    first = history("r1", store=there)[-1]  # the run's first checkpoint
     forked = fork_of(first.checkpoint_id, there, flow)
     assert forked.state == done.state
     assert len(fake.bodies(bank.path_of("chat"))) == 2

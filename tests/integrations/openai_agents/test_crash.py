@@ -1,0 +1,135 @@
+"""SIGKILL in the middle of a durable Agents SDK run, then a resume in another process:
+each model request is sent once (counted at the provider) and each write happens once
+(counted in the outside ledger the tool writes), and the run ends in the state an
+uninterrupted run ends in (its answer and the SDK's usage).
+
+The child runs the bank agent (``bank.py``) whose real OpenAI model (Responses API or
+Chat Completions) asks the provider in this process. The model's first turn asks for a
+transfer (a write) and a balance (a read). The child is killed:
+
+* ``model:after``: the first answer is journaled, no tool has run, the step has not
+  checkpointed;
+* ``balance:mid``: in the balance, after the transfer's result was journaled;
+* ``transfer:after``: in the transfer itself, after the ledger line and before its
+  result was journaled (in doubt: the tool's ``reconcile`` finds the line by request id).
+
+A soak test kills the child at random moments, again and again, until the run ends.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from savegame import RunStatus, run
+from savegame.client import get_checkpoint, list_effects, model_calls
+from savegame.model import EffectKind, EffectStatus
+from tests.crash.harness import kill_after_delay, kill_at_hook, run_to_end
+from tests.provider import FakeProvider
+from tests.services import BACKENDS
+
+from .bank import build, ledger_lines, path_of, script
+
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
+QUESTION = "Send 20 from c1, then tell me the balance."
+ROUND = [("transfer", {"customer": "c1", "amount": 20}), ("balance", {"customer": "c1"})]
+ANSWER = "Sent 20; the balance is 100."
+
+
+def env(fake: FakeProvider, ledger: Path, api: str) -> dict[str, str]:
+    return {
+        "SAVEGAME_MODEL_URL": fake.openai_url,
+        "SAVEGAME_LEDGER": str(ledger),
+        "SAVEGAME_API": api,
+        "SAVEGAME_INPUT": f'{{"question": "{QUESTION}"}}',
+    }
+
+
+def uninterrupted(fake: FakeProvider, tmp_path: Path, api: str) -> dict[str, Any]:
+    """The state a run that nobody killed ends in (its own store, ledger and requests)."""
+    flow, _ = build("oai-crash", fake.openai_url, tmp_path / "reference.jsonl", api)
+    fake.reset()
+    script(fake, api, (None, ROUND), (ANSWER, []))
+    done = run(flow, {"question": QUESTION}, run_id="run", store="memory://")
+    assert done.status is RunStatus.COMPLETED
+    return dict(done.state)
+
+
+@pytest.mark.parametrize(
+    ("hook", "api", "backend"),
+    [
+        ("model:after", "responses", "sqlite"),
+        ("balance:mid", "responses", "sqlite"),
+        ("transfer:after", "responses", "sqlite"),
+        ("model:after", "chat", "sqlite"),
+        ("transfer:after", "chat", "sqlite"),
+        ("transfer:after", "responses", "postgres"),
+    ],
+)
+def test_a_kill_pays_no_model_twice_and_writes_once(
+    fake: FakeProvider, tmp_path: Path, hook: str, api: str, backend: str
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    script(fake, api, (None, ROUND), (ANSWER, []))
+    given = env(fake, ledger, api)
+    with BACKENDS[backend](tmp_path) as url:
+        killed = kill_at_hook("start", url, "run", hook, script=CHILD, env=given)
+        assert killed.hooks == [hook], killed.stderr[-2000:]
+        assert killed.returncode == -9
+        assert len(fake.bodies(path_of(api))) == 1
+        assert len(ledger_lines(ledger)) == (0 if hook == "model:after" else 1)
+
+        resumed = run_to_end("resume", url, "run", script=CHILD, env=given)
+        assert resumed.done == "completed", (resumed.error, resumed.stderr[-2000:])
+        # The turn the journal holds was not sent again; the next one once.
+        assert len(fake.bodies(path_of(api))) == 2
+        # The transfer happened once, under the request id of its journal entry.
+        [write] = [e for e in list_effects("run", store=url) if e.kind is EffectKind.WRITE]
+        assert write.status is EffectStatus.DONE
+        assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20.0}]
+        assert write.metadata.get("reconciled") is (True if hook == "transfer:after" else None)
+        # The journal holds each model request once: the one made before the kill, one after.
+        assert [c.response.content for c in model_calls("run", store=url)] == [None, ANSWER]
+        state = get_checkpoint("run", store=url).state
+    # The end state is an uninterrupted run's: the answer and the SDK's usage (2 requests).
+    reference = uninterrupted(fake, tmp_path, api)
+    assert reference["usage"]["requests"] == 2
+    assert state == reference
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api: str) -> None:
+    """Kill the child at random moments, resume, again, until the run ends: whatever
+    moment a kill lands on, each write happens once and the run ends as an uninterrupted
+    one does. Requests: one per turn, plus those a kill cut off mid-answer (the server
+    answered, the child never journaled it): never more than one per kill."""
+    for seed in range(8):
+        rng = random.Random(seed)
+        base = tmp_path / f"seed{seed}"
+        base.mkdir()
+        ledger, url = base / "ledger.jsonl", f"sqlite:///{base / 'runs.db'}"
+        fake.reset()
+        # Enough answers for the turns a kill may cut off and the resume asks again.
+        for _ in range(10):
+            script(fake, api, (None, ROUND), (ANSWER, []))
+        given = env(fake, ledger, api)
+        mode, kills = "start", 0
+        while True:
+            out = kill_after_delay(mode, url, "run", rng.uniform(0.3, 4.0), script=CHILD, env=given)
+            if out.done is not None:
+                assert out.done == "completed", out.stderr[-2000:]
+                break
+            assert out.error is None, (out.error, out.stderr[-2000:])
+            mode, kills = "resume", kills + 1
+            assert kills < 40
+        [write] = [e for e in list_effects("run", store=url) if e.kind is EffectKind.WRITE]
+        assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20.0}]
+        assert [c.response.content for c in model_calls("run", store=url)] == [None, ANSWER]
+        assert len(fake.bodies(path_of(api))) <= 2 + kills
