@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from savegame import RunStatus, run
-from savegame.client import get_checkpoint, list_effects, model_calls
+from savegame.client import get_checkpoint, get_run, list_effects, model_calls
+from savegame.errors import NotFoundError, StoreNotFoundError
 from savegame.model import EffectKind, EffectStatus
 from tests.crash.harness import kill_after_delay, kill_at_hook, run_to_end
 from tests.provider import FakeProvider
@@ -103,33 +104,58 @@ def test_a_kill_pays_no_model_twice_and_writes_once(
     assert state == reference
 
 
+def _exists(url: str) -> bool:
+    try:
+        get_run("run", store=url)
+    except (NotFoundError, StoreNotFoundError):
+        return False
+    return True
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api: str) -> None:
-    """Kill the child at random moments, resume, again, until the run ends: whatever
-    moment a kill lands on, each write happens once and the run ends as an uninterrupted
-    one does. Requests: one per turn, plus those a kill cut off mid-answer (the server
-    answered, the child never journaled it): never more than one per kill."""
-    for seed in range(8):
+    """Kill the child at random moments (up to three times a run), resume, and let the
+    last execution finish: wherever a kill lands, each write happens once, the journal
+    holds each model answer once, and the run ends as an uninterrupted one does.
+    Requests: one per turn, plus at most one per kill (a kill between the server's
+    answer and its journal entry: that answer was never recorded, so it is asked again)."""
+    script(fake, api, (None, ROUND), (ANSWER, []))
+    timed = run_to_end("start", f"sqlite:///{tmp_path / 'timed.db'}", "run", script=CHILD,
+                       env=env(fake, tmp_path / "timed.jsonl", api))  # fmt: skip
+    assert timed.done == "completed" and timed.ended_after is not None, timed.stderr[-2000:]
+    reference = uninterrupted(fake, tmp_path, api)
+    totals = {"runs": 0, "kills": 0, "requests": 0, "writes": 0}
+    for seed in range(6):
         rng = random.Random(seed)
         base = tmp_path / f"seed{seed}"
         base.mkdir()
         ledger, url = base / "ledger.jsonl", f"sqlite:///{base / 'runs.db'}"
         fake.reset()
-        # Enough answers for the turns a kill may cut off and the resume asks again.
-        for _ in range(10):
+        for _ in range(4):  # enough answers for the turns the kills may cut off
             script(fake, api, (None, ROUND), (ANSWER, []))
-        given = env(fake, ledger, api)
-        mode, kills = "start", 0
-        while True:
-            out = kill_after_delay(mode, url, "run", rng.uniform(0.3, 4.0), script=CHILD, env=given)
+        given, mode, kills = env(fake, ledger, api), "start", 0
+        for _ in range(3):
+            delay = rng.uniform(0.2, 1.0) * timed.ended_after
+            out = kill_after_delay(mode, url, "run", delay, script=CHILD, env=given)
             if out.done is not None:
-                assert out.done == "completed", out.stderr[-2000:]
                 break
             assert out.error is None, (out.error, out.stderr[-2000:])
-            mode, kills = "resume", kills + 1
-            assert kills < 40
+            kills += 1
+            mode = "resume" if _exists(url) else "start"
+        else:
+            out = run_to_end(mode, url, "run", script=CHILD, env=given)
+        assert out.done == "completed", (out.error, out.stderr[-2000:])
         [write] = [e for e in list_effects("run", store=url) if e.kind is EffectKind.WRITE]
         assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20.0}]
         assert [c.response.content for c in model_calls("run", store=url)] == [None, ANSWER]
-        assert len(fake.bodies(path_of(api))) <= 2 + kills
+        assert get_checkpoint("run", store=url).state == reference
+        sent = len(fake.bodies(path_of(api)))
+        assert 2 <= sent <= 2 + kills
+        totals = {
+            "runs": totals["runs"] + 1,
+            "kills": totals["kills"] + kills,
+            "requests": totals["requests"] + sent,
+            "writes": totals["writes"] + len(ledger_lines(ledger)),
+        }
+    print(f"openai-agents soak ({api}): {totals}")  # shown with -s

@@ -235,3 +235,42 @@ def fork_of(checkpoint_id: str, url: str, flow: Workflow) -> Any:
     result = fork(checkpoint_id, store=url, workflow=flow).result
     assert result is not None and result.status is RunStatus.COMPLETED
     return result
+
+
+def test_a_tools_dict_reaches_the_model_as_a_replay_hands_it_back(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """The SDK sends the model its text of a tool's result; a dict's keys come back from
+    the journal in the codec's order, so the first execution must send that order too,
+    or the resumed step's next request is another request (NonDeterminismError)."""
+
+    @function_tool
+    def lookup(order_id: str) -> dict[str, Any]:
+        """Look an order up."""
+        return {"total": 120.0, "id": order_id}  # not in sorted order
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund."""
+        return "refunded"
+
+    agent: Agent[Any] = Agent(name="oai-keys", model=model(fake.openai_url), tools=[lookup, refund])
+    flow = Workflow("oai-keys")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, agent, "refund A-1")).final_output}, END
+
+    script(
+        fake,
+        "responses",
+        (None, [("lookup", {"order_id": "A-1"})]),
+        (None, [("refund", {"order_id": "A-1"})]),
+        ("Refunded.", []),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decision = approve("r1", store=url, workflow=flow)
+    assert decision.result is not None, decision.error
+    assert decision.result.state["answer"] == "Refunded."
+    assert len(fake.bodies(RESPONSES)) == 3

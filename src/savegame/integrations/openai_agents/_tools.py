@@ -33,6 +33,7 @@ from agents.tool import (
 )
 from agents.tool_context import ToolContext
 
+from savegame.codec import decode_value, encode_value
 from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ApprovalRejected, ConfigurationError, SavegameError
 from savegame.integrations.openai_agents import _scope
@@ -124,7 +125,14 @@ def journaled(tool: FunctionTool, agent: str, unit: Unit) -> FunctionTool:
             durable=True,
         )
         prepared = await asyncio.to_thread(calls.before, entry, {"call": asked})
-        result = prepared.result if prepared.replay else await ainvoke_call(calls, entry, prepared)
+        if prepared.replay:
+            result = prepared.result
+        else:
+            # The SDK is handed the result as the journal hands it back on a replay (a
+            # dict's keys in the codec's order, not the tool's): the model's next request,
+            # which holds the SDK's text of it, must be the same on every execution.
+            made = await ainvoke_call(calls, entry, prepared)
+            result = decode_value(encode_value(made, f"result.{name}"))
         step.add_usage(tool_calls=1)
         return result
 
