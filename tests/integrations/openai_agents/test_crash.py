@@ -20,6 +20,11 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +34,7 @@ from savegame import RunStatus, run
 from savegame.client import get_checkpoint, get_run, list_effects, model_calls
 from savegame.errors import NotFoundError, StoreNotFoundError
 from savegame.model import EffectKind, EffectStatus
-from tests.crash.harness import kill_after_delay, kill_at_hook, run_to_end
+from tests.crash.harness import Outcome, kill_at_hook, parse_line, run_to_end, spawn
 from tests.provider import FakeProvider
 from tests.services import BACKENDS
 
@@ -112,21 +117,72 @@ def _exists(url: str) -> bool:
     return True
 
 
+def kill_after_request(
+    mode: str, url: str, given: dict[str, str], asked: Callable[[], int], wait: float
+) -> tuple[Outcome, float]:
+    """Start a child, and SIGKILL it ``wait`` seconds after the server got its next
+    request (or when it ended first): kills land in the run's tool rounds and between
+    an answer and its journal entry, not in the child's imports. Also returns how long
+    after that request the child said it was done (its exit may take longer)."""
+    before = asked()
+    proc = spawn(mode, url, "run", script=CHILD, env=given)
+    lines: list[tuple[float, str]] = []
+    errors: list[str] = []
+
+    def read() -> None:
+        lines.extend((time.monotonic(), line) for line in proc.stdout or ())
+
+    readers = [
+        threading.Thread(target=read, daemon=True),
+        threading.Thread(target=lambda: errors.extend(proc.stderr or ()), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + 60
+    while asked() == before and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    seen = time.monotonic()
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    for reader in readers:
+        reader.join(timeout=30)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    out, after = Outcome(), 0.0
+    for at, line in lines:
+        parse_line(line, out)
+        if line.startswith("DONE"):
+            after = at - seen
+    out.returncode, out.stderr = proc.returncode, "".join(errors)
+    return out, after
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api: str) -> None:
-    """Kill the child at random moments (up to three times a run), resume, and let the
-    last execution finish: wherever a kill lands, each write happens once, the journal
-    holds each model answer once, and the run ends as an uninterrupted one does.
-    Requests: one per turn, plus at most one per kill (a kill between the server's
-    answer and its journal entry: that answer was never recorded, so it is asked again)."""
+    """Kill the child at random moments after its first request (up to three times a run),
+    resume, and let the last execution finish: wherever a kill lands, each write happens
+    once, the journal holds each model answer once, and the run ends as an uninterrupted
+    one does. Requests: one per turn, plus at most one per kill (a kill between the
+    server's answer and its journal entry: that answer was never recorded, so it is
+    asked again)."""
+
+    def asked() -> int:
+        return len(fake.bodies(path_of(api)))
+
     script(fake, api, (None, ROUND), (ANSWER, []))
-    timed = run_to_end("start", f"sqlite:///{tmp_path / 'timed.db'}", "run", script=CHILD,
-                       env=env(fake, tmp_path / "timed.jsonl", api))  # fmt: skip
-    assert timed.done == "completed" and timed.ended_after is not None, timed.stderr[-2000:]
+    timed, window = kill_after_request(
+        "start", f"sqlite:///{tmp_path / 'timed.db'}", env(fake, tmp_path / "t.jsonl", api),
+        asked, 60.0,
+    )  # fmt: skip
+    assert timed.done == "completed", timed.stderr[-2000:]
     reference = uninterrupted(fake, tmp_path, api)
     totals = {"runs": 0, "kills": 0, "requests": 0, "writes": 0}
-    for seed in range(6):
+    for seed in range(10):
         rng = random.Random(seed)
         base = tmp_path / f"seed{seed}"
         base.mkdir()
@@ -136,8 +192,7 @@ def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api
             script(fake, api, (None, ROUND), (ANSWER, []))
         given, mode, kills = env(fake, ledger, api), "start", 0
         for _ in range(3):
-            delay = rng.uniform(0.2, 1.0) * timed.ended_after
-            out = kill_after_delay(mode, url, "run", delay, script=CHILD, env=given)
+            out, _ = kill_after_request(mode, url, given, asked, rng.uniform(0, 1.2) * window)
             if out.done is not None:
                 break
             assert out.error is None, (out.error, out.stderr[-2000:])
@@ -150,7 +205,7 @@ def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api
         assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20.0}]
         assert [c.response.content for c in model_calls("run", store=url)] == [None, ANSWER]
         assert get_checkpoint("run", store=url).state == reference
-        sent = len(fake.bodies(path_of(api)))
+        sent = asked()
         assert 2 <= sent <= 2 + kills
         totals = {
             "runs": totals["runs"] + 1,
@@ -158,4 +213,4 @@ def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api
             "requests": totals["requests"] + sent,
             "writes": totals["writes"] + len(ledger_lines(ledger)),
         }
-    print(f"openai-agents soak ({api}): {totals}")  # shown with -s
+    print(f"openai-agents soak ({api}): {totals}, window {window:.3f} s")  # shown with -s
