@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,7 @@ class FakeProvider:
         self.server.expect_request(re.compile(".*")).respond_with_handler(self._handle)
         self._lock = threading.Lock()
         self._script: dict[str, list[Reply]] = {}
+        self._responders: dict[str, Callable[[dict[str, Any]], Reply]] = {}
         self.asked: list[Asked] = []
 
     @property
@@ -76,9 +77,17 @@ class FakeProvider:
         with self._lock:
             self._script.setdefault(path, []).extend(replies)
 
+    def respond(self, path: str, responder: Callable[[dict[str, Any]], Reply]) -> None:
+        """Answer a request on ``path`` whose queue is empty with ``responder(body)``: a
+        model that answers by what it is asked (a random-kill test cannot know how many
+        answers a kill will cost)."""
+        with self._lock:
+            self._responders[path] = responder
+
     def reset(self) -> None:
         with self._lock:
             self._script.clear()
+            self._responders.clear()
             self.asked.clear()
 
     def bodies(self, path: str) -> list[dict[str, Any]]:
@@ -90,7 +99,13 @@ class FakeProvider:
                 Asked(request.path, json.loads(request.get_data() or b"{}"), dict(request.headers))
             )
             queue = self._script.get(request.path) or []
-            reply = queue.pop(0) if queue else Reply(599, {"error": {"message": "unscripted"}})
+            responder = self._responders.get(request.path)
+            if queue:
+                reply = queue.pop(0)
+            elif responder is not None:
+                reply = responder(self.asked[-1].body)
+            else:
+                reply = Reply(599, {"error": {"message": "unscripted"}})
         if reply.gate is not None:
             reply.gate.wait(60)
         if reply.events is not None:

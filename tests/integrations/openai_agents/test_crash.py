@@ -24,6 +24,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from savegame.client import get_checkpoint, get_run, list_effects, model_calls
 from savegame.errors import NotFoundError, StoreNotFoundError
 from savegame.model import EffectKind, EffectStatus
 from tests.crash.harness import Outcome, kill_at_hook, parse_line, run_to_end, spawn
-from tests.provider import FakeProvider
+from tests.provider import FakeProvider, Reply, chat, responses
 from tests.services import BACKENDS
 
 from .bank import build, ledger_lines, path_of, script
@@ -107,6 +108,19 @@ def test_a_kill_pays_no_model_twice_and_writes_once(
     reference = uninterrupted(fake, tmp_path, api)
     assert reference["usage"]["requests"] == 2
     assert state == reference
+
+
+def by_request(api: str, body: dict[str, Any]) -> Reply:
+    """The first turn (tool calls, ids of their own) until the tools' results are in the
+    request, then the answer."""
+    if api == "chat":
+        answered = body["messages"][-1]["role"] == "tool"
+    else:
+        answered = body["input"][-1].get("type") == "function_call_output"
+    if answered:
+        return (chat if api == "chat" else responses)(ANSWER)
+    ids = [f"call_{uuid.uuid4().hex[:8]}_{n}" for n in range(len(ROUND))]
+    return (chat if api == "chat" else responses)(None, ROUND, call_ids=ids)
 
 
 def _exists(url: str) -> bool:
@@ -188,8 +202,8 @@ def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api
         base.mkdir()
         ledger, url = base / "ledger.jsonl", f"sqlite:///{base / 'runs.db'}"
         fake.reset()
-        for _ in range(4):  # enough answers for the turns the kills may cut off
-            script(fake, api, (None, ROUND), (ANSWER, []))
+        # A model that answers by what it is asked: a kill may cost an answer or not.
+        fake.respond(path_of(api), lambda body: by_request(api, body))
         given, mode, kills = env(fake, ledger, api), "start", 0
         for _ in range(3):
             out, _ = kill_after_request(mode, url, given, asked, rng.uniform(0, 1.2) * window)
