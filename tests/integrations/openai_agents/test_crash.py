@@ -123,12 +123,12 @@ def by_request(api: str, body: dict[str, Any]) -> Reply:
     return (chat if api == "chat" else responses)(None, ROUND, call_ids=ids)
 
 
-def _exists(url: str) -> bool:
+def _status(url: str) -> RunStatus | None:
+    """The run's status, or None when the kill came before the run was created."""
     try:
-        get_run("run", store=url)
+        return get_run("run", store=url).status
     except (NotFoundError, StoreNotFoundError):
-        return False
-    return True
+        return None
 
 
 def kill_after_request(
@@ -176,6 +176,7 @@ def kill_after_request(
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api: str) -> None:
     """Kill the child at random moments after its first request (up to three times a run),
@@ -211,10 +212,14 @@ def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api
                 break
             assert out.error is None, (out.error, out.stderr[-2000:])
             kills += 1
-            mode = "resume" if _exists(url) else "start"
+            status = _status(url)
+            if status is RunStatus.COMPLETED:  # killed after its last commit, before DONE
+                break
+            mode = "start" if status is None else "resume"
         else:
             out = run_to_end(mode, url, "run", script=CHILD, env=given)
-        assert out.done == "completed", (out.error, out.stderr[-2000:])
+            assert out.done == "completed", (out.error, out.stderr[-2000:])
+        assert _status(url) is RunStatus.COMPLETED
         [write] = [e for e in list_effects("run", store=url) if e.kind is EffectKind.WRITE]
         assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20.0}]
         assert [c.response.content for c in model_calls("run", store=url)] == [None, ANSWER]
