@@ -19,6 +19,7 @@ from savegame.errors import (
     InDoubtEffectError,
     NonDeterminismError,
     SerializationError,
+    StepError,
 )
 from savegame.integrations.openai_agents import SavegameRunner, declare, run_agent
 from savegame.model import EffectKind, EffectStatus
@@ -274,3 +275,64 @@ def test_a_tools_dict_reaches_the_model_as_a_replay_hands_it_back(
     assert decision.result is not None, decision.error
     assert decision.result.state["answer"] == "Refunded."
     assert len(fake.bodies(RESPONSES)) == 3
+
+
+def test_the_sdks_own_errors_end_the_step_as_they_are(fake: FakeProvider, tmp_path: Path) -> None:
+    """An SDK error that is no journal's verdict (``MaxTurnsExceeded``) fails the step as
+    the SDK raised it; the model calls made before it stay journaled."""
+
+    @function_tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    agent: Agent[Any] = Agent(name="oai-turns", model=model(fake.openai_url), tools=[ping])
+    flow = Workflow("oai-turns")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, agent, "ping", max_turns=1)).final_output}, END
+
+    script(fake, "responses", (None, [("ping", {})]), (None, [("ping", {})]))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with pytest.raises(StepError) as raised:
+        run(flow, {}, run_id="r1", store=url)
+    assert type(raised.value.__cause__).__name__ == "MaxTurnsExceeded"
+    assert get_run("r1", store=url).status is RunStatus.FAILED
+    kinds = [e.kind for e in list_effects("r1", store=url)]
+    assert kinds == [EffectKind.LLM, EffectKind.READ]
+
+
+def test_a_needs_approval_predicate_gates_only_the_calls_it_says(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    refunds: list[float] = []
+
+    async def large(ctx: Any, args: dict[str, Any], call_id: str) -> bool:
+        return float(args["amount"]) > 100
+
+    @function_tool(needs_approval=large)
+    def refund(amount: float) -> str:
+        """Refund."""
+        refunds.append(amount)
+        return f"refunded {amount}"
+
+    flow = one_tool_flow(fake, "oai-predicate", refund)
+    script(
+        fake,
+        "responses",
+        (None, [("refund", {"amount": 50}), ("refund", {"amount": 500})]),
+        ("Both refunded.", []),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    assert refunds == [50.0]  # the small one ran; the large one waits for a person
+    # Both are writes (a tool the SDK may gate changes something); one is gated.
+    writes = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.WRITE]
+    assert [e.request_id for e in writes] == ["r1:1:1"]
+    [gate] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.APPROVAL]
+    assert gate.request_id == "r1:1:2:approval"
+    decision = approve("r1", store=url, workflow=flow)
+    assert decision.result is not None and decision.result.state["answer"] == "Both refunded."
+    assert refunds == [50.0, 500.0]
+    assert len(fake.bodies(RESPONSES)) == 2

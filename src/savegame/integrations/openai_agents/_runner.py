@@ -139,7 +139,10 @@ class SavegameRunner:
             try:
                 result = await AgentRunner().run(copy, input, run_config=config, **kwargs)
             except AgentsException as error:
-                raise ours(error) from error
+                found = ours(error)
+                if found is error:
+                    raise
+                raise found from error
         if result.interruptions:
             names = sorted({str(getattr(i, "name", None) or i) for i in result.interruptions})
             raise ConfigurationError(
@@ -192,6 +195,13 @@ class _Chained(AgentRunner):
         return self.previous.run_sync(starting_agent, input, **kwargs)
 
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        if _active.get() is not None and _scope.current() is not None and _scope.in_agent_tool():
+            # An agent tool with on_stream=: its events would reach the caller before its
+            # answers are journaled, and a replay could not send them again.
+            raise ConfigurationError(
+                f"agent {getattr(starting_agent, 'name', '?')!r}: a streamed agent tool "
+                "(as_tool(on_stream=...)) is not journaled; drop on_stream inside a step"
+            )
         return self.previous.run_streamed(starting_agent, input, **kwargs)
 
 

@@ -115,8 +115,8 @@ def journaled(tool: FunctionTool, agent: str, unit: Unit) -> FunctionTool:
         entry = Tool(
             body,
             name,
-            # Asking a person first only makes sense for a call that changes something.
-            "write" if gated else unit.effect,
+            # A tool the SDK may gate changes something, whether this call is gated or not.
+            "write" if gated or tool.needs_approval is not False else unit.effect,
             idempotent=unit.idempotent,
             compensate=None,
             approval=gated,
@@ -144,9 +144,11 @@ def ours(error: BaseException) -> BaseException:
     exception as ``UserError("Error running tool ...")``, but a journal's verdict (not
     pure data, non-determinism, a refused edit) is for savegame's runner to handle."""
     seen: BaseException | None = error
-    while seen is not None:
+    visited: set[int] = set()
+    while seen is not None and id(seen) not in visited:
         if isinstance(seen, SavegameError):
             return seen
+        visited.add(id(seen))
         seen = seen.__cause__
     return error
 
@@ -164,9 +166,11 @@ def agent_tool(tool: FunctionTool) -> FunctionTool:
         try:
             with _scope.nested():
                 return await inner(ctx, text)
+        except SavegameError:
+            raise
         except Exception as error:
             found = ours(error)
-            if found is not error or isinstance(error, SavegameError):
+            if found is not error:
                 raise found from error
             handled = await maybe_invoke_function_tool_failure_error_function(
                 function_tool=tool, context=ctx, error=error
