@@ -10,7 +10,7 @@ from typing import Any
 from agents import Agent, function_tool, handoff
 
 from savegame import END, RunStatus, StepContext, Workflow, approve, run
-from savegame.client import list_effects
+from savegame.client import fork, history, list_effects
 from savegame.integrations.openai_agents import run_agent
 from savegame.model import EffectKind
 from tests.provider import RESPONSES, FakeProvider, responses
@@ -86,3 +86,33 @@ def test_a_handoff_and_an_agent_tool_are_journaled_and_resumed(
     assert "research" not in {e.name.split(".")[-1] for e in entries}
     # The user's agents are left as they were.
     assert triage.handoffs[0].agent_name == "billing" and billing.tools[0] is refund
+
+
+def test_two_agents_in_a_steps_branches_keep_their_own_positions(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """``ctx.gather`` runs two agents at once, each in a branch of its own: each branch's
+    calls are numbered within it, whichever finishes first, and a fork replays both."""
+    m = model(fake.openai_url)
+    first = Agent(name="first", model=m, instructions="Answer first.")
+    second = Agent(name="second", model=m, instructions="Answer second.")
+    flow = Workflow("oai-branches")
+
+    @flow.step(entry=True)
+    async def both(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        answers = await ctx.gather(
+            lambda c: run_agent(c, first, "one?"), lambda c: run_agent(c, second, "two?")
+        )
+        return {"answers": sorted(a.last_agent for a in answers)}, END
+
+    fake.script(RESPONSES, turn(0, "A."), turn(1, "B."))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = run(flow, {}, run_id="r1", store=url)
+    assert done.status is RunStatus.COMPLETED and done.state["answers"] == ["first", "second"]
+    entries = list_effects("r1", store=url)
+    # Each branch's model call at a position of its own branch (``...:b0:0``, ``...:b1:0``).
+    assert sorted(e.request_id.split(":", 2)[2] for e in entries) == ["0:b0:0", "0:b1:0"]
+    assert len(fake.bodies(RESPONSES)) == 2
+    forked = fork(history("r1", store=url)[-1].checkpoint_id, store=url, workflow=flow)
+    assert forked.result is not None and forked.result.state == done.state
+    assert len(fake.bodies(RESPONSES)) == 2  # both branches replayed from the journal
