@@ -4,13 +4,17 @@ pause deep in the graph asks the provider nothing it recorded."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Agent, function_tool, handoff
 
 from savegame import END, RunStatus, StepContext, Workflow, approve, run
 from savegame.client import fork, history, list_effects
+from savegame.errors import ConfigurationError
 from savegame.integrations.openai_agents import run_agent
 from savegame.model import EffectKind
 from tests.provider import RESPONSES, FakeProvider, responses
@@ -18,7 +22,7 @@ from tests.provider import RESPONSES, FakeProvider, responses
 from .bank import model
 
 
-def turn(n: int, text: str | None, calls: list[tuple[str, dict[str, Any]]] = ()) -> Any:  # type: ignore[assignment]
+def turn(n: int, text: str | None, calls: Sequence[tuple[str, dict[str, Any]]] = ()) -> Any:
     return responses(text, calls, call_ids=[f"call_{n}_{i}" for i in range(len(calls))])
 
 
@@ -116,3 +120,18 @@ def test_two_agents_in_a_steps_branches_keep_their_own_positions(
     forked = fork(history("r1", store=url)[-1].checkpoint_id, store=url, workflow=flow)
     assert forked.result is not None and forked.result.state == done.state
     assert len(fake.bodies(RESPONSES)) == 2  # both branches replayed from the journal
+
+
+def test_two_agents_at_once_on_one_journal_are_refused(fake: FakeProvider, tmp_path: Path) -> None:
+    m = model(fake.openai_url)
+    first, second = Agent(name="first", model=m), Agent(name="second", model=m)
+    flow = Workflow("oai-bare-gather")
+
+    @flow.step(entry=True)
+    async def both(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        await asyncio.gather(run_agent(ctx, first, "one?"), run_agent(ctx, second, "two?"))
+        return {}, END
+
+    fake.script(RESPONSES, turn(0, "A."), turn(1, "B."))
+    with pytest.raises(ConfigurationError, match=r"ctx\.gather"):
+        run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'runs.db'}")

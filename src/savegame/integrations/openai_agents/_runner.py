@@ -135,7 +135,7 @@ class SavegameRunner:
             )
         _install()
         copy, config = self.prepare(agent, kwargs.pop("run_config", None))
-        with _scope.durable(ctx), self._active():
+        with _scope.durable(ctx), self._active(), _alone(ctx):
             try:
                 result = await AgentRunner().run(copy, input, run_config=config, **kwargs)
             except AgentsException as error:
@@ -159,6 +159,29 @@ class SavegameRunner:
             yield
         finally:
             _active.reset(token)
+
+
+_running: set[int] = set()
+"""The journals (one per step execution, one per ``ctx.gather`` branch) with an Agents
+SDK run in progress."""
+
+
+@contextmanager
+def _alone(ctx: StepContext) -> Iterator[None]:
+    """Refuse a second run at once on one journal: the two would take the step's
+    positions in whatever order their calls happened to come."""
+    key = id(ctx.calls)
+    if key in _running:
+        raise ConfigurationError(
+            f"run {ctx.run_id}, step {ctx.node!r}: two Agents SDK runs at once in one step "
+            "would number their calls in the order they happen to run; run them in "
+            "branches of their own: await ctx.gather(lambda c: run_agent(c, ...), ...)"
+        )
+    _running.add(key)
+    try:
+        yield
+    finally:
+        _running.discard(key)
 
 
 async def run_agent(
