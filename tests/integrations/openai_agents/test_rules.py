@@ -336,3 +336,33 @@ def test_a_needs_approval_predicate_gates_only_the_calls_it_says(
     assert decision.result is not None and decision.result.state["answer"] == "Both refunded."
     assert refunds == [50.0, 500.0]
     assert len(fake.bodies(RESPONSES)) == 2
+
+
+@pytest.mark.parametrize("how", ["provider", "run_config.model"])
+def test_a_model_named_by_string_or_set_on_the_run_config_is_journaled(
+    fake: FakeProvider, tmp_path: Path, how: str
+) -> None:
+    """A model the SDK resolves through the run config's provider (here Chat Completions,
+    ``use_responses=False``), or a ``Model`` given as ``RunConfig(model=...)``, is wrapped
+    like an agent's own."""
+    from agents import OpenAIProvider, RunConfig
+
+    if how == "provider":
+        provider = OpenAIProvider(base_url=fake.openai_url, api_key="k", use_responses=False)
+        config, api, named = RunConfig(model_provider=provider), "chat", "gpt-4o-mini"
+    else:
+        config, api, named = RunConfig(model=model(fake.openai_url)), "responses", "gpt-4o"
+    agent: Agent[Any] = Agent(name="oai-named", model="gpt-4o-mini")
+    flow = Workflow("oai-named")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, agent, "hi", run_config=config)
+        return {"answer": done.final_output}, END
+
+    script(fake, api, ("Hello.", []))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).state["answer"] == "Hello."
+    [call] = list_effects("r1", store=url)
+    assert call.kind is EffectKind.LLM and call.name == f"llm:{named}"
+    assert fake.bodies(bank.path_of(api))[0]["model"] == named
