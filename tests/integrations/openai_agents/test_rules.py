@@ -13,7 +13,7 @@ import pytest
 from agents import Agent, function_tool
 
 from savegame import END, RunStatus, StepContext, Workflow, approve, resolve, resume, run
-from savegame.client import export_run, get_run, history, import_run, list_effects
+from savegame.client import export_run, get_run, history, import_run, list_effects, model_calls
 from savegame.errors import (
     ConfigurationError,
     InDoubtEffectError,
@@ -366,3 +366,32 @@ def test_a_model_named_by_string_or_set_on_the_run_config_is_journaled(
     [call] = list_effects("r1", store=url)
     assert call.kind is EffectKind.LLM and call.name == f"llm:{named}"
     assert fake.bodies(bank.path_of(api))[0]["model"] == named
+
+
+def test_extra_headers_reach_the_server_but_never_the_journal(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from agents import ModelSettings
+
+    secret = "sk-gateway-77d1"
+    agent: Agent[Any] = Agent(
+        name="oai-headers",
+        model=model(fake.openai_url),
+        model_settings=ModelSettings(extra_headers={"Authorization": secret}, temperature=0),
+    )
+    flow = Workflow("oai-headers")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, agent, "hi")).final_output}, END
+
+    script(fake, "responses", ("hi", []))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).state["answer"] == "hi"
+    assert fake.asked[0].headers["Authorization"] == secret
+    [call] = model_calls("r1", store=url)
+    assert call.request is not None
+    assert call.request.params["extra_headers"] == {"Authorization": "(not recorded)"}
+    assert call.request.params["temperature"] == 0
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("runs.db*"))
+    assert secret.encode() not in stored
