@@ -101,9 +101,17 @@ class SavegameRunner:
             for name, options in (tools or {}).items()
         }
 
-    def prepare(self, agent: Agent[Any], config: RunConfig | None) -> tuple[Agent[Any], RunConfig]:
-        """The durable copy of ``agent`` and the run config to run it with."""
-        config = config if isinstance(config, RunConfig) else RunConfig()
+    def prepare(
+        self, agent: Agent[Any], given: RunConfig | Mapping[str, Any] | None
+    ) -> tuple[Agent[Any], RunConfig]:
+        """The durable copy of ``agent`` and the run config to run it with (``given``: the
+        caller's, as ``Runner.run`` takes it: a RunConfig, its fields as a dict, or None)."""
+        if isinstance(given, RunConfig):
+            config = given
+        elif isinstance(given, Mapping):
+            config = RunConfig(**given)
+        else:
+            config = RunConfig()
         provider = config.model_provider
         if not isinstance(provider, DurableProvider):
             provider = DurableProvider(provider)
