@@ -22,6 +22,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -44,6 +45,7 @@ from .bank import build, ledger_lines, path_of, script
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 QUESTION = "Send 20 from c1, then tell me the balance."
 ROUND = [("transfer", {"customer": "c1", "amount": 20}), ("balance", {"customer": "c1"})]
 ANSWER = "Sent 20; the balance is 100."
@@ -233,3 +235,33 @@ def test_random_kills_until_the_run_ends(fake: FakeProvider, tmp_path: Path, api
             "writes": totals["writes"] + len(ledger_lines(ledger)),
         }
     print(f"openai-agents soak ({api}): {totals}, window {window:.3f} s")  # shown with -s
+
+
+def test_an_approval_outlives_the_process_that_asked_for_it(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """The SDK's ``needs_approval`` as a savegame approval, across three processes: one
+    runs until the gated call and exits, ``savegame approve --no-resume`` decides from
+    another, a third resumes; the model is asked each turn once, the card blocked once."""
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    script(fake, "responses", (None, [("block_card", {"customer": "c1"})]), ("Blocked.", []))
+    given = {**env(fake, ledger, "responses"), "SAVEGAME_INPUT": '{"question": "block c1"}'}
+
+    started = run_to_end("start", url, "run", script=CHILD, env=given)
+    assert started.done == "interrupted", (started.error, started.stderr[-2000:])
+    assert ledger_lines(ledger) == [] and len(fake.bodies(path_of("responses"))) == 1
+
+    cli_env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    decided = subprocess.run(
+        [sys.executable, "-m", "savegame", "approve", "run", "--no-resume", "--by", "ada",
+         "--store", url],
+        capture_output=True, text=True, env=cli_env, timeout=120, check=False,
+    )  # fmt: skip
+    assert decided.returncode == 0, decided.stderr[-2000:]
+
+    resumed = run_to_end("resume", url, "run", script=CHILD, env=given)
+    assert resumed.done == "completed", (resumed.error, resumed.stderr[-2000:])
+    [write] = [e for e in list_effects("run", store=url) if e.kind is EffectKind.WRITE]
+    assert ledger_lines(ledger) == [{"request_id": write.request_id, "blocked": "c1"}]
+    assert len(fake.bodies(path_of("responses"))) == 2
+    assert get_checkpoint("run", store=url).state["answer"] == "Blocked."
