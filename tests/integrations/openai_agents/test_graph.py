@@ -135,3 +135,39 @@ def test_two_agents_at_once_on_one_journal_are_refused(fake: FakeProvider, tmp_p
     fake.script(RESPONSES, turn(0, "A."), turn(1, "B."))
     with pytest.raises(ConfigurationError, match=r"ctx\.gather"):
         run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'runs.db'}")
+
+
+def test_a_gated_tool_inside_an_agent_tool_pauses_the_run(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    refunds: list[str] = []
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        refunds.append(order_id)
+        return "refunded"
+
+    m = model(fake.openai_url)
+    clerk = Agent(name="clerk", model=m, tools=[refund])
+    boss: Agent[Any] = Agent(name="boss", model=m, tools=[clerk.as_tool("clerk", "Ask the clerk.")])
+    flow = Workflow("oai-nested-gate")
+
+    @flow.step(entry=True)
+    async def answer(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, boss, "Refund A-1.")).final_output}, END
+
+    fake.script(
+        RESPONSES,
+        turn(0, None, [("clerk", {"input": "refund A-1"})]),
+        turn(1, None, [("refund", {"order_id": "A-1"})]),  # the clerk's turns
+        turn(2, "Done."),
+        turn(3, "The clerk refunded A-1."),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    assert refunds == [] and len(fake.bodies(RESPONSES)) == 2
+    decision = approve("r1", store=url, workflow=flow)
+    assert decision.result is not None, decision.error
+    assert decision.result.state["answer"] == "The clerk refunded A-1."
+    assert refunds == ["A-1"] and len(fake.bodies(RESPONSES)) == 4
