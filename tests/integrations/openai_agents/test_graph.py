@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool, handoff
 
-from savegame import END, RunStatus, StepContext, Workflow, approve, run
+from savegame import END, RunStatus, StepContext, Workflow, approve, reject, run
 from savegame.client import fork, history, list_effects
 from savegame.errors import ConfigurationError
 from savegame.integrations.openai_agents import run_agent
@@ -171,3 +171,42 @@ def test_a_gated_tool_inside_an_agent_tool_pauses_the_run(
     assert decision.result is not None, decision.error
     assert decision.result.state["answer"] == "The clerk refunded A-1."
     assert refunds == ["A-1"] and len(fake.bodies(RESPONSES)) == 4
+
+
+@pytest.mark.parametrize("decide", ["approve", "reject"])
+def test_an_agent_tools_needs_approval_is_a_savegame_approval(
+    fake: FakeProvider, tmp_path: Path, decide: str
+) -> None:
+    """``as_tool(needs_approval=True)``: the nested agent runs only once a person approved
+    the call; a rejection is the SDK's, told to the model, and the clerk never runs."""
+    m = model(fake.openai_url)
+    clerk = Agent(name="clerk", model=m)
+    boss: Agent[Any] = Agent(
+        name="boss", model=m, tools=[clerk.as_tool("clerk", "Ask the clerk.", needs_approval=True)]
+    )
+    flow = Workflow(f"oai-gated-agent-{decide}")
+
+    @flow.step(entry=True)
+    async def answer(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, boss, "Ask the clerk.")).final_output}, END
+
+    fake.script(RESPONSES, turn(0, None, [("clerk", {"input": "hello"})]))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    [gate] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.APPROVAL]
+    assert gate.name == "boss.clerk" and len(fake.bodies(RESPONSES)) == 1
+
+    if decide == "approve":
+        fake.script(RESPONSES, turn(1, "Hi from the clerk."), turn(2, "The clerk says hi."))
+        decision = approve("r1", store=url, workflow=flow)
+        assert decision.result is not None, decision.error
+        assert decision.result.state["answer"] == "The clerk says hi."
+        assert len(fake.bodies(RESPONSES)) == 3
+    else:
+        fake.script(RESPONSES, turn(1, "The clerk is busy."))
+        decision = reject("r1", reason="not now", store=url, workflow=flow)
+        assert decision.result is not None, decision.error
+        assert decision.result.state["answer"] == "The clerk is busy."
+        told = fake.bodies(RESPONSES)[1]["input"][-1]
+        assert told["output"] == "Tool execution was not approved. not now"
+        assert len(fake.bodies(RESPONSES)) == 2  # the clerk was never asked

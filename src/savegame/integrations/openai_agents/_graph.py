@@ -48,7 +48,7 @@ class Graph:
         if not isinstance(tool, FunctionTool):
             return tool
         if tool._is_agent_tool:
-            return agent_tool(tool)
+            return agent_tool(tool, agent)
         return journaled(tool, agent, unit_of(tool, self._declared))
 
     def _handoff(self, handoff: Any) -> Any:

@@ -134,7 +134,8 @@ class SavegameRunner:
         Raises:
             ConfigurationError: ``input`` is an SDK ``RunState`` (a step resumes by
                 replaying its journal, not from one), or the run ended waiting on an
-                approval savegame cannot gate (a hosted MCP tool's, an agent tool's).
+                approval savegame cannot gate (a hosted MCP tool's, a shell
+                tool's).
         """
         if isinstance(input, RunState):
             raise ConfigurationError(
@@ -155,8 +156,8 @@ class SavegameRunner:
             names = sorted({str(getattr(i, "name", None) or i) for i in result.interruptions})
             raise ConfigurationError(
                 f"run {ctx.run_id}, step {ctx.node!r}: the agent waits for approvals savegame "
-                f"does not gate: {names} (only function tools' needs_approval maps onto "
-                "savegame's approvals)"
+                f"does not gate: {names} (function tools' and agent tools' needs_approval "
+                "map onto savegame's approvals; other tools' do not)"
             )
         return result
 

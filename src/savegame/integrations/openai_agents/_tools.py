@@ -153,19 +153,50 @@ def ours(error: BaseException) -> BaseException:
     return error
 
 
-def agent_tool(tool: FunctionTool) -> FunctionTool:
+def agent_tool(tool: FunctionTool, agent: str) -> FunctionTool:
     """An agent called as a tool (``Agent.as_tool``): not one call of its own but a run
-    whose model requests and tools are journaled one by one, as the outer run's are."""
-    raw = dataclasses.replace(tool)
+    whose model requests and tools are journaled one by one, as the outer run's are.
+    With the SDK's ``needs_approval``, a person's approval of the call (tool and
+    arguments) comes first, journaled as a gate named ``<agent>.<tool>``: a write that
+    does nothing but record the decision, so a replay knows it was given."""
+    raw = dataclasses.replace(tool, needs_approval=False)
     set_function_tool_failure_error_function(raw, None)
     inner: Invoke = raw.on_invoke_tool
+    name = f"{agent}.{tool.name}"
+
+    async def gate(step: Any, ctx: ToolContext[Any], text: str) -> None:
+        asked = arguments_of(tool.name, text)
+        if not await _asks_approval(tool, ctx, asked):
+            return
+        calls = _scope.calls_of(step)
+
+        def decided(call: dict[str, Any], request_id: str) -> str:
+            if call != asked:
+                raise EditRefused(
+                    f"{name}: an approval's edit of an Agents SDK tool call is not "
+                    "supported (approve or reject it)"
+                )
+            return "approved"
+
+        entry = Tool(
+            decided, name, "write", idempotent=False, compensate=None, approval=True,
+            reconcile=None, safe_errors=(EditRefused,), durable=True,
+        )  # fmt: skip
+        prepared = await asyncio.to_thread(calls.before, entry, {"call": asked})
+        if not prepared.replay:
+            await ainvoke_call(calls, entry, prepared)
 
     async def invoke(ctx: ToolContext[Any], text: str) -> Any:
-        if _scope.current() is None:
+        step = _scope.current()
+        if step is None:
             return await tool.on_invoke_tool(ctx, text)
         try:
+            await gate(step, ctx, text)
             with _scope.nested():
                 return await inner(ctx, text)
+        except ApprovalRejected as rejected:
+            reason = "" if rejected.reason == "no reason given" else f" {rejected.reason}"
+            return DEFAULT_APPROVAL_REJECTION_MESSAGE + reason
         except SavegameError:
             raise
         except Exception as error:
@@ -179,4 +210,4 @@ def agent_tool(tool: FunctionTool) -> FunctionTool:
                 raise
             return handled
 
-    return dataclasses.replace(tool, on_invoke_tool=invoke)
+    return dataclasses.replace(tool, needs_approval=False, on_invoke_tool=invoke)
