@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,7 @@ class FakeProvider:
         self.server.expect_request(re.compile(".*")).respond_with_handler(self._handle)
         self._lock = threading.Lock()
         self._script: dict[str, list[Reply]] = {}
+        self._responders: dict[str, Callable[[dict[str, Any]], Reply]] = {}
         self.asked: list[Asked] = []
 
     @property
@@ -76,9 +77,17 @@ class FakeProvider:
         with self._lock:
             self._script.setdefault(path, []).extend(replies)
 
+    def respond(self, path: str, responder: Callable[[dict[str, Any]], Reply]) -> None:
+        """Answer a request on ``path`` whose queue is empty with ``responder(body)``: a
+        model that answers by what it is asked (a random-kill test cannot know how many
+        answers a kill will cost)."""
+        with self._lock:
+            self._responders[path] = responder
+
     def reset(self) -> None:
         with self._lock:
             self._script.clear()
+            self._responders.clear()
             self.asked.clear()
 
     def bodies(self, path: str) -> list[dict[str, Any]]:
@@ -90,7 +99,13 @@ class FakeProvider:
                 Asked(request.path, json.loads(request.get_data() or b"{}"), dict(request.headers))
             )
             queue = self._script.get(request.path) or []
-            reply = queue.pop(0) if queue else Reply(599, {"error": {"message": "unscripted"}})
+            responder = self._responders.get(request.path)
+            if queue:
+                reply = queue.pop(0)
+            elif responder is not None:
+                reply = responder(self.asked[-1].body)
+            else:
+                reply = Reply(599, {"error": {"message": "unscripted"}})
         if reply.gate is not None:
             reply.gate.wait(60)
         if reply.events is not None:
@@ -126,14 +141,16 @@ def chat(
     *,
     usage: tuple[int, int, int] = (12, 5, 0),
     model: str = "gpt-4o-2024-08-06",
+    call_ids: Sequence[str] = (),
 ) -> Reply:
     """A Chat Completions answer: text, tool calls (several: parallel calls), usage
-    (prompt, completion, cached)."""
+    (prompt, completion, cached). ``call_ids`` names the tool calls (default
+    ``call_<n>``: the OpenAI Agents SDK refuses an id reused across turns)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
             {
-                "id": f"call_{n}",
+                "id": call_ids[n] if call_ids else f"call_{n}",
                 "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args)},
             }
@@ -170,8 +187,10 @@ def responses(
     *,
     usage: tuple[int, int, int] = (12, 5, 0),
     model: str = "gpt-4o-2024-08-06",
+    call_ids: Sequence[str] = (),
 ) -> Reply:
-    """A Responses API answer: a message item and function_call items."""
+    """A Responses API answer: a message item and function_call items (``call_ids`` as
+    :func:`chat`'s)."""
     output: list[dict[str, Any]] = []
     if content is not None:
         output.append(
@@ -187,8 +206,8 @@ def responses(
         output.append(
             {
                 "type": "function_call",
-                "id": f"fc_{n}",
-                "call_id": f"call_{n}",
+                "id": f"fc_{call_ids[n] if call_ids else n}",
+                "call_id": call_ids[n] if call_ids else f"call_{n}",
                 "name": name,
                 "arguments": json.dumps(args),
                 "status": "completed",

@@ -109,13 +109,45 @@ def pydantic_flow(url: str) -> Workflow:
     return wf
 
 
+def openai_agents_flow(url: str) -> Workflow:
+    """An OpenAI Agents SDK Agent run by savegame's runner, its Chat Completions model on
+    the local server."""
+    from agents import Agent as SdkAgent
+    from agents import ModelSettings as SdkSettings
+    from agents import OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    from savegame.integrations.openai_agents import run_agent
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="local", max_retries=0)
+    helper: SdkAgent[Any] = SdkAgent(
+        name="local",
+        instructions="Be brief.",
+        model=OpenAIChatCompletionsModel(MODEL, openai_client=client),
+        model_settings=SdkSettings(temperature=0, max_tokens=LIMIT),
+        tools=[function_tool(lookup_order)],
+    )
+    wf = Workflow("local-openai-agents")
+
+    @wf.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, helper, state["question"], max_turns=4)
+        return {"answer": done.final_output}, END
+
+    return wf
+
+
 def workflow(kind: str, url: str) -> Any:
     if kind == "llm":
         return llm_flow(url)
     if kind == "pydantic-ai":
         return pydantic_flow(url)
+    if kind == "openai-agents":
+        return openai_agents_flow(url)
     return agent(kind, url)
 
 
 def given(kind: str) -> dict[str, Any]:
-    return {"question": QUESTION} if kind in ("llm", "pydantic-ai") else {"input": QUESTION}
+    asked = ("llm", "pydantic-ai", "openai-agents")
+    return {"question": QUESTION} if kind in asked else {"input": QUESTION}
