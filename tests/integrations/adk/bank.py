@@ -20,6 +20,7 @@ from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.agents.callback_context import CallbackContext
+from google.adk.apps import App
 from google.adk.models import Gemini
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import InMemoryRunner
@@ -86,7 +87,7 @@ def build(name: str, base_url: str, ledger: Path) -> tuple[Workflow, InMemoryRun
         after_model_callback=after_model,
     )
     durable = SavegamePlugin(tools={"transfer": {"effect": "write", "reconcile": found}})
-    runner = InMemoryRunner(agent=agent, app_name=name, plugins=[durable])
+    runner = InMemoryRunner(app=App(name=name, root_agent=agent, plugins=[durable]))
     flow = Workflow(name)
 
     @flow.step(entry=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents import BaseAgent
+from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.runners import InMemoryRunner, Runner
 from google.adk.sessions import Session
@@ -68,7 +69,9 @@ def _runner(given: Runner | BaseAgent) -> Runner:
         raise ConfigurationError(f"run_agent: an ADK Runner or agent, not {type(given).__name__}")
     found = _runners.get(id(given))
     if found is None or found[0] is not given:
-        runner = InMemoryRunner(agent=given, app_name=given.name, plugins=[SavegamePlugin()])
+        runner = InMemoryRunner(
+            app=App(name=given.name, root_agent=given, plugins=[SavegamePlugin()])
+        )
         _runners[id(given)] = found = (given, runner)
     return found[1]
 
@@ -96,6 +99,15 @@ def _dump(event: Event, invocation: str) -> dict[str, Any]:
         dumped.pop(key, None)
     dumped["invocation_id"] = invocation
     return dumped
+
+
+def _unwrapped(error: RuntimeError) -> BaseException:
+    """What a plugin raised: ADK's plugin manager wraps it in a RuntimeError, which would
+    turn savegame's errors (a path, a run, a call) and the model's own into one type."""
+    cause = error.__cause__
+    if cause is not None and str(error).startswith("Error in plugin "):
+        return cause
+    return error
 
 
 def _text(event: Event) -> str | None:
@@ -143,9 +155,14 @@ async def run_agent(
             else types.Content(role="user", parts=[types.Part(text=message)])
         )
         text: str | None = None
-        async for event in runner.run_async(user_id=user, session_id=live.id, new_message=content):
-            if event.is_final_response() and _text(event) is not None:
-                text = _text(event)
+        try:
+            async for event in runner.run_async(
+                user_id=user, session_id=live.id, new_message=content
+            ):
+                if event.is_final_response() and _text(event) is not None:
+                    text = _text(event)
+        except RuntimeError as exc:
+            raise _unwrapped(exc) from None
         after = await runner.session_service.get_session(
             app_name=runner.app_name, user_id=user, session_id=live.id
         )

@@ -1,0 +1,255 @@
+"""An ADK agent made durable by SavegamePlugin: its real Gemini model (google-genai over
+HTTP) asks the local provider; its model requests and tool calls are journaled calls
+of the step, on an SQLite file and on PostgreSQL.
+
+A run stopped at an approval (ADK's ``require_confirmation``) and resumed asks the
+provider nothing it recorded and runs no tool again; a fork replays every call from its
+origin's journal; a rejected write never runs; a write gets the request id of its
+journal entry; a model answer's parallel function calls run in the model's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.adk.agents import LlmAgent, ParallelAgent
+from google.adk.apps import App
+from google.adk.runners import InMemoryRunner
+from google.genai import types
+
+from savegame import END, RunStatus, StepContext, Workflow, approve, reject, run
+from savegame.client import fork, get_run, history, list_effects, model_calls, model_usage
+from savegame.errors import ApprovalRejected, ConfigurationError
+from savegame.integrations.adk import SavegamePlugin, current, run_agent
+from savegame.model import EffectKind, EffectStatus
+from tests.provider import GEMINI, FakeProvider, gemini
+
+from .bank import build, ledger_lines
+from .bank import gemini as gemini_model
+
+QUESTION = {"question": "Check c1's balance, then block their card."}
+
+
+def script_block(fake: FakeProvider) -> None:
+    fake.script(
+        GEMINI,
+        gemini(None, [("balance", {"customer": "c1"})]),
+        gemini(None, [("block_card", {"customer": "c1"})]),
+        gemini("Your card is blocked."),
+    )
+
+
+def test_a_run_resumed_after_its_approval_asks_nothing_it_recorded(
+    fake: FakeProvider, url: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    flow, _ = build("adk-resume", fake.root, ledger)
+    script_block(fake)
+
+    paused = run(flow, QUESTION, run_id="r1", store=url)
+    assert paused.status is RunStatus.INTERRUPTED
+    assert len(fake.bodies(GEMINI)) == 2
+    assert ledger_lines(ledger) == []  # the confirmed write waits for a person
+    [gate] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.APPROVAL]
+    assert gate.name == "adk:adk_resume.block_card" and gate.status is EffectStatus.PENDING
+
+    decision = approve("r1", store=url, workflow=flow, by="ada")
+    assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
+    assert decision.result.state["answer"] == "Your card is blocked."
+    # Only the turn after the approved call was sent: the two recorded ones were not.
+    bodies = fake.bodies(GEMINI)
+    assert len(bodies) == 3
+    assert [c["role"] for c in bodies[2]["contents"]] == ["user", "model", "user", "model", "user"]
+    assert bodies[2]["contents"][-1]["parts"] == [
+        {"functionResponse": {"name": "block_card", "response": {"result": "blocked"}}}
+    ]
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
+
+    entries = [e for e in list_effects("r1", store=url) if e.kind is not EffectKind.APPROVAL]
+    assert [(e.name, e.kind, e.status) for e in entries] == [
+        ("llm:gemini-2.5-flash", EffectKind.LLM, EffectStatus.DONE),
+        ("adk:adk_resume.balance", EffectKind.READ, EffectStatus.DONE),
+        ("llm:gemini-2.5-flash", EffectKind.LLM, EffectStatus.DONE),
+        ("adk:adk_resume.block_card", EffectKind.WRITE, EffectStatus.DONE),
+        ("llm:gemini-2.5-flash", EffectKind.LLM, EffectStatus.DONE),
+    ]
+    # What each model request was asked and answered reads like any model call's.
+    asked = model_calls("r1", store=url)
+    assert [c.response.tool_calls[0].name if c.response.tool_calls else None for c in asked] == [
+        "balance", "block_card", None,
+    ]  # fmt: skip
+    request = asked[0].request
+    assert request is not None and request.missing == []
+    assert [t["name"] for t in request.tools] == ["balance", "transfer", "block_card"]
+    assert request.messages[0]["role"] == "system"
+    assert "bank's support agent" in request.messages[0]["content"]
+    assert "Check c1's balance" in json.dumps(request.messages)
+    usage = model_usage("r1", store=url)
+    assert usage.models["gemini-2.5-flash"].calls == 3
+    assert usage.models["gemini-2.5-flash"].cost_usd is not None  # priced by LiteLLM's map
+    # Usage counts each model request once, replayed or not: as if never stopped.
+    totals = decision.result.usage
+    assert (totals.llm_calls, totals.tool_calls, totals.input_tokens) == (3, 2, 36)
+
+    # A fork from the run's first checkpoint replays every call from the journal:
+    # counted at the server and in the ledger, nothing is asked or written again.
+    first = history("r1", store=url)[-1]
+    forked = fork(first.checkpoint_id, store=url, workflow=flow)
+    assert forked.result is not None and forked.result.status is RunStatus.COMPLETED
+    assert forked.result.state["answer"] == "Your card is blocked."
+    assert len(fake.bodies(GEMINI)) == 3
+    assert len(ledger_lines(ledger)) == 1
+
+
+def test_a_rejected_write_never_runs(fake: FakeProvider, tmp_path: Path) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("adk-reject", fake.root, ledger)
+    script_block(fake)
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+
+    decision = reject("r1", reason="not without a call", store=url, workflow=flow)
+    # The step sees the rejection as savegame's ApprovalRejected, not an ADK error.
+    assert isinstance(decision.error, ApprovalRejected)
+    assert get_run("r1", store=url).status is RunStatus.FAILED
+    assert ledger_lines(ledger) == []
+    assert len(fake.bodies(GEMINI)) == 2
+
+
+def test_an_approvers_edit_is_what_the_tool_runs_with(fake: FakeProvider, tmp_path: Path) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("adk-edit", fake.root, ledger)
+    script_block(fake)
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decision = approve("r1", store=url, workflow=flow, edit={"customer": "c2"})
+    assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c2"]
+
+
+def test_parallel_function_calls_run_one_by_one_in_the_models_order(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    seen: list[str] = []
+
+    async def slow(name: str) -> str:
+        """Slow: it yields to the loop before it is done."""
+        seen.append(f"{name}:start")
+        for _ in range(20):
+            await asyncio.sleep(0)
+        seen.append(f"{name}:end")
+        return name
+
+    def fast(name: str) -> str:
+        """Fast."""
+        seen.append(f"{name}:fast")
+        return name
+
+    agent = LlmAgent(name="par", model=gemini_model(fake.root), tools=[slow, fast])
+    runner = InMemoryRunner(app=App(name="par", root_agent=agent, plugins=[SavegamePlugin()]))
+    flow = Workflow("adk-par")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, runner, "go")).text}, END
+
+    calls = [("slow", {"name": "a"}), ("fast", {"name": "b"}), ("slow", {"name": "c"})]
+    fake.script(GEMINI, gemini(None, calls), gemini("ok"))
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.COMPLETED
+    assert seen == ["a:start", "a:end", "b:fast", "c:start", "c:end"]
+    tools = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.READ]
+    assert [(e.request_id, e.name) for e in tools] == [
+        ("r1:1:1", "adk:par.slow"), ("r1:1:2", "adk:par.fast"), ("r1:1:3", "adk:par.slow"),
+    ]  # fmt: skip
+    assert ledger.exists() is False
+
+
+def test_a_write_gets_the_request_id_of_its_entry(fake: FakeProvider, tmp_path: Path) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("adk-request-id", fake.root, ledger)
+    fake.script(
+        GEMINI, gemini(None, [("transfer", {"customer": "c1", "amount": 20})]), gemini("Sent.")
+    )
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.COMPLETED
+    [write] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.WRITE]
+    assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20}]
+
+
+def test_outside_a_step_the_runner_is_adks_own(fake: FakeProvider, tmp_path: Path) -> None:
+    _, runner = build("adk-plain", fake.root, tmp_path / "ledger.jsonl")
+    fake.script(GEMINI, gemini(None, [("balance", {"customer": "c1"})]), gemini("100."))
+    assert current() is None
+
+    async def turn() -> list[str]:
+        session = await runner.session_service.create_session(app_name="adk-plain", user_id="u")
+        message = types.Content(role="user", parts=[types.Part(text="balance?")])
+        texts = []
+        async for event in runner.run_async(
+            user_id="u", session_id=session.id, new_message=message
+        ):
+            texts += [p.text for p in (event.content.parts or ()) if event.content and p.text]
+        return texts
+
+    assert asyncio.run(turn()) == ["100."]
+    assert len(fake.bodies(GEMINI)) == 2
+
+
+def test_a_conversation_goes_on_from_the_session_kept_in_the_state(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    _, runner = build("adk-chat", fake.root, ledger)
+    flow = Workflow("adk-chat-two")
+
+    @flow.step(entry=True)
+    async def first(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, runner, "Hi, I am c1.")
+        return {"session": turn.session, "answers": [turn.text]}, "second"
+
+    @flow.step()
+    async def second(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, runner, "My balance?", session=state["session"])
+        return {"session": turn.session, "answers": [*state["answers"], turn.text]}, END
+
+    fake.script(
+        GEMINI,
+        gemini("Hello c1."),
+        gemini(None, [("balance", {"customer": "c1"})]),
+        gemini("100."),
+    )
+    done = run(flow, {}, run_id="r1", store=url)
+    assert done.status is RunStatus.COMPLETED and done.state["answers"] == ["Hello c1.", "100."]
+    # The second turn's model saw the first turn: rebuilt from the state, not remembered.
+    assert [c["parts"][0].get("text") for c in fake.bodies(GEMINI)[1]["contents"]] == [
+        "Hi, I am c1.", "Hello c1.", "My balance?",
+    ]  # fmt: skip
+    events = done.state["session"]["events"]
+    assert [e["invocation_id"] for e in events] == ["savegame-1.0"] * 2 + ["savegame-2.0"] * 4
+    assert all("id" not in e and "timestamp" not in e for e in events)
+
+
+def test_tool_declarations_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="unknown savegame option"):
+        SavegamePlugin(tools={"refund": {"effct": "write"}})
+    with pytest.raises(ConfigurationError, match="are for writes"):
+        SavegamePlugin(tools={"refund": {"approval": True}})
+    with pytest.raises(ConfigurationError, match="'read' or 'write'"):
+        SavegamePlugin(tools={"refund": {"effect": "delete"}})
+
+
+@pytest.mark.filterwarnings("ignore:ParallelAgent is deprecated:DeprecationWarning")
+def test_a_parallel_agent_is_refused_in_a_step(fake: FakeProvider, tmp_path: Path) -> None:
+    branches = [LlmAgent(name=n, model=gemini_model(fake.root)) for n in ("left", "right")]
+    agent = ParallelAgent(name="both", sub_agents=branches)
+    flow = Workflow("adk-parallel")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, agent, "go")).text}, END
+
+    with pytest.raises(ConfigurationError, match="'both' is a ParallelAgent"):
+        run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'runs.db'}")
+    assert fake.asked == []
