@@ -1,0 +1,172 @@
+"""SIGKILL in the middle of a durable ADK run, then a resume in another process: each
+model request is sent once (counted at the provider) and each write happens once
+(counted in the outside ledger the tool writes), and the run ends in the state of an
+uninterrupted run, byte for byte.
+
+The child runs the bank agent (``bank.py``) whose real Gemini client asks the provider
+in this process. The model's first turn asks for a transfer (a write) and a balance (a
+read). The child is killed in the balance, after the transfer's result was journaled;
+in the transfer itself, after the ledger line and before its result was journaled (in
+doubt: the tool's ``reconcile`` finds the line by request id); or right after a model
+answer was journaled, before the step's checkpoint. An approval asked in one process
+is decided in another and the run resumed in a third; and a soak loop kills at random
+moments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from savegame import RunStatus, approve, codec
+from savegame.client import get_checkpoint, get_run, list_effects, model_calls
+from savegame.model import EffectKind, EffectStatus
+from tests.crash.harness import kill_after_delay, kill_at_hook, run_to_end
+from tests.provider import GEMINI, FakeProvider, gemini
+
+from .bank import ledger_lines
+
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
+ROUND = [("transfer", {"customer": "c1", "amount": 20}), ("balance", {"customer": "c1"})]
+ANSWER = "Sent 20; the balance is 100."
+
+
+def env(
+    fake: FakeProvider, ledger: Path, question: str = "Send 20, then the balance."
+) -> dict[str, str]:
+    return {
+        "SAVEGAME_MODEL_URL": fake.root,
+        "SAVEGAME_LEDGER": str(ledger),
+        "SAVEGAME_INPUT": json.dumps({"question": question}),
+    }
+
+
+def script(fake: FakeProvider) -> None:
+    fake.script(GEMINI, gemini(None, ROUND), gemini(ANSWER))
+
+
+def final_state(url: str) -> bytes:
+    return codec.canonical(get_checkpoint("run", store=url).state)
+
+
+@pytest.fixture
+def reference(fake: FakeProvider, tmp_path: Path) -> bytes:
+    """The end state of an uninterrupted run in a child process, and what it cost."""
+    url, ledger = f"sqlite:///{tmp_path / 'reference.db'}", tmp_path / "reference.jsonl"
+    script(fake)
+    done = run_to_end("start", url, "run", script=CHILD, env=env(fake, ledger))
+    assert done.done == "completed", (done.error, done.stderr[-2000:])
+    assert len(fake.bodies(GEMINI)) == 2 and len(ledger_lines(ledger)) == 1
+    fake.reset()
+    return final_state(url)
+
+
+@pytest.mark.parametrize("hook", ["balance:mid", "transfer:after", "model:after"])
+def test_a_kill_mid_turn_pays_no_model_twice_and_writes_once(
+    fake: FakeProvider, tmp_path: Path, hook: str, reference: bytes
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    script(fake)
+    given = env(fake, ledger)
+
+    killed = kill_at_hook("start", url, "run", hook, script=CHILD, env=given)
+    assert killed.hooks == [hook], killed.stderr[-2000:]
+    assert killed.returncode == -9
+    assert len(fake.bodies(GEMINI)) == 1
+    assert len(ledger_lines(ledger)) == (0 if hook == "model:after" else 1)
+
+    resumed = run_to_end("resume", url, "run", script=CHILD, env=given)
+    assert resumed.done == "completed", (resumed.error, resumed.stderr[-2000:])
+    # The answer the journal holds was not asked again; the next one once, with both results.
+    bodies = fake.bodies(GEMINI)
+    assert len(bodies) == 2
+    responses = bodies[1]["contents"][-1]["parts"]
+    assert [p["functionResponse"]["response"] for p in responses] == [
+        {"result": "sent 20"}, {"result": 100.0},
+    ]  # fmt: skip
+    # The transfer happened once, under the request id of its journal entry.
+    [write] = [e for e in list_effects("run", store=url) if e.kind is EffectKind.WRITE]
+    assert write.status is EffectStatus.DONE
+    assert ledger_lines(ledger) == [{"request_id": write.request_id, "amount": 20}]
+    assert write.metadata.get("reconciled") is (True if hook == "transfer:after" else None)
+    assert [c.response.content for c in model_calls("run", store=url)] == [None, ANSWER]
+    assert final_state(url) == reference
+
+
+def test_an_approval_asked_in_one_process_is_decided_in_another_and_run_in_a_third(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    fake.script(
+        GEMINI,
+        gemini(None, [("block_card", {"customer": "c1"})]),
+        gemini("Blocked."),
+    )
+    given = env(fake, ledger, "Block my card.")
+    paused = run_to_end("start", url, "run", script=CHILD, env=given)
+    assert paused.done == "interrupted", (paused.error, paused.stderr[-2000:])
+    assert ledger_lines(ledger) == []
+
+    decision = approve("run", store=url, by="ada", resume=False)  # this process: no agent
+    assert decision.error is None
+    assert get_run("run", store=url).status is RunStatus.QUEUED  # for any process to continue
+
+    finished = run_to_end("resume", url, "run", script=CHILD, env=given)
+    assert finished.done == "completed", (finished.error, finished.stderr[-2000:])
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
+    assert len(fake.bodies(GEMINI)) == 2
+
+
+def _random_kills(
+    fake: FakeProvider, tmp: Path, seeds: range, reference: bytes
+) -> tuple[int, int, int]:
+    """Kill each seed's run at random moments until it completes; (kills, requests, writes)."""
+    kills = requests = writes = 0
+    for seed in seeds:
+        rng = random.Random(seed)
+        url, ledger = f"sqlite:///{tmp / f'runs-{seed}.db'}", tmp / f"ledger-{seed}.jsonl"
+        fake.reset()
+        script(fake)
+        given = env(fake, ledger)
+        mode, done = "start", None
+        killed_here = 0
+        for _ in range(8):
+            outcome = kill_after_delay(
+                mode, url, "run", rng.uniform(0.8, 3.0), script=CHILD, env=given
+            )
+            mode = "resume"
+            if outcome.done is not None:
+                done = outcome.done
+                break
+            killed_here += outcome.returncode == -9
+        if done is None:
+            finished = run_to_end("resume", url, "run", script=CHILD, env=given)
+            done = finished.done
+        assert done == "completed", seed
+        asked = len(fake.bodies(GEMINI))
+        # Each kill loses at most the one request in flight; the journal holds two.
+        assert 2 <= asked <= 2 + killed_here, (seed, asked, killed_here)
+        assert [c.response.content for c in model_calls("run", store=url)] == [None, ANSWER]
+        assert len(ledger_lines(ledger)) == 1, seed
+        assert final_state(url) == reference, seed
+        kills, requests, writes = (
+            kills + killed_here,
+            requests + asked,
+            writes + len(ledger_lines(ledger)),
+        )
+    return kills, requests, writes
+
+
+@pytest.mark.soak
+def test_kills_at_random_moments(fake: FakeProvider, tmp_path: Path, reference: bytes) -> None:
+    trials = int(os.environ.get("SAVEGAME_ADK_SOAK_TRIALS", "12"))
+    kills, requests, writes = _random_kills(fake, tmp_path, range(trials), reference)
+    print(f"ADK soak: {trials} runs, {kills} kills, {requests} requests, {writes} writes")
+    assert kills >= trials // 2
+    assert writes == trials
