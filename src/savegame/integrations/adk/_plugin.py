@@ -74,10 +74,12 @@ class SavegamePlugin(BasePlugin):
         if _scope.current() is not None and isinstance(agent, ParallelAgent):
             # Its branches ask their models concurrently: the journal's positions would
             # follow whichever answered first, and a resume would find other calls there.
-            raise ConfigurationError(
-                f"ADK agent {agent.name!r} is a ParallelAgent: its branches' calls have no "
-                "fixed order to journal them in; run them one after another "
-                "(SequentialAgent) inside a savegame step, or as steps of their own"
+            raise _scope.Carried(
+                ConfigurationError(
+                    f"ADK agent {agent.name!r} is a ParallelAgent: its branches' calls have no "
+                    "fixed order to journal them in; run them one after another "
+                    "(SequentialAgent) inside a savegame step, or as steps of their own"
+                )
             )
         return None
 
@@ -87,6 +89,12 @@ class SavegamePlugin(BasePlugin):
         scope = _scope.current()
         if scope is None:
             return None
+        with _scope.carried():
+            return await self._model_request(scope, callback_context, llm_request)
+
+    async def _model_request(
+        self, scope: _scope.Scope, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse:
         invocation = callback_context._invocation_context
         agent = invocation.agent
         before: Sequence[Callable[..., Any]] = getattr(
@@ -160,8 +168,9 @@ class SavegamePlugin(BasePlugin):
             # so those calls take their positions before the next tool's.
             return None
         try:
-            unit = self._units.get(tool.name, READ)
-            result: Any = await call_tool(scope, unit, tool, tool_args, tool_context)
+            with _scope.carried():
+                unit = self._units.get(tool.name, READ)
+                result: Any = await call_tool(scope, unit, tool, tool_args, tool_context)
         finally:
             await turnstile.leave(call_id)
         return result  # type: ignore[no-any-return]

@@ -67,6 +67,30 @@ class Scope:
         return self._turnstiles.setdefault(invocation_id, Turnstile())
 
 
+class Carried(BaseException):
+    """An error raised inside one of the plugin's callbacks, on its way out of ADK.
+
+    ADK's plugin manager catches every ``Exception`` a plugin raises, logs it with its
+    traceback and raises a RuntimeError in its place: a rejected approval, a path that is
+    not pure data, a model's own error would all reach the step as one type, logged as
+    a plugin failure. Carried past it as a BaseException (as savegame's pauses are),
+    :func:`durable` raises the error itself again.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+@contextmanager
+def carried() -> Iterator[None]:
+    """Carry what the block raises past ADK's plugin manager (:class:`Carried`)."""
+    try:
+        yield
+    except Exception as exc:
+        raise Carried(exc) from None
+
+
 _scope: ContextVar[Scope | None] = ContextVar("savegame_adk_scope", default=None)
 _request: ContextVar[str | None] = ContextVar("savegame_adk_request", default=None)
 
@@ -81,6 +105,8 @@ def durable(ctx: StepContext) -> Iterator[StepContext]:
     token = _scope.set(Scope(ctx, ctx.calls))
     try:
         yield ctx
+    except Carried as carried:
+        raise carried.error from carried.error.__cause__
     finally:
         _scope.reset(token)
 

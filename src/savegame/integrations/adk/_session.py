@@ -101,15 +101,6 @@ def _dump(event: Event, invocation: str) -> dict[str, Any]:
     return dumped
 
 
-def _unwrapped(error: RuntimeError) -> BaseException:
-    """What a plugin raised: ADK's plugin manager wraps it in a RuntimeError, which would
-    turn savegame's errors (a path, a run, a call) and the model's own into one type."""
-    cause = error.__cause__
-    if cause is not None and str(error).startswith("Error in plugin "):
-        return cause
-    return error
-
-
 def _text(event: Event) -> str | None:
     parts = event.content.parts if event.content is not None else None
     texts = [p.text for p in parts or () if p.text and not p.thought]
@@ -155,14 +146,9 @@ async def run_agent(
             else types.Content(role="user", parts=[types.Part(text=message)])
         )
         text: str | None = None
-        try:
-            async for event in runner.run_async(
-                user_id=user, session_id=live.id, new_message=content
-            ):
-                if event.is_final_response() and _text(event) is not None:
-                    text = _text(event)
-        except RuntimeError as exc:
-            raise _unwrapped(exc) from None
+        async for event in runner.run_async(user_id=user, session_id=live.id, new_message=content):
+            if event.is_final_response() and _text(event) is not None:
+                text = _text(event)
         after = await runner.session_service.get_session(
             app_name=runner.app_name, user_id=user, session_id=live.id
         )
