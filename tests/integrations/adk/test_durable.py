@@ -19,6 +19,8 @@ import pytest
 from google.adk.agents import LlmAgent, ParallelAgent
 from google.adk.apps import App
 from google.adk.runners import InMemoryRunner
+from google.adk.tools import FunctionTool
+from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from savegame import END, RunStatus, StepContext, Workflow, approve, reject, run
@@ -253,3 +255,43 @@ def test_a_parallel_agent_is_refused_in_a_step(fake: FakeProvider, tmp_path: Pat
     with pytest.raises(ConfigurationError, match="'both' is a ParallelAgent"):
         run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'runs.db'}")
     assert fake.asked == []
+
+
+def test_what_a_replayed_tool_did_to_the_session_state_is_put_back(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    ran: list[str] = []
+
+    def note(customer: str, tool_context: ToolContext) -> str:
+        """Note the customer in the session."""
+        ran.append(customer)
+        tool_context.state["customer"] = customer
+        return "noted"
+
+    def close(customer: str) -> str:
+        """Close the account."""
+        return "closed"
+
+    tools = [note, FunctionTool(close, require_confirmation=True)]
+    agent = LlmAgent(name="noting", model=gemini_model(fake.root), tools=tools)
+    flow = Workflow("adk-noting")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, agent, "close c1")
+        return {"answer": turn.text, "session": turn.session}, END
+
+    fake.script(
+        GEMINI,
+        gemini(None, [("note", {"customer": "c1"})]),
+        gemini(None, [("close", {"customer": "c1"})]),
+        gemini("Closed."),
+    )
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decision = approve("r1", store=url, workflow=flow)
+    assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
+    assert ran == ["c1"]  # replayed on the resume, not run again
+    assert decision.result.state["session"]["state"] == {"customer": "c1"}
+    deltas = [e["actions"]["state_delta"] for e in decision.result.state["session"]["events"]]
+    assert {"customer": "c1"} in deltas

@@ -65,7 +65,8 @@ def test_an_object_in_the_session_state_is_refused_by_path(
     agent = LlmAgent(name="stateful", model=bank.gemini(fake.root), tools=[remember])
     fake.script(GEMINI, gemini(None, [("remember", {})]), gemini("ok"))
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    with pytest.raises(SerializationError, match=r"session\.state\.conn"):
+    # Caught where the tool's call is journaled, before any checkpoint.
+    with pytest.raises(SerializationError, match=r"adk:stateful\.remember.*state_delta.*conn"):
         run(one_turn("adk-stateful", agent), {}, run_id="r1", store=url)
 
 

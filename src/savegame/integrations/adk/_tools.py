@@ -7,6 +7,13 @@ result after; a write with ``approval`` (or ADK's ``require_confirmation``) paus
 run until a person decides, and runs with the arguments they approved (an edit
 included); one in doubt after a crash is retried (idempotent), reconciled, or left to
 a person. ADK's after-tool callbacks then see the result as if the tool had returned it.
+
+What a tool does to its ``ToolContext`` besides returning (``tool_context.state[...] =``,
+``actions.transfer_to_agent``, ``skip_summarization``...) is ADK's ``EventActions``, which
+become part of the function response event. A replay does not run the tool, so those
+are recorded with the result (:data:`RESULT`, :data:`ACTIONS`) and put back on replay:
+a resumed step's session gets the same state as an uninterrupted one's. Artifacts a tool
+saves live in ADK's artifact service, not in the journal.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from google.adk.events.event_actions import EventActions
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.adk.tools.tool_context import ToolContext
@@ -22,6 +30,31 @@ from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ConfigurationError
 from savegame.integrations.adk import _scope
 from savegame.integrations.adk._options import Unit
+
+RESULT, ACTIONS = "adk:result", "adk:actions"
+"""The keys of a recorded tool result that changed its ToolContext's actions."""
+
+
+def _actions(tool_context: ToolContext) -> dict[str, Any]:
+    # Python mode: a state value that is not pure data reaches savegame's encoder, which
+    # names its path, instead of ADK's serializer, which would store its repr.
+    return tool_context.actions.model_dump(exclude_defaults=True)
+
+
+def _put_back(recorded: Any, tool_context: ToolContext) -> Any:
+    """The tool's result, its recorded actions applied to ``tool_context``."""
+    if not (isinstance(recorded, dict) and set(recorded) == {RESULT, ACTIONS}):
+        return recorded
+    actions = EventActions.model_validate(recorded[ACTIONS])
+    live = tool_context.actions
+    for name in actions.model_fields_set:
+        value = getattr(actions, name)
+        current = getattr(live, name)
+        if isinstance(current, dict) and isinstance(value, dict):
+            current.update(value)  # the context's State writes through this very dict
+        else:
+            setattr(live, name, value)
+    return recorded[RESULT]
 
 
 def journal_name(agent_name: str, tool_name: str) -> str:
@@ -50,6 +83,7 @@ async def call_tool(
         if unit.effect == "write" and unit.approval:
             # Approved by a person through savegame: ADK's own gate must let it through.
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+        before = _actions(tool_context)
         with _scope.calling(request_id):
             result = await tool.run_async(args=arguments, tool_context=tool_context)
         if tool_context.actions.requested_tool_confirmations:
@@ -60,6 +94,9 @@ async def call_tool(
                 "FunctionTool(require_confirmation=...) or "
                 f"SavegamePlugin(tools={{{tool.name!r}: {{'effect': 'write', 'approval': True}}}})"
             )
+        after = _actions(tool_context)
+        if after != before:
+            return {RESULT: result, ACTIONS: after}
         return result
 
     journaled = Tool(
@@ -79,4 +116,4 @@ async def call_tool(
     else:
         result = await ainvoke_call(scope.calls, journaled, prepared)
     scope.ctx.add_usage(tool_calls=1)
-    return as_adk_result(result)
+    return as_adk_result(_put_back(result, tool_context))
