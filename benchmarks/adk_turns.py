@@ -7,6 +7,10 @@ in this process that speaks the Gemini API and answers at once, so the table sho
 the framework's cost, not a model's. Each column runs the same turns:
 
 * ``ADK alone``: ``InMemoryRunner.run_async``, a new session per turn;
+* ``ADK, model asked by a plugin``: the same, with a plugin whose
+  ``before_model_callback`` asks the model itself and returns its answer, journaling
+  nothing: the path savegame's (and DBOS's) plugin takes through ADK, without the
+  journal, to tell ADK's share from savegame's;
 * ``savegame memory://`` and ``savegame SQLite``: one savegame run per turn whose step
   is ``run_agent(ctx, runner, ...)`` with ``SavegamePlugin`` (both model calls and the
   tool journaled, the session kept in the checkpoint); the SQLite file is savegame's
@@ -101,6 +105,20 @@ async def plain_turn(adk: Any, message: Any) -> str | None:
     return text
 
 
+def asking_plugin() -> Any:
+    from google.adk.plugins import BasePlugin
+
+    class Asking(BasePlugin):
+        async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> Any:
+            llm = callback_context._invocation_context.agent.canonical_model
+            last = None
+            async for response in llm.generate_content_async(llm_request, stream=False):
+                last = response
+            return last
+
+    return Asking(name="asking")
+
+
 def time_turns(turns: int, one: Callable[[int], Awaitable[Any]]) -> float:
     """Median seconds of one turn, over ``turns`` turns (one warm-up turn first)."""
 
@@ -116,10 +134,10 @@ def time_turns(turns: int, one: Callable[[int], Awaitable[Any]]) -> float:
     return statistics.median(asyncio.run(all_turns()))
 
 
-def plain(base_url: str, turns: int) -> float:
+def plain(base_url: str, turns: int, *plugins: Any) -> float:
     from google.genai import types
 
-    adk = runner(base_url)
+    adk = runner(base_url, *plugins)
     message = types.Content(role="user", parts=[types.Part(text="What is A-1's total?")])
 
     async def one(i: int) -> None:
@@ -193,6 +211,9 @@ def main(argv: list[str] | None = None) -> None:
             folder = Path(tmp) / str(n)
             folder.mkdir()
             columns.setdefault("ADK alone", []).append(plain(base_url, args.turns))
+            columns.setdefault("ADK, model asked by a plugin", []).append(
+                plain(base_url, args.turns, asking_plugin())
+            )
             columns.setdefault("savegame memory://", []).append(
                 durable(base_url, args.turns, "memory://")
             )

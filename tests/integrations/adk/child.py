@@ -1,7 +1,8 @@
 """Start or resume the ADK bank agent's run (``bank.py``) in a child process.
 
 Usage: SAVEGAME_MODEL_URL=... SAVEGAME_LEDGER=... child.py start|resume STORE_URL RUN_ID
-Prints ``DONE <status>``, or ``ERROR <ClassName>`` for a savegame error.
+Prints ``READY`` once the agent is loaded (ADK imported: most of the process's life),
+then ``DONE <status>``, or ``ERROR <ClassName>`` for a savegame error.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ def main() -> None:
     mode, url, run_id = sys.argv[1:4]
     workflow = load(os.path.join(HERE, "bank.py:flow"))
     given = json.loads(os.environ.get("SAVEGAME_INPUT", '{"question": "hi"}'))
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
     try:
         if mode == "start":
             result = run(workflow, given, run_id=run_id, store=url)

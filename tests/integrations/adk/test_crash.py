@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Iterator
+import signal
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,7 @@ from savegame import RunStatus, approve, codec
 from savegame.client import get_checkpoint, get_run, list_effects, model_calls
 from savegame.errors import SavegameError
 from savegame.model import EffectKind, EffectStatus
-from tests.crash.harness import kill_after_delay, kill_at_hook, run_to_end
+from tests.crash.harness import Outcome, kill_at_hook, parse_line, run_to_end, spawn
 from tests.provider import GEMINI, FakeProvider, gemini
 
 from .bank import ledger_lines
@@ -58,16 +60,49 @@ def final_state(url: str) -> bytes:
     return codec.canonical(get_checkpoint("run", store=url).state)
 
 
+def kill_after_ready(
+    mode: str,
+    url: str,
+    delay: float | None,
+    given: dict[str, str],
+    *,
+    asked: Callable[[], int] = lambda: 0,
+    requests: int = 0,
+) -> tuple[Outcome, float]:
+    """Start a child and SIGKILL it ``delay`` seconds after it printed READY (None: let it
+    end) and the server has ``asked() >= requests``; what it reported, and the seconds
+    from READY to its last line."""
+    proc = spawn(mode, url, "run", script=CHILD, env=given)
+    out = Outcome()
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        parse_line(line, out)
+        if line.startswith("READY"):
+            break
+    ready = last = time.perf_counter()
+    if delay is not None:
+        while asked() < requests and proc.poll() is None:
+            time.sleep(0.002)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+    for line in proc.stdout:
+        parse_line(line, out)
+        last = time.perf_counter()
+    _, out.stderr = proc.communicate(timeout=60)
+    out.returncode = proc.returncode
+    return out, last - ready
+
+
 def uninterrupted(fake: FakeProvider, tmp_path: Path) -> tuple[bytes, float]:
-    """The end state of an uninterrupted run in a child process, and its seconds."""
+    """The end state of an uninterrupted run in a child process, and the seconds its
+    turn took (from READY: ADK's import done)."""
     url, ledger = f"sqlite:///{tmp_path / 'reference.db'}", tmp_path / "reference.jsonl"
     script(fake)
-    done = run_to_end("start", url, "run", script=CHILD, env=env(fake, ledger))
+    done, turn = kill_after_ready("start", url, None, env(fake, ledger))
     assert done.done == "completed", (done.error, done.stderr[-2000:])
     assert len(fake.bodies(GEMINI)) == 2 and len(ledger_lines(ledger)) == 1
     fake.reset()
-    assert done.ended_after is not None
-    return final_state(url), done.ended_after
+    return final_state(url), turn
 
 
 @pytest.fixture
@@ -168,9 +203,8 @@ def _random_kills(
     fake: FakeProvider, tmp: Path, seeds: range, reference: bytes, whole: float
 ) -> tuple[int, int, int, int]:
     """Kill each seed's run at random moments until it completes: (kills, kills after the
-    run had journaled a call, requests, writes). ``whole``: the seconds of an
-    uninterrupted child; most of it is the interpreter and ADK's import, so the kills are
-    drawn from its last part, where the turn runs."""
+    run had journaled a call, requests, writes). ``whole``: the seconds an uninterrupted
+    child's turn took after it was READY; the kills land in it, and a little past it."""
     kills = late = requests = writes = 0
     for seed in seeds:
         rng = random.Random(seed)
@@ -181,8 +215,19 @@ def _random_kills(
         for _ in range(8):
             # A child killed before it created the run (still importing) left none to resume.
             mode = "resume" if _exists(url) else "start"
-            delay = rng.uniform(0.75 * whole, 1.05 * whole)
-            outcome = kill_after_delay(mode, url, "run", delay, script=CHILD, env=given)
+            # From READY, anywhere in the turn; or just after the server got the first or
+            # the second model request: in the call, or in what follows its answer.
+            after = rng.choice([0, 1, 2])
+            delay = rng.uniform(0, 1.1 * whole) if after == 0 else rng.uniform(0, 0.15)
+            before = len(fake.bodies(GEMINI))
+            outcome, _ = kill_after_ready(
+                mode,
+                url,
+                delay,
+                given,
+                asked=lambda before=before: len(fake.bodies(GEMINI)) - before,
+                requests=after,
+            )
             last = f"{outcome.error} {outcome.stderr[-1500:]}"
             if outcome.done is not None:
                 done = outcome.done
