@@ -218,7 +218,7 @@ def _random_kills(
             # From READY, anywhere in the turn; or just after the server got the first or
             # the second model request: in the call, or in what follows its answer.
             after = rng.choice([0, 1, 2])
-            delay = rng.uniform(0, 1.1 * whole) if after == 0 else rng.uniform(0, 0.15)
+            delay = rng.uniform(0, 1.1 * whole) if after == 0 else rng.uniform(0, 0.04)
             before = len(fake.bodies(GEMINI))
             outcome, _ = kill_after_ready(
                 mode,
@@ -233,6 +233,9 @@ def _random_kills(
                 done = outcome.done
                 break
             killed_here += outcome.returncode == -9
+            if _exists(url) and get_run("run", store=url).status is RunStatus.COMPLETED:
+                done = "completed"  # killed between its last commit and saying DONE
+                break
             late += (
                 outcome.returncode == -9 and _exists(url) and bool(list_effects("run", store=url))
             )
