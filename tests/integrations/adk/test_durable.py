@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from google.adk.agents import LlmAgent, ParallelAgent
 from google.adk.apps import App
-from google.adk.runners import InMemoryRunner
+from google.adk.runners import InMemoryRunner, Runner
 from google.adk.tools import FunctionTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
@@ -295,3 +295,36 @@ def test_what_a_replayed_tool_did_to_the_session_state_is_put_back(
     assert decision.result.state["session"]["state"] == {"customer": "c1"}
     deltas = [e["actions"]["state_delta"] for e in decision.result.state["session"]["events"]]
     assert {"customer": "c1"} in deltas
+
+
+def test_your_runners_database_session_service_holds_a_copy_of_the_checkpoint(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    # ADK's database sessions need SQLAlchemy and a driver, which google-adk leaves out.
+    pytest.importorskip("aiosqlite")
+    NullPool = pytest.importorskip("sqlalchemy.pool").NullPool
+    from google.adk.sessions import DatabaseSessionService
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    # No pool: a pooled connection would outlive the event loop of the step that opened it.
+    db = f"sqlite+aiosqlite:///{tmp_path / 'adk.db'}"
+    sessions = DatabaseSessionService(db, poolclass=NullPool)
+    _, memory = build("adk-db", fake.root, ledger)
+    runner = Runner(app=memory.app, session_service=sessions)
+    flow = Workflow("adk-db-flow")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, runner, "balance?", session=state.get("session"))
+        return {"answer": turn.text, "session": turn.session}, END
+
+    fake.script(GEMINI, gemini(None, [("balance", {"customer": "c1"})]), gemini("100."))
+    done = run(flow, {}, run_id="r1", store=url)
+    assert done.status is RunStatus.COMPLETED and done.state["answer"] == "100."
+
+    async def stored() -> int:
+        found = await sessions.get_session(app_name="adk-db", user_id="user", session_id="r1")
+        assert found is not None
+        return len(found.events)
+
+    assert asyncio.run(stored()) == len(done.state["session"]["events"]) == 4
