@@ -208,7 +208,7 @@ def test_a_conversation_goes_on_from_the_session_kept_in_the_state(
 
     @flow.step(entry=True)
     async def first(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
-        turn = await run_agent(ctx, runner, "Hi, I am c1.")
+        turn = await run_agent(ctx, runner, "Hi, I am c1.", state={"tier": "gold"})
         return {"session": turn.session, "answers": [turn.text]}, "second"
 
     @flow.step()
@@ -228,6 +228,7 @@ def test_a_conversation_goes_on_from_the_session_kept_in_the_state(
     assert [c["parts"][0].get("text") for c in fake.bodies(GEMINI)[1]["contents"]] == [
         "Hi, I am c1.", "Hello c1.", "My balance?",
     ]  # fmt: skip
+    assert done.state["session"]["state"] == {"tier": "gold"}  # given at the first turn, kept
     events = done.state["session"]["events"]
     assert [e["invocation_id"] for e in events] == ["savegame-1.0"] * 2 + ["savegame-2.0"] * 4
     assert all("id" not in e and "timestamp" not in e for e in events)
