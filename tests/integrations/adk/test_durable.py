@@ -329,3 +329,40 @@ def test_your_runners_database_session_service_holds_a_copy_of_the_checkpoint(
         return len(found.events)
 
     assert asyncio.run(stored()) == len(done.state["session"]["events"]) == 4
+
+
+def test_a_streamed_turn_journals_each_answer_whole(fake: FakeProvider, tmp_path: Path) -> None:
+    from google.adk.agents.run_config import RunConfig, StreamingMode
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    _, runner = build("adk-sse", fake.root, ledger)
+    flow = Workflow("adk-sse-flow")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        sse = RunConfig(streaming_mode=StreamingMode.SSE)
+        turn = await run_agent(ctx, runner, "balance?", run_config=sse)
+        return {"answer": turn.text}, END
+
+    fake.script(GEMINI, gemini(None, [("balance", {"customer": "c1"})]), gemini("100."))
+    done = run(flow, {}, run_id="r1", store=url)
+    assert done.status is RunStatus.COMPLETED and done.state["answer"] == "100."
+    # Asked as one request each (generateContent), journaled once each.
+    assert [a.path for a in fake.asked] == [GEMINI, GEMINI]
+    assert [c.response.content for c in model_calls("r1", store=url)] == [None, "100."]
+
+
+def test_two_turns_at_once_in_one_step_are_refused(fake: FakeProvider, tmp_path: Path) -> None:
+    _, runner = build("adk-twice", fake.root, tmp_path / "ledger.jsonl")
+    flow = Workflow("adk-twice-flow")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        first, second = await asyncio.gather(
+            run_agent(ctx, runner, "one", user_id="a"), run_agent(ctx, runner, "two", user_id="b")
+        )
+        return {"answers": [first.text, second.text]}, END
+
+    fake.script(GEMINI, gemini("1"), gemini("2"))
+    with pytest.raises(ConfigurationError, match="already going on in this step"):
+        run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'runs.db'}")

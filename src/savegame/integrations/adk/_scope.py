@@ -91,6 +91,8 @@ def carried() -> Iterator[None]:
         raise Carried(exc) from None
 
 
+_running: set[int] = set()
+"""The journals (``id(ctx.calls)``) an ADK run is going on in."""
 _scope: ContextVar[Scope | None] = ContextVar("savegame_adk_scope", default=None)
 _request: ContextVar[str | None] = ContextVar("savegame_adk_request", default=None)
 
@@ -102,6 +104,14 @@ def durable(ctx: StepContext) -> Iterator[StepContext]:
         raise ConfigurationError(
             "durable(ctx): this context has no journal (it is not a running step's)"
         )
+    if id(ctx.calls) in _running:
+        # Two turns of one step at once (asyncio.gather) would take the journal's
+        # positions in whatever order their calls happened to come.
+        raise ConfigurationError(
+            f"run {ctx.run_id}, step {ctx.node!r}: an ADK run is already going on in this "
+            "step; run its turns one after another (or in steps of their own)"
+        )
+    _running.add(id(ctx.calls))
     token = _scope.set(Scope(ctx, ctx.calls))
     try:
         yield ctx
@@ -109,6 +119,7 @@ def durable(ctx: StepContext) -> Iterator[StepContext]:
         raise carried.error from carried.error.__cause__
     finally:
         _scope.reset(token)
+        _running.discard(id(ctx.calls))
 
 
 def current() -> Scope | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents import BaseAgent
+from google.adk.agents.run_config import RunConfig
 from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.runners import InMemoryRunner, Runner
@@ -115,6 +116,7 @@ async def run_agent(
     session: Mapping[str, Any] | None = None,
     user_id: str = "user",
     state: Mapping[str, Any] | None = None,
+    run_config: RunConfig | None = None,
 ) -> AgentTurn:
     """Run one turn of an ADK agent as journaled calls of ``ctx``'s step.
 
@@ -127,6 +129,8 @@ async def run_agent(
         session: the previous turn's ``AgentTurn.session`` (None: a new conversation).
         user_id: ADK's user id.
         state: the session's initial state, for a new conversation.
+        run_config: ADK's RunConfig for the turn (a journaled model call is made whole,
+            also in ``StreamingMode.SSE``).
 
     Returns:
         The turn's answer and the session to keep in the run's state.
@@ -146,7 +150,9 @@ async def run_agent(
             else types.Content(role="user", parts=[types.Part(text=message)])
         )
         text: str | None = None
-        async for event in runner.run_async(user_id=user, session_id=live.id, new_message=content):
+        async for event in runner.run_async(
+            user_id=user, session_id=live.id, new_message=content, run_config=run_config
+        ):
             if event.is_final_response() and _text(event) is not None:
                 text = _text(event)
         after = await runner.session_service.get_session(
