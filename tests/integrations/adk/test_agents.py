@@ -2,8 +2,8 @@
 (ADK's ``transfer_to_agent``, whose effect is an EventAction the journal keeps), and an
 agent called as a tool (``AgentTool``, whose agent's calls are journaled one by one).
 Stopped at an approval inside the second agent and resumed, each run asks the provider
-nothing it recorded, and a tool that asks for a confirmation from inside its code is
-refused with what to do instead."""
+nothing it recorded; a tool that asks for a confirmation from inside its code pauses
+the run at a savegame interrupt a person answers, and is called again with the answer."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from google.adk.tools import FunctionTool
 from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.tool_context import ToolContext
 
-from savegame import END, RunStatus, StepContext, Workflow, approve, run
+from savegame import END, RunStatus, StepContext, Workflow, approve, run, supply
 from savegame.client import list_effects
-from savegame.errors import ConfigurationError
 from savegame.integrations.adk import run_agent
 from savegame.model import EffectKind
 from tests.provider import GEMINI, FakeProvider, gemini
@@ -125,17 +124,45 @@ def test_an_agent_tool_s_calls_are_journaled_one_by_one(fake: FakeProvider, tmp_
     assert reads == ["adk:orders.lookup_order"]  # the AgentTool itself is not one call
 
 
-def test_a_confirmation_asked_from_inside_a_tool_is_refused(
-    fake: FakeProvider, tmp_path: Path
+@pytest.mark.parametrize("confirmed", [True, False])
+def test_a_confirmation_asked_from_inside_a_tool_is_answered_by_a_person(
+    fake: FakeProvider, tmp_path: Path, confirmed: bool
 ) -> None:
-    def wipe(tool_context: ToolContext) -> str:
-        """Wipe the account."""
-        if tool_context.tool_confirmation is None:
-            tool_context.request_confirmation(hint="Really wipe?")
+    wiped: list[tuple[str, Any]] = []
+    asked: list[str] = []
+
+    def wipe(account: str, tool_context: ToolContext) -> str:
+        """Wipe an account."""
+        confirmation = tool_context.tool_confirmation
+        if confirmation is None:
+            asked.append(account)
+            tool_context.request_confirmation(hint="Really wipe?", payload={"keep_days": 30})
             return "asked"
+        if not confirmation.confirmed:
+            return "not wiped"
+        wiped.append((account, confirmation.payload))
         return "wiped"
 
     agent = LlmAgent(name="asker", model=gemini_model(fake.root), tools=[wipe])
-    fake.script(GEMINI, gemini(None, [("wipe", {})]))
-    with pytest.raises(ConfigurationError, match="require_confirmation"):
-        run(one_turn("adk-asker", agent), {}, run_id="r1", store=f"sqlite:///{tmp_path / 'r.db'}")
+    flow = one_turn("adk-asker", agent)
+    fake.script(GEMINI, gemini(None, [("wipe", {"account": "c1"})]), gemini("Done."))
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    [question] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.INTERRUPT]
+    assert question.name == "adk:asker.wipe:confirmation"
+    assert question.arguments == {
+        "tool": "wipe", "args": {"account": "c1"}, "hint": "Really wipe?",
+        "payload": {"keep_days": 30},
+    }  # fmt: skip
+    assert wiped == [] and len(fake.bodies(GEMINI)) == 1
+
+    answer = {"confirmed": confirmed, "payload": {"keep_days": 7}}
+    decision = supply("r1", answer, store=url, workflow=flow)
+    assert decision.result is not None and decision.result.status is RunStatus.COMPLETED
+    assert wiped == ([("c1", {"keep_days": 7})] if confirmed else [])
+    assert asked == ["c1", "c1"]  # the unconfirmed ask again on the resume, nothing more
+    # The model got the confirmed call's result, in one more request.
+    bodies = fake.bodies(GEMINI)
+    assert len(bodies) == 2
+    result = bodies[1]["contents"][-1]["parts"][0]["functionResponse"]["response"]
+    assert result == {"result": "wiped" if confirmed else "not wiped"}

@@ -6,7 +6,11 @@ handed back without running it; a write's intent is committed before it runs and
 result after; a write with ``approval`` (or ADK's ``require_confirmation``) pauses the
 run until a person decides, and runs with the arguments they approved (an edit
 included); one in doubt after a crash is retried (idempotent), reconciled, or left to
-a person. ADK's after-tool callbacks then see the result as if the tool had returned it.
+a person. A tool that asks for a confirmation from inside its code
+(``tool_context.request_confirmation``) pauses the run at a savegame interrupt that
+names the tool, its arguments, the hint and the payload; a person's answer
+(``savegame answer RUN --value '{"confirmed": true, "payload": ...}'``) is the
+``ToolConfirmation`` the tool is called again with. ADK's after-tool callbacks then see the result as if the tool had returned it.
 
 What a tool does to its ``ToolContext`` besides returning (``tool_context.state[...] =``,
 ``actions.transfer_to_agent``, ``skip_summarization``...) is ADK's ``EventActions``, which
@@ -68,6 +72,40 @@ def as_adk_result(value: Any) -> Any:
     return {"result": None} if value is None else value
 
 
+class ConfirmationAsked(ConfigurationError):
+    """A tool asked for a confirmation from inside its code (``tool_context.
+    request_confirmation``) and returned without doing what it asks about: its call is
+    settled not done (one of every call's ``safe_errors``), and a person answers."""
+
+    def __init__(self, tool: str, hint: str, payload: Any) -> None:
+        super().__init__(f"tool {tool!r} asks for a confirmation: {hint}")
+        self.hint, self.payload = hint, payload
+
+
+def _confirmation(answer: Any, where: str) -> ToolConfirmation:
+    """A person's answer (``savegame answer RUN --value ...``) as ADK's ToolConfirmation."""
+    if isinstance(answer, bool):
+        return ToolConfirmation(confirmed=answer)
+    if isinstance(answer, dict) and isinstance(answer.get("confirmed"), bool):
+        return ToolConfirmation(confirmed=answer["confirmed"], payload=answer.get("payload"))
+    raise ConfigurationError(
+        f"{where}: answer a confirmation with true, false or "
+        f'{{"confirmed": true, "payload": ...}}, not {answer!r}'
+    )
+
+
+def _restore(live: EventActions, saved: EventActions) -> None:
+    """Put ``live`` back as it was (its dicts in place: the context's State writes
+    through them)."""
+    for name in type(live).model_fields:
+        value, current = getattr(saved, name), getattr(live, name)
+        if isinstance(current, dict) and isinstance(value, dict):
+            current.clear()
+            current.update(value)
+        else:
+            setattr(live, name, value)
+
+
 async def call_tool(
     scope: _scope.Scope,
     unit: Unit,
@@ -83,17 +121,18 @@ async def call_tool(
         if unit.effect == "write" and unit.approval:
             # Approved by a person through savegame: ADK's own gate must let it through.
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+        saved = tool_context.actions.model_copy(deep=True)
         before = _actions(tool_context)
         with _scope.calling(request_id):
             result = await tool.run_async(args=arguments, tool_context=tool_context)
-        if tool_context.actions.requested_tool_confirmations:
-            raise ConfigurationError(
-                f"run {scope.calls.run_id}, step {scope.calls.node!r}: tool {tool.name!r} "
-                "asked for a confirmation from inside its code (tool_context."
-                "request_confirmation); in a durable run declare it instead: "
-                "FunctionTool(require_confirmation=...) or "
-                f"SavegamePlugin(tools={{{tool.name!r}: {{'effect': 'write', 'approval': True}}}})"
-            )
+        asked = tool_context.actions.requested_tool_confirmations.get(
+            tool_context.function_call_id or ""
+        )
+        if asked is not None and tool_context.tool_confirmation is None:
+            # ADK would end the invocation here and wait for the client's answer; this
+            # call did not happen, and the tool runs again once a person answered.
+            _restore(tool_context.actions, saved)
+            raise ConfirmationAsked(tool.name, asked.hint, asked.payload)
         after = _actions(tool_context)
         if after != before:
             return {RESULT: result, ACTIONS: after}
@@ -107,13 +146,24 @@ async def call_tool(
         compensate=None,
         approval=unit.approval,
         reconcile=unit.reconcile,
-        safe_errors=unit.safe_errors,
+        safe_errors=(*unit.safe_errors, ConfirmationAsked),
         durable=True,
     )
-    prepared = await asyncio.to_thread(scope.calls.before, journaled, dict(args))
-    if prepared.replay:
-        result = prepared.result
-    else:
-        result = await ainvoke_call(scope.calls, journaled, prepared)
+    try:
+        prepared = await asyncio.to_thread(scope.calls.before, journaled, dict(args))
+        if prepared.replay:
+            result = prepared.result
+        else:
+            result = await ainvoke_call(scope.calls, journaled, prepared)
+    except ConfirmationAsked as question:
+        # A savegame interrupt bound to the tool and its arguments, at the next position:
+        # the run pauses until a person answers it (savegame answer), then the tool is
+        # called again, confirmed or not, at the position after.
+        asked = {"tool": tool.name, "args": dict(args), "hint": question.hint}
+        if question.payload is not None:
+            asked["payload"] = question.payload
+        answer = await asyncio.to_thread(scope.calls.interrupt, f"{name}:confirmation", asked)
+        tool_context.tool_confirmation = _confirmation(answer, f"{name}:confirmation")
+        return await call_tool(scope, unit, tool, args, tool_context)
     scope.ctx.add_usage(tool_calls=1)
     return as_adk_result(_put_back(result, tool_context))
