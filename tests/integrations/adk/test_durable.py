@@ -366,3 +366,23 @@ def test_two_turns_at_once_in_one_step_are_refused(fake: FakeProvider, tmp_path:
     fake.script(GEMINI, gemini("1"), gemini("2"))
     with pytest.raises(ConfigurationError, match="already going on in this step"):
         run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'runs.db'}")
+
+
+def test_a_tool_the_agent_lacks_is_answered_by_adk_and_not_journaled(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("adk-missing", fake.root, ledger)
+    fake.script(
+        GEMINI,
+        gemini(None, [("teleport", {"to": "mars"}), ("balance", {"customer": "c1"})]),
+        gemini("No teleport; the balance is 100."),
+    )
+    done = run(flow, QUESTION, run_id="r1", store=url)
+    assert done.status is RunStatus.COMPLETED
+    answers = fake.bodies(GEMINI)[1]["contents"][-1]["parts"]
+    assert answers[0]["functionResponse"]["name"] == "teleport"
+    assert "no tool with that name" in answers[0]["functionResponse"]["response"]["error"]
+    assert answers[1]["functionResponse"]["response"] == {"result": 100.0}
+    tools = [e.name for e in list_effects("r1", store=url) if e.kind is not EffectKind.LLM]
+    assert tools == ["adk:adk_missing.balance"]

@@ -162,6 +162,11 @@ class SavegamePlugin(BasePlugin):
         turnstile = scope.turnstile(tool_context.invocation_id)
         call_id = tool_context.function_call_id
         await turnstile.enter(call_id)
+        if type(tool) is BaseTool:
+            # ADK's stand-in for a tool the model named but the agent lacks: ADK answers
+            # the model itself (the tools it has), with nothing to run or journal.
+            await turnstile.leave(call_id)
+            return None
         if isinstance(tool, AgentTool):
             # Its agent's model requests and tools are journaled one by one as it runs
             # (plugins reach it); its turn is held until it returns (after_tool_callback),
