@@ -386,3 +386,41 @@ def test_a_tool_the_agent_lacks_is_answered_by_adk_and_not_journaled(
     assert answers[1]["functionResponse"]["response"] == {"result": 100.0}
     tools = [e.name for e in list_effects("r1", store=url) if e.kind is not EffectKind.LLM]
     assert tools == ["adk:adk_missing.balance"]
+
+
+def test_the_agents_own_before_tool_callback_still_guards_a_call(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    sent: list[float] = []
+
+    def transfer(amount: float) -> str:
+        """Send money."""
+        sent.append(amount)
+        return "sent"
+
+    def guard(tool: Any, args: dict[str, Any], tool_context: ToolContext) -> dict[str, Any] | None:
+        return {"error": "over the limit"} if args.get("amount", 0) > 100 else None
+
+    agent = LlmAgent(
+        name="guarded", model=gemini_model(fake.root), tools=[transfer], before_tool_callback=guard
+    )
+    runner = InMemoryRunner(app=App(name="guarded", root_agent=agent, plugins=[SavegamePlugin(
+        tools={"transfer": {"effect": "write"}}
+    )]))  # fmt: skip
+    flow = Workflow("adk-guarded")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, runner, "send 500 and 5")).text}, END
+
+    calls = [("transfer", {"amount": 500}), ("transfer", {"amount": 5})]
+    fake.script(GEMINI, gemini(None, calls), gemini("Sent 5; 500 is over the limit."))
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.COMPLETED
+    assert sent == [5]
+    answers = fake.bodies(GEMINI)[1]["contents"][-1]["parts"]
+    assert [p["functionResponse"]["response"] for p in answers] == [
+        {"error": "over the limit"}, {"result": "sent"},
+    ]  # fmt: skip
+    writes = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.WRITE]
+    assert [(e.request_id, e.arguments) for e in writes] == [("r1:1:1", {"amount": 5})]

@@ -174,8 +174,18 @@ class SavegamePlugin(BasePlugin):
             return None
         try:
             with _scope.carried():
-                unit = self._units.get(tool.name, READ)
-                result: Any = await call_tool(scope, unit, tool, tool_args, tool_context)
+                # ADK skips the agent's own before-tool callbacks for a call a plugin
+                # answers: run here, a guardrail among them still decides first.
+                agent = tool_context._invocation_context.agent
+                guards: Sequence[Callable[..., Any]] = getattr(
+                    agent, "canonical_before_tool_callbacks", ()
+                )
+                result: Any = await _first_answer(
+                    guards, stop=_not_none, tool=tool, args=tool_args, tool_context=tool_context
+                )
+                if result is None:
+                    unit = self._units.get(tool.name, READ)
+                    result = await call_tool(scope, unit, tool, tool_args, tool_context)
         finally:
             await turnstile.leave(call_id)
         return result  # type: ignore[no-any-return]
@@ -219,12 +229,22 @@ async def _ask(llm: BaseLlm, request: LlmRequest) -> LlmResponse:
     return last
 
 
-async def _first_answer(callbacks: Sequence[Callable[..., Any]], **kwargs: Any) -> Any:
-    """Run an agent's callbacks in order, as ADK does: the first truthy answer wins."""
+def _not_none(answer: Any) -> bool:
+    return answer is not None
+
+
+async def _first_answer(
+    callbacks: Sequence[Callable[..., Any]],
+    *,
+    stop: Callable[[Any], bool] = bool,
+    **kwargs: Any,
+) -> Any:
+    """Run an agent's callbacks in order, as ADK does: the first answer that ``stop``
+    accepts wins (a truthy one for model callbacks, any but None for tool callbacks)."""
     for callback in callbacks:
         answer = callback(**kwargs)
         if inspect.isawaitable(answer):
             answer = await answer
-        if answer:
+        if stop(answer):
             return answer
     return None
