@@ -8,11 +8,13 @@ the tool run) by the plugin, inside the call, and its answer recorded before ADK
 it; a resumed, retried or forked step gets the recorded answer back. Outside a step the
 plugin answers nothing and the Runner is ADK's own.
 
-ADK does not run the agent's own model callbacks, nor other plugins' after-model
-callbacks, for a response a plugin supplied; this plugin runs the agent's
-(``before_model_callback`` first, which may answer instead of the model, and
-``after_model_callback`` on the answer, recorded or new) so an agent behaves the same
-with or without it. Put it last in ``plugins=[...]``: the plugins before it run first.
+ADK does not run the agent's own model callbacks and before-tool callbacks, nor other
+plugins' after-model callbacks, for an answer a plugin supplied; this plugin runs the
+agent's (``before_model_callback`` first, which may answer instead of the model,
+``after_model_callback`` on the answer, recorded or new, and ``before_tool_callback``
+before a journaled tool call, so a guardrail still decides) so an agent behaves the
+same with or without it. Put it last in ``plugins=[...]``: the plugins before it run
+first.
 """
 
 from __future__ import annotations
