@@ -23,9 +23,9 @@ from google.adk.tools import FunctionTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from savegame import END, RunStatus, StepContext, Workflow, approve, reject, run
+from savegame import END, RunStatus, StepContext, Workflow, approve, reject, resolve, resume, run
 from savegame.client import fork, get_run, history, list_effects, model_calls, model_usage
-from savegame.errors import ApprovalRejected, ConfigurationError
+from savegame.errors import ApprovalRejected, ConfigurationError, InDoubtEffectError
 from savegame.integrations.adk import SavegamePlugin, current, run_agent
 from savegame.model import EffectKind, EffectStatus
 from tests.provider import GEMINI, FakeProvider, gemini
@@ -424,3 +424,37 @@ def test_the_agents_own_before_tool_callback_still_guards_a_call(
     ]  # fmt: skip
     writes = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.WRITE]
     assert [(e.request_id, e.arguments) for e in writes] == [("r1:1:1", {"amount": 5})]
+
+
+def test_a_write_in_doubt_waits_for_a_person_whose_result_the_model_gets(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    wired: list[float] = []
+
+    def wire(amount: float) -> str:
+        """Wire money."""
+        wired.append(amount)
+        raise TimeoutError("the bank did not answer")  # sent or not: nobody knows
+
+    agent = LlmAgent(name="doubt", model=gemini_model(fake.root), tools=[wire])
+    plugin = SavegamePlugin(tools={"wire": {"effect": "write"}})
+    runner = InMemoryRunner(app=App(name="doubt", root_agent=agent, plugins=[plugin]))
+    flow = Workflow("adk-doubt")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, runner, "wire 7")).text}, END
+
+    fake.script(GEMINI, gemini(None, [("wire", {"amount": 7})]), gemini("Wired."))
+    with pytest.raises(InDoubtEffectError, match="wire"):
+        run(flow, {}, run_id="r1", store=url)
+    assert get_run("r1", store=url).status is RunStatus.NEEDS_ATTENTION
+    [write] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.WRITE]
+    # A person checks with the bank and settles it; the run goes on with their result.
+    resolve("r1", write.request_id, done=True, result="wired 7 (checked by phone)", store=url)
+    finished = resume("r1", store=url, workflow=flow)
+    assert finished.status is RunStatus.COMPLETED and finished.state["answer"] == "Wired."
+    assert wired == [7.0]  # never called again
+    answer = fake.bodies(GEMINI)[1]["contents"][-1]["parts"][0]["functionResponse"]
+    assert answer["response"] == {"result": "wired 7 (checked by phone)"}
