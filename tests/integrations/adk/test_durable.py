@@ -458,3 +458,32 @@ def test_a_write_in_doubt_waits_for_a_person_whose_result_the_model_gets(
     assert wired == [7.0]  # never called again
     answer = fake.bodies(GEMINI)[1]["contents"][-1]["parts"][0]["functionResponse"]
     assert answer["response"] == {"result": "wired 7 (checked by phone)"}
+
+
+def test_a_call_another_plugin_answered_lets_the_next_ones_run(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from google.adk.plugins import BasePlugin
+
+    class Cached(BasePlugin):
+        """Answers the balance itself, before SavegamePlugin sees the call."""
+
+        async def before_tool_callback(self, *, tool: Any, **kwargs: Any) -> Any:
+            return {"result": 42.0} if tool.name == "balance" else None
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    _, memory = build("adk-cached", fake.root, ledger)
+    plugins = [Cached(name="cached"), *memory.app.plugins]
+    runner = InMemoryRunner(app=App(name="adk-cached", root_agent=memory.agent, plugins=plugins))
+    flow = Workflow("adk-cached-flow")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"answer": (await run_agent(ctx, runner, "balance, then send 20")).text}, END
+
+    calls = [("balance", {"customer": "c1"}), ("transfer", {"customer": "c1", "amount": 20})]
+    fake.script(GEMINI, gemini(None, calls), gemini("42; sent 20."))
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.COMPLETED
+    assert len(ledger_lines(ledger)) == 1
+    tools = [e.name for e in list_effects("r1", store=url) if e.kind is not EffectKind.LLM]
+    assert tools == ["adk:adk_cached.transfer"]

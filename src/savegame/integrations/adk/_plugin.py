@@ -200,7 +200,7 @@ class SavegamePlugin(BasePlugin):
         tool_context: ToolContext,
         result: dict[str, Any],
     ) -> dict[str, Any] | None:
-        await self._agent_tool_done(tool, tool_context)
+        await self._done(tool_context)
         return None
 
     async def on_tool_error_callback(
@@ -211,12 +211,15 @@ class SavegamePlugin(BasePlugin):
         tool_context: ToolContext,
         error: Exception,
     ) -> dict[str, Any] | None:
-        await self._agent_tool_done(tool, tool_context)
+        await self._done(tool_context)
         return None
 
-    async def _agent_tool_done(self, tool: BaseTool, tool_context: ToolContext) -> None:
+    async def _done(self, tool_context: ToolContext) -> None:
+        """A call is over: its turn passes on. An AgentTool's ends here; so does the turn of
+        a call a plugin before this one answered (this plugin never saw it start), which
+        would otherwise hold the calls after it back for good."""
         scope = _scope.current()
-        if scope is not None and isinstance(tool, AgentTool):
+        if scope is not None:
             await scope.turnstile(tool_context.invocation_id).leave(tool_context.function_call_id)
 
 

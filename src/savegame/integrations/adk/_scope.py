@@ -27,8 +27,8 @@ class Turnstile:
     in whatever order the loop schedules them. A journal numbers its calls by position,
     and a resumed step must find each call where the first execution put it: so a call
     waits for the ones the model listed before it, and runs whole (its write's intent,
-    the tool, its result) before the next starts. A call the model did not list (a
-    sub-agent's, run by an AgentTool) goes straight in.
+    the tool, its result) before the next starts. A call the model did not list goes
+    straight in; an AgentTool's agent runs in an invocation, and a turnstile, of its own.
     """
 
     def __init__(self) -> None:
