@@ -1,5 +1,6 @@
 """A durable ADK run is a run like any other: ``savegame runs``, ``history``, ``effects``,
-``models`` and ``diff`` show it; ``export`` writes it to a file that ``import`` loads into
+``models`` and ``diff`` show it, the web UI's inbox shows its confirmation and decides
+it; ``export`` writes it to a file that ``import`` loads into
 another backend (SQLite file -> PostgreSQL), where a fork of the imported run replays
 every model request and write from the journal: counted at the server and in the
 ledger, nothing is asked or written again."""
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from savegame import RunStatus, run
+from savegame import RunStatus, resume, run
 from savegame.cli import app
 from savegame.client import export_run, fork, history, import_run, list_effects, model_calls
 from savegame.model import EffectKind
@@ -109,3 +110,34 @@ def test_a_fork_with_another_question_replays_until_the_first_difference(
         assert forked.result.state["answer"] == "Your balance is 100."
         # The changed question is a new model request; no transfer was made again.
         assert len(fake.bodies(GEMINI)) == 3 and len(ledger_lines(ledger)) == 1
+
+
+def test_the_ui_inbox_shows_the_confirmation_and_decides_it(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from starlette.testclient import TestClient
+
+    from savegame.ui import create_app
+    from tests.ui.conftest import ORIGIN, csrf_of
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("adk-ui", fake.root, ledger)
+    fake.script(
+        GEMINI, gemini(None, [("block_card", {"customer": "c1"})]), gemini("Your card is blocked.")
+    )
+    paused = run(flow, {"question": "Block my card."}, run_id="r1", store=url)
+    assert paused.status is RunStatus.INTERRUPTED
+    with TestClient(create_app(url), base_url=ORIGIN) as c:
+        inbox = c.get("/approvals").text
+        assert "r1" in inbox and "adk:adk_ui.block_card" in inbox and "c1" in inbox
+        form = {"interrupt_id": paused.interrupt_id or "", "by": "ana", "csrf_token": csrf_of(c)}
+        done = c.post("/runs/r1/approve", data={**form, "confirmed": "1"}, follow_redirects=False)
+        assert done.status_code in (302, 303), done.text
+    [gate] = [e for e in list_effects("r1", store=url) if e.kind is EffectKind.APPROVAL]
+    assert gate.metadata["by"] == "ana"
+    # The UI recorded the decision; this agent's workflow is not importable by the UI's
+    # process (built in a test function), so the run goes on where it loads.
+    finished = resume("r1", store=url, workflow=flow)
+    assert finished.status is RunStatus.COMPLETED
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
+    assert len(fake.bodies(GEMINI)) == 2
