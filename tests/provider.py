@@ -442,3 +442,57 @@ def messages_stream(pieces: Sequence[str], calls: Sequence[Call] = (), **kwargs:
     )
     events.append(("message_stop", {"type": "message_stop"}))
     return Reply(200, {}, events=events)
+
+
+# -- Gemini (Google's Generative Language API, as google-genai speaks it) ---------------
+GEMINI_MODEL = "gemini-2.5-flash"
+GEMINI = f"/v1beta/models/{GEMINI_MODEL}:generateContent"
+"""The path ``google.genai`` posts a ``generate_content`` call to (base URL: ``root``)."""
+GEMINI_STREAM = f"/v1beta/models/{GEMINI_MODEL}:streamGenerateContent"
+"""Its streamed twin (``?alt=sse``: the query is not part of the path)."""
+
+
+def gemini(
+    content: str | None = None,
+    calls: Sequence[Call] = (),
+    *,
+    usage: tuple[int, int, int] = (12, 5, 0),
+    model: str = GEMINI_MODEL,
+) -> Reply:
+    """A ``generateContent`` answer: a text part and functionCall parts (several:
+    parallel calls; Gemini gives them no ids), usage (prompt, candidates, cached)."""
+    parts: list[dict[str, Any]] = []
+    if content is not None:
+        parts.append({"text": content})
+    parts += [{"functionCall": {"name": name, "args": args}} for name, args in calls]
+    prompt, completion, cached = usage
+    meta: dict[str, Any] = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": completion,
+        "totalTokenCount": prompt + completion,
+    }
+    if cached:
+        meta["cachedContentTokenCount"] = cached
+    return Reply(
+        200,
+        {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": meta,
+            "modelVersion": model,
+            "responseId": "resp-1",
+        },
+    )
+
+
+def gemini_stream(pieces: Sequence[str], calls: Sequence[Call] = (), **kwargs: Any) -> Reply:
+    """A streamed ``generateContent`` answer: one chunk per text piece, the function calls
+    and the usage in the last chunk."""
+    whole = gemini(None, calls, **kwargs).body
+    events: list[tuple[str | None, Any]] = []
+    for piece in pieces:
+        chunk = {"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]}}]}
+        events.append((None, {**chunk, "modelVersion": whole["modelVersion"]}))
+    events.append((None, whole))
+    return Reply(200, {}, events=events)
