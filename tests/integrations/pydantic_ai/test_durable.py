@@ -91,7 +91,7 @@ def test_a_run_resumed_after_its_approval_asks_nothing_it_recorded(
     assert (usage.llm_calls, usage.tool_calls, usage.input_tokens) == (3, 2, 36)
 
     # A fork from the run's first checkpoint replays every call from the journal.
-    first = history("r1", store=url)[0]
+    first = history("r1", store=url)[-1]  # newest first: [-1] is the first checkpoint
     forked = fork(first.checkpoint_id, store=url, workflow=flow)
     assert forked.result is not None and forked.result.status is RunStatus.COMPLETED
     assert forked.result.state["answer"] == "Your card is blocked."
