@@ -38,6 +38,8 @@ or end a run:
     queue and end   queue_run, events_for_parent, children_of, woken, free_dead,
                     holder_is_dead
     versions        check_versions (a worker's), VERSION_KEY is savegame.model's
+    integrations    traced_model_call, traced_tool_call: spans for the calls a framework's
+                    adapter journals through ``ctx.calls``, as ``ctx.llm``/``ctx.call`` trace theirs
 """
 
 from savegame.effects import ChildRun
@@ -78,6 +80,7 @@ from savegame.runtime._start import (
     current_result,
 )
 from savegame.runtime._start import queue as queue_run
+from savegame.runtime._trace import CallTrace, traced_model_call, traced_tool_call
 from savegame.runtime._versions import check_versions
 from savegame.runtime._waiting import woken
 from savegame.runtime._workflow import END, Workflow
@@ -86,6 +89,7 @@ __all__ = [
     "DEFAULT_TTL",
     "END",
     "NO_VALUE",
+    "CallTrace",
     "CheckpointPolicy",
     "ChildRun",
     "Durability",
@@ -125,6 +129,8 @@ __all__ = [
     "run_row",
     "run_sync",
     "stopped_at",
+    "traced_model_call",
+    "traced_tool_call",
     "woken",
     "workflow_of",
 ]

@@ -17,7 +17,7 @@ process that held it, leaving its children pointing at a parent no backend ever 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 #: The checkpoint metadata key holding the run's W3C ``traceparent`` (when traced).
@@ -193,3 +193,65 @@ def usage_attributes(usage: Any) -> dict[str, Any]:
         "savegame.usage.llm_calls": usage.llm_calls,
         "savegame.usage.tool_calls": usage.tool_calls,
     }
+
+
+class CallTrace:
+    """The span of one call an integration journals through a step's ``Calls`` (a
+    framework's model request or tool call), traced as ``ctx.llm``'s and ``ctx.call``'s
+    are: what to look up in ``savegame effects`` once the call is prepared, the answer's
+    usage once it is known."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, opened: Span) -> None:
+        self.span = opened
+
+    def prepared(self, prepared: Any) -> None:
+        """The call's journal identity: its request id, kind, replayed or made."""
+        self.span.set(
+            {
+                "savegame.request_id": prepared.request_id,
+                "savegame.effect.kind": str(getattr(prepared.kind, "value", prepared.kind)),
+                "savegame.replayed": prepared.replay,
+            }
+        )
+
+    def answered(self, kept: Mapping[str, Any], *, replayed: bool) -> None:
+        """A model call's answer as the journal keeps it (``ModelResponse.to_dict()``)."""
+        reason = kept.get("stop_reason")
+        self.span.set(
+            {
+                "gen_ai.response.model": kept.get("model"),
+                "gen_ai.usage.input_tokens": int(kept.get("input_tokens") or 0),
+                "gen_ai.usage.output_tokens": int(kept.get("output_tokens") or 0),
+                "gen_ai.response.finish_reasons": None if reason is None else (str(reason),),
+                "savegame.cost_usd": kept.get("cost_usd"),
+                "savegame.replayed": replayed,
+            }
+        )
+
+
+@contextlib.contextmanager
+def traced_model_call(run_id: str, step: int, name: str, *, system: str) -> Iterator[CallTrace]:
+    """A model request an integration journals, as a ``chat <name>`` span in the step's
+    (``name``: the model as its entry names it, without ``llm:``; ``system``: GenAI's
+    ``gen_ai.system``, the framework or provider)."""
+    with span(
+        f"chat {name}",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": system,
+            "gen_ai.request.model": name,
+            "savegame.run_id": run_id,
+            "savegame.step": step,
+        },
+        client=True,
+    ) as opened:
+        yield CallTrace(opened)
+
+
+@contextlib.contextmanager
+def traced_tool_call(run_id: str, step: int, name: str) -> Iterator[CallTrace]:
+    """A tool call an integration journals, as an ``execute_tool <name>`` span."""
+    with tool_span(run_id, step, name) as opened:
+        yield CallTrace(opened)

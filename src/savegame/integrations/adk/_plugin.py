@@ -47,6 +47,7 @@ from savegame.integrations.adk._models import (
 )
 from savegame.integrations.adk._options import READ, units
 from savegame.integrations.adk._tools import call_tool
+from savegame.runtime import traced_model_call
 
 
 class SavegamePlugin(BasePlugin):
@@ -131,29 +132,34 @@ class SavegamePlugin(BasePlugin):
         response committed at once, before ADK sees it."""
         calls = scope.calls
         call = model_call(llm.model, llm_request)
-        prepared = await asyncio.to_thread(calls.before_llm, call)
-        if prepared.replay:
-            kept = prepared.result
-            if not isinstance(kept, dict) or PAYLOAD not in kept:
-                raise ConfigurationError(
-                    f"run {calls.run_id}: the model call {prepared.request_id} was not "
-                    "recorded by an ADK agent: nothing to hand back to it"
-                )
-        else:
-            response = await _ask(llm, llm_request)
-            with_call_ids(response, prepared.request_id)
-            kept = recorded(response, llm.model)
-            await asyncio.to_thread(calls.after_llm, prepared, kept)
-        # Counted whether made now or replayed: a resumed run's usage equals an
-        # uninterrupted one's.
-        cost = kept.get("cost_usd")
-        scope.ctx.add_usage(
-            input_tokens=int(kept.get("input_tokens") or 0),
-            output_tokens=int(kept.get("output_tokens") or 0),
-            cost_usd=float(cost) if isinstance(cost, int | float) else None,
-            llm_calls=1,
-        )
-        return response_of(kept)
+        with traced_model_call(
+            scope.ctx.run_id, scope.ctx.step, call.name.removeprefix("llm:"), system="google-adk"
+        ) as traced:
+            prepared = await asyncio.to_thread(calls.before_llm, call)
+            traced.prepared(prepared)
+            if prepared.replay:
+                kept = prepared.result
+                if not isinstance(kept, dict) or PAYLOAD not in kept:
+                    raise ConfigurationError(
+                        f"run {calls.run_id}: the model call {prepared.request_id} was not "
+                        "recorded by an ADK agent: nothing to hand back to it"
+                    )
+            else:
+                response = await _ask(llm, llm_request)
+                with_call_ids(response, prepared.request_id)
+                kept = recorded(response, llm.model)
+                await asyncio.to_thread(calls.after_llm, prepared, kept)
+            # Counted whether made now or replayed: a resumed run's usage equals an
+            # uninterrupted one's.
+            cost = kept.get("cost_usd")
+            scope.ctx.add_usage(
+                input_tokens=int(kept.get("input_tokens") or 0),
+                output_tokens=int(kept.get("output_tokens") or 0),
+                cost_usd=float(cost) if isinstance(cost, int | float) else None,
+                llm_calls=1,
+            )
+            traced.answered(kept, replayed=prepared.replay)
+            return response_of(kept)
 
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext

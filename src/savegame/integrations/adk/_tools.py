@@ -34,6 +34,7 @@ from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ConfigurationError
 from savegame.integrations.adk import _scope
 from savegame.integrations.adk._options import Unit
+from savegame.runtime import traced_tool_call
 
 RESULT, ACTIONS = "adk:result", "adk:actions"
 """The keys of a recorded tool result that changed its ToolContext's actions."""
@@ -150,11 +151,13 @@ async def call_tool(
         durable=True,
     )
     try:
-        prepared = await asyncio.to_thread(scope.calls.before, journaled, dict(args))
-        if prepared.replay:
-            result = prepared.result
-        else:
-            result = await ainvoke_call(scope.calls, journaled, prepared)
+        with traced_tool_call(scope.ctx.run_id, scope.ctx.step, name) as traced:
+            prepared = await asyncio.to_thread(scope.calls.before, journaled, dict(args))
+            traced.prepared(prepared)
+            if prepared.replay:
+                result = prepared.result
+            else:
+                result = await ainvoke_call(scope.calls, journaled, prepared)
     except ConfirmationAsked as question:
         # A savegame interrupt bound to the tool and its arguments, at the next position:
         # the run pauses until a person answers it (savegame answer), then the tool is

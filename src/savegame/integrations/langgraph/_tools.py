@@ -47,6 +47,7 @@ from savegame.effects import Backoff, Calls, ainvoke_call, invoke_call, tool
 from savegame.errors import ConfigurationError, LeaseLostError
 from savegame.integrations.langgraph._lines import TOOL_PREFIX
 from savegame.integrations.langgraph._saver import SavegameSaver
+from savegame.runtime import traced_tool_call
 from savegame.signals import NeedsAttention
 
 #: LangGraph's configurable keys (``langgraph._internal._constants``, private).
@@ -115,12 +116,14 @@ def durable_tool(
             async def acall(*args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
                 site = _Site.here(made.name, tool_call_id)
                 calls, prepared = await asyncio.to_thread(site.prepare, made, args, kwargs)
-                if prepared.replay:
-                    return prepared.result
-                try:
-                    return await ainvoke_call(calls, made, prepared)
-                except NeedsAttention as signal:
-                    raise signal.error from None
+                with traced_tool_call(calls.run_id, calls.step, made.name) as traced:
+                    traced.prepared(prepared)
+                    if prepared.replay:
+                        return prepared.result
+                    try:
+                        return await ainvoke_call(calls, made, prepared)
+                    except NeedsAttention as signal:
+                        raise signal.error from None
 
             wrapper: Callable[..., Any] = acall
         else:
@@ -129,12 +132,14 @@ def durable_tool(
             def call(*args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
                 site = _Site.here(made.name, tool_call_id)
                 calls, prepared = site.prepare(made, args, kwargs)
-                if prepared.replay:
-                    return prepared.result
-                try:
-                    return invoke_call(calls, made, prepared)
-                except NeedsAttention as signal:
-                    raise signal.error from None
+                with traced_tool_call(calls.run_id, calls.step, made.name) as traced:
+                    traced.prepared(prepared)
+                    if prepared.replay:
+                        return prepared.result
+                    try:
+                        return invoke_call(calls, made, prepared)
+                    except NeedsAttention as signal:
+                        raise signal.error from None
 
             wrapper = call
         _as_langchain_sees_it(wrapper, func)

@@ -41,6 +41,7 @@ from savegame.effects import ModelCall, ToolSpec, below_zero
 from savegame.errors import ConfigurationError, ModelTransientError
 from savegame.integrations.openai_agents import _scope
 from savegame.models import lookup_price
+from savegame.runtime import traced_model_call
 
 PAYLOAD = "openai_agents"
 """The key of a recorded response that holds the SDK's ModelResponse as JSON."""
@@ -218,27 +219,32 @@ class DurableModel(Model):
             self.name, system_instructions, input, model_settings, tools, output_schema,
             handoffs, extra,
         )  # fmt: skip
-        prepared = await asyncio.to_thread(calls.before_llm, call)
-        if prepared.replay:
-            kept = prepared.result
-            if not isinstance(kept, dict) or not isinstance(kept.get(PAYLOAD), Mapping):
-                raise ConfigurationError(
-                    f"run {calls.run_id}: the model call {prepared.request_id} was not "
-                    "recorded by an Agents SDK run: nothing to hand back to it"
-                )
-        else:
-            kept = recorded(await ask(), self.name)
-            await asyncio.to_thread(calls.after_llm, prepared, kept)
-        # Counted whether made now or replayed: a resumed run's usage equals an
-        # uninterrupted one's.
-        cost = kept.get("cost_usd")
-        ctx.add_usage(
-            input_tokens=int(kept.get("input_tokens") or 0),
-            output_tokens=int(kept.get("output_tokens") or 0),
-            cost_usd=float(cost) if isinstance(cost, int | float) else None,
-            llm_calls=1,
-        )
-        return restored(kept[PAYLOAD])
+        with traced_model_call(
+            ctx.run_id, ctx.step, call.name.removeprefix("llm:"), system="openai-agents"
+        ) as traced:
+            prepared = await asyncio.to_thread(calls.before_llm, call)
+            traced.prepared(prepared)
+            if prepared.replay:
+                kept = prepared.result
+                if not isinstance(kept, dict) or not isinstance(kept.get(PAYLOAD), Mapping):
+                    raise ConfigurationError(
+                        f"run {calls.run_id}: the model call {prepared.request_id} was not "
+                        "recorded by an Agents SDK run: nothing to hand back to it"
+                    )
+            else:
+                kept = recorded(await ask(), self.name)
+                await asyncio.to_thread(calls.after_llm, prepared, kept)
+            # Counted whether made now or replayed: a resumed run's usage equals an
+            # uninterrupted one's.
+            cost = kept.get("cost_usd")
+            ctx.add_usage(
+                input_tokens=int(kept.get("input_tokens") or 0),
+                output_tokens=int(kept.get("output_tokens") or 0),
+                cost_usd=float(cost) if isinstance(cost, int | float) else None,
+                llm_calls=1,
+            )
+            traced.answered(kept, replayed=prepared.replay)
+            return restored(kept[PAYLOAD])
 
     def stream_response(
         self,

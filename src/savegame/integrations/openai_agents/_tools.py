@@ -38,6 +38,7 @@ from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ApprovalRejected, ConfigurationError, SavegameError
 from savegame.integrations.openai_agents import _scope
 from savegame.integrations.openai_agents._declare import Unit
+from savegame.runtime import traced_tool_call
 
 Invoke = Callable[[ToolContext[Any], str], Awaitable[Any]]
 
@@ -124,15 +125,18 @@ def journaled(tool: FunctionTool, agent: str, unit: Unit) -> FunctionTool:
             safe_errors=(*unit.safe_errors, EditRefused),
             durable=True,
         )
-        prepared = await asyncio.to_thread(calls.before, entry, {"call": asked})
-        if prepared.replay:
-            result = prepared.result
-        else:
-            # The SDK is handed the result as the journal hands it back on a replay (a
-            # dict's keys in the codec's order, not the tool's): the model's next request,
-            # which holds the SDK's text of it, must be the same on every execution.
-            made = await ainvoke_call(calls, entry, prepared)
-            result = decode_value(encode_value(made, f"result.{name}"))
+        with traced_tool_call(step.run_id, step.step, name) as traced:
+            prepared = await asyncio.to_thread(calls.before, entry, {"call": asked})
+            traced.prepared(prepared)
+            if prepared.replay:
+                result = prepared.result
+            else:
+                # The SDK is handed the result as the journal hands it back on a replay (a
+                # dict's keys in the codec's order, not the tool's): the model's next
+                # request, which holds the SDK's text of it, must be the same on every
+                # execution.
+                made = await ainvoke_call(calls, entry, prepared)
+                result = decode_value(encode_value(made, f"result.{name}"))
         step.add_usage(tool_calls=1)
         return result
 

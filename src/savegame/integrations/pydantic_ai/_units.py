@@ -40,7 +40,7 @@ from savegame.effects import Calls, Tool, ainvoke_call
 from savegame.errors import ConfigurationError
 from savegame.integrations.pydantic_ai import _entries, _scope
 from savegame.integrations.pydantic_ai._models import PAYLOAD, model_call, recorded
-from savegame.runtime import StepContext
+from savegame.runtime import StepContext, traced_model_call, traced_tool_call
 
 Approval = bool | Callable[[dict[str, Any]], bool]
 _OPTIONS = frozenset({"effect", "idempotent", "approval", "reconcile", "safe_errors"})
@@ -176,14 +176,16 @@ class SavegameBackend(CallableOperationBackend[Unit]):
             safe_errors=(*config.safe_errors, EditRefused),
             durable=True,
         )
-        prepared = await asyncio.to_thread(calls.before, tool, {"call": asked})
-        if prepared.replay:
-            payload = prepared.result
-            settled = prepared.entry.metadata.get("resolved") if prepared.entry else None
-            if settled == "done" and isinstance(operation_id, ToolsetCallToolId):
-                payload = await asyncio.to_thread(as_return, payload)  # a person's result
-        else:
-            payload = await ainvoke_call(calls, tool, prepared)
+        with traced_tool_call(ctx.run_id, ctx.step, name) as traced:
+            prepared = await asyncio.to_thread(calls.before, tool, {"call": asked})
+            traced.prepared(prepared)
+            if prepared.replay:
+                payload = prepared.result
+                settled = prepared.entry.metadata.get("resolved") if prepared.entry else None
+                if settled == "done" and isinstance(operation_id, ToolsetCallToolId):
+                    payload = await asyncio.to_thread(as_return, payload)  # a person's result
+            else:
+                payload = await ainvoke_call(calls, tool, prepared)
         if isinstance(operation_id, ToolsetCallToolId):
             ctx.add_usage(tool_calls=1)
         return payload
@@ -199,27 +201,32 @@ class SavegameBackend(CallableOperationBackend[Unit]):
         """A model request is a model call of the step (``ctx.llm``'s entry): its request
         kept by parts, its response committed at once, before pydantic-ai sees it."""
         call = model_call(self._model_name(operation_id.model_id), cache_key)
-        prepared = await asyncio.to_thread(calls.before_llm, call)
-        if prepared.replay:
-            kept = prepared.result
-            if not isinstance(kept, dict) or PAYLOAD not in kept:
-                raise ConfigurationError(
-                    f"run {calls.run_id}: the model call {prepared.request_id} was not "
-                    "recorded by a pydantic-ai agent: nothing to hand back to it"
-                )
-        else:
-            kept = recorded(await body())
-            await asyncio.to_thread(calls.after_llm, prepared, kept)
-        # Counted whether made now or replayed: a resumed run's usage equals an
-        # uninterrupted one's.
-        cost = kept.get("cost_usd")
-        ctx.add_usage(
-            input_tokens=int(kept.get("input_tokens") or 0),
-            output_tokens=int(kept.get("output_tokens") or 0),
-            cost_usd=float(cost) if isinstance(cost, int | float) else None,
-            llm_calls=1,
-        )
-        return kept[PAYLOAD]
+        with traced_model_call(
+            ctx.run_id, ctx.step, call.name.removeprefix("llm:"), system="pydantic-ai"
+        ) as traced:
+            prepared = await asyncio.to_thread(calls.before_llm, call)
+            traced.prepared(prepared)
+            if prepared.replay:
+                kept = prepared.result
+                if not isinstance(kept, dict) or PAYLOAD not in kept:
+                    raise ConfigurationError(
+                        f"run {calls.run_id}: the model call {prepared.request_id} was not "
+                        "recorded by a pydantic-ai agent: nothing to hand back to it"
+                    )
+            else:
+                kept = recorded(await body())
+                await asyncio.to_thread(calls.after_llm, prepared, kept)
+            # Counted whether made now or replayed: a resumed run's usage equals an
+            # uninterrupted one's.
+            cost = kept.get("cost_usd")
+            ctx.add_usage(
+                input_tokens=int(kept.get("input_tokens") or 0),
+                output_tokens=int(kept.get("output_tokens") or 0),
+                cost_usd=float(cost) if isinstance(cost, int | float) else None,
+                llm_calls=1,
+            )
+            traced.answered(kept, replayed=prepared.replay)
+            return kept[PAYLOAD]
 
 
 def as_return(value: Any) -> Any:
