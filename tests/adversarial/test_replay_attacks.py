@@ -203,3 +203,20 @@ def test_the_module_a_files_run_names_is_never_imported(tmp_path: Path, ledger: 
     report = replay_file(tmp_path / "e.sgrun", against=_innocent())
     assert report.identical, report.text()
     assert calls(ledger) == ["imported evil"]  # not imported again, no tool called
+
+
+def test_a_child_run_is_neither_started_nor_run_by_a_replay(tmp_path: Path, ledger: Path) -> None:
+    from tests.adversarial.replay_child_flow import parent
+
+    with savegame.connect(f"sqlite:///{tmp_path / 'c.db'}") as sg:
+        done = sg.run(parent("kettle"), {}, wait=True)
+        assert done.status is RunStatus.COMPLETED and done.state["child"]["weight"] == 6
+        sg.export(done.run_id, tmp_path / "c.sgrun")
+    assert calls(ledger) == ["child_weigh kettle"]
+    assert replay_file(tmp_path / "c.sgrun", against=parent("kettle")).identical
+    changed = replay_file(tmp_path / "c.sgrun", against=parent("teapot"))
+    d = changed.runs[0].divergence
+    assert d is not None and d.asked is not None and d.asked.kind == "child", changed.text()
+    assert (d.step, d.position) == (1, "1:0") and "another input" in d.reason, changed.text()
+    assert changed.runs[0].reused == 0
+    assert calls(ledger) == ["child_weigh kettle"]
