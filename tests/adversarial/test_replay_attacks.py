@@ -220,3 +220,29 @@ def test_a_child_run_is_neither_started_nor_run_by_a_replay(tmp_path: Path, ledg
     assert (d.step, d.position) == (1, "1:0") and "another input" in d.reason, changed.text()
     assert changed.runs[0].reused == 0
     assert calls(ledger) == ["child_weigh kettle"]
+
+
+def _swallowing(item: str) -> Workflow:
+    wf = Workflow("atk-swallow")
+
+    @wf.step(entry=True)
+    def look(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        try:  # sloppy code: a bare except around a call whose result is only logged
+            print(ctx.call(atk_read, item))
+        except BaseException:
+            print("lookup failed")
+        return {"done": True}, END
+
+    return wf
+
+
+def test_a_divergence_the_step_swallows_is_still_reported(tmp_path: Path, ledger: Path) -> None:
+    with savegame.connect(f"sqlite:///{tmp_path / 'w.db'}") as sg:
+        done = sg.run(_swallowing("kettle"), {})
+        sg.export(done.run_id, tmp_path / "w.sgrun")
+    assert replay_file(tmp_path / "w.sgrun", against=_swallowing("kettle")).identical
+    changed = replay_file(tmp_path / "w.sgrun", against=_swallowing("teapot"))
+    assert not changed.identical, changed.text()
+    d = changed.runs[0].divergence
+    assert d is not None and d.position == "1:0", changed.text()
+    assert calls(ledger) == ["atk_read"]

@@ -419,8 +419,12 @@ class Replay:
         self._strictly(position, node, why, Unserved(position, node, kind, name, asked))
 
     def step_done(self, step: int, node: str, made: int) -> None:
-        """After a step that made ``made`` calls: the origin made more at that step."""
-        if self.diverged or self.first is not None:
+        """After a step that made ``made`` calls: the origin made more at that step. A
+        strict replay's divergence the step caught (``except BaseException``) and went on
+        from is raised again here: the replay stops at it, not reported as identical."""
+        if self.first is not None:
+            raise self.first
+        if self.diverged:
             return
         for position, entry in sorted(self._at.items(), key=lambda item: item[1].call_index):
             at_step, index = position.split(":")[:2]
