@@ -181,3 +181,34 @@ def test_random_patches_between_calls_are_answered_alike_by_every_execution(
         again = sg.supply(fresh.run_id, "yes", workflow=after)
         assert again.result is not None and again.result.state["got"] == seen[0], case
         assert len(seen) == 2
+
+
+def test_deprecate_patch_on_a_fork_of_a_run_in_doubt_at_its_point_charges_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # v1's charge raised after it may have gone out. A fork under code whose old path is
+    # gone (deprecate_patch) must not take the new path past the origin's doubt: that
+    # charges again at another position, for real. It stops, as the origin took the old
+    # path there and this code has none.
+    from savegame.client import fork, history
+    from savegame.errors import InDoubtEffectError, SavegameError
+    from tests.effects.patch_flows import ASK_FIRST, charging, lines, patch_ask, patch_charge
+
+    monkeypatch.setenv("SAVEGAME_LEDGER", str(tmp_path / "ledger.txt"))
+    gone = Workflow("charge", version="v3")
+
+    @gone.step(entry=True)
+    def charge(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        ctx.deprecate_patch(ASK_FIRST)
+        ctx.call(patch_ask, state["order"])
+        ctx.call(patch_charge, state["order"])
+        return {}, END
+
+    with savegame.connect(f"sqlite:///{tmp_path / 'd.db'}") as sg:
+        with pytest.raises(InDoubtEffectError):
+            sg.run(charging(False), {"order": "o-1"}, run_id="doubt")
+        start = next(reversed(history("doubt", store=sg.store)))
+        with pytest.raises(SavegameError) as stopped:
+            fork(start.checkpoint_id, store=sg.store, workflow=gone)
+    assert "deprecate_patch('ask-first')" in str(stopped.value), stopped.value
+    assert lines() == ["charge o-1"]  # neither asked nor charged again
