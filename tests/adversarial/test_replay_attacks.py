@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 import savegame
 from savegame import END, Backoff, RunStatus, StepContext, Workflow, tool
+from savegame.errors import ApprovalRejected
 from savegame.inspect import replay_file
 from savegame.runtime import load
 
@@ -246,3 +248,38 @@ def test_a_divergence_the_step_swallows_is_still_reported(tmp_path: Path, ledger
     d = changed.runs[0].divergence
     assert d is not None and d.position == "1:0", changed.text()
     assert calls(ledger) == ["atk_read"]
+
+
+@tool(
+    effect="write", idempotent=True, approval=True, name="atk_refund",
+    expires=timedelta(microseconds=1), on_expiry="reject",
+)  # fmt: skip
+def atk_refund(amount: int, *, request_id: str) -> str:
+    _count(f"atk_refund {amount}")
+    return f"refunded {amount}"
+
+
+def _expiring() -> Workflow:
+    wf = Workflow("atk-expiry")
+
+    @wf.step(entry=True)
+    def refund(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        try:
+            return {"refund": ctx.call(atk_refund, 120)}, END
+        except ApprovalRejected as no:
+            return {"refund": None, "why": no.reason}, END
+
+    return wf
+
+
+def test_an_approval_that_expired_replays_its_rejection_calling_nothing(
+    tmp_path: Path, ledger: Path
+) -> None:
+    with savegame.connect(f"sqlite:///{tmp_path / 'x.db'}") as sg:
+        waiting = sg.run(_expiring(), {})
+        done = sg.resume(waiting.run_id, workflow=_expiring())
+        assert done.status is RunStatus.COMPLETED and done.state["refund"] is None, done
+        sg.export(done.run_id, tmp_path / "x.sgrun")
+    report = replay_file(tmp_path / "x.sgrun", against=_expiring())
+    assert report.identical, report.text()
+    assert calls(ledger) == []
