@@ -4,6 +4,7 @@ LIKE or a quote could widen, and workers of two versions racing for one queue.""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from savegame.errors import ConfigurationError
 from savegame.model import VERSION_KEY
 from savegame.stores import SqliteStore, open_store
 from tests.adversarial.conftest import Raw
+from tests.runtime import test_worker_sagas as sagas
 from tests.runtime.version_flows import V1, V2
 
 HOSTILE = ["v\n1", "v1\x00", " v1", "v1 ", "x" * 10_000, "", "v\u202e1"]
@@ -101,3 +103,31 @@ def test_two_workers_of_two_versions_racing_run_each_run_under_its_own_code(
             assert done.header.status is RunStatus.COMPLETED, run_id
             assert run_id in stats[version].finished, (run_id, version)
     assert set(stats["v1"].finished).isdisjoint(stats["v2"].finished)
+
+
+def test_a_half_done_saga_whose_version_was_edited_is_left_by_the_wrong_worker(
+    raw: Raw,
+) -> None:
+    # The saga finisher picks runs by their version too: an edited column does not make a
+    # worker of another release undo them with its code, nor does edited metadata (which
+    # the row's check covers).
+    sagas.done.clear()
+    with open_store(raw.url) as store:
+        run_id = sagas.half_compensated(store)  # type: ignore[arg-type]
+        version = store.get_run(run_id).version
+    raw.execute("UPDATE runs SET version = 'other' WHERE run_id = ?", (run_id,))
+    with open_store(raw.url) as store:
+        Worker(store, poll=0.01, version="other", schedules=False).run(idle_exit=0.3)
+        assert store.get_run(run_id).status is RunStatus.COMPENSATING
+    [(meta,)] = raw.execute("SELECT metadata FROM runs WHERE run_id = ?", (run_id,))
+    text = meta if isinstance(meta, (str, bytes)) else json.dumps(meta)
+    text = text.decode() if isinstance(text, bytes) else text
+    assert version is not None and f'"{version}"' in text
+    edited = text.replace(f'"{version}"', '"other"')
+    cast = "?::jsonb" if raw.kind == "postgres" and isinstance(meta, dict) else "?"
+    raw.execute(f"UPDATE runs SET metadata = {cast} WHERE run_id = ?", (edited, run_id))
+    with open_store(raw.url) as store:
+        stats = Worker(store, poll=0.01, version="other", schedules=False).run(idle_exit=0.3)
+        assert store.get_run(run_id).status is RunStatus.COMPENSATING
+        assert "checksum" in stats.errors.get(run_id, ""), stats.errors
+    assert sum(n for k, n in sagas.done.items() if k.startswith("release")) == 1  # the stopped one
