@@ -77,10 +77,8 @@ def test_a_postgres_row_edited_to_another_version_is_not_run_by_that_version(raw
         assert store.latest_checkpoint(run_id).header.step == 0  # no step ran
 
 
-def test_two_workers_of_two_versions_racing_run_each_run_under_its_own_code(
-    tmp_path: Path,
-) -> None:
-    url = f"sqlite:///{tmp_path / 'race.db'}"
+def test_two_workers_of_two_versions_racing_run_each_run_under_its_own_code(raw: Raw) -> None:
+    url = raw.url
     with open_store(url) as store:
         ids = {submit(V1 if n % 2 else V2, store=store).run_id: "v1" if n % 2 else "v2"
                for n in range(16)}  # fmt: skip
