@@ -283,3 +283,33 @@ def test_an_approval_that_expired_replays_its_rejection_calling_nothing(
     report = replay_file(tmp_path / "x.sgrun", against=_expiring())
     assert report.identical, report.text()
     assert calls(ledger) == []
+
+
+def _fan(first: str, extra: bool) -> Workflow:
+    wf = Workflow("atk-fan")
+
+    @wf.step(entry=True)
+    async def fan(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        async def one(branch: StepContext, item: str) -> int:
+            total = await branch.acall(atk_read, item) + await branch.acall(atk_read, item * 2)
+            if extra and item != first:  # a call the recording never made, in a branch
+                total += await branch.acall(atk_read, item * 3)  # that otherwise matches
+            return int(total)
+
+        return {"totals": await ctx.map(one, [first, "toaster"])}, END
+
+    return wf
+
+
+def test_no_branch_of_a_gather_calls_anything_whichever_diverges(
+    tmp_path: Path, ledger: Path
+) -> None:
+    with savegame.connect(f"sqlite:///{tmp_path / 'f.db'}") as sg:
+        done = sg.run(_fan("kettle", extra=False), {})
+        sg.export(done.run_id, tmp_path / "f.sgrun")
+    made = calls(ledger)
+    assert len(made) == 4
+    for first, extra in [("teapot", False), ("kettle", True), ("teapot", True)]:
+        report = replay_file(tmp_path / "f.sgrun", against=_fan(first, extra))
+        assert not report.identical, (first, extra)
+        assert calls(ledger) == made, (first, extra, report.text())
