@@ -15,6 +15,7 @@ from savegame import END, RunStatus, StepContext, Worker, Workflow, submit
 from savegame.errors import ConfigurationError
 from savegame.model import VERSION_KEY
 from savegame.stores import SqliteStore, open_store
+from tests import services
 from tests.adversarial.conftest import Raw
 from tests.runtime import test_worker_sagas as sagas
 from tests.runtime.version_flows import V1, V2
@@ -53,8 +54,11 @@ def test_a_hostile_version_is_refused_by_a_workflow_and_a_worker(
             submit(V1, store=store, metadata={VERSION_KEY: version})
 
 
-def test_a_version_that_would_widen_a_pasted_filter_claims_only_its_own_runs(raw: Raw) -> None:
-    with open_store(raw.url) as store:
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres", "redis"])
+def test_a_version_that_would_widen_a_pasted_filter_claims_only_its_own_runs(
+    backend: str, tmp_path: Path
+) -> None:
+    with services.BACKENDS[backend](tmp_path) as url, open_store(url) as store:
         ids = {v: submit(_flow(v), store=store).run_id for v in [*SLY, "v1", "v2", "vx"]}
         assert store.claim_run("nobody", 30.0, versions=[]) is None  # empty: none
         for version in SLY:
