@@ -191,7 +191,7 @@ def test_deprecate_patch_on_a_fork_of_a_run_in_doubt_at_its_point_charges_nothin
     # charges again at another position, for real. It stops, as the origin took the old
     # path there and this code has none.
     from savegame.client import fork, history
-    from savegame.errors import InDoubtEffectError, SavegameError
+    from savegame.errors import InDoubtEffectError, NonDeterminismError, SavegameError
     from tests.effects.patch_flows import ASK_FIRST, charging, lines, patch_ask, patch_charge
 
     monkeypatch.setenv("SAVEGAME_LEDGER", str(tmp_path / "ledger.txt"))
@@ -210,5 +210,9 @@ def test_deprecate_patch_on_a_fork_of_a_run_in_doubt_at_its_point_charges_nothin
         start = next(reversed(history("doubt", store=sg.store)))
         with pytest.raises(SavegameError) as stopped:
             fork(start.checkpoint_id, store=sg.store, workflow=gone)
-    assert "deprecate_patch('ask-first')" in str(stopped.value), stopped.value
+        assert "deprecate_patch('ask-first')" in str(stopped.value), stopped.value
+        # The run itself, resumed under that code: its journal holds the charge where
+        # the new path asks first; it stops there too.
+        with pytest.raises(NonDeterminismError):
+            sg.resume("doubt", workflow=gone)
     assert lines() == ["charge o-1"]  # neither asked nor charged again
