@@ -313,3 +313,32 @@ def test_no_branch_of_a_gather_calls_anything_whichever_diverges(
         report = replay_file(tmp_path / "f.sgrun", against=_fan(first, extra))
         assert not report.identical, (first, extra)
         assert calls(ledger) == made, (first, extra, report.text())
+
+
+def _saga_paying(fails: bool) -> Workflow:
+    wf = Workflow("atk-saga-2", compensate_on_failure=True)
+
+    @wf.step(entry=True)
+    def book(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        return {"booked": ctx.call(atk_book, "12A")}, "pay"
+
+    @wf.step()
+    def pay(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        if fails:
+            raise RuntimeError("the new code's check refuses the card")
+        return {"paid": True}, END
+
+    return wf
+
+
+def test_new_code_that_fails_a_saga_undoes_nothing_in_a_replay(
+    tmp_path: Path, ledger: Path
+) -> None:
+    with savegame.connect(f"sqlite:///{tmp_path / 's2.db'}") as sg:
+        done = sg.run(_saga_paying(False), {})
+        assert done.status is RunStatus.COMPLETED
+        sg.export(done.run_id, tmp_path / "s2.sgrun")
+    assert calls(ledger) == ["atk_book"]
+    report = replay_file(tmp_path / "s2.sgrun", against=_saga_paying(True))
+    assert not report.identical, report.text()
+    assert calls(ledger) == ["atk_book"], report.text()  # the booking is not released
