@@ -29,8 +29,9 @@ Deciding takes no call position, so the call numbering of the old path is unchan
 and its recorded calls still match.
 
 ``ctx.deprecate_patch(id)``, once no run that took the old path is left: the code keeps
-only the new path; a run whose marker says it took the old one stops with
-NonDeterminismError instead of going on down a path it never started; a fresh run
+only the new path; a run whose marker says it took the old one (or a fork whose origin
+took it there) stops with NonDeterminismError instead of going on down a path it never
+started; a fresh run
 records True, so code rolled back to ``patched(id)`` agrees with it.
 """
 
@@ -136,6 +137,17 @@ def patched(calls: Calls, patch_id: str, *, deprecated: bool = False) -> bool:
     entry = calls.journal.get(mark)
     if entry is None:
         answer, why = _decide(calls, at, patch_id)
+        if deprecated and not answer and why == ORIGIN and calls.replay is not None:
+            # A fork replays its origin's calls; the origin took the old path here, which
+            # this code no longer has. The new path would diverge and make its calls for
+            # real (again, past a call the origin left in doubt): it stops instead.
+            raise NonDeterminismError(
+                calls.run_id, mark,
+                f"patch {patch_id!r} not taken by the fork's origin {calls.replay.origin.run_id}"
+                " (it kept its old path here)",
+                f"deprecate_patch({patch_id!r}), which has only the new path (a fork with "
+                "mode='redo' makes the new path's calls for real)",
+            )  # fmt: skip
         if deprecated and not answer:
             # Nothing recorded: the old path is gone from this code, and the calls the
             # run made there are what the next calls are checked against.

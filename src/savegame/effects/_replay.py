@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NoReturn
 
@@ -391,25 +391,40 @@ class Replay:
         return journal.intent(self.copy(found, journal.run_id, request_id))
 
     def reuse_wait(
-        self, journal: Journal, at: tuple[str, str], request_id: str, kind: EffectKind, name: str
+        self,
+        journal: Journal,
+        at: tuple[str, str],
+        request_id: str,
+        kind: EffectKind,
+        name: str,
+        *,
+        asked: Mapping[str, Any] | None = None,
+        same: Callable[[EffectRecord], bool] | None = None,
     ) -> EffectRecord:
         """A strict replay's wait, timer or child run: the origin's entry at this position,
-        copied when it is the same and settled (a wait's event taken, or its time out); a
-        wait the origin was still waiting at raises :class:`Diverged` (where it stops)."""
+        copied when it is the same (``same`` says so of a child run's input: ``asked``) and
+        settled (a wait's event taken, or its time out); a wait the origin was still
+        waiting at raises :class:`Diverged` (where it stops)."""
         position, node = at
         found = None if self._blocked(position) else self._at.get(position)
         settled = (EffectStatus.DONE, EffectStatus.FAILED)
         if found is None or (found.node, found.kind, found.name) != (node, kind, name):
             why = "the journal holds no such wait here"
+        elif same is not None and not same(found):
+            why = "the journal holds this child run started with another input or run id"
         elif found.status not in settled:
             why = "the recording was still waiting here"
         else:
             return journal.intent(self.copy(found, journal.run_id, request_id))
-        self._strictly(position, node, why, Unserved(position, node, kind, name, None))
+        self._strictly(position, node, why, Unserved(position, node, kind, name, asked))
 
     def step_done(self, step: int, node: str, made: int) -> None:
-        """After a step that made ``made`` calls: the origin made more at that step."""
-        if self.diverged or self.first is not None:
+        """After a step that made ``made`` calls: the origin made more at that step. A
+        strict replay's divergence the step caught (``except BaseException``) and went on
+        from is raised again here: the replay stops at it, not reported as identical."""
+        if self.first is not None:
+            raise self.first
+        if self.diverged:
             return
         for position, entry in sorted(self._at.items(), key=lambda item: item[1].call_index):
             at_step, index = position.split(":")[:2]

@@ -190,9 +190,16 @@ class Waits:
         self.calls = calls
         self.now = now
 
-    def _position(self, kind: EffectKind, name: str) -> tuple[int, str, EffectRecord | None]:
+    def _position(
+        self,
+        kind: EffectKind,
+        name: str,
+        asked: Mapping[str, Any] | None = None,
+        same: Callable[[EffectRecord], bool] | None = None,
+    ) -> tuple[int, str, EffectRecord | None]:
         """The next call position of the step: its index, request id and journal entry (a
-        strict replay's: the recording's, copied, for a wait of this kind and name)."""
+        strict replay's: the recording's, copied, for a wait of this kind and name, and
+        that ``same`` accepts: a child run of the same input, ``asked``)."""
         calls = self.calls
         if calls._cancelled():
             raise Cancel()
@@ -200,7 +207,9 @@ class Waits:
         entry = calls.journal.get(request_id)
         if entry is None and calls.replay is not None and calls.replay.strict:
             at = (calls.position(request_id), calls.node)
-            entry = calls.replay.reuse_wait(calls.journal, at, request_id, kind, name)
+            entry = calls.replay.reuse_wait(
+                calls.journal, at, request_id, kind, name, asked=asked, same=same
+            )
         return index, request_id, entry
 
     # -- events -------------------------------------------------------------------------
@@ -306,7 +315,17 @@ class Waits:
             NonDeterminismError: the journal holds another call at this position.
         """
         calls = self.calls
-        index, request_id, entry = self._position(EffectKind.CHILD, workflow)
+
+        def same(entry: EffectRecord) -> bool:  # a strict replay's: the child recorded here
+            recorded = decode_value(entry.arguments)
+            return (
+                isinstance(recorded, Mapping)
+                and recorded.get("input") == input_digest
+                and (run_id is None or recorded.get("run_id") == run_id)
+            )
+
+        asked = {"workflow": workflow, "run_id": run_id, "input": input_digest}
+        index, request_id, entry = self._position(EffectKind.CHILD, workflow, asked, same)
         if entry is None:
             child_id = run_id or request_id
             arguments = encode_value(

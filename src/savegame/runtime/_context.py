@@ -239,8 +239,9 @@ class StepContext:
     def deprecate_patch(self, patch_id: str) -> None:
         """Say the code keeps only the patched path of ``patch_id`` (no run that took the
         old path is left): a fresh run records the patch taken, so code rolled back to
-        :meth:`patched` agrees; a run whose marker says it kept the old path stops with
-        NonDeterminismError instead of going down the new one.
+        :meth:`patched` agrees; a run whose marker says it kept the old path (or a fork
+        whose origin kept it there) stops with NonDeterminismError instead of going down
+        the new one.
         """
         patched(self._calls(), patch_id, deprecated=True)
 
