@@ -94,3 +94,33 @@ def test_savegame_replay_of_a_run_is_identical_and_asks_nothing(
     assert report.identical, report.text()
     assert len(fake.bodies(GEMINI)) == asked
     assert len(bank.ledger_lines(ledger)) == 1
+
+
+def test_an_approval_is_not_used_for_another_call_at_its_position_in_a_fork(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame.client import fork, history
+
+    from .test_durable import QUESTION, script_block
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = bank.build("adk-rebind", fake.root, ledger)
+    script_block(fake)
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow)
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    for customer in ("c2", "c1"):  # another card, then the same card after another answer
+        fake.script(
+            GEMINI,
+            gemini(None, [("balance", {"customer": "c1"})]),
+            gemini(None, [("block_card", {"customer": customer})]),
+        )
+        first = history("r1", store=url)[-1]
+        forked = fork(
+            first.checkpoint_id,
+            update={"question": f"Block {customer}'s card."},
+            store=url,
+            workflow=flow,
+        )
+        assert forked.result is not None and forked.result.status is RunStatus.INTERRUPTED
+        assert [line.get("blocked") for line in bank.ledger_lines(ledger)] == ["c1"]

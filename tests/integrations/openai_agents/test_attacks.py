@@ -4,6 +4,7 @@ carries them; hostile model output; the SDK's own retries of a failed request.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,173 @@ def test_credentials_in_the_model_settings_never_reach_the_store(
     assert sent.headers.get("Authorization") == "Bearer sk-HEADER-2222"  # it did reach the server
     assert sent.body.get("api_key") == "sk-BODY-5555"
     kept = _store_bytes(tmp_path)
-    for secret in ("CLIENT-1111", "HEADER-2222", "HEADER-3333", "QUERY-4444", "BODY-5555", "BODY-6666"):
+    for secret in (
+        "CLIENT-1111",
+        "HEADER-2222",
+        "HEADER-3333",
+        "QUERY-4444",
+        "BODY-5555",
+        "BODY-6666",
+    ):
         assert secret.encode() not in kept, secret
     assert b"ada" in kept  # what is not a credential is kept
+
+
+def _approved_run(fake: FakeProvider, tmp_path: Path, name: str) -> tuple[Any, str, Path]:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build(name, fake.openai_url, ledger)
+    script(
+        fake,
+        "responses",
+        (None, [("balance", {"customer": "c1"})]),
+        (None, [("block_card", {"customer": "c1"})]),
+        ("Your card is blocked.", []),
+    )
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow, by="ada")
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    return flow, url, ledger
+
+
+def test_an_approval_is_not_used_for_another_call_at_its_position_in_a_fork(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame.client import fork, history, list_effects
+    from savegame.model import EffectKind, EffectStatus
+
+    flow, url, ledger = _approved_run(fake, tmp_path, "oai-rebind")
+    # The fork asks another question: the model's answers change, and the gated call at
+    # the approved call's position is another card's.
+    script(
+        fake,
+        "responses",
+        (None, [("balance", {"customer": "c1"})]),
+        (None, [("block_card", {"customer": "c2"})]),
+    )
+    first = history("r1", store=url)[-1]
+    forked = fork(
+        first.checkpoint_id,
+        update={"question": "Block c2's card."},
+        store=url,
+        workflow=flow,
+    )
+    assert forked.result is not None and forked.result.status is RunStatus.INTERRUPTED
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
+    [gate] = [
+        e
+        for e in list_effects(forked.result.run_id, store=url)
+        if e.kind is EffectKind.APPROVAL and e.status is EffectStatus.PENDING
+    ]
+    assert "c2" in str(gate.arguments)
+
+
+def test_the_same_call_after_a_changed_answer_is_asked_again_in_a_fork(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame.client import fork, history
+
+    flow, url, ledger = _approved_run(fake, tmp_path, "oai-again")
+    script(
+        fake,
+        "responses",
+        (None, [("balance", {"customer": "c1"})]),
+        (None, [("block_card", {"customer": "c1"})]),
+    )
+    first = history("r1", store=url)[-1]
+    forked = fork(
+        first.checkpoint_id, update={"question": "Block it now."}, store=url, workflow=flow
+    )
+    # The person approved c1's block in another conversation: asked again, not reused.
+    assert forked.result is not None
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
+    assert forked.result.status is RunStatus.INTERRUPTED
+
+
+def test_a_second_approval_of_the_same_call_writes_nothing_more(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    import pytest
+
+    from savegame.errors import SavegameError
+
+    flow, url, ledger = _approved_run(fake, tmp_path, "oai-twice")
+    with pytest.raises(SavegameError):
+        approve("r1", store=url, workflow=flow, by="bob")
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
+
+
+def _raw_answer(fake: FakeProvider, name: str, arguments: str, call_id: str = "call_x") -> None:
+    from tests.provider import RESPONSES, responses
+
+    reply = responses(None, [(name, {})], call_ids=[call_id])
+    reply.body["output"][0]["arguments"] = arguments
+    fake.script(RESPONSES, reply)
+
+
+def test_arguments_that_are_not_json_ask_no_person_and_write_nothing(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame.client import get_run, list_effects
+    from tests.provider import RESPONSES
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("oai-badjson", fake.openai_url, ledger)
+    _raw_answer(fake, "block_card", '{"customer": "c1"')  # cut off
+    script(fake, "responses", ("Sorry.", []))
+    result = run(flow, QUESTION, run_id="r1", store=url)
+    # Before: a person was asked to approve {"raw": ...}, and once approved the write
+    # was left in doubt (the SDK refused the arguments), stopping the run for nothing.
+    assert result.status is RunStatus.COMPLETED
+    assert get_run("r1", store=url).status is RunStatus.COMPLETED
+    assert [e.name for e in list_effects("r1", store=url)] == ["llm:gpt-4o", "llm:gpt-4o"]
+    assert ledger_lines(ledger) == []
+    # The model is told, as by the SDK alone.
+    told = json.dumps(fake.bodies(RESPONSES)[-1]["input"][-1])
+    assert "function_call_output" in told and "error occurred" in told
+
+
+def test_a_tool_the_agent_lacks_fails_the_run_and_runs_nothing(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame.errors import StepError
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("oai-unknown", fake.openai_url, ledger)
+    script(fake, "responses", (None, [("wire_money", {"to": "x"})]), ("ok", []))
+    import pytest
+
+    with pytest.raises(StepError, match="wire_money"):
+        run(flow, QUESTION, run_id="r1", store=url)
+    assert ledger_lines(ledger) == []
+
+
+def test_a_rate_limited_request_retried_by_the_sdk_is_one_model_call(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from agents import Agent, OpenAIResponsesModel
+    from openai import AsyncOpenAI
+
+    from savegame import END, StepContext, Workflow
+    from savegame.client import list_effects
+    from savegame.integrations.openai_agents import run_agent
+    from tests.provider import RESPONSES, error
+
+    client = AsyncOpenAI(base_url=fake.openai_url, api_key="k", max_retries=2)
+    agent: Agent[Any] = Agent(
+        name="oai-429", model=OpenAIResponsesModel("gpt-4o", openai_client=client)
+    )
+    flow = Workflow("oai-429")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, agent, "go")
+        return {"answer": done.final_output, "usage": done.usage}, END
+
+    fake.script(RESPONSES, error(429, retry_after_ms="1"), error(500, retry_after_ms="1"))
+    script(fake, "responses", ("ok", []))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    result = run(flow, {}, run_id="r1", store=url)
+    assert result.status is RunStatus.COMPLETED
+    assert len(fake.bodies(RESPONSES)) == 3  # the SDK's client retried
+    assert [e.name for e in list_effects("r1", store=url)] == ["llm:gpt-4o"]
+    assert (result.usage.llm_calls, result.usage.input_tokens) == (1, 12)

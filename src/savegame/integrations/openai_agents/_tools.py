@@ -25,7 +25,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agents import FunctionTool
+from agents import FunctionTool, ModelBehaviorError
 from agents.tool import (
     DEFAULT_APPROVAL_REJECTION_MESSAGE,
     maybe_invoke_function_tool_failure_error_function,
@@ -57,6 +57,18 @@ def arguments_of(name: str, text: str) -> dict[str, Any]:
     return {"tool": name, "args": parsed}
 
 
+def check_arguments(name: str, text: str) -> None:
+    """Refuse what is not a JSON object as the SDK's own function tools do, before any
+    gate or journal entry: no code of the tool runs on it, so no person is asked to
+    approve it and no write is left in doubt; the model is told, as by the SDK alone."""
+    try:
+        parsed: Any = json.loads(text) if text else {}
+    except ValueError:
+        raise ModelBehaviorError(f"Invalid JSON input for tool {name}") from None
+    if not isinstance(parsed, dict):
+        raise ModelBehaviorError(f"Invalid JSON input for tool {name}: expected a JSON object")
+
+
 async def _asks_approval(tool: FunctionTool, ctx: ToolContext[Any], call: dict[str, Any]) -> bool:
     """The SDK's ``needs_approval`` for this call (a flag or the tool's own predicate)."""
     gate = tool.needs_approval
@@ -83,6 +95,7 @@ def journaled(tool: FunctionTool, agent: str, unit: Unit) -> FunctionTool:
         if step is None:
             return await tool.on_invoke_tool(ctx, text)
         try:
+            check_arguments(tool.name, text)
             return await _call(step, ctx, text)
         except ApprovalRejected as rejected:
             # The SDK's semantics for a rejected call: the model is told and goes on.
@@ -191,6 +204,7 @@ def agent_tool(tool: FunctionTool, agent: str) -> FunctionTool:
         if step is None:
             return await tool.on_invoke_tool(ctx, text)
         try:
+            check_arguments(tool.name, text)
             await gate(step, ctx, text)
             with _scope.nested():
                 return await inner(ctx, text)
