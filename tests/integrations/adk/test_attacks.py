@@ -1,9 +1,11 @@
-"""Attacks on the durable ADK run (issue 32): what a resumed run must end with, byte for
-byte, when a tool's result is not in the codec's canonical form; credentials in every
-place a request carries them; hostile model output."""
+"""Attacks on the durable ADK run (issue 32): a resumed run tells the model byte for byte
+what it first told it (a tool's result in its own key order); ``savegame replay`` of a
+run asks nothing; an approval is not reused for another call at its position in a fork;
+a server error is no call of the run; session state with a set, bytes, a datetime."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +13,8 @@ from google.adk.agents import LlmAgent
 from google.adk.tools import FunctionTool
 
 from savegame import END, RunStatus, StepContext, Workflow, approve, run
-from savegame.client import get_run
 from savegame.codec import encode_value
+from savegame.integrations.adk import run_agent
 from tests.provider import GEMINI, FakeProvider, gemini
 
 from . import bank
@@ -55,24 +57,18 @@ def _script(fake: FakeProvider) -> None:
 def test_a_tool_result_in_its_own_key_order_resumes_to_the_same_end(
     fake: FakeProvider, tmp_path: Path
 ) -> None:
-    # Approved at once (no pause): the reference, an uninterrupted run.
-    url_a = f"sqlite:///{tmp_path / 'a.db'}"
+    url = f"sqlite:///{tmp_path / 'a.db'}"
     flow = _gated_after_lookup("adk-order", fake)
     _script(fake)
-    assert run(flow, {}, run_id="r1", store=url_a).status is RunStatus.INTERRUPTED
-    decided = approve("r1", store=url_a, workflow=flow)
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow)
     assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
-    # The approval's resume replayed lookup: its result must be what the model was
-    # first told, or the recorded second request no longer matches.
     assert len(fake.bodies(GEMINI)) == 3
-    told = [b["contents"] for b in fake.bodies(GEMINI)]
-    assert told[1][:3] == told[2][:3]
-    final = get_run("r1", store=url_a)
-    assert final.status is RunStatus.COMPLETED
-    assert encode_value(decided.result.state, "state")
-
-
-from savegame.integrations.adk import run_agent  # noqa: E402
+    # The approval's resume replayed lookup. Byte for byte (key order included), the
+    # model must be told what it was told after lookup the first time. Before: the first
+    # execution sent the tool's own key order, the replay the codec's.
+    told = [json.dumps(b["contents"], ensure_ascii=False) for b in fake.bodies(GEMINI)]
+    assert told[2].startswith(told[1][:-1])
 
 
 def test_savegame_replay_of_a_run_is_identical_and_asks_nothing(
@@ -124,3 +120,84 @@ def test_an_approval_is_not_used_for_another_call_at_its_position_in_a_fork(
         )
         assert forked.result is not None and forked.result.status is RunStatus.INTERRUPTED
         assert [line.get("blocked") for line in bank.ledger_lines(ledger)] == ["c1"]
+
+
+def test_a_server_error_fails_the_step_and_the_resume_asks_once_more(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    import pytest
+
+    from savegame import resume
+    from savegame.client import list_effects, model_usage
+    from savegame.errors import StepError
+    from tests.provider import error
+
+    agent = LlmAgent(name="flaky", model=bank.gemini(fake.root))
+    flow = Workflow("adk-flaky")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, agent, "go")
+        return {"answer": turn.text}, END
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    fake.script(GEMINI, error(500), error(500), error(500), error(500), error(500))
+    with pytest.raises(StepError):
+        run(flow, {}, run_id="r1", store=url)
+    failed = len(fake.bodies(GEMINI))
+    fake.reset()
+    fake.script(GEMINI, gemini("ok"))
+    done = resume("r1", store=url, workflow=flow)
+    assert done.status is RunStatus.COMPLETED and done.state["answer"] == "ok"
+    assert len(fake.bodies(GEMINI)) == 1
+    assert failed >= 1
+    # The failed request is no call of the run: one model call, counted once.
+    assert [e.status.value for e in list_effects("r1", store=url)] == ["done"]
+    assert model_usage("r1", store=url).models["gemini-2.5-flash"].calls == 1
+    assert done.usage.llm_calls == 1
+
+
+def test_session_state_a_tool_sets_to_a_set_bytes_and_datetime(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    import datetime as dt
+
+    from google.adk.tools.tool_context import ToolContext
+
+    from savegame.errors import SerializationError
+
+    def remember(tool_context: ToolContext) -> str:
+        """Remember things."""
+        tool_context.state["tags"] = {"b", "a"}
+        tool_context.state["blob"] = b"\x00\xff"
+        tool_context.state["at"] = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+        return "ok"
+
+    agent = LlmAgent(name="keeper", model=bank.gemini(fake.root), tools=[remember])
+    fake.script(GEMINI, gemini(None, [("remember", {})]), gemini("done"))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    flow = Workflow("adk-keeper")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, agent, "go")
+        return {"answer": turn.text, "session": turn.session}, END
+
+    try:
+        done = run(flow, {}, run_id="r1", store=url)
+    except SerializationError as refused:  # refused by path is an answer too
+        assert "state" in str(refused)
+        return
+    assert done.status is RunStatus.COMPLETED
+    kept = done.state["session"]["state"]
+    assert (kept["tags"], kept["blob"]) == ({"a", "b"}, b"\x00\xff"), kept
+    assert kept["at"] == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC), kept
+    # Kept, and a fork that replays the tool puts the same values back.
+    from savegame.client import fork, history
+
+    first = history("r1", store=url)[-1]
+    forked = fork(first.checkpoint_id, store=url, workflow=flow)
+    assert forked.result is not None and forked.result.status is RunStatus.COMPLETED
+    assert encode_value(forked.result.state["session"]["state"], "s") == encode_value(
+        done.state["session"]["state"], "s"
+    )

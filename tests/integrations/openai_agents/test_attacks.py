@@ -251,3 +251,77 @@ def test_a_rate_limited_request_retried_by_the_sdk_is_one_model_call(
     assert len(fake.bodies(RESPONSES)) == 3  # the SDK's client retried
     assert [e.name for e in list_effects("r1", store=url)] == ["llm:gpt-4o"]
     assert (result.usage.llm_calls, result.usage.input_tokens) == (1, 12)
+
+
+def test_a_resumed_run_tells_the_model_what_it_first_told_it(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """Parallel calls, results with unsorted keys, floats,
+    unicode and a large text: the request after the approval (tools replayed) repeats
+    the request before it (tools run) exactly."""
+    from agents import Agent, function_tool
+
+    from savegame import END, StepContext, Workflow
+    from savegame.integrations.openai_agents import run_agent
+    from tests.provider import RESPONSES, responses
+
+    from .bank import model
+
+    @function_tool
+    def lookup(customer: str) -> dict[str, Any]:
+        """Look a customer up."""
+        return {"zeta": 0.1 + 0.2, "name": "Zoë 東京 \u2028", "alpha": {"y": 1e-7, "b": 1e300},
+                "notes": "x" * 200_000, "customer": customer}  # fmt: skip
+
+    @function_tool(needs_approval=True)
+    def block_card(customer: str) -> str:
+        """Block the card."""
+        return "blocked"
+
+    agent: Agent[Any] = Agent(
+        name="oai-told", model=model(fake.openai_url), tools=[lookup, block_card]
+    )
+    flow = Workflow("oai-told")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, agent, "go")
+        return {"answer": done.final_output, "items": done.items}, END
+
+    fake.script(
+        RESPONSES,
+        responses(None, [("lookup", {"customer": "c1"}), ("lookup", {"customer": "c2"})],
+                  call_ids=["l1", "l2"]),
+        responses(None, [("block_card", {"customer": "c1"})], call_ids=["b"]),
+        responses("done"),
+    )  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow)
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    told = [b["input"] for b in fake.bodies(RESPONSES)]
+    assert len(told) == 3
+    assert told[2][: len(told[1])] == told[1]
+    assert replay("r1", against=flow, store=url).identical
+
+
+def test_a_call_id_reused_in_one_answer_fails_the_step_before_any_tool(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    import pytest
+
+    from savegame.client import list_effects
+    from savegame.errors import StepError
+    from tests.provider import RESPONSES, responses
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("oai-dup", fake.openai_url, ledger)
+    fake.script(
+        RESPONSES,
+        responses(None, [("transfer", {"customer": "c1", "amount": 5}),
+                         ("transfer", {"customer": "c1", "amount": 7})], call_ids=["d", "d"]),
+    )  # fmt: skip
+    with pytest.raises(StepError, match="reused a tool call ID"):
+        run(flow, QUESTION, run_id="r1", store=url)
+    assert ledger_lines(ledger) == []
+    assert [e.name for e in list_effects("r1", store=url)] == ["llm:gpt-4o"]
