@@ -201,3 +201,34 @@ def test_session_state_a_tool_sets_to_a_set_bytes_and_datetime(
     assert encode_value(forked.result.state["session"]["state"], "s") == encode_value(
         done.state["session"]["state"], "s"
     )
+
+
+#: The workflow ``savegame replay --against`` loads (module:attr), set by the test below.
+replayed: Any = None
+
+
+def test_the_replay_command_replays_an_adk_run_identically(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from savegame.cli import app
+
+    from .test_durable import QUESTION, script_block
+
+    global replayed
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    replayed, _ = bank.build("adk-cli-replay", fake.root, ledger)
+    script_block(fake)
+    assert run(replayed, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=replayed)
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    asked = len(fake.asked)
+    out = CliRunner().invoke(
+        app,
+        ["replay", "r1", "--store", url, "--against", f"{__name__}:replayed"],
+        catch_exceptions=False,
+    )
+    assert out.exit_code == 0, out.stdout + out.stderr
+    assert "identical" in out.stdout
+    assert len(fake.asked) == asked and len(bank.ledger_lines(ledger)) == 1

@@ -325,3 +325,27 @@ def test_a_call_id_reused_in_one_answer_fails_the_step_before_any_tool(
         run(flow, QUESTION, run_id="r1", store=url)
     assert ledger_lines(ledger) == []
     assert [e.name for e in list_effects("r1", store=url)] == ["llm:gpt-4o"]
+
+
+#: The workflow ``savegame replay --against`` loads (module:attr), set by the test below.
+replayed: Any = None
+
+
+def test_the_replay_command_replays_an_agents_sdk_run_identically(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from savegame.cli import app
+
+    global replayed
+    flow, url, ledger = _approved_run(fake, tmp_path, "oai-cli-replay")
+    replayed, asked = flow, len(fake.asked)
+    out = CliRunner().invoke(
+        app,
+        ["replay", "r1", "--store", url, "--against", f"{__name__}:replayed"],
+        catch_exceptions=False,
+    )
+    assert out.exit_code == 0, out.stdout + out.stderr
+    assert "identical" in out.stdout
+    assert len(fake.asked) == asked and len(ledger_lines(ledger)) == 1
