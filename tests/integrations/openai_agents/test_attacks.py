@@ -321,6 +321,7 @@ def test_a_call_id_reused_in_one_answer_fails_the_step_before_any_tool(
         responses(None, [("transfer", {"customer": "c1", "amount": 5}),
                          ("transfer", {"customer": "c1", "amount": 7})], call_ids=["d", "d"]),
     )  # fmt: skip
+    # The SDK refuses it itself (in one answer, or a completed call's id in a later one).
     with pytest.raises(StepError, match="reused a tool call ID"):
         run(flow, QUESTION, run_id="r1", store=url)
     assert ledger_lines(ledger) == []
@@ -349,3 +350,69 @@ def test_the_replay_command_replays_an_agents_sdk_run_identically(
     assert out.exit_code == 0, out.stdout + out.stderr
     assert "identical" in out.stdout
     assert len(fake.asked) == asked and len(ledger_lines(ledger)) == 1
+
+
+def test_a_rejected_call_stays_rejected_when_the_predicate_changes_its_mind(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """A ``needs_approval`` predicate that answers otherwise on the resume (it reads the
+    clock, a flag, a feature switch) does not turn a rejected call into one that runs."""
+    from agents import Agent, function_tool
+
+    from savegame import END, StepContext, Workflow, reject
+    from savegame.integrations.openai_agents import run_agent
+
+    from .bank import model
+
+    gate = {"ask": True}
+    ran: list[str] = []
+
+    async def asks(ctx: Any, args: dict[str, Any], call_id: str) -> bool:
+        return gate["ask"]
+
+    @function_tool(needs_approval=asks)
+    def wire(to: str) -> str:
+        """Wire money."""
+        ran.append(to)
+        return "sent"
+
+    agent: Agent[Any] = Agent(name="oai-mind", model=model(fake.openai_url), tools=[wire])
+    flow = Workflow("oai-mind")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, agent, "go")
+        return {"answer": done.final_output}, END
+
+    script(fake, "responses", (None, [("wire", {"to": "mallory"})]), ("ok", []))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    gate["ask"] = False
+    decided = reject("r1", reason="no", store=url, workflow=flow)
+    assert ran == []
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    assert "not approved" in json.dumps(fake.bodies(path_of("responses"))[-1]["input"][-1])
+
+
+def test_an_enormous_answer_is_kept_and_replayed_whole(fake: FakeProvider, tmp_path: Path) -> None:
+    from savegame.client import fork, history
+    from tests.provider import RESPONSES, responses
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("oai-huge", fake.openai_url, ledger)
+    huge = "é" * 1_000_000 + "\u2028 end"
+    fake.script(
+        RESPONSES,
+        responses(None, [("balance", {"customer": "c1"})], call_ids=["a"]),
+        responses(None, [("block_card", {"customer": "c1"})], call_ids=["b"]),
+        responses(huge),
+    )
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow)
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    assert decided.result.state["answer"] == huge
+    asked = len(fake.asked)
+    forked = fork(history("r1", store=url)[-1].checkpoint_id, store=url, workflow=flow)
+    assert forked.result is not None and forked.result.state == decided.result.state
+    assert len(fake.asked) == asked
+    assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
