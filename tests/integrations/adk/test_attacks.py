@@ -232,3 +232,47 @@ def test_the_replay_command_replays_an_adk_run_identically(
     assert out.exit_code == 0, out.stdout + out.stderr
     assert "identical" in out.stdout
     assert len(fake.asked) == asked and len(bank.ledger_lines(ledger)) == 1
+
+
+def test_a_write_beside_a_gated_call_in_one_answer_runs_once(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame.client import list_effects
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = bank.build("adk-beside", fake.root, ledger)
+    fake.script(
+        GEMINI,
+        gemini(None, [("block_card", {"customer": "c1"}), ("transfer", {"customer": "c1", "amount": 5})]),
+        gemini("Done."),
+    )  # fmt: skip
+    question = {"question": "Block c1's card and send 5."}
+    assert run(flow, question, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    before = bank.ledger_lines(ledger)
+    decided = approve("r1", store=url, workflow=flow)
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED, decided
+    lines = bank.ledger_lines(ledger)
+    effects = [(e.name, e.kind.value, e.status.value) for e in list_effects("r1", store=url)]
+    assert [line.get("blocked") for line in lines if "blocked" in line] == ["c1"], (before, lines)
+    assert [line.get("amount") for line in lines if "amount" in line] == [5], (before, effects)
+    assert len({line["request_id"] for line in lines}) == 2
+
+
+def test_a_second_approval_of_the_same_call_writes_nothing_more(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    import pytest
+
+    from savegame.errors import SavegameError
+
+    from .test_durable import QUESTION, script_block
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = bank.build("adk-twice", fake.root, ledger)
+    script_block(fake)
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow)
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    with pytest.raises(SavegameError):
+        approve("r1", store=url, workflow=flow, edit={"customer": "c2"})
+    assert [line.get("blocked") for line in bank.ledger_lines(ledger)] == ["c1"]

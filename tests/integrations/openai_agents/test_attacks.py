@@ -416,3 +416,24 @@ def test_an_enormous_answer_is_kept_and_replayed_whole(fake: FakeProvider, tmp_p
     assert forked.result is not None and forked.result.state == decided.result.state
     assert len(fake.asked) == asked
     assert [line.get("blocked") for line in ledger_lines(ledger)] == ["c1"]
+
+
+def test_a_write_beside_a_gated_call_in_one_answer_runs_once(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("oai-beside", fake.openai_url, ledger)
+    script(
+        fake,
+        "responses",
+        (None, [("block_card", {"customer": "c1"}), ("transfer", {"customer": "c1", "amount": 5})]),
+        ("Done.", []),
+    )
+    question = {"question": "Block c1's card and send 5."}
+    assert run(flow, question, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow)
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    lines = ledger_lines(ledger)
+    assert [line.get("blocked") for line in lines if "blocked" in line] == ["c1"]
+    assert [line.get("amount") for line in lines if "amount" in line] == [5]
+    assert len({line["request_id"] for line in lines}) == 2
