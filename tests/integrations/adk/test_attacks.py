@@ -276,3 +276,20 @@ def test_a_second_approval_of_the_same_call_writes_nothing_more(
     with pytest.raises(SavegameError):
         approve("r1", store=url, workflow=flow, edit={"customer": "c2"})
     assert [line.get("blocked") for line in bank.ledger_lines(ledger)] == ["c1"]
+
+
+def test_savegame_replay_of_a_run_waiting_for_its_approval_asks_nothing(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame.client import replay
+
+    from .test_durable import QUESTION, script_block
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = bank.build("adk-replay-wait", fake.root, ledger)
+    script_block(fake)
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    asked = len(fake.asked)
+    report = replay("r1", against=flow, store=url)
+    assert report.identical, report.text()
+    assert len(fake.asked) == asked and bank.ledger_lines(ledger) == []

@@ -437,3 +437,48 @@ def test_a_write_beside_a_gated_call_in_one_answer_runs_once(
     assert [line.get("blocked") for line in lines if "blocked" in line] == ["c1"]
     assert [line.get("amount") for line in lines if "amount" in line] == [5]
     assert len({line["request_id"] for line in lines}) == 2
+
+
+def test_a_providers_key_for_a_model_by_name_never_reaches_the_store(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from agents import Agent, OpenAIProvider, RunConfig
+
+    from savegame import END, StepContext, Workflow
+    from savegame.integrations.openai_agents import run_agent
+
+    agent: Agent[Any] = Agent(name="oai-named", model="gpt-4o")
+    config = RunConfig(
+        model_provider=OpenAIProvider(api_key="sk-PROVIDER-7777", base_url=fake.openai_url)
+    )
+    flow = Workflow("oai-named")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, agent, "go", run_config=config)
+        return {"answer": done.final_output}, END
+
+    script(fake, "responses", ("ok", []))
+    assert run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'runs.db'}").state == {
+        "answer": "ok"
+    }
+    assert fake.asked[0].headers["Authorization"] == "Bearer sk-PROVIDER-7777"
+    assert b"PROVIDER-7777" not in _store_bytes(tmp_path)
+
+
+def test_savegame_replay_of_a_run_waiting_for_its_approval_asks_nothing(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = build("oai-replay-wait", fake.openai_url, ledger)
+    script(
+        fake,
+        "responses",
+        (None, [("balance", {"customer": "c1"})]),
+        (None, [("block_card", {"customer": "c1"})]),
+    )
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    asked = len(fake.asked)
+    report = replay("r1", against=flow, store=url)
+    assert report.identical, report.text()
+    assert len(fake.asked) == asked and ledger_lines(ledger) == []
