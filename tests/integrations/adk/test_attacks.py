@@ -293,3 +293,39 @@ def test_savegame_replay_of_a_run_waiting_for_its_approval_asks_nothing(
     report = replay("r1", against=flow, store=url)
     assert report.identical, report.text()
     assert len(fake.asked) == asked and bank.ledger_lines(ledger) == []
+
+
+def test_a_rejected_call_stays_rejected_when_the_confirmation_predicate_changes(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame import reject
+
+    gate = {"ask": True}
+    ran: list[str] = []
+
+    def asks(to: str) -> bool:
+        return gate["ask"]
+
+    def wire(to: str) -> str:
+        """Wire money."""
+        ran.append(to)
+        return "sent"
+
+    agent = LlmAgent(
+        name="mind",
+        model=bank.gemini(fake.root),
+        tools=[FunctionTool(wire, require_confirmation=asks)],
+    )
+    flow = Workflow("adk-mind")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, agent, "go")
+        return {"answer": turn.text}, END
+
+    fake.script(GEMINI, gemini(None, [("wire", {"to": "mallory"})]), gemini("ok"))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    gate["ask"] = False
+    reject("r1", reason="no", store=url, workflow=flow)
+    assert ran == []

@@ -482,3 +482,59 @@ def test_savegame_replay_of_a_run_waiting_for_its_approval_asks_nothing(
     report = replay("r1", against=flow, store=url)
     assert report.identical, report.text()
     assert len(fake.asked) == asked and ledger_lines(ledger) == []
+
+
+def test_a_done_call_is_not_asked_about_when_the_predicate_changes_its_mind(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from agents import Agent, function_tool
+
+    from savegame import END, StepContext, Workflow
+    from savegame.integrations.openai_agents import run_agent
+
+    from .bank import model
+
+    gate = {"ask": False}
+    ran: list[str] = []
+
+    async def asks(ctx: Any, args: dict[str, Any], call_id: str) -> bool:
+        return gate["ask"]
+
+    @function_tool(needs_approval=asks)
+    def wire(to: str) -> str:
+        """Wire money."""
+        ran.append(to)
+        return "sent"
+
+    @function_tool(needs_approval=True)
+    def block_card(customer: str) -> str:
+        """Block the card."""
+        ran.append(customer)
+        return "blocked"
+
+    agent: Agent[Any] = Agent(
+        name="oai-mind2", model=model(fake.openai_url), tools=[wire, block_card]
+    )
+    flow = Workflow("oai-mind2")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, agent, "go")
+        return {"answer": done.final_output}, END
+
+    script(
+        fake,
+        "responses",
+        (None, [("wire", {"to": "bob"})]),
+        (None, [("block_card", {"customer": "c1"})]),
+        ("ok", []),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    assert ran == ["bob"]
+    gate["ask"] = True  # the done call would now be gated
+    # Before: the resume put the done wire to a person (a rejection would have told the
+    # model a wire that happened did not).
+    decided = approve("r1", store=url, workflow=flow)
+    assert ran == ["bob", "c1"]
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
