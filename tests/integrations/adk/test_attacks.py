@@ -329,3 +329,51 @@ def test_a_rejected_call_stays_rejected_when_the_confirmation_predicate_changes(
     gate["ask"] = False
     reject("r1", reason="no", store=url, workflow=flow)
     assert ran == []
+
+
+def test_a_done_call_is_not_asked_about_when_the_predicate_changes_its_mind(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    gate = {"ask": False}
+    ran: list[str] = []
+
+    def asks(to: str) -> bool:
+        return gate["ask"]
+
+    def wire(to: str) -> str:
+        """Wire money."""
+        ran.append(to)
+        return "sent"
+
+    def block_card(customer: str) -> str:
+        """Block the card."""
+        ran.append(customer)
+        return "blocked"
+
+    agent = LlmAgent(
+        name="mind2",
+        model=bank.gemini(fake.root),
+        tools=[
+            FunctionTool(wire, require_confirmation=asks),
+            FunctionTool(block_card, require_confirmation=True),
+        ],
+    )
+    flow = Workflow("adk-mind2")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, agent, "go")
+        return {"answer": turn.text}, END
+
+    fake.script(
+        GEMINI,
+        gemini(None, [("wire", {"to": "bob"})]),
+        gemini(None, [("block_card", {"customer": "c1"})]),
+        gemini("ok"),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    gate["ask"] = True  # the done wire would now be gated: handed back, not asked about
+    decided = approve("r1", store=url, workflow=flow)
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    assert ran == ["bob", "c1"]
