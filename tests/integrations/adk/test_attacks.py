@@ -377,3 +377,26 @@ def test_a_done_call_is_not_asked_about_when_the_predicate_changes_its_mind(
     decided = approve("r1", store=url, workflow=flow)
     assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
     assert ran == ["bob", "c1"]
+
+
+def test_a_run_with_an_edited_approval_forks_and_replays_asking_nothing(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from savegame.client import fork, history, replay
+
+    from .test_durable import QUESTION, script_block
+
+    url, ledger = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "ledger.jsonl"
+    flow, _ = bank.build("adk-edited", fake.root, ledger)
+    script_block(fake)
+    assert run(flow, QUESTION, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow, edit={"customer": "c2"})
+    assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+    asked = len(fake.asked)
+    forked = fork(history("r1", store=url)[-1].checkpoint_id, store=url, workflow=flow)
+    assert forked.result is not None and forked.result.status is RunStatus.COMPLETED
+    assert forked.result.state["answer"] == decided.result.state["answer"]
+    report = replay("r1", against=flow, store=url)
+    assert report.identical, report.text()
+    assert len(fake.asked) == asked
+    assert [line.get("blocked") for line in bank.ledger_lines(ledger)] == ["c2"]
