@@ -538,3 +538,67 @@ def test_a_done_call_is_not_asked_about_when_the_predicate_changes_its_mind(
     decided = approve("r1", store=url, workflow=flow)
     assert ran == ["bob", "c1"]
     assert decided.result is not None and decided.result.status is RunStatus.COMPLETED
+
+
+def test_a_handoff_cycle_with_an_agent_tool_replays_identically(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from agents import Agent, function_tool, handoff
+
+    from savegame import END, StepContext, Workflow
+    from savegame.integrations.openai_agents import run_agent
+    from tests.provider import RESPONSES, responses
+
+    from .bank import model
+
+    refunds: list[str] = []
+
+    @function_tool
+    def lookup(order_id: str) -> dict[str, Any]:
+        """Look an order up."""
+        return {"total": 30.0, "id": order_id}
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        refunds.append(order_id)
+        return "refunded"
+
+    m = model(fake.openai_url)
+    researcher = Agent(name="researcher", model=m, tools=[lookup])
+    billing = Agent(
+        name="billing", model=m, tools=[refund, researcher.as_tool("research", "Look.")]
+    )
+    triage: Agent[Any] = Agent(name="triage", model=m, handoffs=[handoff(billing)])
+    billing.handoffs = [triage]
+    flow = Workflow("oai-cycle")
+
+    @flow.step(entry=True)
+    async def answer(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, triage, "Refund A-1.")
+        return {"answer": done.final_output, "agent": done.last_agent}, END
+
+    def turn(n: int, text: str | None, calls: list[tuple[str, dict[str, Any]]]) -> Any:
+        return responses(text, calls, call_ids=[f"c{n}_{i}" for i in range(len(calls))])
+
+    fake.script(
+        RESPONSES,
+        turn(0, None, [("transfer_to_billing", {})]),
+        turn(1, None, [("transfer_to_triage", {})]),  # and back: the cycle
+        turn(2, None, [("transfer_to_billing", {})]),
+        turn(3, None, [("research", {"input": "A-1"})]),
+        turn(4, None, [("lookup", {"order_id": "A-1"})]),
+        turn(5, "30.0", []),
+        turn(6, None, [("refund", {"order_id": "A-1"})]),
+        turn(7, "Refunded.", []),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert run(flow, {}, run_id="r1", store=url).status is RunStatus.INTERRUPTED
+    decided = approve("r1", store=url, workflow=flow)
+    assert decided.result is not None
+    assert decided.result.state == {"answer": "Refunded.", "agent": "billing"}
+    asked = len(fake.asked)
+    assert asked == 8
+    report = replay("r1", against=flow, store=url)
+    assert report.identical, report.text()
+    assert len(fake.asked) == asked and refunds == ["A-1"]
