@@ -400,3 +400,35 @@ def test_a_run_with_an_edited_approval_forks_and_replays_asking_nothing(
     assert report.identical, report.text()
     assert len(fake.asked) == asked
     assert [line.get("blocked") for line in bank.ledger_lines(ledger)] == ["c2"]
+
+
+def test_a_request_retried_by_the_gemini_client_is_one_model_call(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    from google.adk.models import Gemini
+    from google.genai import types
+
+    from savegame.client import list_effects
+    from tests.provider import error
+
+    model = Gemini(
+        model=bank.MODEL,
+        base_url=fake.root,
+        client_kwargs={"api_key": "test-key"},
+        retry_options=types.HttpRetryOptions(attempts=3, initial_delay=0.01, jitter=0),
+    )
+    agent = LlmAgent(name="retried", model=model)
+    flow = Workflow("adk-retried")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, agent, "go")
+        return {"answer": turn.text}, END
+
+    fake.script(GEMINI, error(429), error(503), gemini("ok"))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = run(flow, {}, run_id="r1", store=url)
+    assert done.status is RunStatus.COMPLETED and done.state["answer"] == "ok"
+    assert len(fake.bodies(GEMINI)) == 3  # the client retried
+    assert [e.name for e in list_effects("r1", store=url)] == ["llm:gemini-2.5-flash"]
+    assert (done.usage.llm_calls, done.usage.input_tokens) == (1, 12)
