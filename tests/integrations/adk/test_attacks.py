@@ -432,3 +432,35 @@ def test_a_request_retried_by_the_gemini_client_is_one_model_call(
     assert len(fake.bodies(GEMINI)) == 3  # the client retried
     assert [e.name for e in list_effects("r1", store=url)] == ["llm:gemini-2.5-flash"]
     assert (done.usage.llm_calls, done.usage.input_tokens) == (1, 12)
+
+
+WORDS = {"kiwi", "apple", "fig", "plum", "date", "lime", "pear", "yuzu"}
+
+
+def test_a_set_a_tool_returns_is_told_in_one_order_whatever_the_process(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """A set's iteration order follows string hashes, which differ per process: a run
+    resumed by another process would send the model other JSON."""
+
+    def tags() -> Any:
+        """The tags."""
+        return {"tags": set(WORDS)}
+
+    agent = LlmAgent(name="tagger", model=bank.gemini(fake.root), tools=[tags])
+    fake.script(GEMINI, gemini(None, [("tags", {})]), gemini("ok"))
+    done = run(one_flow("adk-set", agent), {}, run_id="r1", store=f"sqlite:///{tmp_path / 'r.db'}")
+    assert done.status is RunStatus.COMPLETED
+    [part] = fake.bodies(GEMINI)[1]["contents"][-1]["parts"]
+    assert part["functionResponse"]["response"] == {"tags": sorted(WORDS)}
+
+
+def one_flow(name: str, agent: LlmAgent) -> Workflow:
+    flow = Workflow(name)
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        turn = await run_agent(ctx, agent, "go")
+        return {"answer": turn.text}, END
+
+    return flow

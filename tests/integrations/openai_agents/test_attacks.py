@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from savegame import RunStatus, approve, run
 from savegame.client import replay
 from tests.provider import FakeProvider
@@ -602,3 +604,73 @@ def test_a_handoff_cycle_with_an_agent_tool_replays_identically(
     report = replay("r1", against=flow, store=url)
     assert report.identical, report.text()
     assert len(fake.asked) == asked and refunds == ["A-1"]
+
+
+WORDS = {"kiwi", "apple", "fig", "plum", "date", "lime", "pear", "yuzu"}
+
+
+def test_a_set_a_tool_returns_is_told_in_one_order_whatever_the_process(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """A set's iteration order follows string hashes, which differ per process: handed to
+    the SDK as is, a run resumed by another process (``savegame approve`` in a shell)
+    would tell the model other text, and the next recorded model call would not match."""
+    from agents import Agent, function_tool
+
+    from savegame import END, StepContext, Workflow
+    from savegame.integrations.openai_agents import run_agent
+    from tests.provider import RESPONSES
+
+    from .bank import model
+
+    @function_tool
+    def tags() -> Any:
+        """The tags."""
+        return {"tags": set(WORDS)}
+
+    agent: Agent[Any] = Agent(name="oai-set", model=model(fake.openai_url), tools=[tags])
+    flow = Workflow("oai-set")
+
+    @flow.step(entry=True)
+    async def ask(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        done = await run_agent(ctx, agent, "go")
+        return {"answer": done.final_output}, END
+
+    script(fake, "responses", (None, [("tags", {})]), ("ok", []))
+    assert run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'r.db'}").state == {
+        "answer": "ok"
+    }
+    told = fake.bodies(RESPONSES)[1]["input"][-1]["output"]
+    assert told == str({"tags": sorted(WORDS)})
+
+
+@pytest.mark.slow
+def test_a_run_with_a_set_result_is_approved_by_another_process(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """Started with one string hash seed, approved with another: before, the resume told
+    the model the set in another order and stopped with NonDeterminismError."""
+    import os
+    import subprocess
+    import sys
+
+    script(
+        fake,
+        "responses",
+        (None, [("tags", {})]),
+        (None, [("block_card", {"customer": "c1"})]),
+        ("ok", []),
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    child = str(Path(__file__).with_name("set_child.py"))
+    outs = []
+    for mode, seed in (("start", "1"), ("approve", "2")):
+        env = {**os.environ, "SAVEGAME_MODEL_URL": fake.openai_url, "PYTHONHASHSEED": seed}
+        env["SAVEGAME_LEDGER"] = str(tmp_path / "ledger.jsonl")  # bank.py, imported for model()
+        done = subprocess.run(
+            [sys.executable, child, mode, url],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        outs.append(done.stdout.strip() or done.stderr[-2000:])
+    assert outs == ["DONE interrupted", "DONE completed"]
+    assert len(fake.bodies(path_of("responses"))) == 3

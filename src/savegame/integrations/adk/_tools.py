@@ -33,6 +33,7 @@ from google.adk.tools.tool_context import ToolContext
 from savegame.codec import decode_value, encode_value
 from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ConfigurationError
+from savegame.integrations._told import in_stable_order
 from savegame.integrations.adk import _scope
 from savegame.integrations.adk._options import Unit
 
@@ -171,4 +172,4 @@ async def call_tool(
         tool_context.tool_confirmation = _confirmation(answer, f"{name}:confirmation")
         return await call_tool(scope, unit, tool, args, tool_context)
     scope.ctx.add_usage(tool_calls=1)
-    return as_adk_result(_put_back(result, tool_context))
+    return as_adk_result(in_stable_order(_put_back(result, tool_context)))

@@ -36,6 +36,7 @@ from agents.tool_context import ToolContext
 from savegame.codec import decode_value, encode_value
 from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ApprovalRejected, ConfigurationError, SavegameError
+from savegame.integrations._told import in_stable_order
 from savegame.integrations.openai_agents import _scope
 from savegame.integrations.openai_agents._declare import Unit
 
@@ -147,7 +148,7 @@ def journaled(tool: FunctionTool, agent: str, unit: Unit) -> FunctionTool:
             made = await ainvoke_call(calls, entry, prepared)
             result = decode_value(encode_value(made, f"result.{name}"))
         step.add_usage(tool_calls=1)
-        return result
+        return in_stable_order(result)
 
     return dataclasses.replace(tool, needs_approval=False, on_invoke_tool=invoke)
 
