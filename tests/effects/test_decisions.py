@@ -351,3 +351,31 @@ def test_a_decision_stands_when_the_gate_no_longer_applies(
     config["tool"] = lenient_pay
     assert resume("p", store=store, workflow=wf).state == {"rejected": "not this week"}
     assert payouts == []
+
+
+def test_a_done_call_is_not_put_to_a_person_when_the_gate_now_applies(
+    store: Store, payouts: list[Any]
+) -> None:
+    """A call that ran ungated is handed back on a resume whose predicate now gates it:
+    a person asked about it could reject a payment that was made."""
+
+    @tool(effect="write", idempotent=True, approval=lambda a: a["amount"] > 10_000, name="pay")
+    def lenient_pay(to: str, amount: int, *, request_id: str) -> str:
+        paid.append({"to": to, "amount": amount})
+        return f"paid {amount} to {to}"
+
+    config: dict[str, Any] = {"first": lenient_pay}
+    wf = Workflow("payouts")
+
+    @wf.step(entry=True)
+    def payout(state: dict[str, Any], ctx: StepContext) -> tuple[dict[str, Any], str]:
+        first = ctx.call(config["first"], to="bob", amount=150)
+        return {"done": [first, ctx.call(pay, to="eve", amount=150)]}, END
+
+    assert run(wf, run_id="p", store=store).status is RunStatus.INTERRUPTED
+    config["first"] = pay  # a redeploy lowered the threshold: bob's 150 is gated now
+    approve("p", store=store)
+    done = resume("p", store=store, workflow=wf)
+    assert done.status is RunStatus.COMPLETED
+    assert done.state["done"] == ["paid 150 to bob", "paid 150 to eve"]
+    assert payouts == [{"to": "bob", "amount": 150}, {"to": "eve", "amount": 150}]

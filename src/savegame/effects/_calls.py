@@ -215,7 +215,10 @@ class Calls:
         self._check_recorded(tool, arguments, encoded, existing, decision)
 
         # A decision on record stands, whatever the predicate says now: a rejection too.
-        if decision is not None or tool.needs_approval(arguments):
+        # A call on record as done, with no decision, ran ungated: handed back, never put
+        # to a person (whose rejection would tell the step a done call did not happen).
+        done = existing is not None and existing.status is EffectStatus.DONE
+        if decision is not None or (not done and tool.needs_approval(arguments)):
             arguments, encoded = self._approved(tool, index, request_id, arguments, encoded, meta)
 
         kind = EffectKind.WRITE if tool.effect == "write" else EffectKind.READ

@@ -87,6 +87,16 @@ def recordable(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _hidden_below(value: Any) -> Any:
+    """``value`` with the credentials of the mappings inside it hidden: a key nested in a
+    setting (``extra_body={"api_key": ...}``, a gateway's) is a key all the same."""
+    if isinstance(value, Mapping):
+        return recordable(value)
+    if isinstance(value, (list, tuple)):
+        return [_hidden_below(item) for item in value]
+    return value
+
+
 def _without_userinfo(value: Any) -> Any:
     if isinstance(value, str):
         if "@" not in value or "://" not in value:
@@ -98,11 +108,7 @@ def _without_userinfo(value: Any) -> Any:
         if parts.username is None and parts.password is None:
             return value
         return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    if isinstance(value, Mapping):
-        return {key: _without_userinfo(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_without_userinfo(item) for item in value]
-    return value
+    return _hidden_below(value)
 
 
 def request_of(call: ModelCall, known: set[str]) -> dict[str, Any]:

@@ -30,8 +30,10 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.adk.tools.tool_context import ToolContext
 
+from savegame.codec import decode_value, encode_value
 from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ConfigurationError
+from savegame.integrations._told import in_stable_order
 from savegame.integrations.adk import _scope
 from savegame.integrations.adk._options import Unit
 from savegame.runtime import traced_tool_call
@@ -157,7 +159,11 @@ async def call_tool(
             if prepared.replay:
                 result = prepared.result
             else:
-                result = await ainvoke_call(scope.calls, journaled, prepared)
+                # ADK is handed the result as the journal hands it back on a replay (a
+                # dict's keys in the codec's order, not the tool's): the function response
+                # the model is sent next must be the same bytes on every execution.
+                made = await ainvoke_call(scope.calls, journaled, prepared)
+                result = decode_value(encode_value(made, f"result.{name}"))
     except ConfirmationAsked as question:
         # A savegame interrupt bound to the tool and its arguments, at the next position:
         # the run pauses until a person answers it (savegame answer), then the tool is
@@ -169,4 +175,4 @@ async def call_tool(
         tool_context.tool_confirmation = _confirmation(answer, f"{name}:confirmation")
         return await call_tool(scope, unit, tool, args, tool_context)
     scope.ctx.add_usage(tool_calls=1)
-    return as_adk_result(_put_back(result, tool_context))
+    return as_adk_result(in_stable_order(_put_back(result, tool_context)))

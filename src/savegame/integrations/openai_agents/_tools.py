@@ -25,7 +25,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agents import FunctionTool
+from agents import FunctionTool, ModelBehaviorError
 from agents.tool import (
     DEFAULT_APPROVAL_REJECTION_MESSAGE,
     maybe_invoke_function_tool_failure_error_function,
@@ -36,6 +36,7 @@ from agents.tool_context import ToolContext
 from savegame.codec import decode_value, encode_value
 from savegame.effects import Tool, ainvoke_call
 from savegame.errors import ApprovalRejected, ConfigurationError, SavegameError
+from savegame.integrations._told import in_stable_order
 from savegame.integrations.openai_agents import _scope
 from savegame.integrations.openai_agents._declare import Unit
 from savegame.runtime import traced_tool_call
@@ -56,6 +57,18 @@ def arguments_of(name: str, text: str) -> dict[str, Any]:
     except ValueError:
         parsed = {"raw": text}
     return {"tool": name, "args": parsed}
+
+
+def check_arguments(name: str, text: str) -> None:
+    """Refuse what is not a JSON object as the SDK's own function tools do, before any
+    gate or journal entry: no code of the tool runs on it, so no person is asked to
+    approve it and no write is left in doubt; the model is told, as by the SDK alone."""
+    try:
+        parsed: Any = json.loads(text) if text else {}
+    except ValueError:
+        raise ModelBehaviorError(f"Invalid JSON input for tool {name}") from None
+    if not isinstance(parsed, dict):
+        raise ModelBehaviorError(f"Invalid JSON input for tool {name}: expected a JSON object")
 
 
 async def _asks_approval(tool: FunctionTool, ctx: ToolContext[Any], call: dict[str, Any]) -> bool:
@@ -84,6 +97,7 @@ def journaled(tool: FunctionTool, agent: str, unit: Unit) -> FunctionTool:
         if step is None:
             return await tool.on_invoke_tool(ctx, text)
         try:
+            check_arguments(tool.name, text)
             return await _call(step, ctx, text)
         except ApprovalRejected as rejected:
             # The SDK's semantics for a rejected call: the model is told and goes on.
@@ -138,7 +152,7 @@ def journaled(tool: FunctionTool, agent: str, unit: Unit) -> FunctionTool:
                 made = await ainvoke_call(calls, entry, prepared)
                 result = decode_value(encode_value(made, f"result.{name}"))
         step.add_usage(tool_calls=1)
-        return result
+        return in_stable_order(result)
 
     return dataclasses.replace(tool, needs_approval=False, on_invoke_tool=invoke)
 
@@ -195,6 +209,7 @@ def agent_tool(tool: FunctionTool, agent: str) -> FunctionTool:
         if step is None:
             return await tool.on_invoke_tool(ctx, text)
         try:
+            check_arguments(tool.name, text)
             await gate(step, ctx, text)
             with _scope.nested():
                 return await inner(ctx, text)
