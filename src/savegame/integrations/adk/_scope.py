@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from savegame.effects import Calls
 from savegame.errors import ConfigurationError
+from savegame.integrations._calling import RunningCall
 from savegame.runtime import StepContext
 
 
@@ -94,7 +95,10 @@ def carried() -> Iterator[None]:
 _running: set[int] = set()
 """The journals (``id(ctx.calls)``) an ADK run is going on in."""
 _scope: ContextVar[Scope | None] = ContextVar("savegame_adk_scope", default=None)
-_request: ContextVar[str | None] = ContextVar("savegame_adk_request", default=None)
+_call = RunningCall(
+    "savegame_adk_request",
+    "in a tool of an ADK agent whose Runner has SavegamePlugin, run inside durable(ctx) or run_agent",
+)
 
 
 @contextmanager
@@ -127,13 +131,7 @@ def current() -> Scope | None:
     return _scope.get()
 
 
-@contextmanager
-def calling(request_id: str) -> Iterator[None]:
-    token = _request.set(request_id)
-    try:
-        yield
-    finally:
-        _request.reset(token)
+calling = _call.calling
 
 
 def request_id() -> str:
@@ -144,10 +142,4 @@ def request_id() -> str:
     Raises:
         ConfigurationError: not inside a journaled tool call.
     """
-    found = _request.get()
-    if found is None:
-        raise ConfigurationError(
-            "request_id(): no journaled tool call is running (call it in a tool of an ADK "
-            "agent whose Runner has SavegamePlugin, run inside durable(ctx) or run_agent)"
-        )
-    return found
+    return _call.request_id()

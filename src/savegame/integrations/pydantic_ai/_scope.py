@@ -15,10 +15,14 @@ from contextvars import ContextVar
 
 from savegame.effects import Calls
 from savegame.errors import ConfigurationError
+from savegame.integrations._calling import RunningCall
 from savegame.runtime import StepContext
 
 _step: ContextVar[StepContext | None] = ContextVar("savegame_pydantic_ai_step", default=None)
-_request: ContextVar[str | None] = ContextVar("savegame_pydantic_ai_request", default=None)
+_call = RunningCall(
+    "savegame_pydantic_ai_request",
+    "in a tool of an agent with SavegameDurability, run inside durable(ctx)",
+)
 
 
 @contextmanager
@@ -46,13 +50,7 @@ def calls_of(ctx: StepContext) -> Calls:
     return ctx.calls
 
 
-@contextmanager
-def calling(request_id: str) -> Iterator[None]:
-    token = _request.set(request_id)
-    try:
-        yield
-    finally:
-        _request.reset(token)
+calling = _call.calling
 
 
 def request_id() -> str:
@@ -63,10 +61,4 @@ def request_id() -> str:
     Raises:
         ConfigurationError: not inside a journaled tool call.
     """
-    current_id = _request.get()
-    if current_id is None:
-        raise ConfigurationError(
-            "request_id(): no journaled tool call is running (call it in a tool of an "
-            "agent with SavegameDurability, run inside durable(ctx))"
-        )
-    return current_id
+    return _call.request_id()
