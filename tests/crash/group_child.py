@@ -1,6 +1,9 @@
 """Drives RUNS concurrent runs on one store handle, so their checkpoints go in shared batches.
 
-Usage: group_child.py run STORE_URL RUNS (the crash harness's mode, url, run id order)
+Usage: group_child.py run|arun STORE_URL RUNS (the crash harness's mode, url, run id order)
+
+``run``: each run in its own thread (``savegame.run``); ``arun``: all on one event loop
+(``savegame.arun``), whose committer hands their saves to an io thread in batches.
 
 Prints ``BATCH <checkpoint id> ...`` (flushed) as each multi-run transaction starts, and
 ``CP <run id> <step>`` once a checkpoint is committed, then ``DONE``. The parent kills
@@ -10,6 +13,7 @@ after its commit.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
@@ -33,7 +37,7 @@ def say(line: str) -> None:
 
 
 def main() -> None:
-    url, runs = sys.argv[2], int(sys.argv[3])
+    mode, url, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store: Any = open_store(url)
     batch = type(store).put_checkpoints
 
@@ -42,7 +46,7 @@ def main() -> None:
         return batch(self, puts)
 
     type(store).put_checkpoints = announced
-    wf = load(os.path.join(HERE, "group_workload.py") + ":wf")
+    wf = load(os.path.join(HERE, "group_workload.py") + (":awf" if mode == "arun" else ":wf"))
 
     def committed(header: CheckpointHeader, seconds: float) -> None:
         say(f"CP {header.run_id} {header.step}")
@@ -52,6 +56,18 @@ def main() -> None:
             wf, {}, run_id=f"g{i}", store=store, observer=Observer(on_checkpoint=committed)
         )
 
+    if mode == "arun":
+        watch = Observer(on_checkpoint=committed)
+
+        async def all_runs() -> None:
+            await asyncio.gather(
+                *(savegame.arun(wf, {}, run_id=f"g{i}", store=store, observer=watch)
+                  for i in range(runs))
+            )  # fmt: skip
+
+        asyncio.run(all_runs())
+        say("DONE")
+        return
     threads = [threading.Thread(target=one, args=(i,)) for i in range(runs)]
     for t in threads:
         t.start()

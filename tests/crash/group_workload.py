@@ -1,7 +1,8 @@
-"""The group-commit crash workload: each step appends its number; 12 steps."""
+"""The group-commit crash workload: each step appends its number; 12 steps (sync and async)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -16,6 +17,17 @@ wf = Workflow("group-crash")
 def tick(state: dict[str, Any], ctx: object) -> tuple[dict[str, Any], str]:
     n = state.get("n", 0) + 1
     time.sleep(0.002)  # a little work: the runs' boundaries drift in and out of step
+    return {"n": n, "log": [*state.get("log", []), n]}, ("tick" if n < STEPS else END)
+
+
+awf = Workflow("group-crash")
+"""The same workflow with an async step, for runs on one event loop (``arun``)."""
+
+
+@awf.step(entry=True, name="tick")
+async def atick(state: dict[str, Any], ctx: object) -> tuple[dict[str, Any], str]:
+    n = state.get("n", 0) + 1
+    await asyncio.sleep(0.002)
     return {"n": n, "log": [*state.get("log", []), n]}, ("tick" if n < STEPS else END)
 
 

@@ -33,12 +33,14 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield store.url
 
 
-def kill_mid_batch(url: str, seed: int) -> tuple[list[list[str]], dict[str, int]]:
+def kill_mid_batch(
+    url: str, seed: int, mode: str = "run"
+) -> tuple[list[list[str]], dict[str, int]]:
     """Start the child, SIGKILL it a random 0-3 ms after a random BATCH line; return the
     batches it announced and the last step it reported committed per run."""
     rng = random.Random(seed)
     child = str(Path(group_workload.__file__).with_name("group_child.py"))
-    proc = spawn("run", url, str(RUNS), script=child)
+    proc = spawn(mode, url, str(RUNS), script=child)
     batches: list[list[str]] = []
     committed: dict[str, int] = {}
     target = rng.randint(1, 6)
@@ -61,9 +63,14 @@ def kill_mid_batch(url: str, seed: int) -> tuple[list[list[str]], dict[str, int]
     return batches, committed
 
 
+@pytest.mark.parametrize("mode", ["run", "arun"])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_kill_mid_batch_leaves_whole_batches_and_every_run_resumes(url: str, seed: int) -> None:
-    batches, committed = kill_mid_batch(url, seed)
+def test_a_kill_mid_batch_leaves_whole_batches_and_every_run_resumes(
+    url: str, seed: int, mode: str
+) -> None:
+    """``run``: each run in a thread; ``arun``: all on one event loop, batched by its
+    committer before the io thread (runtime/_commit.py's LoopCommit)."""
+    batches, committed = kill_mid_batch(url, seed, mode)
     assert batches, "the child announced no batch: the runs never shared a transaction"
     store = open_store(url)
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sqlite3
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -44,6 +45,7 @@ class Holding:
         self.queued = queued
         self.batches: list[int] = []
         self.fail_next_batch: BaseException | None = None
+        self.refused: list[str] = []
         self._held = threading.Event()
 
     def put_checkpoint(self, record: Any, **kwargs: Any) -> PutResult:
@@ -52,9 +54,8 @@ class Holding:
             group = _commit.group_of(cast(Store, self))
             assert group is not None
             for _ in range(12_000):  # up to a minute: a loaded machine starts threads late
-                with group._lock:
-                    if len(group._queue) >= self.queued:
-                        break
+                if group.waiting() >= self.queued:
+                    break
                 threading.Event().wait(0.005)
         self.batches.append(1)
         written: PutResult = super().put_checkpoint(record, **kwargs)  # type: ignore[misc]
@@ -66,6 +67,7 @@ class Holding:
             failure, self.fail_next_batch = self.fail_next_batch, None
             raise failure
         done: list[PutResult | Exception] = super().put_checkpoints(puts)  # type: ignore[misc]
+        self.refused += [type(got).__name__ for got in done if isinstance(got, Exception)]
         return done
 
 
@@ -239,3 +241,184 @@ def test_a_committer_is_kept_only_while_runs_write_through_it(tmp_path: Path) ->
     finally:
         for store in stores:
             store.close()
+
+
+class CountingLoop(asyncio.SelectorEventLoop):
+    """Counts the io thread hops of the event loop's committer (``LoopCommit._write``)."""
+
+    hops = 0
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> Any:
+        if getattr(func, "__name__", "") == "_write":
+            CountingLoop.hops += 1
+        return super().run_in_executor(executor, func, *args)
+
+
+def run_on_counting_loop(coro: Any) -> Any:
+    CountingLoop.hops = 0
+    with asyncio.Runner(loop_factory=CountingLoop) as runner:
+        return runner.run(coro)
+
+
+def test_an_event_loops_runs_pay_one_thread_hop_a_batch(tmp_path: Path) -> None:
+    # 32 arun()s: the first write is held until the other 31 queue on the loop, so
+    # they go to the io thread together, in one hop and one transaction.
+    store = Held(tmp_path / "hops.db", queued=31)
+
+    async def all_runs() -> list[Any]:
+        return await asyncio.gather(
+            *(savegame.arun(counter, {}, run_id=f"h{i}", store=store) for i in range(32))
+        )
+
+    try:
+        results = run_on_counting_loop(all_runs())
+        assert 31 in store.batches, store.batches
+        checkpoints = sum(len(store.list_checkpoints(r.run_id)) for r in results)
+        assert checkpoints == 32 * (STEPS + 1)
+        # A thread hop per checkpoint before; now one per batch (the first run's
+        # checkpoint alone, then what queued behind it).
+        assert CountingLoop.hops == len(store.batches) < checkpoints // 4, (
+            CountingLoop.hops,
+            store.batches,
+        )
+        assert all(r.state == {"n": STEPS, "log": list(range(1, STEPS + 1))} for r in results)
+    finally:
+        store.close()
+
+
+def test_a_lone_arun_writes_plainly_one_hop_a_checkpoint(tmp_path: Path) -> None:
+    store = Held(tmp_path / "lone-async.db", queued=0)
+    try:
+        result = run_on_counting_loop(savegame.arun(counter, {}, store=store))
+        assert set(store.batches) == {1}  # the plain put, no savepoint
+        assert CountingLoop.hops == len(store.batches) == STEPS  # the first one made the run
+        assert result.state["n"] == STEPS
+    finally:
+        store.close()
+
+
+def test_a_failed_loop_batch_fails_each_run_in_it_and_each_resumes(held: Held) -> None:
+    held.queued = 7
+    held.fail_next_batch = OSError("disk I/O error")
+
+    async def all_runs() -> list[Any]:
+        return await asyncio.gather(
+            *(savegame.arun(counter, {}, run_id=f"f{i}", store=held) for i in range(8)),
+            return_exceptions=True,
+        )
+
+    results = asyncio.run(all_runs())
+    failed = [f"f{i}" for i, got in enumerate(results) if isinstance(got, BaseException)]
+    assert len(failed) == 7, results  # the held run's own write went alone, the batch failed
+    for i, got in enumerate(results):
+        if isinstance(got, BaseException):
+            assert isinstance(got, CheckpointWriteError)
+            assert got.run_id == f"f{i}"
+            assert "disk I/O error" in str(got.__cause__ or got)
+    # None of the failed batch was written: each run goes on from its last durable checkpoint.
+    for run_id in failed:
+        assert savegame.client.get_run(run_id, store=held).step == 0
+        done = savegame.resume(run_id, store=held)
+        assert done.state == {"n": STEPS, "log": list(range(1, STEPS + 1))}
+
+
+def test_a_lost_lease_in_a_loop_batch_fails_only_its_run(tmp_path: Path) -> None:
+    store = Held(tmp_path / "lease-async.db", queued=3)
+    stolen: list[str] = []
+    original = store.put_checkpoints
+
+    def steal_then_batch(puts: Sequence[Put]) -> list[PutResult | Exception]:
+        if not stolen:
+            victim = puts[0].record.run_id
+            lease = store.get_run(victim).lease
+            assert lease is not None
+            store.acquire_lease(victim, "thief:1:1", 60.0, takeover_token=lease.token)
+            stolen.append(victim)
+        return original(puts)
+
+    store.put_checkpoints = steal_then_batch  # type: ignore[method-assign]
+
+    async def all_runs() -> list[Any]:
+        return await asyncio.gather(
+            *(savegame.arun(counter, {}, run_id=f"l{i}", store=store) for i in range(4)),
+            return_exceptions=True,
+        )
+
+    try:
+        results = dict(zip([f"l{i}" for i in range(4)], asyncio.run(all_runs()), strict=True))
+        assert stolen
+        outcome = {run_id: type(got).__name__ for run_id, got in results.items()}
+        assert outcome[stolen[0]] == "LeaseLostError", outcome
+        others = [r for r in results if r != stolen[0]]
+        assert all(results[r].status is RunStatus.COMPLETED for r in others), outcome
+    finally:
+        store.close()
+
+
+def test_a_run_cancelled_in_a_loop_batch_strands_no_one(tmp_path: Path) -> None:
+    # The run whose write leads is cancelled while the io thread writes: the runs
+    # queued behind it still get their batch, and every run finishes or resumes.
+    store = Held(tmp_path / "cancel.db", queued=5)
+
+    async def all_runs() -> list[Any]:
+        tasks = [
+            asyncio.ensure_future(savegame.arun(counter, {}, run_id=f"c{i}", store=store))
+            for i in range(6)
+        ]
+        while store.batches == [] and not any(t.done() for t in tasks):
+            await asyncio.sleep(0)  # until the first write is held in the io thread
+            if _commit.group_of(store) is not None and _commit.group_of(store).waiting() >= 5:  # type: ignore[union-attr]
+                break
+        tasks[0].cancel()
+        return await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 60)
+
+    try:
+        results = asyncio.run(all_runs())
+        assert isinstance(results[0], asyncio.CancelledError), results
+        for got in results[1:]:
+            assert not isinstance(got, BaseException), results
+            assert got.state == {"n": STEPS, "log": list(range(1, STEPS + 1))}
+        assert max(store.batches) == 5, store.batches
+        # The cancelled run's first checkpoint was written all the same; it resumes.
+        done = savegame.resume("c0", store=store)
+        assert done.state == {"n": STEPS, "log": list(range(1, STEPS + 1))}
+    finally:
+        store.close()
+
+
+def test_blobs_pruned_behind_a_loop_batchs_back_are_sent_again(tmp_path: Path) -> None:
+    # This process believes a large value's blob stored; a prune elsewhere removed it.
+    # The run's put in a loop batch is refused (MissingBlobsError), asked again and
+    # re-sent alone; the others in the batch are written, and every run completes.
+    store = Held(tmp_path / "blobs.db", queued=0)
+    doc = "".join(f"line {i} of a long shared document\n" for i in range(3000))
+    with_doc = Workflow("group-doc")
+
+    @with_doc.step(entry=True)
+    def put_doc(state: dict[str, Any], ctx: object) -> tuple[dict[str, Any], str]:
+        return {"doc": doc}, END
+
+    try:
+        savegame.run(with_doc, {}, run_id="first", store=store)
+        store.hold(3)
+        with sqlite3.connect(tmp_path / "blobs.db") as db:
+            db.execute("DELETE FROM checkpoint_blobs")
+            db.execute("DELETE FROM blobs")
+
+        async def all_runs() -> list[Any]:
+            # A run without the value leads (held); the three with it queue behind it.
+            lead = asyncio.ensure_future(savegame.arun(counter, {}, run_id="lead", store=store))
+            while not store._held.is_set():
+                await asyncio.sleep(0.001)
+            docs = (savegame.arun(with_doc, {}, run_id=f"b{i}", store=store) for i in range(3))
+            done = await asyncio.gather(lead, *docs)
+            return done[1:]
+
+        results = asyncio.run(all_runs())
+        assert all(r.state == {"doc": doc} for r in results)
+        assert 3 in store.batches, store.batches
+        assert "MissingBlobsError" in store.refused, store.refused
+        for r in results:
+            assert savegame.client.get_checkpoint(r.run_id, store=store).state == {"doc": doc}
+    finally:
+        store.close()

@@ -39,7 +39,8 @@ _io_pool: concurrent.futures.ThreadPoolExecutor | None = None
 _io_pool_lock = threading.Lock()
 
 
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
+def io_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads of async runs' store calls (made on first use)."""
     global _io_pool
     with _io_pool_lock:
         if _io_pool is None:
@@ -61,7 +62,7 @@ os.register_at_fork(after_in_child=_forget_pool)
 async def threaded_io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     # As asyncio.to_thread does, the call sees the caller's context variables.
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_pool(), call)
+    return await asyncio.get_running_loop().run_in_executor(io_pool(), call)
 
 
 def store_io(store: Store, io: Io) -> Io:

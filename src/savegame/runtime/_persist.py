@@ -8,8 +8,10 @@ the checkpoint that ends this process's work on a run), and the whole path is he
 2. seal the blobs the store may lack (:meth:`~savegame.codec.Encoder.to_upload`);
 3. write the record with its journal entries and blobs in one transaction
    (``Store.put_checkpoint``): at once with sync durability, so it is committed
-   before the next step runs; through a bounded queue to a writer thread with
-   async durability (:class:`AsyncSaver`);
+   before the next step runs (in a batch with other runs' where the store allows,
+   runtime/_commit.py; an ``arun`` hands it to its event loop's committer, which
+   sends the loop's runs' saves to an io thread together); through a bounded queue
+   to a writer thread with async durability (:class:`AsyncSaver`);
 4. the commit notice: the encoder learns the record's blobs are stored, the
    ``on_checkpoint`` observer hears of the record.
 
@@ -20,6 +22,7 @@ naming the step (or ``LeaseLostError``: someone else owns the run now).
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 import time
@@ -31,9 +34,10 @@ from savegame import codec, secrets
 from savegame.codec import Encoded, Encoder, known_blobs, seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
 from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord, Waiting
-from savegame.runtime._commit import committer
+from savegame.runtime._bridge import threaded_io
+from savegame.runtime._commit import committer, group_of
 from savegame.runtime._execution import Execution
-from savegame.stores.base import Put, PutResult
+from savegame.stores.base import BatchStore, Put, PutResult
 from savegame.workspace import Snapshots, manifest_of, restore
 
 
@@ -89,6 +93,9 @@ class Saver:
         """The workspace's captures, once :meth:`restore_workspace` has run."""
         self.group = committer(ex.store)
         """Where this run's writes share a transaction with other runs' (group commit)."""
+        self.loop_group = group_of(ex.store) if ex.io is threaded_io else None
+        """Set for an ``arun`` on a group-commit store: its saves go through its event
+        loop's committer (one io hop per batch) instead of an io call each."""
 
     def restore_workspace(self, state: dict[str, Any]) -> bool:
         """Put the workspace back as ``state`` (the start checkpoint's) holds it, before
@@ -221,7 +228,12 @@ class Saver:
     ) -> PutResult | None:
         record = encoded.record
         try:
-            written: PutResult = await self.ex.io(self._commit, encoded, error, effects, beside)
+            written: PutResult
+            if self.loop_group is not None:
+                on_loop = self.loop_group.on_loop(asyncio.get_running_loop())
+                written = await on_loop.put(_Save(self, encoded, error, effects, beside))
+            else:
+                written = await self.ex.io(self._commit, encoded, error, effects, beside)
         except (LeaseLostError, CheckpointWriteError):
             raise
         except Exception as exc:
@@ -288,6 +300,47 @@ class Saver:
         self.encoder.committed(self.ex.store, record)
         if self.ex.observer.on_checkpoint is not None:
             self.ex.observer.on_checkpoint(record.header, seconds)
+
+
+@dataclass(slots=True)
+class _Save:
+    """One record's save as its event loop's committer writes it (``_commit.Job``):
+    what :meth:`Saver._commit` does, split around the batch."""
+
+    saver: Saver
+    encoded: Encoded
+    error: str | None
+    effects: Sequence[EffectRecord]
+    beside: Beside
+
+    @property
+    def store(self) -> BatchStore:
+        store = self.saver.ex.store
+        assert isinstance(store, BatchStore)  # group_of gave it a committer
+        return store
+
+    def prepare(self) -> Put:
+        saver, beside = self.saver, self.beside
+        blobs = saver.encoder.to_upload(saver.ex.store, self.encoded)
+        return Put(
+            self.encoded.record, saver.ex.lease.token, self.error, self.effects,
+            blobs or None, beside.waiting, beside.events,
+        )  # fmt: skip
+
+    def finish(self, outcome: PutResult | Exception, seconds: float) -> PutResult:
+        saver, record = self.saver, self.encoded.record
+        if isinstance(outcome, MissingBlobsError):
+            # A prune elsewhere removed blobs this process believed stored: ask the store
+            # again and re-send once, alone, as Saver._commit does.
+            known_blobs.forget(saver.ex.store)
+            blobs = saver.encoder.to_upload(saver.ex.store, self.encoded)
+            started = time.perf_counter()
+            outcome = saver._put(record, self.error, self.effects, blobs, self.beside)
+            seconds = time.perf_counter() - started
+        elif isinstance(outcome, Exception):
+            raise outcome
+        saver._committed(record, seconds)
+        return outcome
 
 
 class AsyncSaver(Saver):
