@@ -9,7 +9,7 @@ this script imports them and only picks, pairs and judges.
 1. ``arun`` alone on a SQLite file: wall per step over one bare commit per step (an
    INSERT of the same 2 KB and COMMIT, WAL, ``synchronous=FULL``, one thread);
 2. the same for sync ``run``;
-3. ``--runs`` concurrent ``arun`` s in one process (one event loop) on SQLite:
+3. ``--runs`` concurrent ``arun`` calls in one process (one event loop) on SQLite:
    checkpoints/s over raw INSERT+COMMIT from as many threads (as many commits);
 4. the same runs on SQLite over the same runs on ``memory://``;
 5. the same runs on PostgreSQL over raw INSERT+COMMIT from as many connections;
