@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -423,9 +423,10 @@ def _one_run(url: str, steps: int, *, use_async: bool) -> tuple[float, float]:
         store.close()
 
 
-def single_rows(steps: int, repeat: int) -> list[Single]:
+def single_rows(steps: int, repeat: int, only: Collection[str] | None = None) -> list[Single]:
     """One run of ``steps`` steps, each system fresh per repeat, the systems interleaved
-    within a repeat so a machine that gets busier slows them alike."""
+    within a repeat so a machine that gets busier slows them alike. ``only``: the systems
+    (by name) to measure, the rest left out (targets.py measures just its rows')."""
     for n in range(steps):
         message(n)  # the text is made once, outside every window
     systems: dict[str, Callable[[], tuple[float, float]]] = {
@@ -434,6 +435,8 @@ def single_rows(steps: int, repeat: int) -> list[Single]:
         "savegame arun, SQLite": lambda: _sqlite_run(steps, use_async=True),
         "savegame arun, memory://": lambda: _one_run("memory://", steps, use_async=True),
     }
+    if only is not None:
+        systems = {name: measure for name, measure in systems.items() if name in only}
     got: dict[str, list[tuple[float, float]]] = {name: [] for name in systems}
     for _ in range(repeat):
         for name, measure in systems.items():
