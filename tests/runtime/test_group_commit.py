@@ -244,14 +244,15 @@ def test_a_committer_is_kept_only_while_runs_write_through_it(tmp_path: Path) ->
 
 
 class CountingLoop(asyncio.SelectorEventLoop):
-    """Counts the io thread hops of the event loop's committer (``LoopCommit._write``)."""
+    """Counts the io thread hops of the event loop's committer: each ends in one
+    ``call_soon_threadsafe`` of ``LoopCommit._written``."""
 
     hops = 0
 
-    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> Any:
-        if getattr(func, "__name__", "") == "_write":
+    def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> Any:
+        if getattr(callback, "__name__", "") == "_written":
             CountingLoop.hops += 1
-        return super().run_in_executor(executor, func, *args)
+        return super().call_soon_threadsafe(callback, *args, context=context)
 
 
 def run_on_counting_loop(coro: Any) -> Any:

@@ -33,6 +33,7 @@ committed, or with the error that says why not.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
@@ -234,8 +235,21 @@ class LoopCommit:
         batch = self._queue[: self._group._max]
         del self._queue[: self._group._max]
         self._writing = True
-        hop = loop.run_in_executor(io_pool(), self._write, batch)
-        hop.add_done_callback(functools.partial(self._written, batch))
+        io_pool().submit(self._write_then_tell, loop, batch)
+
+    def _write_then_tell(self, loop: asyncio.AbstractEventLoop, batch: list[_Queued]) -> None:
+        """In an io thread: write ``batch``, then hand the outcomes to the loop.
+
+        Told with one ``call_soon_threadsafe`` straight to :meth:`_written`, not through
+        ``run_in_executor``'s future, whose done callback would run one loop iteration
+        later (a lone run's step paid 33k instructions more for it, 8 % of a step).
+        """
+        try:
+            outcomes = self._write(batch)
+        except BaseException as exc:  # a bug below: every run hears it rather than hang
+            outcomes = [exc] * len(batch)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: no run of it waits
+            loop.call_soon_threadsafe(self._written, batch, outcomes)
 
     def _write(self, batch: list[_Queued]) -> list[PutResult | BaseException]:
         """In an io thread: every job's upload, one batch, every job's notice."""
@@ -266,15 +280,7 @@ class LoopCommit:
                 outcomes[i] = exc
         return outcomes
 
-    def _written(
-        self, batch: list[_Queued], hop: asyncio.Future[list[PutResult | BaseException]]
-    ) -> None:
-        if hop.cancelled() or hop.exception() is not None:
-            # Not the store's answer (the pool shut down, a bug above): every run hears it.
-            error = asyncio.CancelledError() if hop.cancelled() else hop.exception()
-            outcomes: list[PutResult | BaseException] = [cast(BaseException, error)] * len(batch)
-        else:
-            outcomes = hop.result()
+    def _written(self, batch: list[_Queued], outcomes: list[PutResult | BaseException]) -> None:
         for queued, outcome in zip(batch, outcomes, strict=True):
             if queued.future.done():
                 continue  # its run was cancelled while it waited
@@ -283,7 +289,7 @@ class LoopCommit:
             else:
                 queued.future.set_result(outcome)
         if self._queue:
-            self._hop(hop.get_loop())
+            self._hop(asyncio.get_running_loop())
         else:
             self._writing = False
 

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from savegame import codec, secrets
 from savegame.codec import Encoded, Encoder, known_blobs, seal_error
@@ -315,9 +315,9 @@ class _Save:
 
     @property
     def store(self) -> BatchStore:
-        store = self.saver.ex.store
-        assert isinstance(store, BatchStore)  # group_of gave it a committer
-        return store
+        # A BatchStore: group_of gave it a committer. Not isinstance: a check against a
+        # runtime Protocol looks up each of its methods (30k instructions, a step's 3 %).
+        return cast(BatchStore, self.saver.ex.store)
 
     def prepare(self) -> Put:
         saver, beside = self.saver, self.beside
