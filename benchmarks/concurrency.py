@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import itertools
 import multiprocessing as mp
 import operator
@@ -410,6 +411,32 @@ def _bare_commits(steps: int) -> tuple[float, float]:
             conn.close()
 
 
+def _bare_commits_hopped(steps: int) -> tuple[float, float]:
+    """The floor of one run on an event loop that is not to block: the same bare commits,
+    each sent to a thread and awaited (``run_in_executor``), as an ``arun`` must."""
+    with tempfile.TemporaryDirectory(prefix="savegame-bare-") as tmp:
+        conn = sqlite3.connect(Path(tmp) / "bare.db", isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE t (step INTEGER, body TEXT)")
+
+        def commit(step: int) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?, ?)", (step, message(step)["content"]))
+            conn.execute("COMMIT")
+
+        async def commits() -> None:
+            loop = asyncio.get_running_loop()
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                for step in range(steps):
+                    await loop.run_in_executor(pool, commit, step)
+
+        try:
+            return _timed(lambda: asyncio.run(commits()), steps)
+        finally:
+            conn.close()
+
+
 def _one_run(url: str, steps: int, *, use_async: bool) -> tuple[float, float]:
     savegame.run(append, {"steps": 1}, store=url)  # schema created outside the window
     store = savegame.open_store(url)
@@ -431,6 +458,7 @@ def single_rows(steps: int, repeat: int, only: Collection[str] | None = None) ->
         message(n)  # the text is made once, outside every window
     systems: dict[str, Callable[[], tuple[float, float]]] = {
         "bare SQLite commit": lambda: _bare_commits(steps),
+        "bare SQLite commit, one thread hop": lambda: _bare_commits_hopped(steps),
         "savegame run, SQLite": lambda: _sqlite_run(steps, use_async=False),
         "savegame arun, SQLite": lambda: _sqlite_run(steps, use_async=True),
         "savegame arun, memory://": lambda: _one_run("memory://", steps, use_async=True),
