@@ -213,3 +213,50 @@ def test_a_store_breaking_the_batch_contract_hangs_no_waiter(tmp_path: Path, how
         assert isinstance(group.put(store, Put(next_record(head), lease.token)), PutResult)
     finally:
         store.close()
+
+
+def test_event_loops_and_threads_race_through_one_committer(tmp_path: Path) -> None:
+    # Four threads each run an event loop of 8 arun()s, four more run sync runs, all on
+    # one SQLite file: the loops' batches (LoopCommit) and the threads' puts meet in
+    # one GroupCommit. Every run ends as a run alone would, each checkpoint once.
+    import asyncio
+
+    import savegame
+    from savegame import END, Workflow
+
+    wf = Workflow("race-loops")
+
+    @wf.step(entry=True)
+    async def tick(state: dict[str, Any], ctx: object) -> tuple[dict[str, Any], str]:
+        n = state.get("n", 0) + 1
+        return {"n": n, "log": [*state.get("log", []), n]}, ("tick" if n < 10 else END)
+
+    url = f"sqlite:///{tmp_path / 'loops.db'}"
+    shared = savegame.open_store(url)
+    finished: list[Any] = []
+
+    def body(i: int) -> None:
+        if i < 4:
+
+            async def runs() -> list[Any]:
+                return await asyncio.gather(
+                    *(savegame.arun(wf, {}, run_id=f"L{i}-{k}", store=shared) for k in range(8))
+                )
+
+            finished.extend(asyncio.run(runs()))
+        else:
+            own = savegame.open_store(url)  # a worker slot's own handle
+            try:
+                finished.append(savegame.run(wf, {}, run_id=f"T{i}", store=own))
+            finally:
+                own.close()
+
+    try:
+        assert _race(8, body) == []
+        assert len(finished) == 4 * 8 + 4
+        for result in finished:
+            assert result.state == {"n": 10, "log": list(range(1, 11))}
+            steps = [h.step for h in savegame.client.history(result.run_id, store=shared)]
+            assert sorted(steps) == list(range(11))
+    finally:
+        shared.close()

@@ -91,14 +91,18 @@ class GroupCommit:
         from the loop's own thread)."""
         found = self._loops.get(loop)
         if found is None:
-            found = self._loops[loop] = LoopCommit(self)
+            with self._lock:  # loops of other threads may add theirs meanwhile
+                found = self._loops.get(loop)
+                if found is None:
+                    found = self._loops[loop] = LoopCommit(self)
         return found
 
     def waiting(self) -> int:
         """Puts queued and not yet being written, in threads and event loops (tests)."""
         with self._lock:
             queued = sum(len(w.puts) for w in self._queue)
-        return queued + sum(len(c._queue) for c in list(self._loops.values()))
+            loops = list(self._loops.values())
+        return queued + sum(len(c._queue) for c in loops)
 
     def put_many(self, store: BatchStore, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """Write ``puts`` in the next batch, together; what each put got, in order.
