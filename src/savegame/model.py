@@ -137,6 +137,10 @@ class Usage:
     """Number of tool calls."""
 
     def __add__(self, other: Usage) -> Usage:
+        if other == _NO_USAGE:
+            # A step that called no model (most): ``round`` of a float to 10 places goes
+            # through a decimal conversion, 2 % of a memory:// step's instructions.
+            return self
         mine, theirs = self.cost_usd, other.cost_usd
         return Usage(
             self.input_tokens + other.input_tokens,
@@ -166,6 +170,9 @@ class Usage:
             int(data.get("llm_calls", 0)),
             int(data.get("tool_calls", 0)),
         )
+
+
+_NO_USAGE = Usage()
 
 
 @dataclass(frozen=True, slots=True)
