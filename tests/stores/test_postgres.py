@@ -41,6 +41,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 
 from savegame.stores.postgres import (  # noqa: E402
     PostgresStore,
+    _arrays,
     _schema,
     parse_url,
 )
@@ -548,3 +549,67 @@ def test_the_batch_journal_keeps_entries_as_one_put_at_a_time_would(url: str) ->
         got = store.put_checkpoints(batch)
         assert isinstance(got[0], PutResult)
         assert store.get_effect(b.run_id, "twice") == twice[0]
+
+
+# -- a lone put in one statement (WRITE_ONE) and the batch's array columns ---------------------
+def test_a_lone_plain_put_is_one_statement_and_a_refused_one_says_why(url: str) -> None:
+    """A plain put without a journal never opens the four-statement transaction; a stale
+    token or a taken id fails the guarded statement, writes nothing, and the put then
+    raises what it always raised. The cancel flag comes back from the one statement."""
+    with PostgresStore.from_url(url) as store, PostgresStore.from_url(url) as other:
+        [(run, first, lease)] = _started(store, 1)
+        real_tx = store._tx
+        store._tx = None  # type: ignore[assignment,method-assign]  # any use would raise
+        second = next_record(first)
+        assert store.put_checkpoint(second, lease_token=lease.token) == PutResult(False)
+        other.request_cancel(run.run_id)
+        third = next_record(second)
+        assert store.put_checkpoint(third, lease_token=lease.token) == PutResult(True)
+        assert store.get_run(run.run_id).head_checkpoint_id == third.checkpoint_id
+        store._tx = real_tx  # type: ignore[method-assign]
+        with pytest.raises(ConflictError):
+            store.put_checkpoint(third, lease_token=lease.token)
+        store.acquire_lease(run.run_id, OTHER_OWNER, TTL, takeover_token=lease.token)
+        stale = next_record(third)
+        with pytest.raises(LeaseLostError):
+            store.put_checkpoint(stale, lease_token=lease.token)
+        with pytest.raises(NotFoundError):
+            store.get_checkpoint(stale.checkpoint_id)  # the failed statement wrote nothing
+        assert store.get_run(run.run_id).head_checkpoint_id == third.checkpoint_id
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "items"),
+    [
+        ("text", ["a", "", "é€𝄞", None, "x" * 5000]),
+        ("text", []),
+        ("bytea", [b"\x00\xff", b"", None, bytes(range(256))]),
+        ("bigint", [0, -1, 2**63 - 1, -(2**63), None]),
+        ("int", [0, 2**31 - 1, -(2**31), None]),
+        ("bigint", [1, 2, 3]),
+    ],
+)
+def test_batch_columns_reach_the_server_as_the_values_they_hold(
+    url: str, sql_type: str, items: list[Any]
+) -> None:
+    with PostgresStore.from_url(url) as store, store._pool.connection() as conn:
+        column = _arrays.COLUMNS[sql_type](items)
+        [got] = conn.execute(f"SELECT %b::{sql_type}[]", [column]).fetchone() or [None]
+        assert got == items
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "items"),
+    [("text", ["a\x00b"]), ("text", [1]), ("int", [2**31]), ("bigint", ["1"])],
+)
+def test_a_batch_column_it_cannot_write_is_a_statement_failure(
+    url: str, sql_type: str, items: list[Any]
+) -> None:
+    """psycopg.DataError, which the batch takes as "write it one put at a time" (where
+    psycopg's own dumpers refuse the value as they always did)."""
+    with (
+        PostgresStore.from_url(url) as store,
+        store._pool.connection() as conn,
+        pytest.raises(psycopg.DataError),
+    ):
+        conn.execute(f"SELECT %b::{sql_type}[]", [_arrays.COLUMNS[sql_type](items)])

@@ -31,6 +31,7 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
+    Waiting,
     utcnow,
 )
 from savegame.redaction import redact, redact_url
@@ -46,7 +47,7 @@ from savegame.stores._sql.store import (
     run_values,
 )
 from savegame.stores.base import Capabilities, Delivery, Put, PutResult
-from savegame.stores.postgres import _queues, _schema
+from savegame.stores.postgres import _arrays, _queues, _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
     CLAIM_WOKEN,
@@ -60,6 +61,7 @@ from savegame.stores.postgres._statements import (
     SQL,
     TAKE_LEASE,
     UPSERT_EFFECT,
+    WRITE_ONE,
     WRITE_PLAIN,
     metadata_filter,
 )
@@ -96,6 +98,8 @@ class _Refused(Exception):
 _BLOBS_COLUMN = 16
 """``checkpoint_values``' index of ``blobs``, which INSERT_CHECKPOINTS leaves out."""
 _TOPICS_COLUMN = 6
+_COLUMN_TYPES = {sql: _arrays.column_types(sql) for sql in WRITE_PLAIN.values()}
+"""WRITE_PLAIN's array parameters' column classes, read from its casts."""
 """``_Sent.move``'s index of the wait topics, which MOVE_HEADS leaves out."""
 
 
@@ -276,6 +280,7 @@ class PostgresStore(SqlSchedules, SqlStore):
 
     def _configure(self, conn: Conn) -> None:
         set_json_loads(orjson.loads, conn)
+        _arrays.register(conn)
         if self._search_path is not None:
             conn.execute(f"SET search_path TO {self._search_path}")
 
@@ -344,6 +349,43 @@ class PostgresStore(SqlSchedules, SqlStore):
         return True
 
     # -- group commit: pipelined, with the one-by-one writes as the fallback ---------------
+    def put_checkpoint(
+        self,
+        record: CheckpointRecord,
+        *,
+        lease_token: int,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
+    ) -> PutResult:
+        """A plain put without a journal (a run's usual step) is one statement, WRITE_ONE,
+        one round trip in autocommit, where the transaction of :meth:`_put` takes four
+        (BEGIN, the head's move, the insert, COMMIT) and the client's CPU for each. Any
+        other put, or a plain one refused (the guarded statement wrote nothing), goes the
+        way it always did, and raises what it always raised."""
+        put = Put(record, lease_token, error, effects, blobs, waiting, events)
+        sent = _Sent.of(put)
+        if sent.plain and not events and not sent.journal:
+            written = self._write_one(sent)
+            if written is not None:
+                return written
+        with self._tx() as conn:
+            return self._put(conn, sent.put)
+
+    def _write_one(self, sent: _Sent) -> PutResult | None:
+        """WRITE_ONE for a plain put without a journal; None when it wrote nothing."""
+        token = sent.put.lease_token
+        with self._pool.connection() as conn:
+            try:
+                row = conn.execute(WRITE_ONE, (*sent.move[:-1], token, token, *sent.values))
+                return PutResult(bool(row.fetchone()[1]))  # type: ignore[index]  # one row
+            except psycopg.Error:
+                if conn.broken:
+                    raise
+                return None  # refused (the guard), or failed: the statement wrote nothing
+
     def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """Write the puts in one transaction, each refused one alone (see :meth:`_pipelined`)."""
         done: list[PutResult | Exception | None] = [None] * len(puts)
@@ -417,15 +459,20 @@ class PostgresStore(SqlSchedules, SqlStore):
     @staticmethod
     def _write_plain(conn: Conn, puts: Sequence[_Sent], *, guarded: bool) -> Any:
         """Run (or, in a pipeline, queue) WRITE_PLAIN for the plain puts; its cursor."""
-        # Lists: psycopg sends a list as an array (a tuple would be a record).
-        moves = [list(column) for column in zip(*(put.move for put in puts), strict=True)]
+        moves = list(zip(*(put.move for put in puts), strict=True))
         del moves[_TOPICS_COLUMN]  # every plain put's is empty
-        values = [list(column) for column in zip(*(put.values for put in puts), strict=True)]
+        values = list(zip(*(put.values for put in puts), strict=True))
         del values[_BLOBS_COLUMN]  # and so is every plain record's
         journal = [entry for put in puts for entry in put.journal]
-        entries = [list(column) for column in zip(*journal, strict=True)]
-        params = [*moves, moves[-2], *values, *entries, len(puts), len(puts)]  # ids again: ANY()
-        return conn.execute(WRITE_PLAIN[bool(journal), guarded], params)
+        entries = list(zip(*journal, strict=True))
+        columns = [*moves, moves[-2], *values, *entries]  # the run ids again: ANY()
+        sql = WRITE_PLAIN[bool(journal), guarded]
+        # Each column as its SQL type's array (_arrays.py: psycopg's list dumping cost more
+        # than the rest of the put).
+        params: list[Any] = [
+            kind(column) for kind, column in zip(_COLUMN_TYPES[sql], columns, strict=True)
+        ]
+        return conn.execute(sql, [*params, len(puts), len(puts)])
 
     @staticmethod
     def _send(conn: Conn, sent: _Sent) -> tuple[Any, Any, Any]:
