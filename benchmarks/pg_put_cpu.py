@@ -3,7 +3,8 @@
 The store's side of a put, alone: records are encoded before the timed calls, so
 what is measured is ``PostgresStore`` (building parameters, psycopg, libpq, the
 socket), in the calling thread (``time.thread_time``; psycopg runs in the caller),
-and the wall time around the call. Modes, interleaved round by round on one fresh
+the wall time around the call, and the server backend's CPU (``/proc``: a server on
+this machine). Modes, interleaved round by round on one fresh
 schema of the real server:
 
 - ``lone``: one run's ``put_checkpoint`` (what the group committer calls for a
@@ -23,6 +24,7 @@ medians side by side with B/A: how to measure one change alone.
     python benchmarks/pg_put_cpu.py
     python benchmarks/pg_put_cpu.py --rounds 400 --callgrind
     python benchmarks/pg_put_cpu.py --compare /tmp/base,. --repeat 5
+    python benchmarks/pg_put_cpu.py --options prepare_threshold=none   # never prepare
 """
 
 from __future__ import annotations
@@ -117,23 +119,46 @@ class Bench:
         self.store.close()
 
 
+def _ticks(pid: int) -> int:
+    """A local server backend's CPU (user + system) in clock ticks; 0 when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
 def timed(bench: Bench, modes: Sequence[str], rounds: int) -> dict[str, dict[str, float]]:
-    """Median thread CPU and wall microseconds per put of each mode, rounds interleaved."""
+    """Median thread CPU and wall microseconds per put of each mode, rounds interleaved,
+    and the mean CPU of the server's backend per put (from /proc: a local server, one
+    pooled connection; its clock ticks are coarse, so only the mean over all calls)."""
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     wall: dict[str, list[float]] = {m: [] for m in modes}
+    server = dict.fromkeys(modes, 0)
+    with bench.store._pool.connection() as conn:
+        backend = conn.info.backend_pid
+    raw_backend = bench.raw.info.backend_pid
     for _ in range(WARMUP):
         for mode in modes:
             bench.call(mode)()
     for _ in range(rounds):
         for mode in modes:
             call, n = bench.call(mode), _size(mode)
+            pid = raw_backend if mode == "raw" else backend
+            t0 = _ticks(pid)
             c0, w0 = time.thread_time(), time.perf_counter()
             call()
             w1, c1 = time.perf_counter(), time.thread_time()
+            server[mode] += _ticks(pid) - t0
             cpu[mode].append((c1 - c0) / n * 1e6)
             wall[mode].append((w1 - w0) / n * 1e6)
+    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
     return {
-        m: {"cpu_us": statistics.median(cpu[m]), "wall_us": statistics.median(wall[m])}
+        m: {
+            "cpu_us": statistics.median(cpu[m]),
+            "wall_us": statistics.median(wall[m]),
+            "server_us": server[m] * tick_us / (rounds * _size(m)),
+        }
         for m in modes
     }
 
@@ -170,11 +195,14 @@ def child(url: str, mode: str, rounds: int) -> None:
         bench.close()
 
 
-def measure(rounds: int, callgrind: bool, modes: Sequence[str]) -> dict[str, dict[str, float]]:
+def measure(
+    rounds: int, callgrind: bool, modes: Sequence[str], options: str = ""
+) -> dict[str, dict[str, float]]:
     from stores import fresh_postgres
 
     with fresh_postgres() as url:
-        bench = Bench(url, rounds)
+        # One pooled connection: the server's side is one backend to read.
+        bench = Bench(url + "&pool_max=1" + (f"&{options}" if options else ""), rounds)
         try:
             got = timed(bench, modes, rounds)
         finally:
@@ -192,13 +220,13 @@ def report(got: dict[str, dict[str, float]]) -> str:
     for mode, v in got.items():
         ratio = f"{v['cpu_us'] / raw['cpu_us']:.2f}" if raw else "-"
         instr = f"{v['instr'] / 1e3:,.0f}" if "instr" in v else "-"
-        rows.append([mode, f"{v['cpu_us']:.1f}", f"{v['wall_us']:.1f}", instr, ratio])
-    return markdown(
-        ["mode", "CPU us/put", "wall us/put", "k instr/put", "CPU x raw"], rows, numeric_from=1
-    )
+        cells = [f"{v['cpu_us']:.1f}", f"{v['wall_us']:.1f}", f"{v['server_us']:.1f}"]
+        rows.append([mode, *cells, instr, ratio])
+    header = ["mode", "CPU us/put", "wall us/put", "server CPU us/put", "k instr/put", "CPU x raw"]
+    return markdown(header, rows, numeric_from=1)
 
 
-def compare(dirs: Sequence[str], repeat: int, rounds: int, callgrind: bool) -> None:
+def compare(dirs: Sequence[str], repeat: int, rounds: int, callgrind: bool, options: str) -> None:
     """Each checkout's src/ in a child, alternately; medians of the children's medians."""
     runs: dict[str, list[dict[str, dict[str, float]]]] = {d: [] for d in dirs}
     for i in range(repeat):
@@ -206,11 +234,12 @@ def compare(dirs: Sequence[str], repeat: int, rounds: int, callgrind: bool) -> N
             src = str(Path(d).resolve() / "src")
             env = {**os.environ, "PYTHONPATH": src}
             cmd = [sys.executable, __file__, "--json", "--rounds", str(rounds)]
+            cmd += ["--options", options] if options else []
             cmd += ["--callgrind"] if callgrind else []
             done = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
             runs[d].append(json.loads(done.stdout))
             print(f"repeat {i + 1}/{repeat}: {d}", file=sys.stderr)
-    keys = ["cpu_us", "wall_us"] + (["instr"] if callgrind else [])
+    keys = ["cpu_us", "wall_us", "server_us"] + (["instr"] if callgrind else [])
     header = ["mode", "measure", *dirs, f"{dirs[-1]} / {dirs[0]}"]
     rows = []
     for mode in MODES:
@@ -226,6 +255,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--callgrind", action="store_true", help="instructions/put as well")
     parser.add_argument("--compare", help="two checkouts, comma-separated: their src/, alternately")
     parser.add_argument("--repeat", type=int, default=5, help="children per checkout (--compare)")
+    parser.add_argument(
+        "--options", default="", help="store URL options, e.g. prepare_threshold=none"
+    )
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -234,9 +266,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         child(args.url, args.child, args.rounds)
         return
     if args.compare:
-        compare(args.compare.split(","), args.repeat, args.rounds, args.callgrind)
+        compare(args.compare.split(","), args.repeat, args.rounds, args.callgrind, args.options)
         return
-    got = measure(args.rounds, args.callgrind, MODES)
+    got = measure(args.rounds, args.callgrind, MODES, args.options)
     if args.json:
         print(json.dumps(got))
         return
