@@ -384,7 +384,16 @@ def test_unreachable_server_is_a_configuration_error() -> None:
         open_store("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
 
 
-@pytest.mark.parametrize("query", ["pool_max=abc", "pool_min=5&pool_max=2", "pool_timeout=0"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "pool_max=abc",
+        "pool_min=5&pool_max=2",
+        "pool_timeout=0",
+        "prepare_threshold=abc",
+        "prepare_threshold=-1",
+    ],
+)
 def test_bad_pool_options_are_configuration_errors(query: str) -> None:
     with pytest.raises(ConfigurationError):
         open_store(f"postgresql://postgres@127.0.0.1:1/test?{query}")
@@ -613,3 +622,23 @@ def test_a_batch_column_it_cannot_write_is_a_statement_failure(
         pytest.raises(psycopg.DataError),
     ):
         conn.execute(f"SELECT %b::{sql_type}[]", [_arrays.COLUMNS[sql_type](items)])
+
+
+@pytest.mark.parametrize(("query", "threshold"), [("", 5), ("&prepare_threshold=0", 0),
+                                                  ("&prepare_threshold=none", None)])  # fmt: skip
+def test_prepare_threshold_reaches_the_pools_connections_and_the_url(
+    url: str, query: str, threshold: int | None
+) -> None:
+    """none: nothing is prepared on the server, for a pooler in transaction mode (PgBouncer
+    before 1.21); the URL keeps it, so a store reopened from ``store.url`` prepares alike."""
+    with PostgresStore.from_url(url + "&pool_max=1" + query) as store:
+        assert parse_url(store.url)[1].get("prepare_threshold", 5) == threshold
+        [(run, record, lease)] = _started(store, 1)
+        for _ in range(7):  # past the default threshold: the put's statement is prepared
+            record = next_record(record)
+            store.put_checkpoint(record, lease_token=lease.token)
+        assert store.latest_checkpoint(run.run_id) == record
+        with store._pool.connection() as conn:  # the one connection every put used
+            assert conn.prepare_threshold == threshold
+            [prepared] = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+        assert (prepared > 0) == (threshold is not None)

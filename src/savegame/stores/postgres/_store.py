@@ -77,6 +77,8 @@ _CAPABILITIES = Capabilities(
 )
 _SCHEMES = ("postgresql", "postgres")
 _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}
+_PREPARE_THRESHOLD = 5
+"""psycopg's own default: a statement run this many times on a connection is prepared."""
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -148,6 +150,8 @@ def parse_url(url: str) -> tuple[str, dict[str, Any]]:
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key == "schema":
             options["schema"] = value
+        elif key == "prepare_threshold":
+            options[key] = _prepare_threshold(value)
         elif key in _DEFAULTS:
             try:
                 options[key] = type(_DEFAULTS[key])(value)
@@ -159,6 +163,21 @@ def parse_url(url: str) -> tuple[str, dict[str, Any]]:
             libpq.append((key, value))
     conninfo = parts._replace(scheme="postgresql", query=urlencode(libpq)).geturl()
     return conninfo, options
+
+
+def _prepare_threshold(value: str) -> int | None:
+    if value.lower() == "none":
+        return None
+    try:
+        found = int(value)
+    except ValueError:
+        found = -1
+    if found < 0:
+        raise ConfigurationError(
+            f"bad PostgreSQL store URL option prepare_threshold={value!r}: expected a count "
+            "of executions (0: prepare at once) or none (never prepare)"
+        )
+    return found
 
 
 def public_url(conninfo: str, options: Mapping[str, Any]) -> str:
@@ -173,7 +192,14 @@ def public_url(conninfo: str, options: Mapping[str, Any]) -> str:
             params["port"], port = port, ""
     netloc = (quote(user, safe="") + "@" if user else "") + host + (f":{port}" if port else "")
     query = [(k, str(v)) for k, v in params.items()]
-    query += [(k, str(v)) for k, v in options.items() if v is not None and v != _DEFAULTS.get(k)]
+    query += [
+        (k, str(v))
+        for k, v in options.items()
+        if v is not None and v != _DEFAULTS.get(k) and k != "prepare_threshold"
+    ]
+    prepare = options.get("prepare_threshold", _PREPARE_THRESHOLD)
+    if prepare != _PREPARE_THRESHOLD:  # None included: "none"
+        query.append(("prepare_threshold", str(prepare).lower()))
     path = "/" + quote(dbname, safe="") if dbname else ""
     # redact_url: what else libpq takes that is a secret (sslpassword=).
     return redact_url(f"postgresql://{netloc}{path}" + (f"?{urlencode(query)}" if query else ""))
@@ -195,6 +221,10 @@ class PostgresStore(SqlSchedules, SqlStore):
         pool_min: connections the pool keeps open.
         pool_max: most connections the pool opens; more concurrent calls wait.
         pool_timeout: seconds a call waits for a free connection.
+        prepare_threshold: executions of a statement on a connection after which it is
+            prepared on the server (psycopg's ``prepare_threshold``; 0: at once); None
+            never prepares, for a pooler in transaction mode that does not track
+            prepared statements (PgBouncer before 1.21, or ``max_prepared_statements=0``).
 
     Raises:
         StoreUnavailableError: the server cannot be reached or refuses the login.
@@ -211,6 +241,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         pool_min: int = 1,
         pool_max: int = 10,
         pool_timeout: float = 30.0,
+        prepare_threshold: int | None = _PREPARE_THRESHOLD,
     ) -> None:
         if not 0 <= pool_min <= pool_max or pool_max < 1 or not pool_timeout > 0:
             raise ConfigurationError(
@@ -220,9 +251,16 @@ class PostgresStore(SqlSchedules, SqlStore):
             )
         self._schema = schema
         self._search_path = None if schema is None else _schema.quote_ident(schema)
+        if prepare_threshold is not None and prepare_threshold < 0:
+            raise ConfigurationError(
+                f"bad prepare_threshold={prepare_threshold}: need >= 0, or None (never prepare)"
+            )
         options = {"schema": schema, "pool_min": pool_min, "pool_max": pool_max}
         try:
-            self._url = public_url(conninfo, {**options, "pool_timeout": pool_timeout})
+            self._url = public_url(
+                conninfo,
+                {**options, "pool_timeout": pool_timeout, "prepare_threshold": prepare_threshold},
+            )
         except psycopg.ProgrammingError as exc:  # conninfo syntax
             raise ConfigurationError(
                 f"bad PostgreSQL connection string: {redact(str(exc), conninfo)}"
@@ -239,7 +277,7 @@ class PostgresStore(SqlSchedules, SqlStore):
             min_size=pool_min,
             max_size=pool_max,
             timeout=pool_timeout,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
             configure=self._configure,
             name="savegame",
             open=False,
