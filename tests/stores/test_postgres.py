@@ -575,7 +575,13 @@ def test_a_lone_plain_put_is_one_statement_and_a_refused_one_says_why(url: str) 
         third = next_record(second)
         assert store.put_checkpoint(third, lease_token=lease.token) == PutResult(True)
         assert store.get_run(run.run_id).head_checkpoint_id == third.checkpoint_id
+        fourth = next_record(third)
+        assert store.put_checkpoints([Put(fourth, lease.token)]) == [PutResult(True)]
+        assert store.get_run(run.run_id).head_checkpoint_id == fourth.checkpoint_id
+        third = fourth
         store._tx = real_tx  # type: ignore[method-assign]
+        stale_batch = [Put(next_record(third), lease.token + 1)]
+        assert isinstance(store.put_checkpoints(stale_batch)[0], LeaseLostError)
         with pytest.raises(ConflictError):
             store.put_checkpoint(third, lease_token=lease.token)
         store.acquire_lease(run.run_id, OTHER_OWNER, TTL, takeover_token=lease.token)

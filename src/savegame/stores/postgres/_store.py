@@ -433,6 +433,15 @@ class PostgresStore(SqlSchedules, SqlStore):
                 ready.append((i, _Sent.of(put)))
             except (SavegameError, ValueError) as exc:  # refused before it reaches the database
                 done[i] = exc
+        if (
+            len(ready) == 1
+            and (sent := ready[0][1]).plain
+            and not (sent.journal or sent.put.events)
+        ):
+            alone = self._write_one(sent)  # a batch of one: see put_checkpoint
+            if alone is not None:
+                done[ready[0][0]] = alone
+                return [x for x in done if x is not None]
         written = self._pipelined([sent for _, sent in ready]) if ready else []
         if written is None:
             # A put was refused, or a statement failed: the transaction wrote nothing.
