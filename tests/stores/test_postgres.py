@@ -41,6 +41,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 
 from savegame.stores.postgres import (  # noqa: E402
     PostgresStore,
+    _arrays,
     _schema,
     parse_url,
 )
@@ -383,7 +384,16 @@ def test_unreachable_server_is_a_configuration_error() -> None:
         open_store("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
 
 
-@pytest.mark.parametrize("query", ["pool_max=abc", "pool_min=5&pool_max=2", "pool_timeout=0"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "pool_max=abc",
+        "pool_min=5&pool_max=2",
+        "pool_timeout=0",
+        "prepare_threshold=abc",
+        "prepare_threshold=-1",
+    ],
+)
 def test_bad_pool_options_are_configuration_errors(query: str) -> None:
     with pytest.raises(ConfigurationError):
         open_store(f"postgresql://postgres@127.0.0.1:1/test?{query}")
@@ -548,3 +558,93 @@ def test_the_batch_journal_keeps_entries_as_one_put_at_a_time_would(url: str) ->
         got = store.put_checkpoints(batch)
         assert isinstance(got[0], PutResult)
         assert store.get_effect(b.run_id, "twice") == twice[0]
+
+
+# -- a lone put in one statement (WRITE_ONE) and the batch's array columns ---------------------
+def test_a_lone_plain_put_is_one_statement_and_a_refused_one_says_why(url: str) -> None:
+    """A plain put without a journal never opens the four-statement transaction; a stale
+    token or a taken id fails the guarded statement, writes nothing, and the put then
+    raises what it always raised. The cancel flag comes back from the one statement."""
+    with PostgresStore.from_url(url) as store, PostgresStore.from_url(url) as other:
+        [(run, first, lease)] = _started(store, 1)
+        real_tx = store._tx
+        store._tx = None  # type: ignore[assignment,method-assign]  # any use would raise
+        second = next_record(first)
+        assert store.put_checkpoint(second, lease_token=lease.token) == PutResult(False)
+        other.request_cancel(run.run_id)
+        third = next_record(second)
+        assert store.put_checkpoint(third, lease_token=lease.token) == PutResult(True)
+        assert store.get_run(run.run_id).head_checkpoint_id == third.checkpoint_id
+        fourth = next_record(third)
+        assert store.put_checkpoints([Put(fourth, lease.token)]) == [PutResult(True)]
+        assert store.get_run(run.run_id).head_checkpoint_id == fourth.checkpoint_id
+        third = fourth
+        store._tx = real_tx  # type: ignore[method-assign]
+        stale_batch = [Put(next_record(third), lease.token + 1)]
+        assert isinstance(store.put_checkpoints(stale_batch)[0], LeaseLostError)
+        with pytest.raises(ConflictError):
+            store.put_checkpoint(third, lease_token=lease.token)
+        store.acquire_lease(run.run_id, OTHER_OWNER, TTL, takeover_token=lease.token)
+        stale = next_record(third)
+        with pytest.raises(LeaseLostError):
+            store.put_checkpoint(stale, lease_token=lease.token)
+        with pytest.raises(NotFoundError):
+            store.get_checkpoint(stale.checkpoint_id)  # the failed statement wrote nothing
+        assert store.get_run(run.run_id).head_checkpoint_id == third.checkpoint_id
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "items"),
+    [
+        ("text", ["a", "", "é€𝄞", None, "x" * 5000]),
+        ("text", []),
+        ("bytea", [b"\x00\xff", b"", None, bytes(range(256))]),
+        ("bigint", [0, -1, 2**63 - 1, -(2**63), None]),
+        ("int", [0, 2**31 - 1, -(2**31), None]),
+        ("bigint", [1, 2, 3]),
+    ],
+)
+def test_batch_columns_reach_the_server_as_the_values_they_hold(
+    url: str, sql_type: str, items: list[Any]
+) -> None:
+    with PostgresStore.from_url(url) as store, store._pool.connection() as conn:
+        column = _arrays.COLUMNS[sql_type](items)
+        [got] = conn.execute(f"SELECT %b::{sql_type}[]", [column]).fetchone() or [None]
+        assert got == items
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "items"),
+    [("text", ["a\x00b"]), ("text", [1]), ("int", [2**31]), ("bigint", ["1"])],
+)
+def test_a_batch_column_it_cannot_write_is_a_statement_failure(
+    url: str, sql_type: str, items: list[Any]
+) -> None:
+    """psycopg.DataError, which the batch takes as "write it one put at a time" (where
+    psycopg's own dumpers refuse the value as they always did)."""
+    with (
+        PostgresStore.from_url(url) as store,
+        store._pool.connection() as conn,
+        pytest.raises(psycopg.DataError),
+    ):
+        conn.execute(f"SELECT %b::{sql_type}[]", [_arrays.COLUMNS[sql_type](items)])
+
+
+@pytest.mark.parametrize(("query", "threshold"), [("", 5), ("&prepare_threshold=0", 0),
+                                                  ("&prepare_threshold=none", None)])  # fmt: skip
+def test_prepare_threshold_reaches_the_pools_connections_and_the_url(
+    url: str, query: str, threshold: int | None
+) -> None:
+    """none: nothing is prepared on the server, for a pooler in transaction mode (PgBouncer
+    before 1.21); the URL keeps it, so a store reopened from ``store.url`` prepares alike."""
+    with PostgresStore.from_url(url + "&pool_max=1" + query) as store:
+        assert parse_url(store.url)[1].get("prepare_threshold", 5) == threshold
+        [(run, record, lease)] = _started(store, 1)
+        for _ in range(7):  # past the default threshold: the put's statement is prepared
+            record = next_record(record)
+            store.put_checkpoint(record, lease_token=lease.token)
+        assert store.latest_checkpoint(run.run_id) == record
+        with store._pool.connection() as conn:  # the one connection every put used
+            assert conn.prepare_threshold == threshold
+            [prepared] = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+        assert (prepared > 0) == (threshold is not None)

@@ -16,6 +16,12 @@ libpq parameter in the query plus these options:
 * ``pool_min=N`` (default 1), ``pool_max=N`` (default 10): pool size.
 * ``pool_timeout=SECONDS`` (default 30): how long a call waits for a free
   connection before ``psycopg_pool.PoolTimeout``.
+* ``prepare_threshold=N`` (default 5, psycopg's): a statement run N times on a
+  connection is prepared on the server, and later runs skip its parsing and
+  planning. ``prepare_threshold=none`` never prepares: set it behind a pooler in
+  transaction mode that does not track prepared statements (PgBouncer before 1.21,
+  or with ``max_prepared_statements=0``), where a prepared statement can be missing
+  on the next transaction's server connection.
 
 ``Store.url`` never carries the password: supply it in the URL you open, or
 through ``PGPASSWORD`` / ``~/.pgpass`` so that reopening ``store.url`` works.

@@ -51,6 +51,19 @@ MOVE_HEAD_FENCED = (
 )
 MOVE_HEAD = f"{SQL.move_head} RETURNING cancel_requested"
 
+# A lone plain put without a journal (a run's usual step, group commit's batch of one):
+# MOVE_HEAD_FENCED and INSERT_CHECKPOINT as one statement, one round trip in autocommit
+# where BEGIN, the two and COMMIT take four. Guarded as WRITE_PLAIN is (below): it fails,
+# writing nothing, unless the fence held and the id was free, and the store then writes
+# the put the one-statement-at-a-time way, which says why. Scalars, not WRITE_PLAIN's
+# arrays: a one-element array costs the client more to send than a round trip. The
+# parameters: MOVE_HEAD_FENCED's, then INSERT_CHECKPOINT's.
+WRITE_ONE = f"""
+    WITH moved AS ({MOVE_HEAD_FENCED}), inserted AS ({INSERT_CHECKPOINT} RETURNING 1)
+    SELECT 1 / ((SELECT count(*) FROM moved) = 1 AND (SELECT count(*) FROM inserted) = 1)::int,
+        coalesce((SELECT cancel_requested FROM moved), false)
+"""
+
 # Group commit's plain puts (no blobs, no waiting, a run once), however many, in two
 # statements: the fenced head moves, then the inserts. A column per parameter, in the
 # order of a put's MOVE_HEAD_FENCED (but wait_topics, empty; the token once) and of

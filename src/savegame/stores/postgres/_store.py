@@ -31,6 +31,7 @@ from savegame.model import (
     Lease,
     RunInfo,
     RunStatus,
+    Waiting,
     utcnow,
 )
 from savegame.redaction import redact, redact_url
@@ -46,7 +47,7 @@ from savegame.stores._sql.store import (
     run_values,
 )
 from savegame.stores.base import Capabilities, Delivery, Put, PutResult
-from savegame.stores.postgres import _queues, _schema
+from savegame.stores.postgres import _arrays, _queues, _schema
 from savegame.stores.postgres._statements import (
     CLAIM,
     CLAIM_WOKEN,
@@ -60,6 +61,7 @@ from savegame.stores.postgres._statements import (
     SQL,
     TAKE_LEASE,
     UPSERT_EFFECT,
+    WRITE_ONE,
     WRITE_PLAIN,
     metadata_filter,
 )
@@ -75,6 +77,8 @@ _CAPABILITIES = Capabilities(
 )
 _SCHEMES = ("postgresql", "postgres")
 _DEFAULTS = {"pool_min": 1, "pool_max": 10, "pool_timeout": 30.0}
+_PREPARE_THRESHOLD = 5
+"""psycopg's own default: a statement run this many times on a connection is prepared."""
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -96,6 +100,8 @@ class _Refused(Exception):
 _BLOBS_COLUMN = 16
 """``checkpoint_values``' index of ``blobs``, which INSERT_CHECKPOINTS leaves out."""
 _TOPICS_COLUMN = 6
+_COLUMN_TYPES = {sql: _arrays.column_types(sql) for sql in WRITE_PLAIN.values()}
+"""WRITE_PLAIN's array parameters' column classes, read from its casts."""
 """``_Sent.move``'s index of the wait topics, which MOVE_HEADS leaves out."""
 
 
@@ -144,6 +150,8 @@ def parse_url(url: str) -> tuple[str, dict[str, Any]]:
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key == "schema":
             options["schema"] = value
+        elif key == "prepare_threshold":
+            options[key] = _prepare_threshold(value)
         elif key in _DEFAULTS:
             try:
                 options[key] = type(_DEFAULTS[key])(value)
@@ -155,6 +163,21 @@ def parse_url(url: str) -> tuple[str, dict[str, Any]]:
             libpq.append((key, value))
     conninfo = parts._replace(scheme="postgresql", query=urlencode(libpq)).geturl()
     return conninfo, options
+
+
+def _prepare_threshold(value: str) -> int | None:
+    if value.lower() == "none":
+        return None
+    try:
+        found = int(value)
+    except ValueError:
+        found = -1
+    if found < 0:
+        raise ConfigurationError(
+            f"bad PostgreSQL store URL option prepare_threshold={value!r}: expected a count "
+            "of executions (0: prepare at once) or none (never prepare)"
+        )
+    return found
 
 
 def public_url(conninfo: str, options: Mapping[str, Any]) -> str:
@@ -169,7 +192,14 @@ def public_url(conninfo: str, options: Mapping[str, Any]) -> str:
             params["port"], port = port, ""
     netloc = (quote(user, safe="") + "@" if user else "") + host + (f":{port}" if port else "")
     query = [(k, str(v)) for k, v in params.items()]
-    query += [(k, str(v)) for k, v in options.items() if v is not None and v != _DEFAULTS.get(k)]
+    query += [
+        (k, str(v))
+        for k, v in options.items()
+        if v is not None and v != _DEFAULTS.get(k) and k != "prepare_threshold"
+    ]
+    prepare = options.get("prepare_threshold", _PREPARE_THRESHOLD)
+    if prepare != _PREPARE_THRESHOLD:  # None included: "none"
+        query.append(("prepare_threshold", str(prepare).lower()))
     path = "/" + quote(dbname, safe="") if dbname else ""
     # redact_url: what else libpq takes that is a secret (sslpassword=).
     return redact_url(f"postgresql://{netloc}{path}" + (f"?{urlencode(query)}" if query else ""))
@@ -191,6 +221,10 @@ class PostgresStore(SqlSchedules, SqlStore):
         pool_min: connections the pool keeps open.
         pool_max: most connections the pool opens; more concurrent calls wait.
         pool_timeout: seconds a call waits for a free connection.
+        prepare_threshold: executions of a statement on a connection after which it is
+            prepared on the server (psycopg's ``prepare_threshold``; 0: at once); None
+            never prepares, for a pooler in transaction mode that does not track
+            prepared statements (PgBouncer before 1.21, or ``max_prepared_statements=0``).
 
     Raises:
         StoreUnavailableError: the server cannot be reached or refuses the login.
@@ -207,6 +241,7 @@ class PostgresStore(SqlSchedules, SqlStore):
         pool_min: int = 1,
         pool_max: int = 10,
         pool_timeout: float = 30.0,
+        prepare_threshold: int | None = _PREPARE_THRESHOLD,
     ) -> None:
         if not 0 <= pool_min <= pool_max or pool_max < 1 or not pool_timeout > 0:
             raise ConfigurationError(
@@ -216,9 +251,16 @@ class PostgresStore(SqlSchedules, SqlStore):
             )
         self._schema = schema
         self._search_path = None if schema is None else _schema.quote_ident(schema)
+        if prepare_threshold is not None and prepare_threshold < 0:
+            raise ConfigurationError(
+                f"bad prepare_threshold={prepare_threshold}: need >= 0, or None (never prepare)"
+            )
         options = {"schema": schema, "pool_min": pool_min, "pool_max": pool_max}
         try:
-            self._url = public_url(conninfo, {**options, "pool_timeout": pool_timeout})
+            self._url = public_url(
+                conninfo,
+                {**options, "pool_timeout": pool_timeout, "prepare_threshold": prepare_threshold},
+            )
         except psycopg.ProgrammingError as exc:  # conninfo syntax
             raise ConfigurationError(
                 f"bad PostgreSQL connection string: {redact(str(exc), conninfo)}"
@@ -235,7 +277,7 @@ class PostgresStore(SqlSchedules, SqlStore):
             min_size=pool_min,
             max_size=pool_max,
             timeout=pool_timeout,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
             configure=self._configure,
             name="savegame",
             open=False,
@@ -276,6 +318,7 @@ class PostgresStore(SqlSchedules, SqlStore):
 
     def _configure(self, conn: Conn) -> None:
         set_json_loads(orjson.loads, conn)
+        _arrays.register(conn)
         if self._search_path is not None:
             conn.execute(f"SET search_path TO {self._search_path}")
 
@@ -344,6 +387,43 @@ class PostgresStore(SqlSchedules, SqlStore):
         return True
 
     # -- group commit: pipelined, with the one-by-one writes as the fallback ---------------
+    def put_checkpoint(
+        self,
+        record: CheckpointRecord,
+        *,
+        lease_token: int,
+        error: str | None = None,
+        effects: Sequence[EffectRecord] = (),
+        blobs: Mapping[str, bytes] | None = None,
+        waiting: Waiting | None = None,
+        events: Sequence[EffectRecord] = (),
+    ) -> PutResult:
+        """A plain put without a journal (a run's usual step) is one statement, WRITE_ONE,
+        one round trip in autocommit, where the transaction of :meth:`_put` takes four
+        (BEGIN, the head's move, the insert, COMMIT) and the client's CPU for each. Any
+        other put, or a plain one refused (the guarded statement wrote nothing), goes the
+        way it always did, and raises what it always raised."""
+        put = Put(record, lease_token, error, effects, blobs, waiting, events)
+        sent = _Sent.of(put)
+        if sent.plain and not events and not sent.journal:
+            written = self._write_one(sent)
+            if written is not None:
+                return written
+        with self._tx() as conn:
+            return self._put(conn, sent.put)
+
+    def _write_one(self, sent: _Sent) -> PutResult | None:
+        """WRITE_ONE for a plain put without a journal; None when it wrote nothing."""
+        token = sent.put.lease_token
+        with self._pool.connection() as conn:
+            try:
+                row = conn.execute(WRITE_ONE, (*sent.move[:-1], token, token, *sent.values))
+                return PutResult(bool(row.fetchone()[1]))  # type: ignore[index]  # one row
+            except psycopg.Error:
+                if conn.broken:
+                    raise
+                return None  # refused (the guard), or failed: the statement wrote nothing
+
     def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """Write the puts in one transaction, each refused one alone (see :meth:`_pipelined`)."""
         done: list[PutResult | Exception | None] = [None] * len(puts)
@@ -353,6 +433,15 @@ class PostgresStore(SqlSchedules, SqlStore):
                 ready.append((i, _Sent.of(put)))
             except (SavegameError, ValueError) as exc:  # refused before it reaches the database
                 done[i] = exc
+        if (
+            len(ready) == 1
+            and (sent := ready[0][1]).plain
+            and not (sent.journal or sent.put.events)
+        ):
+            alone = self._write_one(sent)  # a batch of one: see put_checkpoint
+            if alone is not None:
+                done[ready[0][0]] = alone
+                return [x for x in done if x is not None]
         written = self._pipelined([sent for _, sent in ready]) if ready else []
         if written is None:
             # A put was refused, or a statement failed: the transaction wrote nothing.
@@ -417,15 +506,20 @@ class PostgresStore(SqlSchedules, SqlStore):
     @staticmethod
     def _write_plain(conn: Conn, puts: Sequence[_Sent], *, guarded: bool) -> Any:
         """Run (or, in a pipeline, queue) WRITE_PLAIN for the plain puts; its cursor."""
-        # Lists: psycopg sends a list as an array (a tuple would be a record).
-        moves = [list(column) for column in zip(*(put.move for put in puts), strict=True)]
+        moves = list(zip(*(put.move for put in puts), strict=True))
         del moves[_TOPICS_COLUMN]  # every plain put's is empty
-        values = [list(column) for column in zip(*(put.values for put in puts), strict=True)]
+        values = list(zip(*(put.values for put in puts), strict=True))
         del values[_BLOBS_COLUMN]  # and so is every plain record's
         journal = [entry for put in puts for entry in put.journal]
-        entries = [list(column) for column in zip(*journal, strict=True)]
-        params = [*moves, moves[-2], *values, *entries, len(puts), len(puts)]  # ids again: ANY()
-        return conn.execute(WRITE_PLAIN[bool(journal), guarded], params)
+        entries = list(zip(*journal, strict=True))
+        columns = [*moves, moves[-2], *values, *entries]  # the run ids again: ANY()
+        sql = WRITE_PLAIN[bool(journal), guarded]
+        # Each column as its SQL type's array (_arrays.py: psycopg's list dumping cost more
+        # than the rest of the put).
+        params: list[Any] = [
+            kind(column) for kind, column in zip(_COLUMN_TYPES[sql], columns, strict=True)
+        ]
+        return conn.execute(sql, [*params, len(puts), len(puts)])
 
     @staticmethod
     def _send(conn: Conn, sent: _Sent) -> tuple[Any, Any, Any]:
