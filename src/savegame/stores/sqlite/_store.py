@@ -299,7 +299,8 @@ class SqliteStore(SqlSchedules, SqlStore):
         until, topics, need = put.wait
         now = _common.to_micros(utcnow())
         # The usual step takes one UPDATE (see MOVE_HEAD_KEEPING_STATUS); anything
-        # else takes the long way, a waiting record always (it sets the wait columns).
+        # else takes the long way, a waiting record always (it sets the wait columns),
+        # and so does a run asked to cancel (the flag is then read at the end).
         # A later failure rolls the whole transaction back, so the order inside does
         # not matter, but for the wake check, which reads the journal entries below.
         moved = waiting is None and conn.execute(
@@ -326,6 +327,8 @@ class SqliteStore(SqlSchedules, SqlStore):
             conn.execute(SQL.wake, (header.run_id,))
         for event in put.events:
             self._deliver(conn, event, missing_ok=True)
+        if moved:  # its UPDATE matched only a run whose cancel flag is clear
+            return PutResult(False)
         (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
         return PutResult(bool(cancel))
 
