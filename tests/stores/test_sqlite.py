@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -344,3 +345,23 @@ def test_a_step_s_put_is_one_update_and_one_insert(tmp_path: Path) -> None:
         assert long_way == ["BEGIN", "UPDATE", "SELECT", "UPDATE", "INSERT", "SELECT", "COMMIT"]
         head = store.get_run(run.run_id)
         assert (head.head_checkpoint_id, head.cancel_requested) == (third.checkpoint_id, True)
+
+
+def test_a_write_transaction_that_fails_rolls_back_and_frees_the_store(tmp_path: Path) -> None:
+    """A failure in the block, and one at COMMIT (a deferred foreign key), each roll back
+    and release the store's lock: the next write goes through."""
+    run, first = make_run()
+    with SqliteStore(tmp_path / "s.db") as store:
+        lease = store.create_run(run, first, owner=OWNER, ttl=30)
+        with pytest.raises(RuntimeError, match="boom"), store._tx() as conn:
+            conn.execute("UPDATE runs SET step = 99")
+            raise RuntimeError("boom")
+        with pytest.raises(sqlite3.IntegrityError), store._tx() as conn:
+            conn.execute("PRAGMA defer_foreign_keys = ON")
+            conn.execute("UPDATE runs SET step = 98")
+            conn.execute("INSERT INTO checkpoint_blobs (checkpoint_id, digest) VALUES ('no', 'x')")
+        assert not store._conn.in_transaction
+        assert store.get_run(run.run_id).step == first.header.step
+        second = next_record(first)
+        store.put_checkpoint(second, lease_token=lease.token)
+        assert store.get_run(run.run_id).head_checkpoint_id == second.checkpoint_id
