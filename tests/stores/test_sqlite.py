@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from savegame.errors import ConfigurationError
-from savegame.model import EffectKind, EffectStatus
+from savegame.model import CheckpointRecord, EffectKind, EffectStatus
 from savegame.stores import SqliteStore, open_store
+from savegame.stores.base import PutResult
 from savegame.stores.sqlite import parse_url
 from savegame.stores.sqlite._statements import CLAIM, CLAIM_WOKEN, SQL
 from savegame.testing.builders import OWNER, blob_digest, make_run, next_record
@@ -309,3 +312,56 @@ def test_a_taken_checkpoint_id_conflicts_and_writes_nothing(tmp_path: Path) -> N
         assert [h.checkpoint_id for h in store.list_checkpoints(run.run_id)] == [
             third.checkpoint_id, second.checkpoint_id, first.checkpoint_id,
         ]  # fmt: skip
+
+
+def _statements_of(store: SqliteStore, write: Callable[[], object]) -> list[str]:
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    try:
+        write()
+    finally:
+        store._conn.set_trace_callback(None)
+    return [s.split()[0] for s in seen]
+
+
+def test_a_step_s_put_is_one_update_and_one_insert(tmp_path: Path) -> None:
+    """The usual step: the head's UPDATE fences, moves the head and finds the cancel flag
+    clear at once, so no SELECT of the flag follows; once a cancel is asked, the put takes
+    the long way and still reports it."""
+    run, first = make_run()
+    with SqliteStore(tmp_path / "s.db") as store:
+        lease = store.create_run(run, first, owner=OWNER, ttl=30)
+        second = next_record(first)
+        got: list[PutResult] = []
+
+        def put(record: CheckpointRecord) -> None:
+            got.append(store.put_checkpoint(record, lease_token=lease.token))
+
+        assert _statements_of(store, lambda: put(second)) == ["BEGIN", "UPDATE", "INSERT", "COMMIT"]
+        store.request_cancel(run.run_id)
+        third = next_record(second)
+        long_way = _statements_of(store, lambda: put(third))
+        assert got == [PutResult(False), PutResult(True)]
+        assert long_way == ["BEGIN", "UPDATE", "SELECT", "UPDATE", "INSERT", "SELECT", "COMMIT"]
+        head = store.get_run(run.run_id)
+        assert (head.head_checkpoint_id, head.cancel_requested) == (third.checkpoint_id, True)
+
+
+def test_a_write_transaction_that_fails_rolls_back_and_frees_the_store(tmp_path: Path) -> None:
+    """A failure in the block, and one at COMMIT (a deferred foreign key), each roll back
+    and release the store's lock: the next write goes through."""
+    run, first = make_run()
+    with SqliteStore(tmp_path / "s.db") as store:
+        lease = store.create_run(run, first, owner=OWNER, ttl=30)
+        with pytest.raises(RuntimeError, match="boom"), store._tx() as conn:
+            conn.execute("UPDATE runs SET step = 99")
+            raise RuntimeError("boom")
+        with pytest.raises(sqlite3.IntegrityError), store._tx() as conn:
+            conn.execute("PRAGMA defer_foreign_keys = ON")
+            conn.execute("UPDATE runs SET step = 98")
+            conn.execute("INSERT INTO checkpoint_blobs (checkpoint_id, digest) VALUES ('no', 'x')")
+        assert not store._conn.in_transaction
+        assert store.get_run(run.run_id).step == first.header.step
+        second = next_record(first)
+        store.put_checkpoint(second, lease_token=lease.token)
+        assert store.get_run(run.run_id).head_checkpoint_id == second.checkpoint_id

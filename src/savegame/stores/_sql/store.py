@@ -97,9 +97,10 @@ def checkpoint_values(d: Dialect, record: CheckpointRecord) -> tuple[Any, ...]:
         SerializationError: metadata that is not JSON data.
     """
     h = record.header
+    # A member already (every record the runtime writes): no call through the enum.
+    status = h.status.value if type(h.status) is RunStatus else RunStatus(h.status).value
     return (
-        h.thread_id, h.run_id, h.checkpoint_id, h.parent_id, h.step, h.node,
-        RunStatus(h.status).value, h.next,
+        h.thread_id, h.run_id, h.checkpoint_id, h.parent_id, h.step, h.node, status, h.next,
         _common.json_dumps(h.usage.to_dict(), "usage").decode(),
         _common.json_dumps(dict(h.metadata), "metadata").decode(),
         _common.to_micros(h.created_at),

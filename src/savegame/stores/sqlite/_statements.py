@@ -41,15 +41,21 @@ CLAIM_WOKEN = """
     ORDER BY wake_at, run_id LIMIT 1
 """
 
-# put_checkpoint's usual step keeps the lease and the status: one UPDATE both fences
-# and moves the head, and leaving status out of SET spares the two status indexes a
-# rewrite (fewer pages to fsync). No row: the long way (SQL.move_head after a fence).
+# put_checkpoint's usual step keeps the lease and the status and finds no cancel
+# request: one UPDATE fences, moves the head and tells the put the flag is clear (a
+# row moved), and leaving status out of SET spares the two status indexes a rewrite
+# (fewer pages to fsync). No row: the long way (SQL.move_head after a fence, then
+# CANCEL_FLAG). UPDATE ... RETURNING cancel_requested (SQLite 3.35) was measured
+# instead and cost more than the SELECT it spared: SQLite builds an ephemeral table
+# for the returned row, and a step took 22k instructions more (callgrind, 400 steps).
+# This way a step's put takes 13k fewer (-5 % of the put).
 MOVE_HEAD_KEEPING_STATUS = (
     "UPDATE runs SET head_checkpoint_id = ?1, step = ?2, error = ?3, updated_at = ?4"
     " WHERE run_id = ?5 AND (?6 IS NULL OR lease_token = ?6) AND status = ?7"
+    " AND cancel_requested = 0"
 )
 
-# A plain read (not UPDATE ... RETURNING, which needs SQLite 3.35).
+# The flag read when the put took the long way (not UPDATE ... RETURNING: see above).
 CANCEL_FLAG = "SELECT cancel_requested FROM runs WHERE run_id = ?"
 
 COUNT_UNREFERENCED = (

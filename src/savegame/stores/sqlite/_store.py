@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import parse_qsl, urlsplit
 
 from savegame.errors import (
@@ -33,7 +33,6 @@ from savegame.model import (
     EffectRecord,
     Lease,
     RunInfo,
-    utcnow,
 )
 from savegame.redaction import redact_url
 from savegame.stores import _common
@@ -104,6 +103,56 @@ def _undecodable(
 def _why(exc: BaseException, path: str) -> str:
     # sqlite3 says "unable to open database file" without the file; OSError names it already.
     return str(exc) if isinstance(exc, OSError) else f"{exc} ({os.path.abspath(path)})"
+
+
+def _operational(exc: BaseException | None) -> TypeGuard[sqlite3.OperationalError]:
+    return isinstance(exc, sqlite3.OperationalError)
+
+
+class _Transaction:
+    """``SqliteStore._tx``: a class, not a ``@contextmanager`` generator, because every
+    put goes through it, and the generator's machinery was 6k instructions of a step's
+    put (about 225k, callgrind)."""
+
+    __slots__ = ("_conn", "_lock")
+
+    def __init__(self, lock: threading.Lock, conn: sqlite3.Connection) -> None:
+        self._lock, self._conn = lock, conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._lock.release()
+            raise
+        return self._conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        conn = self._conn
+        try:
+            if kind is None:
+                try:
+                    conn.execute("COMMIT")
+                    return
+                except BaseException as failed:
+                    self._rollback()
+                    damaged = _undecodable(failed) if _operational(failed) else None
+                    if damaged is None:
+                        raise
+                    raise damaged from failed
+            self._rollback()
+            damaged = _undecodable(exc) if _operational(exc) else None
+            if damaged is not None:
+                raise damaged from exc
+        finally:
+            self._lock.release()
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
 
 class SqliteStore(SqlSchedules, SqlStore):
@@ -196,27 +245,10 @@ class SqliteStore(SqlSchedules, SqlStore):
         return _CAPABILITIES
 
     # -- the connection ---------------------------------------------------------------
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> _Transaction:
         """One write transaction under the file's write lock (``BEGIN IMMEDIATE``), so the
         fencing check and the write it guards happen together, across processes too."""
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                damaged = _undecodable(exc)
-                if damaged is None:
-                    raise
-                raise damaged from exc
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        return _Transaction(self._lock, self._conn)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
@@ -297,9 +329,10 @@ class SqliteStore(SqlSchedules, SqlStore):
         """Write one checked put; call inside a write transaction."""
         header, error, waiting = put.record.header, put.error, put.waiting
         until, topics, need = put.wait
-        now = _common.to_micros(utcnow())
+        now = time.time_ns() // 1000  # to_micros(utcnow()) without the datetime
         # The usual step takes one UPDATE (see MOVE_HEAD_KEEPING_STATUS); anything
-        # else takes the long way, a waiting record always (it sets the wait columns).
+        # else takes the long way, a waiting record always (it sets the wait columns),
+        # and so does a run asked to cancel (the flag is then read at the end).
         # A later failure rolls the whole transaction back, so the order inside does
         # not matter, but for the wake check, which reads the journal entries below.
         moved = waiting is None and conn.execute(
@@ -326,6 +359,8 @@ class SqliteStore(SqlSchedules, SqlStore):
             conn.execute(SQL.wake, (header.run_id,))
         for event in put.events:
             self._deliver(conn, event, missing_ok=True)
+        if moved:  # its UPDATE matched only a run whose cancel flag is clear
+            return PutResult(False)
         (cancel,) = conn.execute(CANCEL_FLAG, (header.run_id,)).fetchone()
         return PutResult(bool(cancel))
 
@@ -363,14 +398,14 @@ class SqliteStore(SqlSchedules, SqlStore):
             if "UNIQUE constraint failed: checkpoints.checkpoint_id" not in str(exc):
                 raise
             raise ConflictError(f"checkpoint {h.checkpoint_id} exists already") from None
-        wanted = _common.blobs_to_check(h, blobs)
+        # Most records (deltas) name no blob: nothing to look up, no statement.
+        wanted = _common.blobs_to_check(h, blobs) if h.blobs else None
         if wanted:
             missing = conn.execute(SQL.missing_blobs, (SQL.dialect.ids(wanted),)).fetchall()
             if missing:
                 raise _common.missing_blob_error(h.checkpoint_id, [row[0] for row in missing])
         if blobs:
             conn.executemany(SQL.insert_blob, [(d, data, len(data)) for d, data in blobs.items()])
-        # Most records (deltas) name no blob: a statement spared on every step.
         if h.blobs:
             conn.execute(SQL.insert_refs, (h.checkpoint_id, SQL.dialect.ids(h.blobs)))
 
