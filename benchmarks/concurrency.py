@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -79,6 +79,8 @@ class Row:
     per_second: float
     p50_ms: float | None
     p99_ms: float | None
+    cpu_ms: float | None = None
+    """This process's CPU (every thread) per checkpoint: savegame's rows in one process."""
 
 
 def _row(system: str, store: str, r: int, count: int, window: float, gaps: list[float]) -> Row:
@@ -125,8 +127,10 @@ async def _savegame_runs(url: str, r: int, steps: int) -> tuple[int, float, list
 
 def savegame_row(store: str, url: str, r: int, steps: int) -> Row:
     savegame.run(append, {"steps": 1}, store=url)  # schema created outside the window
+    cpu = time.process_time()
     count, window, gaps = asyncio.run(_savegame_runs(url, r, steps))
-    return _row("savegame", store, r, count, window, gaps)
+    cpu = time.process_time() - cpu
+    return replace(_row("savegame", store, r, count, window, gaps), cpu_ms=cpu / count * 1e3)
 
 
 def _process_main(url: str, r: int, steps: int, barrier: Any, out: Any) -> None:
@@ -520,7 +524,16 @@ def _ms(value: float | None) -> str:
 
 def table(rows: Sequence[Row]) -> str:
     return markdown(
-        ["system", "store", "concurrency", "checkpoints", "per s", "step p50 ms", "step p99 ms"],
+        [
+            "system",
+            "store",
+            "concurrency",
+            "checkpoints",
+            "per s",
+            "step p50 ms",
+            "step p99 ms",
+            "CPU ms/checkpoint",
+        ],
         [
             [
                 r.system,
@@ -530,6 +543,7 @@ def table(rows: Sequence[Row]) -> str:
                 f"{r.per_second:.0f}",
                 _ms(r.p50_ms),
                 _ms(r.p99_ms),
+                "-" if r.cpu_ms is None else f"{r.cpu_ms:.3f}",
             ]
             for r in rows
         ],
