@@ -350,10 +350,15 @@ class Lines:
     def encoded(self, lg_id: str, write: Write) -> Write:
         """``write`` with its journal entry's values encoded: a value savegame refuses is
         refused here (naming its path), before any write of the task is recorded."""
-        if write.data is not None:
-            return write
+        return self.encoded_all(lg_id, [write])[0]
+
+    def encoded_all(self, lg_id: str, writes: Sequence[Write]) -> list[Write]:
+        """:meth:`encoded` of each write, under one setting of the conventions."""
         with codec.using_conventions(self.conventions):
-            return replace(write, data=_encoded(lg_id, write, self._compress_from))
+            return [
+                w if w.data is not None else _with_data(w, _encoded(lg_id, w, self._compress_from))
+                for w in writes
+            ]
 
     def put_write(self, line: Line, lg_id: str, write: Write) -> None:
         """Journal one pending write (a rebuild copies them one by one)."""
@@ -414,7 +419,8 @@ class Lines:
     ) -> tuple[list[EffectRecord], list[EffectRecord]]:
         """The writes as journal entries, plain and sealed."""
         plain = [
-            write_record(line.run_id, lg_id, self.encoded(lg_id, w), self.storage) for w in writes
+            write_record(line.run_id, lg_id, w, self.storage)
+            for w in self.encoded_all(lg_id, writes)
         ]
         return plain, [codec.seal_entry(entry, self.storage) for entry in plain]
 
@@ -595,6 +601,12 @@ def write_record(
         metadata=WRITE_MARK,
         completed_at=utcnow(),
     )
+
+
+def _with_data(write: Write, data: tuple[bytes, bytes]) -> Write:
+    # Built directly: dataclasses.replace() costs several times more (a write or two a
+    # LangGraph task, every step).
+    return Write(write.task_id, write.channel, write.value, write.task_path, write.index, data)
 
 
 def _encoded(lg_id: str, write: Write, compress_from: int) -> tuple[bytes, bytes]:

@@ -189,19 +189,19 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         lg_id = str(conf["checkpoint_id"])
         # Every value encoded before any is recorded: one savegame refuses leaves none.
-        found = [
-            self._lines.encoded(
-                lg_id,
+        found = self._lines.encoded_all(
+            lg_id,
+            [
                 Write(
                     task_id,
                     channel,
                     _types.error_value(raw) if channel == ERROR else raw,
                     task_path,
                     WRITES_IDX_MAP.get(channel, index),
-                ),
-            )
-            for index, (channel, raw) in enumerate(writes)
-        ]
+                )
+                for index, (channel, raw) in enumerate(writes)
+            ],
+        )
         with self._lines.lock:
             if self._lines.early(thread_id, ns, lg_id, found):
                 return
