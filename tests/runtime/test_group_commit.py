@@ -423,3 +423,35 @@ def test_blobs_pruned_behind_a_loop_batchs_back_are_sent_again(tmp_path: Path) -
             assert savegame.client.get_checkpoint(r.run_id, store=store).state == {"doc": doc}
     finally:
         store.close()
+
+
+def test_a_loop_whose_io_threads_are_gone_fails_its_saves_and_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At interpreter exit the io pool refuses work: the save fails with that error
+    # rather than wait for ever, and the loop's committer is not left believing a hop
+    # is out (the next save, once threads are back, goes through).
+    import concurrent.futures
+
+    store = savegame.open_store(f"sqlite:///{tmp_path / 'gone.db'}")
+    gone = concurrent.futures.ThreadPoolExecutor(1)
+    gone.shutdown()
+
+    async def both() -> tuple[BaseException | None, Any]:
+        monkeypatch.setattr(_commit, "io_pool", lambda: gone)
+        try:
+            await savegame.arun(counter, {}, run_id="gone", store=store)
+        except CheckpointWriteError as exc:
+            failed: BaseException | None = exc
+        else:
+            failed = None
+        monkeypatch.undo()
+        return failed, await savegame.arun(counter, {}, run_id="back", store=store)
+
+    try:
+        failed, back = asyncio.run(both())
+        assert failed is not None and "shutdown" in str(failed.__cause__), failed
+        assert back.state["n"] == STEPS
+        assert savegame.resume("gone", store=store).state["n"] == STEPS
+    finally:
+        store.close()

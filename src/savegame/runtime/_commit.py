@@ -238,8 +238,15 @@ class LoopCommit:
     def _hop(self, loop: asyncio.AbstractEventLoop) -> None:
         batch = self._queue[: self._group._max]
         del self._queue[: self._group._max]
+        try:
+            io_pool().submit(self._write_then_tell, loop, batch)
+        except RuntimeError as exc:  # the pool is shut down: the interpreter is exiting
+            self._writing = False
+            for queued in batch:
+                if not queued.future.done():
+                    queued.future.set_exception(exc)
+            return
         self._writing = True
-        io_pool().submit(self._write_then_tell, loop, batch)
 
     def _write_then_tell(self, loop: asyncio.AbstractEventLoop, batch: list[_Queued]) -> None:
         """In an io thread: write ``batch``, then hand the outcomes to the loop.
