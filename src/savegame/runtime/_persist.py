@@ -250,15 +250,27 @@ class Saver:
         """Upload, write, notice: the whole save of one record, in one io call."""
         blobs = self.encoder.to_upload(self.ex.store, encoded)
         started = time.perf_counter()
+        outcome: PutResult | Exception
         try:
-            written = self._put(encoded.record, error, effects, blobs, beside)
-        except MissingBlobsError:
-            # Asked again (``_put`` forgot what this process believed stored): re-send once.
-            blobs = self.encoder.to_upload(self.ex.store, encoded)
-            started = time.perf_counter()
-            written = self._put(encoded.record, error, effects, blobs, beside)
-        self._committed(encoded.record, time.perf_counter() - started)
-        return written
+            outcome = self._put(encoded.record, error, effects, blobs, beside)
+        except MissingBlobsError as exc:
+            outcome = exc  # re-sent once by finish, as a batch's refusal is
+        save = _Save(self, encoded, error, effects, beside)
+        return save.finish(outcome, time.perf_counter() - started)
+
+    def _put_for(
+        self,
+        record: CheckpointRecord,
+        error: str | None,
+        effects: Sequence[EffectRecord],
+        blobs: dict[str, bytes],
+        beside: Beside,
+    ) -> Put:
+        """The put of ``record`` as a group committer takes it."""
+        return Put(
+            record, self.ex.lease.token, error, effects, blobs or None,
+            beside.waiting, beside.events,
+        )  # fmt: skip
 
     def _put(
         self,
@@ -271,10 +283,7 @@ class Saver:
         store = self.ex.store
         try:
             if self.group is not None:
-                return self.group(
-                    Put(record, self.ex.lease.token, error, effects, blobs or None,
-                        beside.waiting, beside.events)
-                )  # fmt: skip
+                return self.group(self._put_for(record, error, effects, blobs, beside))
             if beside is NOTHING:
                 # A store without waits (Capabilities.waits) need not know the two words.
                 return store.put_checkpoint(
@@ -315,23 +324,21 @@ class _Save:
 
     @property
     def store(self) -> BatchStore:
-        # A BatchStore: group_of gave it a committer. Not isinstance: a check against a
-        # runtime Protocol looks up each of its methods (30k instructions, a step's 3 %).
+        # group_of gave this store a committer: it is a BatchStore.
         return cast(BatchStore, self.saver.ex.store)
 
     def prepare(self) -> Put:
-        saver, beside = self.saver, self.beside
+        saver = self.saver
         blobs = saver.encoder.to_upload(saver.ex.store, self.encoded)
-        return Put(
-            self.encoded.record, saver.ex.lease.token, self.error, self.effects,
-            blobs or None, beside.waiting, beside.events,
-        )  # fmt: skip
+        return saver._put_for(self.encoded.record, self.error, self.effects, blobs, self.beside)
 
     def finish(self, outcome: PutResult | Exception, seconds: float) -> PutResult:
+        """The commit notice for ``outcome``'s record, or its error; a record refused
+        for missing blobs is re-sent once first (``Saver._commit`` ends here too)."""
         saver, record = self.saver, self.encoded.record
         if isinstance(outcome, MissingBlobsError):
             # A prune elsewhere removed blobs this process believed stored: ask the store
-            # again and re-send once, alone, as Saver._commit does.
+            # again and re-send once, alone.
             known_blobs.forget(saver.ex.store)
             blobs = saver.encoder.to_upload(saver.ex.store, self.encoded)
             started = time.perf_counter()
