@@ -48,6 +48,7 @@ from savegame.stores.sqlite._statements import (
     CLAIM_WOKEN,
     COUNT_UNREFERENCED,
     DELETE_UNREFERENCED,
+    INSERT_EFFECT_IF_ABSENT,
     MOVE_HEAD_KEEPING_STATUS,
     SQL,
     type_test,
@@ -534,10 +535,13 @@ class SqliteStore(SqlSchedules, SqlStore):
         ``entry`` must come from :func:`_common.detached_effect`. Call inside a write
         transaction, so the read and the write it decides see the same row.
         """
+        values = effect_values(entry)
+        if conn.execute(INSERT_EFFECT_IF_ABSENT, values).rowcount:
+            return entry
         existing = self._select_effect(conn, entry.run_id, entry.request_id)
         if _common.keeps(existing):
             return existing
-        conn.execute(SQL.replace_effect, effect_values(entry))
+        conn.execute(SQL.replace_effect, values)
         return entry
 
     # -- housekeeping -------------------------------------------------------------------
