@@ -365,3 +365,16 @@ def test_a_write_transaction_that_fails_rolls_back_and_frees_the_store(tmp_path:
         second = next_record(first)
         store.put_checkpoint(second, lease_token=lease.token)
         assert store.get_run(run.run_id).head_checkpoint_id == second.checkpoint_id
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("sqlite:///runs.db?synchronous=off", "synchronous=off is not allowed"),
+        ("sqlite:///runs.db?journal=delete", "unknown option journal"),
+    ],
+)
+def test_a_bad_url_option_is_named_for_what_is_wrong(url: str, says: str) -> None:
+    # synchronous is a known option: an unsupported value must not be called unknown.
+    with pytest.raises(ConfigurationError, match=says):
+        open_store(url)

@@ -81,10 +81,17 @@ def parse_url(url: str) -> tuple[str, str]:
         raise ConfigurationError(f"bad SQLite store URL {redact_url(url)!r}: no file name; {usage}")
     synchronous = "full"
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key != "synchronous" or value.lower() not in _SYNCHRONOUS:
+        if key != "synchronous":
             raise ConfigurationError(
                 f"bad SQLite store URL {redact_url(url)!r}: unknown option {key}; "
                 "the only option is synchronous=full|normal"
+            )
+        if value.lower() not in _SYNCHRONOUS:
+            # OFF (and the rest) refused on purpose: with OFF an OS crash or a power
+            # loss can corrupt the file, not just lose the last commits as NORMAL may.
+            raise ConfigurationError(
+                f"bad SQLite store URL {redact_url(url)!r}: synchronous={value} is not "
+                "allowed; use synchronous=full (the default) or synchronous=normal"
             )
         synchronous = value.lower()
     return path, synchronous
