@@ -113,10 +113,14 @@ def checkpoint_values(d: Dialect, record: CheckpointRecord) -> tuple[Any, ...]:
 def effect_values(e: EffectRecord) -> tuple[Any, ...]:
     """A whole journal entry as ``replace_effect`` (and PostgreSQL's upsert) take it, for an
     entry from :func:`_common.detached_effect`."""
+    # Members already (detached_effect made them so): ``.value`` without the enum's call.
+    kind = e.kind if type(e.kind) is EffectKind else EffectKind(e.kind)
+    status = e.status if type(e.status) is EffectStatus else EffectStatus(e.status)
     return (
-        e.run_id, e.request_id, EffectKind(e.kind).value, e.name, e.step, e.node, e.call_index,
-        EffectStatus(e.status).value, e.arguments, e.result, e.error,
-        _common.json_dumps(dict(e.metadata), "effect.metadata").decode(),
+        e.run_id, e.request_id, kind.value, e.name, e.step, e.node, e.call_index,
+        status.value, e.arguments, e.result, e.error,
+        "{}" if type(e.metadata) is dict and not e.metadata
+        else _common.json_dumps(dict(e.metadata), "effect.metadata").decode(),
         _common.to_micros(e.created_at),
         None if e.completed_at is None else _common.to_micros(e.completed_at),
         e.checksum,
