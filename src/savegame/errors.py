@@ -611,15 +611,17 @@ def describe(error: BaseException, *, with_type: bool = True) -> str:
     """The text savegame stores for an exception: ``Type: message``, always storable.
 
     A message may hold a lone surrogate (a tool echoing bad input) that no JSON
-    column or UTF-8 store takes, or come from a ``__str__`` that raises; either
-    would keep the checkpoint that records the failure from being written.
+    column or UTF-8 store takes, a NUL that PostgreSQL's text refuses, or come from a
+    ``__str__`` that raises; any of them would keep the checkpoint that records the
+    failure from being written (on PostgreSQL the run stayed ``running``, and the
+    refusal failed every run batched with it).
     """
     try:
         message = str(error)
     except Exception:
         message = f"<{type(error).__name__} whose message cannot be shown>"
     text = f"{type(error).__name__}: {message}" if with_type else message
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def _args(arguments: Any) -> str:
