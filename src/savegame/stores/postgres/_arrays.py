@@ -100,6 +100,17 @@ def _varlen(oid: int, items: Sequence[bytes | None]) -> bytes:
     )
 
 
+_BYTES_OR_NULL = frozenset((bytes, type(None)))
+
+
+def _bytea(items: Sequence[Any]) -> bytes:
+    if not _BYTES_OR_NULL.issuperset(map(type, items)):
+        # A memoryview's len() counts its items, not its bytes (4 for 16 bytes of int32s):
+        # the length word would not match the value. Their bytes, as psycopg sends them.
+        items = [b if b is None or type(b) is bytes else memoryview(b).tobytes() for b in items]
+    return _varlen(17, items)
+
+
 def _text(items: Sequence[str | None], encoding: str) -> bytes:
     present = [s for s in items if s is not None]
     if "\x00" in "".join(present):  # TypeError for a value that is not a str
@@ -127,8 +138,10 @@ class _ColumnDumper(Dumper):
     def __init__(self, cls: type, context: Any = None) -> None:
         super().__init__(cls, context)
         self.oid = _ARRAY_OIDS[cast("type[Column]", cls)]
-        # The text's bytes in the client encoding, as psycopg's own str dumper sends them.
-        self._encoding = "utf-8" if self.connection is None else self.connection.info.encoding
+        # The text's bytes in the client encoding, as psycopg's own str dumper sends them:
+        # UTF-8 for SQL_ASCII (codec "ascii"), which takes any bytes but NUL, as psycopg does.
+        encoding = "utf-8" if self.connection is None else self.connection.info.encoding
+        self._encoding = "utf-8" if encoding == "ascii" else encoding
 
     def dump(self, obj: Any) -> bytes:
         items = obj.items
@@ -136,7 +149,7 @@ class _ColumnDumper(Dumper):
             if isinstance(obj, TextColumn):
                 return _text(items, self._encoding)
             if isinstance(obj, ByteaColumn):
-                return _varlen(17, items)
+                return _bytea(items)
             if isinstance(obj, Int8Column):
                 return _fixed(20, _INT8, 8, items)
             return _fixed(23, _INT4, 4, items)
