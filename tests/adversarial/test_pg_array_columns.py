@@ -418,13 +418,14 @@ def test_hostile_batches_read_back_as_they_were_put(
 
 @pytest.mark.parametrize("beside", ["plain", "blob"])
 @pytest.mark.parametrize("field", ["error", "node", "thread_id", "effect error"])
-def test_a_nul_in_a_batch_refuses_it_whole_and_writes_nothing(
+def test_a_nul_in_a_batch_refuses_its_put_alone(
     store: PostgresStore, field: str, beside: str
 ) -> None:
-    """A NUL in a text column: the batch's statement is refused before it is sent, the
-    put-by-put writes then refuse it as they always did (psycopg.DataError, naming the
-    NUL), and nothing of the batch is written, in autocommit (plain puts only) or in
-    the pipeline (beside a put with a blob); the store writes the next batch."""
+    """A NUL in a text column: the batch's statement is refused before it is sent, and
+    the put-by-put writes refuse that put alone (psycopg.DataError, naming the NUL,
+    rolled back to its savepoint), in autocommit (plain puts only) or in the pipeline
+    (beside a put with a blob). The other put lands: one run's bad value must not fail
+    every run batched with it. The refused run writes its next checkpoint as usual."""
     nul = "bad\x00value"
     tid = nul if field == "thread_id" else f"thread-{uuid.uuid4().hex}"
     first, lease = _start(store, f"thread-{uuid.uuid4().hex}")
@@ -445,16 +446,16 @@ def test_a_nul_in_a_batch_refuses_it_whole_and_writes_nothing(
     )
     puts.append(Put(fine, other_lease.token, blobs=dict.fromkeys(blobs, data)))
 
-    with pytest.raises(psycopg.DataError, match="NUL"):
-        store.put_checkpoints(puts)
-    for start in (first, other):
-        assert store.get_run(start.run_id).head_checkpoint_id == start.checkpoint_id
-        assert store.list_checkpoints(start.run_id) == [start.header]
+    refused, written = store.put_checkpoints(puts)
+    assert isinstance(refused, psycopg.DataError) and "NUL" in str(refused)
+    assert written == PutResult(False)
+    assert store.get_run(first.run_id).head_checkpoint_id == first.checkpoint_id
+    assert store.list_checkpoints(first.run_id) == [first.header]
     assert store.list_effects(first.run_id) == []
-    again = make_record(first.header.thread_id, first.run_id, step=1)
-    retried = [Put(again, lease.token), puts[1]]
-    assert store.put_checkpoints(retried) == [PutResult(False)] * 2
     assert store.get_run(other.run_id).head_checkpoint_id == fine.checkpoint_id
+    again = make_record(first.header.thread_id, first.run_id, step=1)
+    assert store.put_checkpoints([Put(again, lease.token)]) == [PutResult(False)]
+    assert store.get_run(first.run_id).head_checkpoint_id == again.checkpoint_id
 
 
 def test_a_batch_at_the_edges_of_its_integer_columns(store: PostgresStore) -> None:

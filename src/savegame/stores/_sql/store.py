@@ -131,6 +131,10 @@ class SqlStore:
     """The methods both SQL stores share; a backend provides ``_sql``, ``_tx`` and ``_read``."""
 
     _sql: ClassVar[Statements]
+    _refusals: ClassVar[tuple[type[Exception], ...]] = (SavegameError, ValueError)
+    """What refuses one put of a batch, not the batch: savegame's own refusals and the
+    driver's for a value it cannot store (its DataError). Anything else (the connection
+    gone, a full disk) fails every put of the batch."""
 
     def _tx(self) -> AbstractContextManager[Connection]:
         """One write transaction: it commits when the block ends and rolls back when it raises."""
@@ -176,7 +180,7 @@ class SqlStore:
                     # commit with the transaction.
                     with self._savepoint(conn):
                         done.append(self._put(conn, _common.CheckedPut.of(put)))
-                except (SavegameError, ValueError) as exc:
+                except self._refusals as exc:
                     done.append(exc)
         return done
 

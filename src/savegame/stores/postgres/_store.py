@@ -231,6 +231,9 @@ class PostgresStore(SqlSchedules, SqlStore):
         ConfigurationError: a bad option, or a schema written by a newer savegame.
     """
 
+    # A NUL in a text column, a number out of its column's range: that put's alone.
+    _refusals = (*SqlStore._refusals, psycopg.DataError)
+
     _sql = SQL
 
     def __init__(

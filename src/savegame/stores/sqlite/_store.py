@@ -183,6 +183,9 @@ class SqliteStore(SqlSchedules, SqlStore):
             write in, a file that is not a database).
     """
 
+    # A value SQLite cannot store (a string or blob over its limit): that put's alone.
+    _refusals = (*SqlStore._refusals, sqlite3.DataError)
+
     _sql = SQL
 
     def __init__(
