@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import reprlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -573,3 +573,68 @@ def _draft(kind: type, what: str) -> type:
             raise TypeError(f"{what}: {kind.__qualname__} is not a plain slotted record") from None
         _DRAFTS[kind] = draft
     return draft
+
+
+class _Factory:
+    def __repr__(self) -> str:
+        return "<factory>"  # as dataclasses shows a default factory in a signature
+
+
+_FACTORY: Any = _Factory()
+
+
+def _quick_init(kind: type) -> None:
+    """Give the frozen record ``kind`` an ``__init__`` that fills a draft (:func:`_draft`).
+
+    The same parameters, defaults and result as the one ``dataclasses`` wrote, kept
+    for a subclass (whose layout may differ). Only for records whose every field is
+    an ``__init__`` parameter, none keyword-only.
+    """
+    generated = vars(kind)["__init__"]
+    every = fields(kind)
+    if any(not f.init or f.kw_only or not f.name.isidentifier() for f in every):
+        raise TypeError(f"quick init: {kind.__qualname__} has fields __init__ does not take")
+    scope: dict[str, Any] = {
+        "_FACTORY": _FACTORY,
+        "_kind": kind,
+        "_draft": _draft(kind, "quick init"),
+        "_become": object.__setattr__,
+        "_generated": generated,
+    }
+    params: list[str] = []
+    sets: list[str] = []
+    for f in every:
+        value = f.name
+        if f.default is not MISSING:
+            scope[f"_d_{f.name}"] = f.default
+            params.append(f"{f.name}=_d_{f.name}")
+        elif f.default_factory is not MISSING:
+            scope[f"_f_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_FACTORY")
+            value = f"_f_{f.name}() if {f.name} is _FACTORY else {f.name}"
+        else:
+            params.append(f.name)
+        sets.append(f"    self.{f.name} = {value}")
+    names = ", ".join(f.name for f in every)
+    lines = [
+        f"def __init__(self, {', '.join(params)}):",
+        "    if type(self) is not _kind:",
+        f"        return _generated(self, {names})",
+        "    _become(self, '__class__', _draft)",
+        *sets,
+        "    self.__class__ = _kind",
+    ]
+    exec("\n".join(lines), scope)  # our own field names, checked above
+    init = scope["__init__"]
+    init.__qualname__ = f"{kind.__qualname__}.__init__"
+    init.__module__ = kind.__module__
+    init.__annotations__ = dict(generated.__annotations__)
+    init.__doc__ = generated.__doc__
+    type.__setattr__(kind, "__init__", init)
+
+
+for _kind in (
+    Waiting, Usage, CheckpointHeader, CheckpointRecord, Checkpoint, Lease, RunInfo, RunResult,
+    EffectRecord, StoredFile,
+):  # fmt: skip
+    _quick_init(_kind)
