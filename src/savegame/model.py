@@ -137,7 +137,7 @@ class Usage:
     """Number of tool calls."""
 
     def __add__(self, other: Usage) -> Usage:
-        if other == _NO_USAGE:
+        if other is ZERO_USAGE or other == ZERO_USAGE:
             # A step that called no model (most): ``round`` of a float to 10 places goes
             # through a decimal conversion, 2 % of a memory:// step's instructions.
             return self
@@ -172,7 +172,8 @@ class Usage:
         )
 
 
-_NO_USAGE = Usage()
+ZERO_USAGE = Usage()
+"""No usage: what a step that calls no model adds (shared: a record is never changed)."""
 
 
 @dataclass(frozen=True, slots=True)
