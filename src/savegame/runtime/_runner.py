@@ -154,7 +154,10 @@ class _Loop:
         # continues it: the anchor its start span left, else (a run created untraced, a
         # fork) this execution's span.
         kept = meta.get(TRACE_KEY)
-        self.traceparent = kept if isinstance(kept, str) else span.traceparent
+        own = span.traceparent
+        self.traceparent = kept if isinstance(kept, str) else own
+        # Steps are traced when the execution is: its span has a context.
+        self.traced = own is not None
 
     async def run(self) -> RunResult:
         with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:
@@ -190,7 +193,7 @@ class _Loop:
                 return await self._shut_down(name)
             if self._halting():
                 return await self._halt(name)
-            with step_span(self.run_id, self.step + 1, name) as span:
+            with step_span(self.run_id, self.step + 1, name, traced=self.traced) as span:
                 try:
                     if await self._cancelled():
                         raise Cancel()
