@@ -63,3 +63,31 @@ def test_check_given_refuses_ids_that_cannot_be_carried_whole(
 def test_check_given_accepts_ordinary_ids() -> None:
     check_given(run_id="order-2024/07:refund#3", thread_id="ünïcode-fine-日本", other=None)
     check_given(run_id="r" * MAX_GIVEN_LENGTH, thread_id=new_id())
+
+
+def test_ids_in_one_millisecond_bump_the_random_part_when_it_draws_lower(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import savegame.ids as ids
+
+    monkeypatch.setattr(ids, "_pool", bytes([31] * 16) + bytes(16) + bytes([1] * 16))
+    monkeypatch.setattr(ids, "_drawn", 0)
+    monkeypatch.setattr(ids.time, "time_ns", lambda: 1_700_000_000_123_456_789)
+    monkeypatch.setattr(ids, "_last", "")
+    first, second, third = new_id(), new_id(), new_id()
+    assert first == digits(1_700_000_000_123, 10) + "Z" * 16
+    # The top of the millisecond: the next id is the next number, in the next millisecond.
+    assert second == digits((1_700_000_000_123 << 80 | (1 << 80) - 1) + 1, 26)
+    assert third == digits(int(second.translate(ids._AS_BASE32), 32) + 1, 26)
+    assert first < second < third and id_time_ms(second) == 1_700_000_000_124
+
+
+def test_a_forked_child_draws_its_own_random_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import savegame.ids as ids
+
+    monkeypatch.setattr(ids, "_pool", bytes(64))
+    monkeypatch.setattr(ids, "_drawn", 0)
+    monkeypatch.setattr(ids.os, "urandom", lambda n: bytes([5]) * n)
+    assert new_id().endswith("0" * 16)  # from the pool
+    ids._forget_pool()  # what a fork runs in the child
+    assert new_id().endswith("5" * 16)  # a new draw, not the parent's next bytes

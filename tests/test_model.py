@@ -1,4 +1,5 @@
-"""``model.evolve``: the hot path's copy of a record equals ``dataclasses.replace``'s."""
+"""``model.evolve``: the hot path's copy of a record equals ``dataclasses.replace``'s; a
+record built by its quicker ``__init__`` equals the one ``dataclasses`` wrote."""
 
 from __future__ import annotations
 
@@ -60,3 +61,40 @@ def test_a_run_result_repr_abridges_the_state() -> None:
     assert len(text) < 2000
     assert text.startswith("RunResult(run_id='r', thread_id='t', status=")
     assert "'n': 1" in text and "step=400" in text
+
+
+def test_a_record_is_built_as_dataclasses_builds_it() -> None:
+    import inspect
+
+    from savegame.model import EffectKind, EffectRecord, EffectStatus, Lease, StoredFile, Waiting
+
+    header = _header()
+    generated = CheckpointHeader.__init__.__globals__["_generated"]
+    twin = object.__new__(CheckpointHeader)
+    generated(twin, *(getattr(header, f.name) for f in dataclasses.fields(header)))
+    assert twin == header and type(header) is CheckpointHeader
+    bare = CheckpointHeader("t", "r", "c", None, 0, None, RunStatus.RUNNING, None)
+    assert bare.usage == Usage() and bare.metadata == {} and bare.blobs == ()
+    other = CheckpointHeader("t", "r", "c", None, 0, None, RunStatus.RUNNING, None)
+    assert bare.metadata is not other.metadata  # a factory's value, made per record
+    assert bare.created_at.tzinfo is not None
+    params = inspect.signature(CheckpointHeader).parameters
+    assert list(params) == [f.name for f in dataclasses.fields(CheckpointHeader)]
+    assert repr(params["metadata"].default) == "<factory>" and params["size"].default == 0
+    with pytest.raises(TypeError):
+        CheckpointHeader("t", "r")  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bare.step = 5  # type: ignore[misc]
+    assert Waiting() == dataclasses.replace(Waiting())
+    assert Lease("r", "o", 1, 2.0).token == 1
+    assert StoredFile("d", 0o644, 3) == StoredFile(digest="d", mode=0o644, size=3)
+    entry = EffectRecord("r", "q", EffectKind.WRITE, "n", 1, "s", 0, EffectStatus.PENDING, b"a")
+    assert dataclasses.replace(entry, step=2).step == 2
+
+
+def test_a_subclass_keeps_the_init_dataclasses_wrote() -> None:
+    class Marked(Usage):
+        __slots__ = ("mark",)
+
+    usage = Marked(1, 2)
+    assert type(usage) is Marked and usage.output_tokens == 2

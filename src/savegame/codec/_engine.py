@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
@@ -37,7 +37,6 @@ from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
     StoredFile,
-    evolve,
 )
 
 
@@ -306,10 +305,12 @@ class Encoder:
                 )
             _attach(found, refs, files)
             record = _envelope.seal_record(
-                evolve(header, base_id=self._base_id, blobs=tuple(sorted({*found, *refs}))),
+                header,
                 body,
                 delta=True,
                 storage=config,
+                base_id=self._base_id,
+                blobs=tuple(sorted({*found, *refs})),
             )
             grown = chain.delta_bytes + record.header.size
             if grown <= max(chain.keyframe_bytes, self._delta_floor):
@@ -375,14 +376,12 @@ class Encoder:
             _attach(out.found, refs, files)
         body = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
         record = _envelope.seal_record(
-            replace(
-                header,
-                base_id=None,
-                blobs=tuple(sorted({*out.found, *out.sealed, *out.deferred, *refs})),
-            ),
+            header,
             body,
             delta=False,
             storage=config,
+            base_id=None,
+            blobs=tuple(sorted({*out.found, *out.sealed, *out.deferred, *refs})),
         )
         # Loose values count at their plaintext size: only new ones get sealed here.
         copy = record.header.size + out.pack_bytes + sum(map(len, out.found.values()))

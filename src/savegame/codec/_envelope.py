@@ -130,12 +130,14 @@ def seal_record(
     *,
     delta: bool,
     storage: StorageConfig,
+    **changes: Any,
 ) -> CheckpointRecord:
     """Wrap a JSON body (keyframe or delta) into a stored record under ``header``.
 
     Every record is stamped :data:`~savegame.model.FORMAT_VERSION`, whose identity
     covers the whole header (a keyframe may hold packed lists, which a reader before
-    format 3 could not read; it refuses the record by its version).
+    format 3 could not read; it refuses the record by its version). ``changes``: other
+    fields of ``header`` to set (its base and blobs), in the same copy.
     """
     version = FORMAT_VERSION
     header = seal_metadata(header, storage)
@@ -147,7 +149,7 @@ def seal_record(
     ring = storage.keyring
     if ring is None:
         payload = _MAGIC + bytes([2, flags, 0]) + body
-        header = evolve(header, size=len(payload), format_version=version)
+        header = evolve(header, size=len(payload), format_version=version, **changes)
         return CheckpointRecord(
             header=header, payload=payload, checksum=_checksum2(header, payload)
         )
@@ -155,7 +157,7 @@ def seal_record(
     kid = ring.active.encode()
     prefix = _MAGIC + bytes([2, flags, len(kid)]) + kid
     size = len(prefix) + len(body) + 28  # nonce (12) + tag (16)
-    header = replace(header, size=size, format_version=version)
+    header = replace(header, size=size, format_version=version, **changes)
     _, sealed = ring.encrypt(body, prefix + _identity(header))
     return CheckpointRecord(header=header, payload=prefix + sealed, checksum=_AEAD_MARK)
 

@@ -31,7 +31,7 @@ from savegame.effects import (
     patched,
 )
 from savegame.errors import ConfigurationError
-from savegame.model import EffectRecord, Usage
+from savegame.model import ZERO_USAGE, EffectRecord, Usage
 from savegame.runtime._branches import as_branches, branch_calls, run_branches
 from savegame.runtime._children import creator, input_digest, outcome, placement, started
 from savegame.runtime._loader import as_workflow
@@ -56,7 +56,7 @@ class StepContext:
     parent_checkpoint_id: str | None
     """The checkpoint this step started from, when one was taken."""
     calls: Calls | None = None
-    _usage: Usage = field(default_factory=Usage)
+    _usage: Usage = ZERO_USAGE
     _force: bool = False
     _metadata: dict[str, Any] = field(default_factory=dict)
 

@@ -51,9 +51,18 @@ def to_micros(value: datetime) -> int:
     Raises:
         ValueError: ``value`` is naive (the model keeps timezone-aware UTC datetimes).
     """
+    check_aware(value)
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def check_aware(value: datetime) -> None:
+    """:func:`to_micros`'s check alone, for a store that keeps the datetime itself.
+
+    Raises:
+        ValueError: ``value`` is naive (the model keeps timezone-aware UTC datetimes).
+    """
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"naive datetime {value!r}: savegame stores timezone-aware datetimes")
-    return (value - _EPOCH) // _MICROSECOND
 
 
 def from_micros(micros: int) -> datetime:
@@ -84,6 +93,8 @@ def detach(metadata: Mapping[str, Any], what: str = "metadata") -> dict[str, Any
     that, so neither may the memory store. Normalising through JSON also turns
     tuples into lists exactly as a round trip through SQLite would.
     """
+    if not metadata and type(metadata) is dict:
+        return {}  # what the round trip gives, for most records' metadata
     copy: dict[str, Any] = orjson.loads(json_dumps(dict(metadata), what))
     return copy
 
@@ -359,9 +370,9 @@ def detached_record(record: CheckpointRecord) -> CheckpointRecord:
         SerializationError: metadata that is not JSON data.
     """
     header = record.header
-    to_micros(header.created_at)
+    check_aware(header.created_at)
     if header.expires_at is not None:
-        to_micros(header.expires_at)
+        check_aware(header.expires_at)
     return evolve(
         record,
         payload=bytes(record.payload),
@@ -454,6 +465,8 @@ def blobs_to_check(header: CheckpointHeader, given: Mapping[str, bytes]) -> list
 
     Only these need a look-up in the transaction: the rest arrive with the record.
     """
+    if not header.blobs:
+        return []  # most deltas
     return [d for d in unique(header_blobs(header)) if d not in given]
 
 
@@ -516,7 +529,8 @@ def check_waiting(
         ValueError: ``waiting`` given for another status, or missing for status waiting,
             or a ``need`` out of range.
     """
-    if RunStatus(status) is not RunStatus.WAITING:
+    # The enum's call (its check of a plain string) only for what is not a member already.
+    if (status if type(status) is RunStatus else RunStatus(status)) is not RunStatus.WAITING:
         if waiting is not None:
             raise ValueError(f"run {run_id}: waiting= given for a {status} checkpoint")
         return None, [], 0

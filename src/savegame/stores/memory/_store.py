@@ -208,30 +208,32 @@ class MemoryStore(MemorySchedules, MemoryStorage):
         events: Sequence[EffectRecord] = (),
     ) -> PutResult:
         record = _common.detached_record(record)
-        journal = _common.check_effects(record.run_id, effects)
-        new_blobs = _common.check_blobs(blobs)
-        until, topics, need = _common.check_waiting(record.run_id, record.header.status, waiting)
-        others = [_common.check_event(e) for e in events]
+        header = record.header
+        run_id, checkpoint_id = header.run_id, header.checkpoint_id
+        # Most puts carry no journal entries, blobs or events: no copies to make of them.
+        journal = _common.check_effects(run_id, effects) if effects else ()
+        new_blobs = _common.check_blobs(blobs) if blobs else {}
+        until, topics, need = _common.check_waiting(run_id, header.status, waiting)
+        others = [_common.check_event(e) for e in events] if events else ()
         with self._lock:
-            run = self._run(record.run_id)
+            run = self._run(run_id)
             if run.lease_token != lease_token:
-                raise LeaseLostError(record.run_id, lease_token)
-            if record.checkpoint_id in self._checkpoints:
-                raise ConflictError(f"checkpoint {record.checkpoint_id} exists already")
+                raise LeaseLostError(run_id, lease_token)
+            if checkpoint_id in self._checkpoints:
+                raise ConflictError(f"checkpoint {checkpoint_id} exists already")
             self._check_blobs(record, new_blobs)
             # Every check is behind us: from here on nothing raises, so the
             # checkpoint, its blobs and its effects land together or not at all.
             self._store_blobs(new_blobs)
             for effect in journal:
                 run.journal(effect)
-            self._checkpoints[record.checkpoint_id] = record
-            bisect.insort(run.checkpoint_ids, record.checkpoint_id)
-            header = record.header
+            self._checkpoints[checkpoint_id] = record
+            bisect.insort(run.checkpoint_ids, checkpoint_id)
             run.info = evolve(
                 run.info,
                 status=header.status,
                 step=header.step,
-                head_checkpoint_id=record.checkpoint_id,
+                head_checkpoint_id=checkpoint_id,
                 error=error,
                 updated_at=utcnow(),
                 wake_at=None if until is None else _common.from_micros(until),
