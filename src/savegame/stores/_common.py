@@ -203,14 +203,14 @@ def detached_effect(effect: EffectRecord) -> EffectRecord:
     # Members already (every entry the runtime and the integrations journal): no call
     # through the enum; and evolve, not dataclasses.replace. A LangGraph task write is
     # an entry, so this runs for every write of every step.
-    kind, status, meta = effect.kind, effect.status, effect.metadata
+    kind, status = effect.kind, effect.status
     return evolve(
         effect,
         kind=kind if type(kind) is EffectKind else EffectKind(kind),
         status=status if type(status) is EffectStatus else EffectStatus(status),
         arguments=bytes(effect.arguments),
         result=None if effect.result is None else bytes(effect.result),
-        metadata={} if type(meta) is dict and not meta else detach(meta, "effect.metadata"),
+        metadata=detach(effect.metadata, "effect.metadata"),
     )
 
 
