@@ -560,7 +560,14 @@ def test_a_write_in_flight_when_arun_is_cancelled_still_reaches_the_observer() -
 
     store = Held()
     seen: list[int] = []
-    observer = Observer(on_checkpoint=lambda header, seconds: seen.append(header.step))
+    told = threading.Event()
+
+    def heard(header: Any, seconds: float) -> None:
+        seen.append(header.step)
+        if header.step == 1:
+            told.set()
+
+    observer = Observer(on_checkpoint=heard)
 
     async def main() -> None:
         task = asyncio.create_task(arun(counter(limit=3), {}, store=store, observer=observer))
@@ -570,7 +577,10 @@ def test_a_write_in_flight_when_arun_is_cancelled_still_reaches_the_observer() -
             await task
         release.set()
 
-    asyncio.run(main())  # waits for the worker thread on its way out
+    asyncio.run(main())
+    # The write goes on in savegame's io thread, which asyncio.run does not wait for
+    # (it waits only for the loop's default executor): wait for the notice itself.
+    assert told.wait(10)
     assert store.get_run(store.list_runs()[0].run_id).step == 1  # the write committed
     assert seen == [0, 1]
 
