@@ -344,3 +344,29 @@ def test_by_value_a_list_orjson_cannot_fingerprint_is_still_exact() -> None:
     run.write({"items": items}, {"items"})
     assert run.load()["items"] == [{1: "b"}, collections.deque([1, 2, 3])]
     assert run.load(0)["items"] == [{1: "a"}, collections.deque([1, 2])]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [(0.0, -0.0), (1, True), (True, 1), (1, 1.0), ("a", "b"), (2**40, 2**40 + 1), (None, 0)],
+)
+def test_diff_trees_sends_a_leaf_again_exactly_when_its_json_changed(old: Any, new: Any) -> None:
+    """Leaves equal in Python but written differently (``0.0 == -0.0``, ``1 == True``)
+    are sent again, at the top level and inside a patched dict."""
+    from savegame.codec import _delta
+
+    assert _delta.diff_trees({"k": old}, {"k": new}, {"k"}) == {"s": [["k", new]]}
+    patch = _delta.diff_trees({"k": {"v": old, "w": 1}}, {"k": {"v": new, "w": 1}}, {"k"})
+    assert patch == {"p": [["k", {"s": [["v", new]]}]]}
+
+
+def test_diff_trees_skips_equal_leaves_that_are_other_objects() -> None:
+    from savegame.codec import _delta
+
+    def tree() -> dict[str, Any]:
+        text = "".join(["version ", str(10**12)])  # a new str object each time
+        return {"k": {"s": text, "n": int(text[8:]), "b": False, "d": {"e": [text]}}}
+
+    old, new = tree(), tree()
+    assert old["k"]["s"] is not new["k"]["s"]
+    assert _delta.diff_trees(old, new, {"k"}) == {}

@@ -47,3 +47,35 @@ def test_a_plain_class_without_a_pair_is_refused() -> None:
         register(Loose, name="tests.codec.Loose")
     with pytest.raises(ConfigurationError, match="together"):
         register(Loose, name="tests.codec.Loose", fields=lambda o: {})
+
+
+def test_fields_of_reads_each_class_in_its_own_field_order() -> None:
+    """The names are found once per class (_registry._field_names); a class defined
+    again under the same name is another class, read anew."""
+    import dataclasses
+
+    import pydantic
+
+    from savegame.codec._registry import fields_of
+
+    def make(extra: bool) -> Any:
+        @dataclasses.dataclass
+        class Item:
+            b: int
+            a: int
+            c: int = dataclasses.field(default=0, init=not extra)
+
+        return Item
+
+    first, second = make(False)(2, 1), make(True)(2, 1)
+    assert list(fields_of(first).items()) == [("b", 2), ("a", 1), ("c", 0)]
+    assert list(fields_of(second).items()) == [("b", 2), ("a", 1), ("c", 0)]
+
+    class Model(pydantic.BaseModel):
+        z: str
+        y: list[int]
+
+    model = Model(z="z", y=[1])
+    assert list(fields_of(model).items()) == [("z", "z"), ("y", [1])]
+    model.y.append(2)  # read from the object at every call, never kept
+    assert fields_of(model) == {"z": "z", "y": [1, 2]}

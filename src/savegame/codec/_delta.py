@@ -105,6 +105,8 @@ def _tree_diff(old: Any, new: Any, depth: int) -> Any:
         return _SAME
     kind = type(new)
     if type(old) is kind:
+        if kind in _SAME_JSON:
+            return _SAME if old == new else ("s", new)
         if kind is list:
             n = len(old)
             # Trees are never changed in place: the same item trees are the same items.
@@ -119,20 +121,43 @@ def _tree_diff(old: Any, new: Any, depth: int) -> Any:
             and _values.plain_dict(old)
             and _values.plain_dict(new)
         ):
-            patch: Patch = {}
-            for key, value in new.items():
-                _put(
-                    patch,
-                    key,
-                    _tree_diff(old[key], value, depth + 1) if key in old else ("s", value),
-                )
-            removed = sorted(key for key in old if key not in new)
-            if removed:
-                patch["r"] = removed
-            return ("p", patch) if patch else _SAME
+            return _tree_diff_dict(old, new, depth)
     if orjson.dumps(old) == orjson.dumps(new):
         return _SAME
     return ("s", new)
+
+
+#: The leaves of a tree whose JSON two values of the same type share exactly when they
+#: are equal (a float is not one: ``0.0 == -0.0``): compared with ``==``, not by their
+#: JSON, which cost two ``orjson.dumps`` a leaf of LangGraph's version maps every step.
+_SAME_JSON = frozenset((str, int, bool))
+
+
+def _tree_diff_dict(old: dict[str, Any], new: dict[str, Any], depth: int) -> Any:
+    """:func:`_tree_diff` of two plain dicts; a leaf equal to its old one is skipped here,
+    without a call (most of a LangGraph checkpoint's keys, every step)."""
+    patch: Patch = {}
+    for key, value in new.items():
+        if key in old:
+            before = old[key]
+            if before is value:
+                continue
+            kind = type(value)
+            if type(before) is kind and kind in _SAME_JSON:
+                if before == value:
+                    continue
+                op: Any = ("s", value)
+            else:
+                op = _tree_diff(before, value, depth + 1)
+                if op is _SAME:
+                    continue
+        else:
+            op = ("s", value)
+        patch.setdefault(op[0], []).append([key, op[1]])
+    removed = sorted(key for key in old if key not in new)
+    if removed:
+        patch["r"] = removed
+    return ("p", patch) if patch else _SAME
 
 
 def _full(value: Any, depth: int) -> tuple[str, Any]:

@@ -45,7 +45,7 @@ from savegame.errors import (
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
-from savegame.model import EffectRecord
+from savegame.model import EffectRecord, evolve
 
 _MAGIC = b"SGE\x01"
 _ZSTD = b"\x28\xb5\x2f\xfd"
@@ -149,7 +149,7 @@ def seal_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> Ef
     """The entry as stored: values encrypted when a keyring is configured, check filled in."""
     config = resolve(storage)
     if config.keyring is not None:
-        effect = replace(
+        effect = evolve(
             effect,
             arguments=_seal(effect, "arguments", effect.arguments, config),
             result=None
@@ -157,7 +157,8 @@ def seal_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> Ef
             else _seal(effect, "result", effect.result, config),
             error=_seal_text(effect, effect.error, config),
         )
-    return replace(effect, checksum=entry_checksum(effect, config))
+    # evolve: every journal write seals its entries, and replace() cost twice as much.
+    return evolve(effect, checksum=entry_checksum(effect, config))
 
 
 def verify_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> EffectRecord:

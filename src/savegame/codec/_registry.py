@@ -109,14 +109,39 @@ def _is_pydantic_type(cls: type[Any]) -> bool:
 
 def fields_of(obj: Any) -> dict[str, Any]:
     """The field values of a registered dataclass or pydantic instance, shallow."""
-    adapter = _adapters.get(type(obj))
+    kind = type(obj)
+    adapter = _adapters.get(kind)
     if adapter is not None:
         return adapter[0](obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    names = _names.get(kind)
+    if names is None:
+        names = _field_names(kind)
     # Shallow: nested models stay objects so the encoder can name them itself.
-    names: dict[str, Any] = type(obj).model_fields
     return {key: getattr(obj, key) for key in names}
+
+
+#: The fields :func:`fields_of` reads, by class. Bounded, as ``_byvalue``'s cache: a
+#: process that makes classes as it goes (pydantic's create_model per request) must not
+#: keep every one of them alive here.
+_names: dict[type[Any], tuple[str, ...]] = {}
+_NAMES_KEPT = 4096
+
+
+def _field_names(kind: type[Any]) -> tuple[str, ...]:
+    """The names, found once per class: ``dataclasses.fields`` walked the class on every
+    call, and ``is_dataclass`` of a pydantic model went through its metaclass's
+    ``__getattr__`` (a fifth of encoding a LangChain message). A class's fields are fixed
+    once it has instances: pydantic builds none of a model not complete, and a rebuild
+    keeps the names."""
+    if dataclasses.is_dataclass(kind):
+        names = tuple(f.name for f in dataclasses.fields(kind))
+    else:
+        fields: dict[str, Any] = kind.model_fields
+        names = tuple(fields)
+    if len(_names) >= _NAMES_KEPT:
+        _names.clear()
+    _names[kind] = names
+    return names
 
 
 def build(cls: type[Any], values: dict[str, Any]) -> Any:

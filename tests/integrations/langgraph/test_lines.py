@@ -358,3 +358,15 @@ def test_two_threads_of_one_saver_taking_the_lease_at_once_both_get_it(sqlite_ur
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_pending_writes_identity_is_encoded_as_encode_value_encodes_it() -> None:
+    """Three plain strings go through orjson directly (``_lines._encoded``): the same
+    bytes; one that UTF-8 cannot encode is still refused, naming the write."""
+    from savegame import codec
+
+    write = Write("task-1", "messages", ["hi"], "~__pregel_pull, agent", 0)
+    arguments, _ = lines_module._encoded("cp-1", write, 0)
+    assert arguments == codec.encode_value(["task-1", "~__pregel_pull, agent", "cp-1"], "x")
+    with pytest.raises(SerializationError, match=r"writes\[task\ud800\]\[0\]\(messages\)"):
+        lines_module._encoded("cp-1", Write("task\ud800", "messages", 1, "", 0), 0)
