@@ -91,3 +91,26 @@ def test_a_forked_child_draws_its_own_random_bytes(monkeypatch: pytest.MonkeyPat
     assert new_id().endswith("0" * 16)  # from the pool
     ids._forget_pool()  # what a fork runs in the child
     assert new_id().endswith("5" * 16)  # a new draw, not the parent's next bytes
+
+
+def test_ids_made_by_threads_at_once_are_unique_and_increase_in_each() -> None:
+    """The pool, the prefix and the bump are shared: under the lock, every id is new and
+    each thread's ids still sort in the order it made them (a bump from another thread's
+    last id included)."""
+    import threading
+
+    made: list[list[str]] = [[] for _ in range(4)]
+    start = threading.Barrier(4)
+
+    def make(out: list[str]) -> None:
+        start.wait()
+        out.extend(new_id() for _ in range(3000))
+
+    threads = [threading.Thread(target=make, args=(out,)) for out in made]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [i for out in made for i in out]
+    assert len(set(every)) == len(every) == 12_000
+    assert all(out == sorted(out) for out in made)
