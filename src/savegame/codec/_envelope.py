@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -157,7 +156,7 @@ def seal_record(
     kid = ring.active.encode()
     prefix = _MAGIC + bytes([2, flags, len(kid)]) + kid
     size = len(prefix) + len(body) + 28  # nonce (12) + tag (16)
-    header = replace(header, size=size, format_version=version, **changes)
+    header = evolve(header, size=size, format_version=version, **changes)
     _, sealed = ring.encrypt(body, prefix + _identity(header))
     return CheckpointRecord(header=header, payload=prefix + sealed, checksum=_AEAD_MARK)
 

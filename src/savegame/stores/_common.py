@@ -8,11 +8,12 @@ every backend calls them.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 import orjson
 
@@ -53,6 +54,20 @@ def to_micros(value: datetime) -> int:
     """
     check_aware(value)
     return (value - _EPOCH) // _MICROSECOND
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def member(kind: type[E], value: Any) -> E:
+    """``kind(value)``, without the enum's call for a member already (what the runtime
+    and the integrations pass): the call checks a plain string, and a put or a journal
+    entry made it for every status and kind it wrote.
+
+    Raises:
+        ValueError: ``value`` is no value of ``kind``.
+    """
+    return value if type(value) is kind else kind(value)
 
 
 def check_aware(value: datetime) -> None:
@@ -197,17 +212,15 @@ def detached_effect(effect: EffectRecord) -> EffectRecord:
         ValueError: a naive datetime.
         SerializationError: metadata that is not JSON data.
     """
-    to_micros(effect.created_at)
+    check_aware(effect.created_at)
     if effect.completed_at is not None:
-        to_micros(effect.completed_at)
-    # Members already (every entry the runtime and the integrations journal): no call
-    # through the enum; and evolve, not dataclasses.replace. A LangGraph task write is
-    # an entry, so this runs for every write of every step.
-    kind, status = effect.kind, effect.status
+        check_aware(effect.completed_at)
+    # evolve, not dataclasses.replace: a LangGraph task write is an entry, so this runs
+    # for every write of every step.
     return evolve(
         effect,
-        kind=kind if type(kind) is EffectKind else EffectKind(kind),
-        status=status if type(status) is EffectStatus else EffectStatus(status),
+        kind=member(EffectKind, effect.kind),
+        status=member(EffectStatus, effect.status),
         arguments=bytes(effect.arguments),
         result=None if effect.result is None else bytes(effect.result),
         metadata=detach(effect.metadata, "effect.metadata"),
@@ -529,8 +542,7 @@ def check_waiting(
         ValueError: ``waiting`` given for another status, or missing for status waiting,
             or a ``need`` out of range.
     """
-    # The enum's call (its check of a plain string) only for what is not a member already.
-    if (status if type(status) is RunStatus else RunStatus(status)) is not RunStatus.WAITING:
+    if member(RunStatus, status) is not RunStatus.WAITING:
         if waiting is not None:
             raise ValueError(f"run {run_id}: waiting= given for a {status} checkpoint")
         return None, [], 0

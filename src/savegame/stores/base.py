@@ -560,9 +560,9 @@ class BatchStore(Store, Protocol):
         ``put_checkpoint`` would refuse (``LeaseLostError``, ``ConflictError``,
         ``NotFoundError``, ``ValueError``, ``MissingBlobsError``, or the database
         driver's ``DataError`` for a value it cannot store) gets that exception in
-        its place in the result, and nothing of it is written; the others are. The transaction then commits once. A failure of the
-        transaction itself (the commit, the connection) raises, and then none of
-        the puts is written.
+        its place in the result, and nothing of it is written; the others are. The
+        transaction then commits once. A failure of the transaction itself (the
+        commit, the connection) raises, and then none of the puts is written.
 
         Returns:
             One item per put, in order: what its transaction read (``PutResult``), or the

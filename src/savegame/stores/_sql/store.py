@@ -97,8 +97,7 @@ def checkpoint_values(d: Dialect, record: CheckpointRecord) -> tuple[Any, ...]:
         SerializationError: metadata that is not JSON data.
     """
     h = record.header
-    # A member already (every record the runtime writes): no call through the enum.
-    status = h.status.value if type(h.status) is RunStatus else RunStatus(h.status).value
+    status = _common.member(RunStatus, h.status).value
     return (
         h.thread_id, h.run_id, h.checkpoint_id, h.parent_id, h.step, h.node, status, h.next,
         _common.json_dumps(h.usage.to_dict(), "usage").decode(),
@@ -113,12 +112,10 @@ def checkpoint_values(d: Dialect, record: CheckpointRecord) -> tuple[Any, ...]:
 def effect_values(e: EffectRecord) -> tuple[Any, ...]:
     """A whole journal entry as ``replace_effect`` (and PostgreSQL's upsert) take it, for an
     entry from :func:`_common.detached_effect`."""
-    # Members already (detached_effect made them so): ``.value`` without the enum's call.
-    kind = e.kind if type(e.kind) is EffectKind else EffectKind(e.kind)
-    status = e.status if type(e.status) is EffectStatus else EffectStatus(e.status)
     return (
-        e.run_id, e.request_id, kind.value, e.name, e.step, e.node, e.call_index,
-        status.value, e.arguments, e.result, e.error,
+        e.run_id, e.request_id, _common.member(EffectKind, e.kind).value, e.name, e.step,
+        e.node, e.call_index, _common.member(EffectStatus, e.status).value, e.arguments,
+        e.result, e.error,
         "{}" if type(e.metadata) is dict and not e.metadata
         else _common.json_dumps(dict(e.metadata), "effect.metadata").decode(),
         _common.to_micros(e.created_at),
