@@ -67,3 +67,36 @@ def test_threads_compressing_at_once_each_get_their_own_and_every_frame_is_right
     for thread in threads:
         thread.join()
     assert wrong == []
+
+
+@pytest.mark.parametrize("size", [0, 1, 2048, _compress.SMALL_BODY, _compress.SMALL_BODY + 1])
+@pytest.mark.parametrize("checksum", [False, True])
+def test_bodies_on_each_side_of_the_small_body_limit_read_back(size: int, checksum: bool) -> None:
+    data = (b"the quick brown fox jumps over the lazy dog " * 200)[:size]
+    frame = _compress.compress(data, level=_compress.RECORD_LEVEL, checksum=checksum)
+    assert _compress.declared_size(frame) == size
+    assert zstandard.get_frame_parameters(frame).has_checksum is checksum
+    assert _compress.decompress(frame) == data
+
+
+def test_a_small_body_asked_to_carry_its_checksum_catches_damage() -> None:
+    # The small-table compressor is made from parameters, not a level: the checksum
+    # flag must travel in them, or damage to a journal value would read back unnoticed.
+    data = bytes(range(256)) * 8  # incompressible enough that the body holds literals
+    frame = bytearray(_compress.compress(data, level=_compress.RECORD_LEVEL, checksum=True))
+    frame[len(frame) // 2] ^= 0x01
+    with pytest.raises(zstandard.ZstdError):
+        _compress.decompress(bytes(frame))
+
+
+def test_only_small_record_bodies_get_the_small_table() -> None:
+    # A larger body keeps level 1 (the small table costs it ratio), and blobs and packs
+    # keep their level whatever their size.
+    text = b"".join(
+        f"line {n}: the same words again and again, {n * 7}\n".encode() for n in range(400)
+    )
+    large = text[: _compress.SMALL_BODY * 4]
+    small = text[: _compress.SMALL_BODY]
+    assert _compress.compress(large, level=1) == zstandard.ZstdCompressor(level=1).compress(large)
+    assert _compress.compress(small, level=3) == zstandard.ZstdCompressor(level=3).compress(small)
+    assert _compress.compress(small, level=1) != zstandard.ZstdCompressor(level=1).compress(small)
