@@ -1,9 +1,8 @@
 """Where a SQLite batch's time goes when 64 runs share one event loop (issue 34, row 4).
 
 Row 4 compares 64 concurrent ``arun`` calls on a SQLite file with the same runs on
-``memory://``. Counted by callgrind the two cost about the same instructions a
-checkpoint (``--callgrind``), yet the SQLite runs take more CPU and more wall time.
-This shows why: it times each batch the loop's committer writes, in wall time and in
+``memory://``, which does its puts on the loop itself, where SQLite's go to an io thread.
+This times each batch the loop's committer writes, in wall time and in
 the io thread's own CPU time (``time.thread_time``), split into its statements (a
 savepoint, the head's UPDATE and the INSERT a put) and its COMMIT (the WAL frames and
 the fsync, the GIL released), and counts the process's context switches a checkpoint.
@@ -12,25 +11,22 @@ which the loop holds while it encodes the other runs' steps: ``sqlite3`` release
 around every statement and must take it back after each.
 
     python benchmarks/batch_gil.py --rounds 3                 # ~5 s
-    python benchmarks/batch_gil.py --rounds 1 --callgrind     # + instructions, ~3 min
+
+(Not callgrind: its ``--toggle-collect`` counts only the thread that entered the
+function, so the io thread's puts would go uncounted.)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import operator
 import os
-import re
 import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from step_cpu import _warm, append
@@ -81,15 +77,12 @@ def _instrument(store: SqliteStore, batches: Batches) -> None:
     store.put_checkpoints = timed_puts  # type: ignore[method-assign]
 
 
-def one_round(
-    url: str, runs: int, steps: int, *, timed: bool, call: Any = operator.call
-) -> dict[str, float]:
-    """The round's rates and batch times; ``call`` runs the timed part (callgrind
-    collects only inside ``operator.call``)."""
+def one_round(url: str, runs: int, steps: int) -> dict[str, float]:
+    """The round's rates, and on SQLite its batches' times."""
     store = savegame.open_store(url)
     savegame.run(append, {"steps": 3}, store=store)  # tables, imports, caches
     batches = Batches()
-    if timed and isinstance(store, SqliteStore):
+    if isinstance(store, SqliteStore):
         _instrument(store, batches)
 
     async def many() -> None:
@@ -98,7 +91,7 @@ def one_round(
         )
 
     before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    call(lambda: asyncio.run(many()))
+    asyncio.run(many())
     wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
     store.close()
     n = runs * steps
@@ -121,31 +114,6 @@ def one_round(
     return out
 
 
-_TOTALS = re.compile(rb"^(?:summary|totals): (\d+)", re.MULTILINE)
-
-
-def instructions(kind: str, runs: int, steps: int) -> float:
-    """Instructions a checkpoint of the runs, all threads, counted by callgrind (which
-    runs the threads one at a time, so its batches are not the timed rounds')."""
-    with tempfile.TemporaryDirectory(prefix="savegame-batch-gil-") as tmp:
-        out = Path(tmp) / "callgrind.out"
-        subprocess.run(
-            [
-                "valgrind", "--tool=callgrind", "--collect-atstart=no",
-                "--toggle-collect=_operator_call", f"--callgrind-out-file={out}",
-                sys.executable, __file__, "--child", kind, "--runs", str(runs),
-                "--steps", str(steps),
-            ],
-            check=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        return int(_TOTALS.findall(out.read_bytes())[-1]) / (runs * steps)
-
-
-def _call(window: Any) -> object:
-    return window()  # outside callgrind's window: only a --child's rounds are counted
-
-
 def _url(kind: str, tmp: str) -> str:
     return "memory://" if kind == "memory" else f"sqlite:///{tmp}/batch.db"
 
@@ -155,30 +123,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--callgrind", action="store_true")
-    parser.add_argument("--child", choices=("memory", "sqlite"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     _warm(args.steps)
-    if args.child:
-        with tempfile.TemporaryDirectory() as tmp:
-            url = _url(args.child, tmp)
-            one_round(url, args.runs, args.steps, timed=False)
-        return
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}; {args.runs} runs")
     got: dict[str, dict[str, list[float]]] = {"memory": {}, "sqlite": {}}
     for _ in range(args.rounds):
         for kind in got:
             with tempfile.TemporaryDirectory() as tmp:
-                row = one_round(_url(kind, tmp), args.runs, args.steps, timed=True, call=_call)
+                row = one_round(_url(kind, tmp), args.runs, args.steps)
             for key, value in row.items():
                 got[kind].setdefault(key, []).append(value)
     for kind, rows in got.items():
         print(f"\n{kind} (median of {args.rounds} rounds)")
         for key, values in rows.items():
             print(f"  {key:34} {statistics.median(values):10.4f}")
-        if args.callgrind:
-            count = instructions(kind, args.runs, args.steps)
-            print(f"  {'instructions/checkpoint':34} {count / 1e3:9.0f}k")
 
 
 if __name__ == "__main__":

@@ -347,6 +347,44 @@ def test_a_step_s_put_is_one_update_and_one_insert(tmp_path: Path) -> None:
         assert (head.head_checkpoint_id, head.cancel_requested) == (third.checkpoint_id, True)
 
 
+def test_a_batch_takes_no_savepoint_a_put_until_one_is_refused(tmp_path: Path) -> None:
+    """A batch is written optimistically, two statements a put; a refusal anywhere in it
+    (here the last put's, after two puts of other runs were written) rolls it back whole,
+    and the batch is written again put by put under savepoints: the others once each,
+    the refused one not at all, its error in its place."""
+    from savegame.errors import LeaseLostError
+    from savegame.stores.base import Put
+
+    with SqliteStore(tmp_path / "s.db") as store:
+        runs = [make_run() for _ in range(3)]
+        leases = [store.create_run(run, first, owner=OWNER, ttl=30) for run, first in runs]
+        seconds = [next_record(first) for _, first in runs]
+        puts = [Put(record, lease.token) for record, lease in zip(seconds, leases, strict=True)]
+        clean = _statements_of(store, lambda: store.put_checkpoints(puts))
+        assert clean == ["BEGIN", *["UPDATE", "INSERT"] * 3, "COMMIT"]
+        thirds = [next_record(second) for second in seconds]
+        stale = Put(thirds[2], leases[2].token + 1)
+        got: list[object] = []
+        again = _statements_of(
+            store, lambda: got.extend(store.put_checkpoints([Put(thirds[0], leases[0].token),
+                                                            Put(thirds[1], leases[1].token),
+                                                            stale]))
+        )  # fmt: skip
+        assert [type(x) for x in got] == [PutResult, PutResult, LeaseLostError]
+        assert again.count("BEGIN") == 2 and again.count("ROLLBACK") >= 1
+        assert again.count("SAVEPOINT") == 3
+        for (run, first), second, third, written in zip(
+            runs, seconds, thirds, (True, True, False), strict=True
+        ):
+            head = third if written else second
+            assert store.get_run(run.run_id).head_checkpoint_id == head.checkpoint_id
+            stored = [h.checkpoint_id for h in store.list_checkpoints(run.run_id)]
+            assert stored == [
+                *([third.checkpoint_id] if written else []), second.checkpoint_id,
+                first.checkpoint_id,
+            ]  # fmt: skip
+
+
 def test_a_write_transaction_that_fails_rolls_back_and_frees_the_store(tmp_path: Path) -> None:
     """A failure in the block, and one at COMMIT (a deferred foreign key), each roll back
     and release the store's lock: the next write goes through."""

@@ -40,7 +40,7 @@ from savegame.stores._queues import Enqueue, Queue, QueueStats, check_enqueue
 from savegame.stores._sql import rows
 from savegame.stores._sql.schedules import SqlSchedules
 from savegame.stores._sql.store import SqlStore, checkpoint_values, effect_values, run_values
-from savegame.stores.base import Capabilities, Delivery, PutResult
+from savegame.stores.base import Capabilities, Delivery, Put, PutResult
 from savegame.stores.sqlite import _queues, _schema
 from savegame.stores.sqlite._statements import (
     CANCEL_FLAG,
@@ -161,6 +161,10 @@ class _Transaction:
     def _rollback(self) -> None:
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
+
+
+class _Refused(Exception):
+    """A put of an optimistic batch was refused: its transaction rolls back whole."""
 
 
 class SqliteStore(SqlSchedules, SqlStore):
@@ -324,6 +328,28 @@ class SqliteStore(SqlSchedules, SqlStore):
             _queues.enqueue(conn, run.run_id, queue)
         self._insert_checkpoint(conn, first, {})
         return True
+
+    def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
+        """Write the puts in one transaction, without a savepoint each; if one is refused,
+        nothing is kept and they are written again one by one, each under a savepoint
+        (``SqlStore.put_checkpoints``), so each refusal is its own, as on PostgreSQL.
+
+        A savepoint is two statements more a put (SAVEPOINT, RELEASE), and ``sqlite3``
+        gives the GIL up around every statement: under 64 runs on one event loop, the io
+        thread waited for it back after each while the loop encoded other runs' steps
+        (``benchmarks/batch_gil.py``). Refusals (a lost lease, a taken id) are rare."""
+        try:
+            checked = [_common.CheckedPut.of(put) for put in puts]
+        except self._refusals:
+            return SqlStore.put_checkpoints(self, puts)
+        try:
+            with self._tx() as conn:
+                try:
+                    return [self._put(conn, put) for put in checked]
+                except self._refusals as exc:
+                    raise _Refused() from exc  # out of the block: the batch rolls back
+        except _Refused:
+            return SqlStore.put_checkpoints(self, puts)
 
     @contextmanager
     def _savepoint(self, conn: sqlite3.Connection) -> Iterator[None]:
