@@ -65,10 +65,12 @@ def _legacy_checksum(effect: EffectRecord) -> str:
 
 def _covered(effect: EffectRecord) -> bytes:
     """What the check covers: every stored field but the timestamps (stores set those)."""
+    # ``_value_``, the member's value as Enum stores it: ``.value`` is a Python-level
+    # property on 3.11 (two calls a member, every journal write seals its entries).
     head = orjson.dumps(
         [
-            "savegame-effect-2", effect.run_id, effect.request_id, effect.kind.value,
-            effect.name, effect.step, effect.node, effect.call_index, effect.status.value,
+            "savegame-effect-2", effect.run_id, effect.request_id, effect.kind._value_,
+            effect.name, effect.step, effect.node, effect.call_index, effect.status._value_,
             effect.error, effect.metadata,
         ],
         option=orjson.OPT_SORT_KEYS,
