@@ -152,8 +152,16 @@ def encode_at(value: Any, room: int) -> Any:
         room -= 1
         if room < 0:
             raise Unsaveable(_too_deep())
+        if not value:
+            return []
         return [item if type(item) in _AS_IS else encode_at(item, room) for item in value]
     if kind is dict:
+        if not value:
+            # Without the comprehension's frame: a LangChain message holds two or three
+            # empty containers (``additional_kwargs``, ``response_metadata``, ...).
+            if room < 1:
+                raise Unsaveable(_too_deep())
+            return {}
         if not _STR.issuperset(map(type, value)):
             return _map_to_data(value, room)
         if len(value) == 1 and next(iter(value)).startswith(_TAG):
