@@ -226,6 +226,13 @@ def _encode_tagged(value: Any, kind: type, room: int) -> Any:
             raise Unsaveable(_too_deep())
         if isinstance(value, enum.Enum):
             body: Any = {"value": encode_at(value.value, room)}
+        elif (names := _registry.field_names(kind)) is not None:
+            # Each field read as it is encoded: ``fields_of`` built a dict of them first,
+            # a second comprehension and dict for every LangChain message.
+            body = {
+                key: item if type(item := getattr(value, key)) in _AS_IS else encode_at(item, room)
+                for key in names
+            }
         else:
             fields = _registry.fields_of(value)
             body = {
