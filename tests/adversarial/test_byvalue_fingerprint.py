@@ -69,3 +69,32 @@ def test_none_turned_infinite_in_place_is_stored() -> None:
     with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
         loaded, _ = _edited([{"x": None}], lambda m: m[0].__setitem__("x", math.inf))
     assert loaded[0]["x"] == math.inf
+
+
+class _Disguised:
+    """Says it is an ``_Open``: ``isinstance`` believes ``__class__``, so its class may
+    not be decided once for all its instances."""
+
+    def __init__(self, a: int) -> None:
+        self.a = a
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type[Any]:
+        return _Open
+
+
+def test_a_class_decided_once_prints_as_when_decided_each_time() -> None:
+    """``_default`` decides a class's instances are plain objects once (``_OBJECTS``):
+    an instance then prints as it did before, and a class that lies about its
+    ``__class__`` is decided each time."""
+    from savegame.codec import _byvalue
+
+    items = [_Open(1), _Open(2)]
+    _byvalue._OBJECTS.discard(_Open)
+    first = _byvalue.fingerprint(items)
+    assert _Open in _byvalue._OBJECTS
+    assert _byvalue.fingerprint(items) == first
+    items[0].a = 3
+    assert _byvalue.fingerprint(items) != first
+    assert _byvalue.fingerprint([_Disguised(1)]) is not None
+    assert _Disguised not in _byvalue._OBJECTS

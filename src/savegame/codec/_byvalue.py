@@ -71,26 +71,46 @@ def _slotted(kind: type) -> bool:
     )
 
 
+#: The classes whose instances :func:`_default` writes as ``[id(type), __dict__]`` (no
+#: slots holding state, not a builtin's subclass, ``__class__`` not overridden): what
+#: decides it is the class's, so it is decided once. Bounded, as :func:`_slotted`.
+_OBJECTS: set[type[Any]] = set()
+_OBJECTS_KEPT = 4096
+
+
 def _default(value: Any) -> Any:
     """orjson's fallback: every value it hands over, written with its type, so that two
     values the codec stores differently never print the same. The type as its ``id``:
     a fingerprint is compared only within the process (and costs a third less)."""
+    kind = type(value)
+    if kind in _OBJECTS:
+        # A message of a list fingerprinted at every step: its class's checks skipped
+        # (half of this call's cost, once per message and step).
+        fields = value.__dict__
+        if type(fields) is dict:
+            return [id(kind), fields]
     fields = getattr(value, "__dict__", None)
     if type(fields) is dict and not isinstance(value, _BUILTINS):
         if _slotted(value.__class__):
             # A slot's value would not be in the fingerprint: a change to it unseen.
             raise TypeError(type(value).__qualname__)
-        return [id(type(value)), fields]  # a registered object: a message, a dataclass
-    kind = id(type(value))
+        if value.__class__ is kind and all(
+            "__class__" not in c.__dict__ for c in kind.__mro__[:-1]
+        ):
+            if len(_OBJECTS) >= _OBJECTS_KEPT:
+                _OBJECTS.clear()
+            _OBJECTS.add(kind)
+        return [id(kind), fields]  # a registered object: a message, a dataclass
+    tag = id(kind)
     # Subclasses of the builtins (passed through): their value and their own fields.
     builtin: type[Any]
     for builtin in _BUILTINS:
         if isinstance(value, builtin):
-            return [kind, builtin(value), fields]
+            return [tag, builtin(value), fields]
     if isinstance(value, set | frozenset):
-        return [kind, list(value)]
+        return [tag, list(value)]
     if isinstance(value, dt.date | dt.time):
-        return [kind, repr(value)]  # the zone and fold too, as the codec keeps them
+        return [tag, repr(value)]  # the zone and fold too, as the codec keeps them
     raise TypeError(type(value).__qualname__)
 
 

@@ -65,20 +65,25 @@ def _legacy_checksum(effect: EffectRecord) -> str:
 
 def _covered(effect: EffectRecord) -> bytes:
     """What the check covers: every stored field but the timestamps (stores set those)."""
+    # ``_value_``, the member's value as Enum stores it: ``.value`` is a Python-level
+    # property on 3.11 (two calls a member, every journal write seals its entries).
     head = orjson.dumps(
         [
-            "savegame-effect-2", effect.run_id, effect.request_id, effect.kind.value,
-            effect.name, effect.step, effect.node, effect.call_index, effect.status.value,
+            "savegame-effect-2", effect.run_id, effect.request_id, effect.kind._value_,
+            effect.name, effect.step, effect.node, effect.call_index, effect.status._value_,
             effect.error, effect.metadata,
         ],
         option=orjson.OPT_SORT_KEYS,
     )  # fmt: skip
-    result = b"\0" if effect.result is None else b"\1" + _sized(effect.result)
-    return _sized(head) + _sized(effect.arguments) + result
-
-
-def _sized(data: bytes) -> bytes:
-    return len(data).to_bytes(8, "big") + data
+    # Each part after its length, joined once: a helper per part copied each value at
+    # its ``+`` and again at the next (every journal write seals its entries).
+    arguments, result = effect.arguments, effect.result
+    parts = [len(head).to_bytes(8, "big"), head, len(arguments).to_bytes(8, "big"), arguments]
+    if result is None:
+        parts.append(b"\0")
+    else:
+        parts += (b"\1", len(result).to_bytes(8, "big"), result)
+    return b"".join(parts)
 
 
 def entry_checksum(effect: EffectRecord, storage: StorageConfig | None = None) -> str:

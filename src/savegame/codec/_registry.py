@@ -120,6 +120,16 @@ def fields_of(obj: Any) -> dict[str, Any]:
     return {key: getattr(obj, key) for key in names}
 
 
+def field_names(kind: type[Any]) -> tuple[str, ...] | None:
+    """The names :func:`fields_of` reads from an instance of ``kind``, in its order; None
+    for a class registered with a ``fields`` function. For the encoder, which reads each
+    field as it encodes it instead of building the dict first."""
+    if kind in _adapters:
+        return None
+    names = _names.get(kind)
+    return _field_names(kind) if names is None else names
+
+
 #: The fields :func:`fields_of` reads, by class. Bounded, as ``_byvalue``'s cache: a
 #: process that makes classes as it goes (pydantic's create_model per request) must not
 #: keep every one of them alive here.

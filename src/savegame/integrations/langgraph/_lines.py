@@ -263,15 +263,16 @@ class Lines:
                 self.put_writes(line, checkpoint["id"], early)
             return line
 
-    def early(self, thread_id: str, ns: str, lg_id: str, writes: list[Write]) -> bool:
-        """Hold writes that came before their namespace's first checkpoint; False when
-        the line exists (write them now). With ``durability="async"`` LangGraph runs a put
-        and the next put_writes in parallel threads: a subgraph's first writes can win."""
+    def early(self, thread_id: str, ns: str, lg_id: str, writes: list[Write]) -> Line | None:
+        """The line to write ``writes`` to now, or None: held until their namespace's
+        first checkpoint, which they came before. With ``durability="async"`` LangGraph
+        runs a put and the next put_writes in parallel threads: a subgraph's first writes
+        can win."""
         with self.lock:
-            if self.find(thread_id, ns) is not None:
-                return False
-            self._early.setdefault((thread_id, ns, lg_id), []).extend(writes)
-            return True
+            line = self.find(thread_id, ns)
+            if line is None:
+                self._early.setdefault((thread_id, ns, lg_id), []).extend(writes)
+            return line
 
     def _create(self, line: Line, record: Any, blobs: dict[str, bytes]) -> None:
         now = utcnow()

@@ -45,13 +45,38 @@ DURABILITY_KEY = "__pregel_durability"
 NEVER = frozenset({"__error_source_node__"})
 
 
+class Latch:
+    """A one-shot ``threading.Event`` on a bare lock, held until :meth:`set`. An Event is
+    a Condition over a Lock, all Python: making one raised and caught three
+    AttributeErrors (the Condition looking for an RLock's methods), and ``wait`` and
+    ``set`` took a waiter lock and the Condition's; a ride makes one, sets it once and
+    its caller waits on it, every LangGraph task."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = threading.Lock()
+        self._held.acquire()
+
+    def set(self) -> None:
+        """Once only (a ride's checkpoint ends once): a second call raises."""
+        self._held.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether it is set, waiting up to ``timeout`` seconds (None: for good)."""
+        if not self._held.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        self._held.release()  # set it stays: the next wait passes too
+        return True
+
+
 @dataclass(eq=False)
 class Ride:
     """One task's writes, waiting to be journaled with the line's next checkpoint."""
 
     entries: list[EffectRecord]
     channels: frozenset[str]
-    done: threading.Event = field(default_factory=threading.Event)
+    done: Latch = field(default_factory=Latch)
     """Set once the checkpoint's write ended, committed or not."""
     taken: bool = False
     """A checkpoint took the entries: they wait for its commit, however long."""

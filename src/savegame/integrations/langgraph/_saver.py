@@ -202,11 +202,9 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 for index, (channel, raw) in enumerate(writes)
             ],
         )
-        with self._lines.lock:
-            if self._lines.early(thread_id, ns, lg_id, found):
-                return
-            line = self._lines.find(thread_id, ns)
-            assert line is not None
+        line = self._lines.early(thread_id, ns, lg_id, found)
+        if line is None:
+            return
         ride = conf.get(_rides.DURABILITY_KEY) in ("sync", "async")
         self._lines.put_writes(line, lg_id, found, ride=ride)
 

@@ -367,6 +367,10 @@ class SqliteStore(SqlSchedules, SqlStore):
         header, error, waiting = put.record.header, put.error, put.waiting
         until, topics, need = put.wait
         now = time.time_ns() // 1000  # to_micros(utcnow()) without the datetime
+        # The status as its plain str: ``_value_`` is an attribute, ``.value`` a
+        # Python-level property on 3.11, and sqlite3 binds a str subclass (the member)
+        # only after its adapter lookup.
+        status = header.status._value_
         # The usual step takes one UPDATE (see MOVE_HEAD_KEEPING_STATUS); anything
         # else takes the long way, a waiting record always (it sets the wait columns),
         # and so does a run asked to cancel (the flag is then read at the end).
@@ -376,7 +380,7 @@ class SqliteStore(SqlSchedules, SqlStore):
             MOVE_HEAD_KEEPING_STATUS,
             (
                 header.checkpoint_id, header.step, error, now, header.run_id,
-                put.lease_token, header.status.value,
+                put.lease_token, status,
             ),
         ).rowcount  # fmt: skip
         if not moved:
@@ -384,7 +388,7 @@ class SqliteStore(SqlSchedules, SqlStore):
             conn.execute(
                 SQL.move_head,
                 (
-                    header.checkpoint_id, header.status.value, header.step, error, now,
+                    header.checkpoint_id, status, header.step, error, now,
                     until, SQL.dialect.ids(topics), need, header.run_id,
                 ),
             )  # fmt: skip
