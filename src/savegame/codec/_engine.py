@@ -297,8 +297,10 @@ class Encoder:
             body = orjson.dumps(patch, option=orjson.OPT_SORT_KEYS)
             # No leaf of a body this short outgrows the inline limit, and one without the
             # tag names no workspace file: the walk that looks for either is skipped (most
-            # steps; it was a tenth of a LangGraph checkpoint's CPU, 700 calls a run).
-            if len(body) > config.inline_max or _refs.TAG_BYTES in body:
+            # steps; it was a tenth of a LangGraph checkpoint's CPU, 700 calls a run). A
+            # body without a "$" has no tag: memchr says so far faster than the tag's own
+            # search, which stops at each of JSON's quotes (5.7k instructions a 2 KB body).
+            if len(body) > config.inline_max or (b"$" in body and _refs.TAG_BYTES in body):
                 body = orjson.dumps(
                     _refs.extract(patch, config, found, limit=config.inline_max, files=refs),
                     option=orjson.OPT_SORT_KEYS,

@@ -410,6 +410,10 @@ class Packer:
         plain = b"[" + b",".join(encoded) + b"]"
         digest = _blobs.blob_digest(plain, self.storage)
         sealed = _blobs.seal_blob(digest, plain, self.storage)
+        # A tag in any entry is one in ``plain`` (no tag spans the commas between them).
+        # A lone "$" is found by memchr; the tag's own search steps through JSON's every
+        # quote and letter (5.7k instructions a 2 KB message).
+        tagged = b"$" in plain and b'"$sg:' in plain
         return _Chunk(
             start=start,
             names=names,
@@ -418,7 +422,7 @@ class Packer:
             size=len(plain),
             loose={name: len(data) for name, data in loose.items()},
             path=path,
-            tagged=any(b'"$sg:' in entry for entry in encoded),
+            tagged=tagged,
             stored=len(sealed),
             sealed=sealed,
             blobs=dict(loose),
