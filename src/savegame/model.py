@@ -526,7 +526,10 @@ def _evolver(kind: type) -> Callable[..., Any]:
     names = [f.name for f in fields(kind) if f.init]
     if any(not name.isidentifier() for name in names):
         raise TypeError(f"evolve: {kind.__qualname__} has a field that is no identifier")
-    lines = [f"def evolve(_record, *, {', '.join(f'{n}=_KEEP' for n in names)}):"]
+    # Positional-or-keyword, not keyword-only: Python fills a missing keyword-only
+    # parameter by a look-up in a dict of defaults (2k instructions a header's copy),
+    # a positional one from a tuple. Only evolve() calls this, with keywords alone.
+    lines = [f"def evolve(_record, {', '.join(f'{n}=_KEEP' for n in names)}):"]
     lines.append("    _out = _new(_draft)")
     for name in names:
         lines.append(f"    _out.{name} = _record.{name} if {name} is _KEEP else {name}")
