@@ -221,10 +221,12 @@ class MemoryStore(MemorySchedules, MemoryStorage):
                 raise LeaseLostError(run_id, lease_token)
             if checkpoint_id in self._checkpoints:
                 raise ConflictError(f"checkpoint {checkpoint_id} exists already")
-            self._check_blobs(record, new_blobs)
+            if header.blobs:  # a record naming no blob has none to look for
+                self._check_blobs(record, new_blobs)
             # Every check is behind us: from here on nothing raises, so the
             # checkpoint, its blobs and its effects land together or not at all.
-            self._store_blobs(new_blobs)
+            if new_blobs:
+                self._store_blobs(new_blobs)
             for effect in journal:
                 run.journal(effect)
             self._checkpoints[checkpoint_id] = record
