@@ -26,7 +26,7 @@ from savegame.model import (
     RunInfo,
     RunStatus,
     Waiting,
-    evolve,
+    evolver,
     utcnow,
 )
 from savegame.redaction import redact_url
@@ -49,6 +49,7 @@ _CAPABILITIES = Capabilities(
 
 _named: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()
+_copy_info = evolver(RunInfo)  # every put moves its run's row on
 
 
 class MemoryStore(MemorySchedules, MemoryStorage):
@@ -231,7 +232,7 @@ class MemoryStore(MemorySchedules, MemoryStorage):
                 run.journal(effect)
             self._checkpoints[checkpoint_id] = record
             bisect.insort(run.checkpoint_ids, checkpoint_id)
-            run.info = evolve(
+            run.info = _copy_info(
                 run.info,
                 status=header.status,
                 step=header.step,
