@@ -56,9 +56,10 @@ from savegame.errors import (
     UnauthenticatedRecordError,
     UnencryptedRecordError,
 )
-from savegame.model import FORMAT_VERSION, CheckpointHeader, CheckpointRecord, evolve
+from savegame.model import FORMAT_VERSION, CheckpointHeader, CheckpointRecord, evolver
 
 DELTA, ZSTD, AEAD = 1, 2, 4
+_copy_header = evolver(CheckpointHeader)  # every record sealed copies its header
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 _MAGIC = b"SG"
@@ -148,7 +149,7 @@ def seal_record(
     ring = storage.keyring
     if ring is None:
         payload = _MAGIC + bytes([2, flags, 0]) + body
-        header = evolve(header, size=len(payload), format_version=version, **changes)
+        header = _copy_header(header, size=len(payload), format_version=version, **changes)
         return CheckpointRecord(
             header=header, payload=payload, checksum=_checksum2(header, payload)
         )
@@ -156,7 +157,7 @@ def seal_record(
     kid = ring.active.encode()
     prefix = _MAGIC + bytes([2, flags, len(kid)]) + kid
     size = len(prefix) + len(body) + 28  # nonce (12) + tag (16)
-    header = evolve(header, size=size, format_version=version, **changes)
+    header = _copy_header(header, size=size, format_version=version, **changes)
     _, sealed = ring.encrypt(body, prefix + _identity(header))
     return CheckpointRecord(header=header, payload=prefix + sealed, checksum=_AEAD_MARK)
 

@@ -250,13 +250,15 @@ class Saver:
         """Upload, write, notice: the whole save of one record, in one io call."""
         blobs = self.encoder.to_upload(self.ex.store, encoded)
         started = time.perf_counter()
-        outcome: PutResult | Exception
         try:
             outcome = self._put(encoded.record, error, effects, blobs, beside)
         except MissingBlobsError as exc:
-            outcome = exc  # re-sent once by finish, as a batch's refusal is
-        save = _Save(self, encoded, error, effects, beside)
-        return save.finish(outcome, time.perf_counter() - started)
+            # Re-sent once by finish, as a batch's refusal is.
+            save = _Save(self, encoded, error, effects, beside)
+            return save.finish(exc, time.perf_counter() - started)
+        # What finish does with a put that succeeded, without building a _Save for it.
+        self._committed(encoded.record, time.perf_counter() - started)
+        return outcome
 
     def _put_for(
         self,

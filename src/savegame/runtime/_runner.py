@@ -55,6 +55,7 @@ from savegame.model import (
     RunResult,
     RunStatus,
     Usage,
+    evolver,
     utcnow,
 )
 from savegame.runtime._children import ending, final_state
@@ -68,6 +69,8 @@ from savegame.runtime._trace import TRACE_KEY, Span, run_span, step_span, usage_
 from savegame.runtime._workflow import END, StepSpec
 from savegame.signals import Cancel, Halt, NeedsAttention, Pause, Suspend
 from savegame.stores.base import ALL_EFFECTS, Store
+
+_copy_header = evolver(CheckpointHeader)
 
 
 def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
@@ -158,6 +161,12 @@ class _Loop:
         self.traceparent = kept if isinstance(kept, str) else own
         # Steps are traced when the execution is: its span has a context.
         self.traced = own is not None
+        # What _header copies: a header of this run, every field a copy does not set
+        # (size, format, base, blobs: the encoder's) at CheckpointHeader's default.
+        self.blank = CheckpointHeader(
+            thread_id=self.thread_id, run_id=self.run_id, checkpoint_id="", parent_id=None,
+            step=0, node=None, status=RunStatus.RUNNING, next=None,
+        )  # fmt: skip
 
     async def run(self) -> RunResult:
         with Heartbeat(self.ex.store, self.ex.lease, self.ex.ttl) as heartbeat:
@@ -522,7 +531,11 @@ class _Loop:
             self.writer = None
         if self.traceparent is not None:
             metadata = {**metadata, TRACE_KEY: self.traceparent}
-        return CheckpointHeader(
+        # The run's blank header copied with this checkpoint's fields: the header that
+        # CheckpointHeader(...) would build, whose keywords reach __init__ through a
+        # dict (13.4k instructions against the copy's 7k).
+        return _copy_header(
+            self.blank,
             thread_id=self.thread_id,
             run_id=self.run_id,
             checkpoint_id=new_id(),

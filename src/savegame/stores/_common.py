@@ -36,6 +36,7 @@ from savegame.model import (
     RunStatus,
     Waiting,
     evolve,
+    evolver,
 )
 from savegame.stores.base import Put, RunPosition, RunSize
 
@@ -334,6 +335,8 @@ def prefix_range(prefix: str) -> tuple[str, str | None] | None:
 
 
 # -- storage engine ---------------------------------------------------------------
+_copy_header = evolver(CheckpointHeader)  # every put detaches its record's header
+
 MAX_CHAIN = 10_000
 """The longest base chain ``get_chain`` follows; longer is a cycle or damage, never a real chain."""
 
@@ -386,10 +389,12 @@ def detached_record(record: CheckpointRecord) -> CheckpointRecord:
     check_aware(header.created_at)
     if header.expires_at is not None:
         check_aware(header.expires_at)
-    return evolve(
-        record,
-        payload=bytes(record.payload),
-        header=evolve(header, metadata=detach(header.metadata), blobs=header_blobs(header)),
+    # The record built, not evolved: its three fields are all given (evolve's keyword
+    # call cost twice the constructor's positional one).
+    return CheckpointRecord(
+        _copy_header(header, metadata=detach(header.metadata), blobs=header_blobs(header)),
+        bytes(record.payload),
+        record.checksum,
     )
 
 

@@ -26,7 +26,7 @@ from savegame.model import (
     RunInfo,
     RunStatus,
     Waiting,
-    evolve,
+    evolver,
     utcnow,
 )
 from savegame.redaction import redact_url
@@ -49,6 +49,7 @@ _CAPABILITIES = Capabilities(
 
 _named: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()
+_copy_info = evolver(RunInfo)  # every put moves its run's row on
 
 
 class MemoryStore(MemorySchedules, MemoryStorage):
@@ -221,15 +222,17 @@ class MemoryStore(MemorySchedules, MemoryStorage):
                 raise LeaseLostError(run_id, lease_token)
             if checkpoint_id in self._checkpoints:
                 raise ConflictError(f"checkpoint {checkpoint_id} exists already")
-            self._check_blobs(record, new_blobs)
+            if header.blobs:  # a record naming no blob has none to look for
+                self._check_blobs(record, new_blobs)
             # Every check is behind us: from here on nothing raises, so the
             # checkpoint, its blobs and its effects land together or not at all.
-            self._store_blobs(new_blobs)
+            if new_blobs:
+                self._store_blobs(new_blobs)
             for effect in journal:
                 run.journal(effect)
             self._checkpoints[checkpoint_id] = record
             bisect.insort(run.checkpoint_ids, checkpoint_id)
-            run.info = evolve(
+            run.info = _copy_info(
                 run.info,
                 status=header.status,
                 step=header.step,
