@@ -556,7 +556,7 @@ class BatchStore(Store, Protocol):
     def put_checkpoints(self, puts: Sequence[Put]) -> list[PutResult | Exception]:
         """Write each put as ``put_checkpoint`` would, all in one transaction.
 
-        Each put is checked and written on its own (a savepoint): one that
+        Each put is checked and written as if on its own (a savepoint): one that
         ``put_checkpoint`` would refuse (``LeaseLostError``, ``ConflictError``,
         ``NotFoundError``, ``ValueError``, ``MissingBlobsError``, or the database
         driver's ``DataError`` for a value it cannot store) gets that exception in
