@@ -34,6 +34,27 @@ def test_ids_sort_in_creation_order_and_carry_their_time() -> None:
     assert before <= id_time_ms(made[0]) <= id_time_ms(made[-1]) <= after
 
 
+@given(st.lists(st.integers(min_value=0, max_value=2**48 - 1026), min_size=1, max_size=20))
+def test_an_id_carries_its_millisecond_whole_across_the_cached_high_digits(
+    times: list[int],
+) -> None:
+    # new_id encodes the time's 8 high digits only when they change (every 1,024 ms) and
+    # its last two from a table: whatever millisecond came before, the prefix is the
+    # time's 10 digits, never the previous high digits with the new low ones.
+    from unittest import mock
+
+    moments = sorted({t + d for t in times for d in (0, 1023, 1024, 1025)})
+    # A fresh process's state for the ids (restored after: later ids are not bumped
+    # past these times, which may lie ahead of the clock).
+    with mock.patch.multiple(
+        "savegame.ids", _last="", _last_ms=-1, _prefix="", _last_high=-1, _high=""
+    ):
+        for ms in moments:
+            with mock.patch("savegame.ids.time.time_ns", return_value=ms * 1_000_000):
+                made = new_id()
+            assert made[:10] == digits(ms, 10) and id_time_ms(made) == ms
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
