@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 FORMAT_VERSION = 4
 
 R = TypeVar("R")
+K = TypeVar("K", bound=type)
 _ABRIDGED = reprlib.Repr()
 
 
@@ -625,8 +626,9 @@ class _Factory:
 _FACTORY: Any = _Factory()
 
 
-def _quick_init(kind: type) -> None:
-    """Give the frozen record ``kind`` an ``__init__`` that fills a draft (:func:`_draft`).
+def quick_init(kind: K) -> K:
+    """Give the frozen record ``kind`` an ``__init__`` that fills a draft (:func:`_draft`);
+    ``kind`` back, so that it decorates a class (after ``@dataclass``).
 
     The same parameters, defaults and result as the one ``dataclasses`` wrote, kept
     for a subclass (whose layout may differ). Only for records whose every field is
@@ -673,10 +675,11 @@ def _quick_init(kind: type) -> None:
     init.__annotations__ = dict(generated.__annotations__)
     init.__doc__ = generated.__doc__
     type.__setattr__(kind, "__init__", init)
+    return kind
 
 
 for _kind in (
     Waiting, Usage, CheckpointHeader, CheckpointRecord, Checkpoint, Lease, RunInfo, RunResult,
     EffectRecord, StoredFile,
 ):  # fmt: skip
-    _quick_init(_kind)
+    quick_init(_kind)
