@@ -15,6 +15,7 @@ from savegame.model import (
     RunStatus,
     Usage,
     evolve,
+    evolver,
 )
 
 
@@ -41,6 +42,21 @@ def test_evolve_equals_replace_field_by_field() -> None:
 def test_evolve_refuses_a_name_that_is_no_field() -> None:
     with pytest.raises(TypeError):
         evolve(_header(), nope=1)
+
+
+def test_an_evolver_of_named_fields_sets_those_and_keeps_the_rest() -> None:
+    header = _header()
+    copy = evolver(CheckpointHeader, "size", "blobs")
+    assert copy(header, 9, ("y",)) == dataclasses.replace(header, size=9, blobs=("y",))
+    assert copy(header, blobs=(), size=1) == dataclasses.replace(header, size=1, blobs=())
+    assert evolver(CheckpointHeader, "size", "blobs") is copy  # built once
+    with pytest.raises(TypeError):
+        copy(header, size=1)  # every named field is required
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copy(header, 1, ()).size = 5  # type: ignore[misc]
+    for wrong in (("nope",), ("size", "size")):
+        with pytest.raises(TypeError):
+            evolver(CheckpointHeader, *wrong)
 
 
 def test_evolve_copies_a_run_info_too() -> None:

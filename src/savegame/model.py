@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 FORMAT_VERSION = 4
 
 R = TypeVar("R")
+K = TypeVar("K", bound=type)
 _ABRIDGED = reprlib.Repr()
 
 
@@ -498,7 +499,7 @@ class StoredFile:
     """Bytes of the content."""
 
 
-_EVOLVERS: dict[type, Callable[..., Any]] = {}
+_EVOLVERS: dict[tuple[type, tuple[str, ...]], Callable[..., Any]] = {}
 
 
 def evolve(record: R, **changes: Any) -> R:
@@ -515,39 +516,61 @@ def evolve(record: R, **changes: Any) -> R:
         TypeError: a name in ``changes`` that is not a field.
     """
     kind = type(record)
-    copy = _EVOLVERS.get(kind) or evolver(kind)
+    copy = _EVOLVERS.get((kind, ())) or evolver(kind)
     out: R = copy(record, **changes)
     return out
 
 
-def evolver(kind: type[R]) -> Callable[..., R]:
+def evolver(kind: type[R], *changing: str) -> Callable[..., R]:
     """:func:`evolve` for records of class ``kind``, called with the changes as keywords
     alone: ``evolver(CheckpointHeader)(header, size=3)``.
 
     For a copy made at every step: evolve's own call, and the dict its ``**changes``
     go through twice, cost as much as filling the fields (4.4k instructions of a
     header's 11.7k). A record of a subclass is handed to its own class's copy.
+
+    ``changing``: the fields every call sets, and only those (each one required); the
+    others are copied as they are, without the test of a ``_KEEP`` default each (a
+    header's copy at each of a step's three copies: about a third of it).
+
+    Raises:
+        TypeError: a name in ``changing`` that is not a field of ``kind``.
     """
-    copy = _EVOLVERS.get(kind)
+    key = (kind, changing)
+    copy = _EVOLVERS.get(key)
     if copy is None:
-        copy = _EVOLVERS[kind] = _evolver(kind)
+        copy = _EVOLVERS[key] = _evolver(kind, changing or None)
     return copy
 
 
-def _evolver(kind: type) -> Callable[..., Any]:
+def _evolver(kind: type, changing: tuple[str, ...] | None) -> Callable[..., Any]:
     names = [f.name for f in fields(kind) if f.init]
     if any(not name.isidentifier() for name in names):
         raise TypeError(f"evolve: {kind.__qualname__} has a field that is no identifier")
-    # Positional-or-keyword, not keyword-only: Python fills a missing keyword-only
-    # parameter by a look-up in a dict of defaults (2k instructions a header's copy),
-    # a positional one from a tuple. Callers pass the changes as keywords alone.
-    every = ", ".join(f"{n}={n}" for n in names)
-    lines = [f"def evolve(_record, {', '.join(f'{n}=_KEEP' for n in names)}):"]
-    lines.append("    if type(_record) is not _kind:")
-    lines.append(f"        return _evolver(type(_record))(_record, {every})")
-    lines.append("    _out = _new(_draft)")
-    for name in names:
-        lines.append(f"    _out.{name} = _record.{name} if {name} is _KEEP else {name}")
+    if changing is not None and (
+        len(set(changing)) != len(changing) or not set(changing) <= set(names)
+    ):
+        raise TypeError(f"evolver: {changing} are not distinct fields of {kind.__qualname__}")
+    lines: list[str]
+    if changing is None:
+        # Positional-or-keyword, not keyword-only: Python fills a missing keyword-only
+        # parameter by a look-up in a dict of defaults (2k instructions a header's
+        # copy), a positional one from a tuple. Callers pass the changes as keywords.
+        every = ", ".join(f"{n}={n}" for n in names)
+        lines = [f"def evolve(_record, {', '.join(f'{n}=_KEEP' for n in names)}):"]
+        lines.append("    if type(_record) is not _kind:")
+        lines.append(f"        return _evolver(type(_record))(_record, {every})")
+        lines.append("    _out = _new(_draft)")
+        for name in names:
+            lines.append(f"    _out.{name} = _record.{name} if {name} is _KEEP else {name}")
+    else:
+        given = ", ".join(f"{n}={n}" for n in changing)
+        lines = [f"def evolve(_record, {', '.join(changing)}):"]
+        lines.append("    if type(_record) is not _kind:")
+        lines.append(f"        return _evolver(type(_record))(_record, {given})")
+        lines.append("    _out = _new(_draft)")
+        for name in names:
+            lines.append(f"    _out.{name} = {name if name in changing else '_record.' + name}")
     lines.append("    _out.__class__ = _kind")
     lines.append("    return _out")
     scope: dict[str, Any] = {
@@ -603,8 +626,9 @@ class _Factory:
 _FACTORY: Any = _Factory()
 
 
-def _quick_init(kind: type) -> None:
-    """Give the frozen record ``kind`` an ``__init__`` that fills a draft (:func:`_draft`).
+def quick_init(kind: K) -> K:
+    """Give the frozen record ``kind`` an ``__init__`` that fills a draft (:func:`_draft`);
+    ``kind`` back, so that it decorates a class (after ``@dataclass``).
 
     The same parameters, defaults and result as the one ``dataclasses`` wrote, kept
     for a subclass (whose layout may differ). Only for records whose every field is
@@ -651,10 +675,11 @@ def _quick_init(kind: type) -> None:
     init.__annotations__ = dict(generated.__annotations__)
     init.__doc__ = generated.__doc__
     type.__setattr__(kind, "__init__", init)
+    return kind
 
 
 for _kind in (
     Waiting, Usage, CheckpointHeader, CheckpointRecord, Checkpoint, Lease, RunInfo, RunResult,
     EffectRecord, StoredFile,
 ):  # fmt: skip
-    _quick_init(_kind)
+    quick_init(_kind)

@@ -37,6 +37,7 @@ from savegame.model import (
     CheckpointHeader,
     CheckpointRecord,
     StoredFile,
+    quick_init,
 )
 
 
@@ -74,6 +75,7 @@ class ChainReader(Protocol):
 ASK_ABOVE = 16 * 1024
 
 
+@quick_init  # one a delta: its fields set by plain stores, not object.__setattr__
 @dataclass(frozen=True, slots=True)
 class Chain:
     """Where a record sits in its chain: enough to decide the next keyframe."""
@@ -101,6 +103,7 @@ class Chain:
         )
 
 
+@quick_init  # one a checkpoint
 @dataclass(frozen=True, slots=True)
 class Encoded:
     """A record ready for ``put_checkpoint`` with the blobs it needs."""

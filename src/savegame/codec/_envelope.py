@@ -59,7 +59,9 @@ from savegame.errors import (
 from savegame.model import FORMAT_VERSION, CheckpointHeader, CheckpointRecord, evolver
 
 DELTA, ZSTD, AEAD = 1, 2, 4
-_copy_header = evolver(CheckpointHeader)  # every record sealed copies its header
+# Every record sealed copies its header with these fields (the others as they are).
+_seal_header = evolver(CheckpointHeader, "size", "format_version", "base_id", "blobs")
+_SAME: Any = object()  # seal_record's base_id or blobs not given: the header's own
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 _MAGIC = b"SG"
@@ -130,17 +132,22 @@ def seal_record(
     *,
     delta: bool,
     storage: StorageConfig,
-    **changes: Any,
+    base_id: str | None = _SAME,
+    blobs: tuple[str, ...] = _SAME,
 ) -> CheckpointRecord:
     """Wrap a JSON body (keyframe or delta) into a stored record under ``header``.
 
     Every record is stamped :data:`~savegame.model.FORMAT_VERSION`, whose identity
     covers the whole header (a keyframe may hold packed lists, which a reader before
-    format 3 could not read; it refuses the record by its version). ``changes``: other
-    fields of ``header`` to set (its base and blobs), in the same copy.
+    format 3 could not read; it refuses the record by its version). ``base_id`` and
+    ``blobs``, when given, are set in the same copy (the header's own otherwise).
     """
     version = FORMAT_VERSION
     header = seal_metadata(header, storage)
+    if base_id is _SAME:
+        base_id = header.base_id
+    if blobs is _SAME:
+        blobs = header.blobs
     flags = DELTA if delta else 0
     if storage.compress_threshold and len(body) >= storage.compress_threshold:
         small = _compress.compress(body, level=_compress.RECORD_LEVEL)
@@ -149,7 +156,7 @@ def seal_record(
     ring = storage.keyring
     if ring is None:
         payload = _MAGIC + bytes([2, flags, 0]) + body
-        header = _copy_header(header, size=len(payload), format_version=version, **changes)
+        header = _seal_header(header, len(payload), version, base_id, blobs)
         return CheckpointRecord(
             header=header, payload=payload, checksum=_checksum2(header, payload)
         )
@@ -157,7 +164,7 @@ def seal_record(
     kid = ring.active.encode()
     prefix = _MAGIC + bytes([2, flags, len(kid)]) + kid
     size = len(prefix) + len(body) + 28  # nonce (12) + tag (16)
-    header = _copy_header(header, size=size, format_version=version, **changes)
+    header = _seal_header(header, size, version, base_id, blobs)
     _, sealed = ring.encrypt(body, prefix + _identity(header))
     return CheckpointRecord(header=header, payload=prefix + sealed, checksum=_AEAD_MARK)
 

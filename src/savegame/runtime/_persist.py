@@ -33,7 +33,14 @@ from typing import Any, cast
 from savegame import codec, secrets
 from savegame.codec import Encoded, Encoder, known_blobs, seal_error
 from savegame.errors import CheckpointWriteError, LeaseLostError, MissingBlobsError
-from savegame.model import WORKSPACE_KEY, CheckpointHeader, CheckpointRecord, EffectRecord, Waiting
+from savegame.model import (
+    WORKSPACE_KEY,
+    CheckpointHeader,
+    CheckpointRecord,
+    EffectRecord,
+    Waiting,
+    quick_init,
+)
 from savegame.runtime._bridge import threaded_io
 from savegame.runtime._commit import committer, group_of
 from savegame.runtime._execution import Execution
@@ -57,6 +64,7 @@ _Queued = tuple[CheckpointRecord, str | None, Sequence[EffectRecord], dict[str, 
 """A record queued for the writer thread: its error text, journal entries, blobs and the rest."""
 
 
+@quick_init  # one a checkpoint: its fields set by plain stores, not object.__setattr__
 @dataclass(frozen=True, slots=True)
 class SaveResult:
     """What :meth:`Saver.save` wrote."""

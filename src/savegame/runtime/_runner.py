@@ -70,7 +70,11 @@ from savegame.runtime._workflow import END, StepSpec
 from savegame.signals import Cancel, Halt, NeedsAttention, Pause, Suspend
 from savegame.stores.base import ALL_EFFECTS, Store
 
-_copy_header = evolver(CheckpointHeader)
+# A checkpoint's header: the run's blank one with the fields each checkpoint sets.
+_new_header = evolver(
+    CheckpointHeader, "thread_id", "run_id", "checkpoint_id", "parent_id", "step", "node",
+    "status", "next", "usage", "metadata", "created_at", "expires_at", "state_version",
+)  # fmt: skip
 
 
 def _check_result(out: Any, node: str) -> tuple[Mapping[str, Any], str]:
@@ -534,7 +538,7 @@ class _Loop:
         # The run's blank header copied with this checkpoint's fields: the header that
         # CheckpointHeader(...) would build, whose keywords reach __init__ through a
         # dict (13.4k instructions against the copy's 7k).
-        return _copy_header(
+        return _new_header(
             self.blank,
             thread_id=self.thread_id,
             run_id=self.run_id,

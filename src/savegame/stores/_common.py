@@ -335,7 +335,8 @@ def prefix_range(prefix: str) -> tuple[str, str | None] | None:
 
 
 # -- storage engine ---------------------------------------------------------------
-_copy_header = evolver(CheckpointHeader)  # every put detaches its record's header
+# Every put detaches its record's header: a copy of the two fields that hold containers.
+_detach_header = evolver(CheckpointHeader, "metadata", "blobs")
 
 MAX_CHAIN = 10_000
 """The longest base chain ``get_chain`` follows; longer is a cycle or damage, never a real chain."""
@@ -392,7 +393,7 @@ def detached_record(record: CheckpointRecord) -> CheckpointRecord:
     # The record built, not evolved: its three fields are all given (evolve's keyword
     # call cost twice the constructor's positional one).
     return CheckpointRecord(
-        _copy_header(header, metadata=detach(header.metadata), blobs=header_blobs(header)),
+        _detach_header(header, detach(header.metadata), header_blobs(header)),
         bytes(record.payload),
         record.checksum,
     )

@@ -50,6 +50,7 @@ from savegame.model import (
     RunInfo,
     RunStatus,
     Waiting,
+    quick_init,
 )
 
 #: ``list_effects(limit=ALL_EFFECTS)``: the whole journal. The runtime must see every
@@ -92,6 +93,7 @@ class Capabilities:
     microseconds, less than the hop to a thread and back, and is made on the loop."""
 
 
+@quick_init  # one a checkpoint: its field set by a plain store, not object.__setattr__
 @dataclass(frozen=True, slots=True)
 class PutResult:
     """What ``put_checkpoint`` read of the run in the transaction that wrote the record."""
@@ -105,6 +107,7 @@ class PutResult:
 Written = PutResult
 
 
+@quick_init  # one a checkpoint of a batched put (an arun's on memory://, say)
 @dataclass(frozen=True, slots=True)
 class Put:
     """The arguments of one ``put_checkpoint`` call, for ``BatchStore.put_checkpoints``."""
