@@ -113,7 +113,13 @@ def checkpoint_values(d: Dialect, record: CheckpointRecord) -> tuple[Any, ...]:
 
 def effect_values(e: EffectRecord) -> tuple[Any, ...]:
     """A whole journal entry as ``replace_effect`` (and PostgreSQL's upsert) take it, for an
-    entry from :func:`_common.detached_effect`."""
+    entry from :func:`_common.detached_effect` or ``check_effects`` (whose entries it
+    checks: a naive datetime, metadata that is not JSON data).
+
+    Raises:
+        ValueError: a naive datetime, a kind or status no member has.
+        SerializationError: metadata that is not JSON data.
+    """
     return (
         e.run_id, e.request_id, _common.member(EffectKind, e.kind)._value_, e.name, e.step,
         e.node, e.call_index, _common.member(EffectStatus, e.status)._value_, e.arguments,
