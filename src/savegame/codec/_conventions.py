@@ -12,8 +12,7 @@ where a tuple or an unregistered type is met, so a value of plain data pays noth
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,15 +41,26 @@ def current() -> Conventions:
     return _current.get()
 
 
-@contextmanager
-def using(conventions: Conventions) -> Iterator[None]:
+class using:  # lower case: called as a function was, ``with using(c):``
     """Encode and decode with ``conventions`` in this context (thread, task) until exit.
     Placeholders a reader asked for around it hold inside too (a saver's reads under
-    ``savegame show`` are still only shown)."""
-    if _current.get().placeholders and not conventions.placeholders:
-        conventions = replace(conventions, placeholders=True)
-    token = _current.set(conventions)
-    try:
-        yield
-    finally:
-        _current.reset(token)
+    ``savegame show`` are still only shown).
+
+    A class, not a ``@contextmanager`` generator: a LangGraph saver enters it about 20
+    times a run, and the generator's machinery (its context manager object, two
+    ``next`` calls and the StopIteration) cost more than the ContextVar's set and reset.
+    """
+
+    __slots__ = ("_conventions", "_token")
+
+    def __init__(self, conventions: Conventions) -> None:
+        self._conventions = conventions
+
+    def __enter__(self) -> None:
+        conventions = self._conventions
+        if _current.get().placeholders and not conventions.placeholders:
+            conventions = replace(conventions, placeholders=True)
+        self._token = _current.set(conventions)
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        _current.reset(self._token)

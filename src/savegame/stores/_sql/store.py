@@ -97,7 +97,9 @@ def checkpoint_values(d: Dialect, record: CheckpointRecord) -> tuple[Any, ...]:
         SerializationError: metadata that is not JSON data.
     """
     h = record.header
-    status = _common.member(RunStatus, h.status).value
+    # ``_value_``, as Enum stores it: ``.value`` is a Python-level property on 3.11 (a
+    # call a member; every put builds these, every LangGraph task write an entry's).
+    status = _common.member(RunStatus, h.status)._value_
     return (
         h.thread_id, h.run_id, h.checkpoint_id, h.parent_id, h.step, h.node, status, h.next,
         _common.json_dumps(h.usage.to_dict(), "usage").decode(),
@@ -111,10 +113,16 @@ def checkpoint_values(d: Dialect, record: CheckpointRecord) -> tuple[Any, ...]:
 
 def effect_values(e: EffectRecord) -> tuple[Any, ...]:
     """A whole journal entry as ``replace_effect`` (and PostgreSQL's upsert) take it, for an
-    entry from :func:`_common.detached_effect`."""
+    entry from :func:`_common.detached_effect` or ``check_effects`` (whose entries it
+    checks: a naive datetime, metadata that is not JSON data).
+
+    Raises:
+        ValueError: a naive datetime, a kind or status no member has.
+        SerializationError: metadata that is not JSON data.
+    """
     return (
-        e.run_id, e.request_id, _common.member(EffectKind, e.kind).value, e.name, e.step,
-        e.node, e.call_index, _common.member(EffectStatus, e.status).value, e.arguments,
+        e.run_id, e.request_id, _common.member(EffectKind, e.kind)._value_, e.name, e.step,
+        e.node, e.call_index, _common.member(EffectStatus, e.status)._value_, e.arguments,
         e.result, e.error,
         "{}" if type(e.metadata) is dict and not e.metadata
         else _common.json_dumps(dict(e.metadata), "effect.metadata").decode(),

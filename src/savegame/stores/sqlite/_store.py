@@ -572,7 +572,8 @@ class SqliteStore(SqlSchedules, SqlStore):
     def _journal(self, conn: sqlite3.Connection, entry: EffectRecord) -> EffectRecord:
         """Insert-if-absent (see :func:`_common.keeps`); return what the journal holds afterwards.
 
-        ``entry`` must come from :func:`_common.detached_effect`. Call inside a write
+        ``entry`` must come from :func:`_common.detached_effect` or, for a put's entries
+        (whose return is not kept), :func:`_common.check_effects`. Call inside a write
         transaction, so the read and the write it decides see the same row.
         """
         values = effect_values(entry)
