@@ -551,28 +551,25 @@ def _evolver(kind: type, changing: tuple[str, ...] | None) -> Callable[..., Any]
         len(set(changing)) != len(changing) or not set(changing) <= set(names)
     ):
         raise TypeError(f"evolver: {changing} are not distinct fields of {kind.__qualname__}")
-    lines: list[str]
     if changing is None:
         # Positional-or-keyword, not keyword-only: Python fills a missing keyword-only
         # parameter by a look-up in a dict of defaults (2k instructions a header's
         # copy), a positional one from a tuple. Callers pass the changes as keywords.
-        every = ", ".join(f"{n}={n}" for n in names)
-        lines = [f"def evolve(_record, {', '.join(f'{n}=_KEEP' for n in names)}):"]
-        lines.append("    if type(_record) is not _kind:")
-        lines.append(f"        return _evolver(type(_record))(_record, {every})")
-        lines.append("    _out = _new(_draft)")
-        for name in names:
-            lines.append(f"    _out.{name} = _record.{name} if {name} is _KEEP else {name}")
+        params, passed = ", ".join(f"{n}=_KEEP" for n in names), names
+        value = {n: f"_record.{n} if {n} is _KEEP else {n}" for n in names}
     else:
-        given = ", ".join(f"{n}={n}" for n in changing)
-        lines = [f"def evolve(_record, {', '.join(changing)}):"]
-        lines.append("    if type(_record) is not _kind:")
-        lines.append(f"        return _evolver(type(_record))(_record, {given})")
-        lines.append("    _out = _new(_draft)")
-        for name in names:
-            lines.append(f"    _out.{name} = {name if name in changing else '_record.' + name}")
-    lines.append("    _out.__class__ = _kind")
-    lines.append("    return _out")
+        params, passed = ", ".join(changing), list(changing)
+        value = {n: n if n in changing else f"_record.{n}" for n in names}
+    given = ", ".join(f"{n}={n}" for n in passed)
+    lines = [
+        f"def evolve(_record, {params}):",
+        "    if type(_record) is not _kind:",
+        f"        return _evolver(type(_record))(_record, {given})",
+        "    _out = _new(_draft)",
+        *(f"    _out.{n} = {value[n]}" for n in names),
+        "    _out.__class__ = _kind",
+        "    return _out",
+    ]
     scope: dict[str, Any] = {
         "_KEEP": _KEEP,
         "_new": object.__new__,
