@@ -29,6 +29,7 @@ from savegame.stores.base import BatchStore, Put, PutResult
 from savegame.stores.redis import RedisStore
 from savegame.testing.builders import OTHER_OWNER, OWNER, make_effect, make_run, next_record
 from tests import services
+from tests.adversarial.batch_plans import Plan, build_puts, one_at_a_time, start_runs
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the test Redis has no AOF
 
@@ -107,12 +108,6 @@ def test_a_lease_taken_over_mid_batch_fences_the_puts_after_it(redis_store: Open
 _KINDS = ("ok", "stale", "no_run", "bad_args", "dup", "second")
 
 
-@dataclass
-class _Plan:
-    kind: str
-    run: int
-
-
 def _outcome(x: PutResult | Exception) -> str:
     return "written" if isinstance(x, PutResult) else type(x).__name__
 
@@ -124,10 +119,10 @@ def _outcome(x: PutResult | Exception) -> str:
 )
 @given(
     plans=st.lists(
-        st.builds(_Plan, st.sampled_from(_KINDS), st.integers(0, 2)), min_size=1, max_size=12
+        st.builds(Plan, st.sampled_from(_KINDS), st.integers(0, 2)), min_size=1, max_size=12
     )
 )
-def test_a_batch_decides_each_put_as_one_put_at_a_time(plans: list[_Plan]) -> None:
+def test_a_batch_decides_each_put_as_one_put_at_a_time(plans: list[Plan]) -> None:
     """Differential: the same puts against two fresh prefixes, one batch vs one at a time;
     every outcome, every run's head and step, and the set of keys written must match."""
     run_ids = [new_id() for _ in range(3)]
@@ -139,55 +134,10 @@ def test_a_batch_decides_each_put_as_one_put_at_a_time(plans: list[_Plan]) -> No
         client = services.redis_client()
         try:
             assert isinstance(batched, RedisStore) and isinstance(alone, RedisStore)
-            heads: list[CheckpointRecord] = []
-            tokens: list[int] = []
-            for rid in run_ids:
-                run, first = make_run(run_id=rid)
-                # Taken over on both, so "stale" puts carry a fenced token.
-                got_tokens = set()
-                for s in (batched, alone):
-                    lease = s.create_run(run, first, owner=OWNER, ttl=60.0)
-                    taken = s.acquire_lease(rid, OTHER_OWNER, 60.0, takeover_token=lease.token)
-                    got_tokens.add(taken.token)
-                assert len(got_tokens) == 1
-                heads.append(first)
-                tokens.append(got_tokens.pop())
-            puts: list[Put] = []
-            last: dict[int, CheckpointRecord] = {}
-            for plan in plans:
-                i = plan.run
-                prev = last.get(i, heads[i])
-                if plan.kind == "ok":
-                    rec = next_record(prev)
-                    puts.append(Put(rec, tokens[i]))
-                    last[i] = rec
-                elif plan.kind == "second":  # two steps of one run back to back
-                    a = next_record(prev)
-                    b = next_record(a)
-                    puts += [Put(a, tokens[i]), Put(b, tokens[i])]
-                    last[i] = b
-                elif plan.kind == "stale":
-                    puts.append(Put(next_record(prev), tokens[i] - 1))
-                elif plan.kind == "no_run":
-                    _, ghost = make_run()
-                    puts.append(Put(ghost, 1))
-                elif plan.kind == "bad_args":
-                    other = run_ids[(i + 1) % 3]
-                    puts.append(
-                        Put(next_record(prev), tokens[i], effects=[make_effect(other, "r")])
-                    )
-                else:  # "dup": the head's own id again
-                    puts.append(Put(next_record(prev, checkpoint_id=prev.checkpoint_id), tokens[i]))
+            heads, tokens = start_runs([batched, alone], run_ids)
+            puts = build_puts(plans, run_ids, heads, tokens)
             got = [_outcome(x) for x in batched.put_checkpoints(puts)]
-            want: list[str] = []
-            for put in puts:
-                try:
-                    alone.put_checkpoint(
-                        put.record, lease_token=put.lease_token, effects=put.effects
-                    )
-                    want.append("written")
-                except Exception as exc:
-                    want.append(type(exc).__name__)
+            want = [_outcome(x) for x in one_at_a_time(alone, puts)]
             assert got == want
             for rid in run_ids:
                 x, y = batched.get_run(rid), alone.get_run(rid)
