@@ -26,7 +26,6 @@ import statistics
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from step_cpu import _warm, append
@@ -34,13 +33,9 @@ from step_cpu import _warm, append
 import savegame
 from savegame.stores.sqlite import SqliteStore
 
-
-@dataclass
-class Batches:
-    """Per batch: its puts, then wall and io-thread CPU seconds of its statements and
-    of its COMMIT."""
-
-    rows: list[tuple[int, float, float, float, float]] = field(default_factory=list)
+#: Per batch: its puts, then wall and io-thread CPU seconds of its statements and of its
+#: COMMIT.
+Batches = list[tuple[int, float, float, float, float]]
 
 
 def _instrument(store: SqliteStore, batches: Batches) -> None:
@@ -72,7 +67,7 @@ def _instrument(store: SqliteStore, batches: Batches) -> None:
         finally:
             store._tx = make_tx  # type: ignore[method-assign]
             (w0, c0), (w1, c1), (w2, c2) = local.marks
-            batches.rows.append((len(puts), w1 - w0, c1 - c0, w2 - w1, c2 - c1))
+            batches.append((len(puts), w1 - w0, c1 - c0, w2 - w1, c2 - c1))
 
     store.put_checkpoints = timed_puts  # type: ignore[method-assign]
 
@@ -81,7 +76,7 @@ def one_round(url: str, runs: int, steps: int) -> dict[str, float]:
     """The round's rates, and on SQLite its batches' times."""
     store = savegame.open_store(url)
     savegame.run(append, {"steps": 3}, store=store)  # tables, imports, caches
-    batches = Batches()
+    batches: Batches = []
     if isinstance(store, SqliteStore):
         _instrument(store, batches)
 
@@ -104,13 +99,13 @@ def one_round(url: str, runs: int, steps: int) -> dict[str, float]:
         )
         / n,
     }
-    if batches.rows:
-        puts = sum(row[0] for row in batches.rows)
-        out["puts a batch (median)"] = statistics.median(row[0] for row in batches.rows)
+    if batches:
+        puts = sum(row[0] for row in batches)
+        out["puts a batch (median)"] = statistics.median(row[0] for row in batches)
         for i, what in enumerate(
             ("statements, wall", "statements, io CPU", "COMMIT, wall", "COMMIT, io CPU"), 1
         ):
-            out[f"{what} ms/put"] = sum(row[i] for row in batches.rows) * 1e3 / puts
+            out[f"{what} ms/put"] = sum(row[i] for row in batches) * 1e3 / puts
     return out
 
 
