@@ -5,13 +5,14 @@ which is how the test knows)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,20 @@ NOTICE = "savegame: Ctrl-C:"
 PATIENCE = 60.0
 """Seconds a test waits for the child at most: it needs well under one, on a machine
 nothing else loads."""
+
+
+@contextlib.contextmanager
+def _as_in_a_terminal() -> Iterator[None]:
+    """SIGINT handled while the child is started, so it starts with SIGINT at its default,
+    as a terminal's foreground job does (a handler is reset to the default across exec).
+    Without it, a pytest a shell started in the background without job control
+    (``(pytest &)``) ignores SIGINT, its children inherit SIG_IGN, savegame rightly leaves
+    an ignored SIGINT alone, and every Ctrl-C here went unheard for a minute."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @dataclass
@@ -58,7 +73,7 @@ class Child:
         self._terminal, err = pty.openpty()
         os.set_blocking(self._terminal, False)
         self._err = b""
-        with self.out.open("w") as out:
+        with self.out.open("w") as out, _as_in_a_terminal():
             # A session of its own: the child leads its own process group, as the job in
             # a terminal's foreground does, so killpg reaches it (and its children) and
             # not pytest.
@@ -105,11 +120,30 @@ class Child:
         deadline = time.monotonic() + PATIENCE
         while not done():
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                found = self.diagnosis()
                 self.proc.kill()
                 self.proc.wait()
                 ended = self.end()
-                raise AssertionError(f"waited for {what}; calls {self.calls()}, {ended}")
+                raise AssertionError(f"waited for {what}; calls {self.calls()}, {ended}\n{found}")
             time.sleep(0.01)
+
+    def diagnosis(self) -> str:
+        """Why a child that is still alive did not get on: how it and this process hold
+        SIGINT (ignored and blocked signals are inherited), and its threads' stacks
+        (sigint_workload.py's faulthandler, on SIGUSR1)."""
+        if self.proc.poll() is not None:
+            return "the child had exited"
+        held = f"SIGINT here: {signal.getsignal(signal.SIGINT)!r}"
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{self.proc.pid}/status").read_text().splitlines()
+            held += "; the child's " + ", ".join(
+                line.replace("\t", " ") for line in status if line.startswith(("Sig", "ShdPnd"))
+            )
+        before = len(self.stderr())
+        with contextlib.suppress(OSError):
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
+        return f"{held}\nthe child's threads:\n{self.stderr()[before:]}"
 
     def in_call(self) -> None:
         """Until the call held has begun."""

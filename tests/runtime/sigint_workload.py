@@ -15,6 +15,7 @@ Run as a script, it drives one of them through the Python API and reports on std
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import os
 import signal
 import subprocess
@@ -31,6 +32,11 @@ from savegame.models import OpenAI, Price
 
 STEPS = 4
 GATE_TIMEOUT = 60.0
+
+if os.environ.get("SIGINT_LOG"):
+    # Under the harness: SIGUSR1 writes every thread's stack to stderr, which the harness
+    # asks for before it gives up on a child (where was it when the notice never came?).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def _log(line: str) -> None:
