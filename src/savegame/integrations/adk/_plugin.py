@@ -19,7 +19,6 @@ first.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -36,6 +35,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from savegame.errors import ConfigurationError
+from savegame.integrations._model_calls import journaled_model_call
 from savegame.integrations.adk import _scope
 from savegame.integrations.adk._models import (
     PAYLOAD,
@@ -47,7 +47,6 @@ from savegame.integrations.adk._models import (
 )
 from savegame.integrations.adk._options import READ, units
 from savegame.integrations.adk._tools import call_tool
-from savegame.runtime import traced_model_call
 
 
 class SavegamePlugin(BasePlugin):
@@ -130,36 +129,18 @@ class SavegamePlugin(BasePlugin):
     ) -> LlmResponse:
         """One model request as a model call of the step: its request kept by parts, its
         response committed at once, before ADK sees it."""
-        calls = scope.calls
         call = model_call(llm.model, llm_request)
-        with traced_model_call(
-            scope.ctx.run_id, scope.ctx.step, call.name.removeprefix("llm:"), system="google-adk"
-        ) as traced:
-            prepared = await asyncio.to_thread(calls.before_llm, call)
-            traced.prepared(prepared)
-            if prepared.replay:
-                kept = prepared.result
-                if not isinstance(kept, dict) or PAYLOAD not in kept:
-                    raise ConfigurationError(
-                        f"run {calls.run_id}: the model call {prepared.request_id} was not "
-                        "recorded by an ADK agent: nothing to hand back to it"
-                    )
-            else:
-                response = await _ask(llm, llm_request)
-                with_call_ids(response, prepared.request_id)
-                kept = recorded(response, llm.model)
-                await asyncio.to_thread(calls.after_llm, prepared, kept)
-            # Counted whether made now or replayed: a resumed run's usage equals an
-            # uninterrupted one's.
-            cost = kept.get("cost_usd")
-            scope.ctx.add_usage(
-                input_tokens=int(kept.get("input_tokens") or 0),
-                output_tokens=int(kept.get("output_tokens") or 0),
-                cost_usd=float(cost) if isinstance(cost, int | float) else None,
-                llm_calls=1,
-            )
-            traced.answered(kept, replayed=prepared.replay)
-            return response_of(kept)
+
+        async def ask(request_id: str) -> dict[str, Any]:
+            response = await _ask(llm, llm_request)
+            with_call_ids(response, request_id)
+            return recorded(response, llm.model)
+
+        kept = await journaled_model_call(
+            scope.ctx, scope.calls, call, ask,
+            system="google-adk", payload=PAYLOAD, recorded_by="an ADK agent",
+        )  # fmt: skip
+        return response_of(kept)
 
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext

@@ -19,7 +19,6 @@ Completions models answer the SDK in Responses items, so one form serves both.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -39,9 +38,9 @@ from pydantic_core import to_jsonable_python
 
 from savegame.effects import ModelCall, ToolSpec, below_zero
 from savegame.errors import ConfigurationError, ModelTransientError
+from savegame.integrations._model_calls import journaled_model_call
 from savegame.integrations.openai_agents import _scope
 from savegame.models import lookup_price
-from savegame.runtime import traced_model_call
 
 PAYLOAD = "openai_agents"
 """The key of a recorded response that holds the SDK's ModelResponse as JSON."""
@@ -219,32 +218,15 @@ class DurableModel(Model):
             self.name, system_instructions, input, model_settings, tools, output_schema,
             handoffs, extra,
         )  # fmt: skip
-        with traced_model_call(
-            ctx.run_id, ctx.step, call.name.removeprefix("llm:"), system="openai-agents"
-        ) as traced:
-            prepared = await asyncio.to_thread(calls.before_llm, call)
-            traced.prepared(prepared)
-            if prepared.replay:
-                kept = prepared.result
-                if not isinstance(kept, dict) or not isinstance(kept.get(PAYLOAD), Mapping):
-                    raise ConfigurationError(
-                        f"run {calls.run_id}: the model call {prepared.request_id} was not "
-                        "recorded by an Agents SDK run: nothing to hand back to it"
-                    )
-            else:
-                kept = recorded(await ask(), self.name)
-                await asyncio.to_thread(calls.after_llm, prepared, kept)
-            # Counted whether made now or replayed: a resumed run's usage equals an
-            # uninterrupted one's.
-            cost = kept.get("cost_usd")
-            ctx.add_usage(
-                input_tokens=int(kept.get("input_tokens") or 0),
-                output_tokens=int(kept.get("output_tokens") or 0),
-                cost_usd=float(cost) if isinstance(cost, int | float) else None,
-                llm_calls=1,
-            )
-            traced.answered(kept, replayed=prepared.replay)
-            return restored(kept[PAYLOAD])
+
+        async def recorded_answer(request_id: str) -> dict[str, Any]:
+            return recorded(await ask(), self.name)
+
+        kept = await journaled_model_call(
+            ctx, calls, call, recorded_answer, system="openai-agents", payload=PAYLOAD,
+            recorded_by="an Agents SDK run", payload_type=Mapping,
+        )  # fmt: skip
+        return restored(kept[PAYLOAD])
 
     def stream_response(
         self,

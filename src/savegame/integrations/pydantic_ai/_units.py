@@ -38,9 +38,10 @@ from pydantic_ai.durable_exec._toolset import wrap_tool_call_result
 
 from savegame.effects import Calls, Tool, ainvoke_call
 from savegame.errors import ConfigurationError
+from savegame.integrations._model_calls import journaled_model_call
 from savegame.integrations.pydantic_ai import _entries, _scope
 from savegame.integrations.pydantic_ai._models import PAYLOAD, model_call, recorded
-from savegame.runtime import StepContext, traced_model_call, traced_tool_call
+from savegame.runtime import StepContext, traced_tool_call
 
 Approval = bool | Callable[[dict[str, Any]], bool]
 _OPTIONS = frozenset({"effect", "idempotent", "approval", "reconcile", "safe_errors"})
@@ -201,32 +202,15 @@ class SavegameBackend(CallableOperationBackend[Unit]):
         """A model request is a model call of the step (``ctx.llm``'s entry): its request
         kept by parts, its response committed at once, before pydantic-ai sees it."""
         call = model_call(self._model_name(operation_id.model_id), cache_key)
-        with traced_model_call(
-            ctx.run_id, ctx.step, call.name.removeprefix("llm:"), system="pydantic-ai"
-        ) as traced:
-            prepared = await asyncio.to_thread(calls.before_llm, call)
-            traced.prepared(prepared)
-            if prepared.replay:
-                kept = prepared.result
-                if not isinstance(kept, dict) or PAYLOAD not in kept:
-                    raise ConfigurationError(
-                        f"run {calls.run_id}: the model call {prepared.request_id} was not "
-                        "recorded by a pydantic-ai agent: nothing to hand back to it"
-                    )
-            else:
-                kept = recorded(await body())
-                await asyncio.to_thread(calls.after_llm, prepared, kept)
-            # Counted whether made now or replayed: a resumed run's usage equals an
-            # uninterrupted one's.
-            cost = kept.get("cost_usd")
-            ctx.add_usage(
-                input_tokens=int(kept.get("input_tokens") or 0),
-                output_tokens=int(kept.get("output_tokens") or 0),
-                cost_usd=float(cost) if isinstance(cost, int | float) else None,
-                llm_calls=1,
-            )
-            traced.answered(kept, replayed=prepared.replay)
-            return kept[PAYLOAD]
+
+        async def ask(request_id: str) -> dict[str, Any]:
+            return recorded(await body())
+
+        kept = await journaled_model_call(
+            ctx, calls, call, ask,
+            system="pydantic-ai", payload=PAYLOAD, recorded_by="a pydantic-ai agent",
+        )  # fmt: skip
+        return kept[PAYLOAD]
 
 
 def as_return(value: Any) -> Any:
