@@ -135,11 +135,15 @@ def cpu_table(modes: Sequence[str], steps: int, repeat: int) -> dict[str, float]
 _TOTALS = re.compile(rb"^(?:summary|totals): (\d+)", re.MULTILINE)
 
 
-def instructions(mode: str, steps: int) -> float:
-    """Instructions a step of the measured run, counted by callgrind in a child process."""
+def instructions(mode: str, steps: int, *, src: Path | None = None) -> float:
+    """Instructions a step of the measured run, counted by callgrind in a child process;
+    with ``src``, savegame imported from that tree (another commit's ``src``)."""
     with tempfile.TemporaryDirectory(prefix="savegame-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
         env = {**os.environ, "PYTHONHASHSEED": "0"}
+        if src is not None:
+            # Ahead of the installed savegame (an editable install's path hook included).
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
         subprocess.run(
             [
                 "valgrind", "--tool=callgrind", "--collect-atstart=no",

@@ -64,3 +64,26 @@ def test_json_holds_each_row_with_a_verdict_that_follows_from_its_number() -> No
     assert four["detail"]["per_second"] > 0 and four["detail"]["reference_per_second"] > 0
     assert got["settings"]["runs"] == 4
     assert len(got["load_average"]["before"]) == 3
+
+
+def test_row_7_stays_in_cpu_time_and_says_why_where_valgrind_is_missing(
+    tmp_path: Path,
+) -> None:
+    # A PATH with git and tar but no valgrind: the CPU row stands, and a line says why the
+    # instructions were not counted; the script ends 0.
+    for tool in ("git", "tar"):
+        found = subprocess.run(["which", tool], capture_output=True, text=True, check=True)
+        (tmp_path / tool).symlink_to(found.stdout.strip())
+    env = {**os.environ, "PATH": str(tmp_path), "SAVEGAME_BENCH_PG": NO_POSTGRES}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--single-steps", "5", "--rows", "7",
+         "--instructions"],
+        capture_output=True, text=True, env=env, timeout=100, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "row 7 in CPU ms, not in instructions: --instructions needs valgrind and this git "
+        "checkout ([Errno 2] No such file or directory: 'valgrind')"
+    ) in done.stdout
+    [row] = [cells(line) for line in done.stdout.splitlines() if line.startswith("| 7 |")]
+    assert row[4] == TARGETS[7]  # the row it would have replaced, under its own target
