@@ -33,6 +33,7 @@ from savegame.model import (
     RunStatus,
     evolve,
     evolver,
+    quick_init,
     utcnow,
 )
 from savegame.stores import Store
@@ -115,7 +116,8 @@ class Line:
     """Pending writes waiting to be committed with the line's next checkpoint."""
 
 
-@dataclass(frozen=True)
+@quick_init  # two a pending write (given, then encoded): plain stores, not object.__setattr__
+@dataclass(frozen=True, slots=True)
 class Write:
     task_id: str
     channel: str
