@@ -358,6 +358,11 @@ def test_diff_trees_sends_a_leaf_again_exactly_when_its_json_changed(old: Any, n
     assert _delta.diff_trees({"k": old}, {"k": new}, {"k"}) == {"s": [["k", new]]}
     patch = _delta.diff_trees({"k": {"v": old, "w": 1}}, {"k": {"v": new, "w": 1}}, {"k"})
     assert patch == {"p": [["k", {"s": [["v", new]]}]]}
+    # A dict inside a patched dict (skipped whole when its JSON is the old one's).
+    patch = _delta.diff_trees(
+        {"k": {"d": {"v": old}, "e": {"v": 1}}}, {"k": {"d": {"v": new}, "e": {"v": 1}}}, {"k"}
+    )
+    assert patch == {"p": [["k", {"p": [["d", {"s": [["v", new]]}]]}]]}
 
 
 def test_diff_trees_skips_equal_leaves_that_are_other_objects() -> None:

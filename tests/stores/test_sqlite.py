@@ -416,3 +416,33 @@ def test_a_bad_url_option_is_named_for_what_is_wrong(url: str, says: str) -> Non
     # synchronous is a known option: an unsupported value must not be called unknown.
     with pytest.raises(ConfigurationError, match=says):
         open_store(url)
+
+
+def test_bytes_and_none_are_bound_as_they_are() -> None:
+    # The store registers pass-through adapters for bytes and None (sqlite3 adapts both,
+    # at a raised and cleared AttributeError each): the values bound are the same.
+    import savegame.stores.sqlite._store  # noqa: F401  (registers them on import)
+
+    for kind in (bytes, type(None)):
+        assert (kind, sqlite3.PrepareProtocol) in sqlite3.adapters
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a, b, c)")
+    conn.execute("INSERT INTO t VALUES (?, ?, ?)", (b"\x00\xffpayload", None, b""))
+    row = conn.execute("SELECT a, typeof(a), b, typeof(b), c, typeof(c) FROM t").fetchone()
+    assert row == (b"\x00\xffpayload", "blob", None, "null", b"", "blob")
+
+
+def test_an_adapter_of_the_process_is_kept() -> None:
+    # The registry is the sqlite3 module's: a program's own adapter for bytes stays.
+    script = textwrap.dedent(
+        """
+        import sqlite3
+        mine = lambda value: b"mine:" + value
+        sqlite3.register_adapter(bytes, mine)
+        import savegame.stores.sqlite._store
+        assert sqlite3.adapters[(bytes, sqlite3.PrepareProtocol)] is mine
+        assert (type(None), sqlite3.PrepareProtocol) in sqlite3.adapters
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env)

@@ -126,6 +126,8 @@ def _tree_diff(old: Any, new: Any, depth: int) -> Any:
     return ("s", new)
 
 
+_dumps = orjson.dumps
+
 #: The leaves of a tree whose JSON two values of the same type share exactly when they
 #: are equal (a float is not one: ``0.0 == -0.0``): compared with ``==``, not by their
 #: JSON, which cost two ``orjson.dumps`` a leaf of LangGraph's version maps every step.
@@ -146,6 +148,10 @@ def _tree_diff_dict(old: dict[str, Any], new: dict[str, Any], depth: int) -> Any
                 if before == value:
                     continue
                 op: Any = ("s", value)
+            elif kind is dict and type(before) is dict and _dumps(before) == _dumps(value):
+                # The same JSON is the same tree (what _tree_diff would find, key by key,
+                # in Python): most of a LangGraph checkpoint's ``versions_seen`` a step.
+                continue
             else:
                 op = _tree_diff(before, value, depth + 1)
                 if op is _SAME:

@@ -12,6 +12,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import orjson
@@ -31,6 +32,8 @@ from savegame.model import (
     RunInfo,
     RunStatus,
     evolve,
+    evolver,
+    quick_init,
     utcnow,
 )
 from savegame.stores import Store
@@ -73,6 +76,18 @@ TAKEOVER_TRIES = 3
 STORED_KEPT = 32
 
 
+#: What every header of a line has: no node, completed, no next step (:meth:`Lines.append`
+#: copies it with the fields each checkpoint sets).
+_BLANK = CheckpointHeader(
+    thread_id="", run_id="", checkpoint_id="", parent_id=None, step=0, node=None,
+    status=RunStatus.COMPLETED, next=None, created_at=datetime(1970, 1, 1, tzinfo=timezone.utc),
+)  # fmt: skip
+_new_header = evolver(
+    CheckpointHeader, "thread_id", "run_id", "checkpoint_id", "parent_id", "step", "metadata",
+    "created_at",
+)  # fmt: skip
+
+
 def stored_id(lg_id: str, run_id: str) -> str:
     return f"{lg_id}@{run_id}"
 
@@ -101,7 +116,8 @@ class Line:
     """Pending writes waiting to be committed with the line's next checkpoint."""
 
 
-@dataclass(frozen=True)
+@quick_init  # two a pending write (given, then encoded): plain stores, not object.__setattr__
+@dataclass(frozen=True, slots=True)
 class Write:
     task_id: str
     channel: str
@@ -232,16 +248,17 @@ class Lines:
             metadata = state[METADATA]
             step = metadata.get("step") if isinstance(metadata, Mapping) else None
             parent = state[PARENT]
-            header = CheckpointHeader(
+            # The blank header copied with this checkpoint's fields: CheckpointHeader(...)'s
+            # keywords reach __init__ through a dict, twice the copy's instructions.
+            header = _new_header(
+                _BLANK,
                 thread_id=thread_id,
                 run_id=line.run_id,
                 checkpoint_id=stored_id(checkpoint["id"], line.run_id),
                 parent_id=None if parent is None else stored_id(parent, line.run_id),
                 step=max(step, 0) if isinstance(step, int) else 0,
-                node=None,
-                status=RunStatus.COMPLETED,
-                next=None,
                 metadata=_header_metadata(metadata),
+                created_at=utcnow(),
             )
             with codec.using_conventions(self.conventions):
                 encoded = line.encoder.encode(header, state, None if fresh else changed)
