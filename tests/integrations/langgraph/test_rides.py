@@ -128,6 +128,53 @@ def test_a_checkpoint_that_fails_leaves_its_riders_to_write_alone(
     assert found is not None and found.pending_writes == [("task", "seen", 1)]
 
 
+def test_writes_that_arrive_while_the_next_checkpoint_is_encoded_still_ride(
+    tmp_path: Path, patient: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph hands a task's writes and the next checkpoint to two threads, and the
+    put holds the lines' lock while it encodes. Writes that came then waited for the lock
+    to say they were coming, and the put, seeing none, committed without them: they paid
+    a commit of their own (a quarter of a chat10 run's). They announce themselves before
+    they are encoded now, on a lock of their own, and the put waits for them."""
+    store = Counted(tmp_path / "lg.db")
+    saver = SavegameSaver(store)
+    lines = saver._lines
+    thread = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    stored = saver.put(thread, empty_checkpoint(), {}, {})
+    config = {"configurable": {**stored["configurable"], **LANGGRAPH}}
+    announced, encoding = threading.Event(), threading.Event()
+    encoded_all = lines.encoded_all
+
+    def writes_wait_for_the_put(lg_id: str, writes: Any) -> Any:
+        announced.set()
+        assert encoding.wait(30)  # the put holds the lock: encode, then ask for it
+        return encoded_all(lg_id, writes)
+
+    line = lines.find("t", "")
+    assert line is not None and line.encoder is not None
+    encode = line.encoder.encode
+
+    def put_holds_the_lock(*args: Any, **kwargs: Any) -> Any:
+        encoding.set()
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(lines, "encoded_all", writes_wait_for_the_put)
+    monkeypatch.setattr(line.encoder, "encode", put_holds_the_lock)
+    rider = threading.Thread(target=saver.put_writes, args=(config, [("seen", 1)], "task"))
+    rider.start()
+    assert announced.wait(30)
+    saver.put(stored, empty_checkpoint(), {}, {})
+    rider.join(30)
+    assert not rider.is_alive()
+    assert store.alone == []  # no commit of their own
+    assert store.with_checkpoint == [
+        1
+    ]  # the second checkpoint took them (the first created the run)
+    assert lines._announced == {}
+    found = SavegameSaver(f"sqlite:///{tmp_path / 'lg.db'}").get_tuple(stored)
+    assert found is not None and found.pending_writes == [("task", "seen", 1)]
+
+
 def test_seats_bar_a_channel_set_for_a_while_and_never_seat_some() -> None:
     seats = Seats()
     assert seats.board([], frozenset({"__error_source_node__", "x"})) is None
@@ -149,6 +196,7 @@ def test_writes_that_fail_to_encode_hold_no_checkpoint_back(tmp_path: Path) -> N
         saver.put_writes(config, [("bad", object())], "task")
     line = saver._lines.find("t", "")
     assert line is not None and line.seats.coming == 0 and line.seats.riders == []
+    assert saver._lines._announced == {}  # nothing announced is left for a put to wait on
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])

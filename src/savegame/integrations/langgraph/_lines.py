@@ -88,6 +88,10 @@ _new_header = evolver(
 )  # fmt: skip
 
 
+Announced = list[bool]
+"""What :meth:`Lines.announce` gives: ``[True]`` until :meth:`Lines.landed` took it."""
+
+
 def stored_id(lg_id: str, run_id: str) -> str:
     return f"{lg_id}@{run_id}"
 
@@ -147,6 +151,11 @@ class Lines:
         self.lock = threading.RLock()
         self._appended = threading.Condition(self.lock)
         self._boarded = threading.Condition(self.lock)
+        # Writes announced before they are encoded, on a lock of their own: a checkpoint
+        # being encoded holds :attr:`lock`, and writes that waited for it to announce
+        # themselves came too late to ride (a quarter of a chat10 run's).
+        self._announcing = threading.Lock()
+        self._announced: dict[tuple[str, str], int] = {}
         self._lines: OrderedDict[tuple[str, str], Line] = OrderedDict()
         """Least recently used first, at most :data:`MAX_LINES`."""
         self._early: dict[tuple[str, str, str], list[Write]] = {}
@@ -343,8 +352,12 @@ class Lines:
         :attr:`lock`); their callers return once it committed. ``board``: first wait a
         little for writes being encoded (the wait lets go of the lock)."""
         seats = line.seats
-        if board and seats.coming:
-            self._boarded.wait_for(lambda: not seats.coming, _rides.BOARDING_WAIT)
+        key = (line.thread_id, line.ns)
+        if board and (seats.coming or self._announced.get(key)):
+            self._boarded.wait_for(
+                lambda: not seats.coming and not self._announced.get(key),
+                _rides.BOARDING_WAIT,
+            )
         riders = seats.take()
         try:
             self._put(line, record, blobs, [e for ride in riders for e in ride.entries])
@@ -389,7 +402,13 @@ class Lines:
         self.put_writes(line, lg_id, [write])
 
     def put_writes(
-        self, line: Line, lg_id: str, writes: Sequence[Write], *, ride: bool = False
+        self,
+        line: Line,
+        lg_id: str,
+        writes: Sequence[Write],
+        *,
+        ride: bool = False,
+        announced: Announced | None = None,
     ) -> None:
         """Journal one task's pending writes, durable when this returns: insert-if-absent;
         a reserved channel (index < 0) overwrites.
@@ -403,15 +422,17 @@ class Lines:
         writes = list({w.index: w for w in writes}.values())
         # A reserved channel's write may replace a stored one: it goes on its own.
         if ride and all(w.index >= 0 for w in writes):
-            plain, sealed, seat = self._board(line, lg_id, writes)
+            plain, sealed, seat = self._board(line, lg_id, writes, announced)
             if seat is not None and self._ride(line, seat):
                 return
         else:
+            if announced is not None:  # they will not board: no checkpoint waits for them
+                self.landed(line.thread_id, line.ns, announced)
             plain, sealed = self._journaled(line, lg_id, writes)
         self._write(line, writes, plain, sealed)
 
     def _board(
-        self, line: Line, lg_id: str, writes: Sequence[Write]
+        self, line: Line, lg_id: str, writes: Sequence[Write], announced: Announced | None
     ) -> tuple[list[EffectRecord], list[EffectRecord], Ride | None]:
         """The writes as journal entries, and their seat on the line's next checkpoint, or
         None when they may not wait: their channels, or a checkpoint newer than theirs is
@@ -427,10 +448,35 @@ class Lines:
             raise
         with self.lock:
             self._arrived(seats)
+            if announced is not None:
+                self.landed(line.thread_id, line.ns, announced)
             # In the same step as leaving ``coming``, or a checkpoint could go between.
             if line.stored and line.stored[-1] != lg_id:
                 return plain, sealed, None
             return plain, sealed, seats.board(sealed, frozenset(w.channel for w in writes))
+
+    def announce(self, thread_id: str, ns: str) -> Announced:
+        """Writes of the line are on their way (before they are encoded): a checkpoint
+        put meanwhile waits for them to board. Hand the token to :meth:`landed`."""
+        key = (thread_id, ns)
+        with self._announcing:
+            self._announced[key] = self._announced.get(key, 0) + 1
+        return [True]
+
+    def landed(self, thread_id: str, ns: str, token: Announced) -> None:
+        """The announced writes boarded, or will not: once per token (later calls pass)."""
+        with self.lock:
+            if not token[0]:
+                return
+            token[0] = False
+            key = (thread_id, ns)
+            with self._announcing:
+                left = self._announced[key] - 1
+                if left:
+                    self._announced[key] = left
+                else:
+                    del self._announced[key]
+            self._boarded.notify_all()
 
     def _arrived(self, seats: Seats) -> None:
         """Writes stopped being encoded: a checkpoint waiting for them goes on."""

@@ -33,9 +33,12 @@ RIDE_WAIT = 0.005
 #: ``DeltaChannel``'s writes pay one wait in this many steps, a step that was only slow
 #: rides again soon.
 BARRED_FOR = 32
-#: How long a checkpoint waits for writes being encoded to board it. LangGraph often
-#: calls ``put`` while the writes are still encoded (tens of microseconds); without the
-#: wait they missed it and waited :data:`RIDE_WAIT` for a checkpoint that never came.
+#: How long a checkpoint waits for writes announced or being encoded to board it.
+#: LangGraph often calls ``put`` while the writes are still encoded (tens of
+#: microseconds), or before their thread could take the lines' lock, which the put holds
+#: while it encodes: writes announce themselves first, on a lock of their own
+#: (``Lines.announce``). Without the wait they missed the checkpoint and were committed
+#: on their own, a commit (an fsync) more: a quarter of a chat10 run's writes did.
 BOARDING_WAIT = 0.002
 #: ``langgraph``'s ``CONFIG_KEY_DURABILITY``: LangGraph's own calls carry it (private
 #: there, so spelled out); a caller that puts writes and checkpoints one after the

@@ -33,6 +33,7 @@ from savegame.integrations.langgraph._lines import (
     NS_KEY,
     PARENT,
     REBUILD_OF,
+    Announced,
     Line,
     Lines,
     Write,
@@ -188,6 +189,24 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         lg_id = str(conf["checkpoint_id"])
+        ride = conf.get(_rides.DURABILITY_KEY) in ("sync", "async")
+        announced = self._lines.announce(thread_id, ns) if ride else None
+        try:
+            self._put_writes(thread_id, ns, lg_id, writes, task_id, task_path, announced)
+        finally:
+            if announced is not None:
+                self._lines.landed(thread_id, ns, announced)
+
+    def _put_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        lg_id: str,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+        announced: Announced | None,
+    ) -> None:
         # Every value encoded before any is recorded: one savegame refuses leaves none.
         found = self._lines.encoded_all(
             lg_id,
@@ -205,8 +224,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         line = self._lines.early(thread_id, ns, lg_id, found)
         if line is None:
             return
-        ride = conf.get(_rides.DURABILITY_KEY) in ("sync", "async")
-        self._lines.put_writes(line, lg_id, found, ride=ride)
+        self._lines.put_writes(line, lg_id, found, ride=announced is not None, announced=announced)
 
     # -- housekeeping -----------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
