@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
+from agents.tool import default_tool_error_function
 
 from savegame import END, RunStatus, StepContext, Workflow, approve, resolve, resume, run
 from savegame.client import export_run, get_run, history, import_run, list_effects, model_calls
@@ -135,8 +136,10 @@ def test_a_read_that_raised_is_the_sdks_message_for_the_model(
     done = run(flow, {}, run_id="r1", store=f"sqlite:///{tmp_path / 'runs.db'}")
     assert done.status is RunStatus.COMPLETED and done.state["answer"] == "Unknown city."
     # The SDK's default handler: a fixed message, the exception's text kept from the model.
+    # Asked of the SDK, not written here: 0.25 dropped "Please try again." from it.
     told = fake.bodies(RESPONSES)[1]["input"][-1]
-    assert told["output"] == "An error occurred while running the tool. Please try again."
+    assert told["output"] == default_tool_error_function(None, ValueError("no such city"))  # type: ignore[arg-type]
+    assert "no such city" not in told["output"]
 
 
 def test_a_changed_prompt_on_resume_is_non_determinism(
