@@ -131,7 +131,13 @@ def attempts(
     # otherwise by every process that loads the runtime, most of them retrying nothing.
     import stamina
 
-    return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))
+    return stamina.retry_context(on=_on(may_retry), **_schedule(retries, backoff, done))
+
+
+def _on(may_retry: Callable[[Exception], bool | float]) -> Callable[[BaseException], bool | float]:
+    """``may_retry`` as stamina 26.2 types ``on``: any BaseException; one that is not an
+    Exception (a KeyboardInterrupt, a cancellation) is never tried again."""
+    return lambda error: isinstance(error, Exception) and may_retry(error)
 
 
 def aattempts(
@@ -140,7 +146,7 @@ def aattempts(
     """Async twin of :func:`attempts` (``async for``; the waits are ``asyncio.sleep``)."""
     import stamina  # see attempts
 
-    return stamina.retry_context(on=may_retry, **_schedule(retries, backoff, done))
+    return stamina.retry_context(on=_on(may_retry), **_schedule(retries, backoff, done))
 
 
 class Expired(Exception):
