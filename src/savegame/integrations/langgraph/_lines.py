@@ -350,15 +350,11 @@ class Lines:
     ) -> None:
         """Put ``record`` with the writes waiting for it, in one transaction (call under
         :attr:`lock`); their callers return once it committed. ``board``: first wait a
-        little for writes being encoded (the wait lets go of the lock)."""
-        seats = line.seats
+        little for writes announced (:meth:`announce`; the wait lets go of the lock)."""
         key = (line.thread_id, line.ns)
-        if board and (seats.coming or self._announced.get(key)):
-            self._boarded.wait_for(
-                lambda: not seats.coming and not self._announced.get(key),
-                _rides.BOARDING_WAIT,
-            )
-        riders = seats.take()
+        if board and self._announced.get(key):
+            self._boarded.wait_for(lambda: not self._announced.get(key), _rides.BOARDING_WAIT)
+        riders = line.seats.take()
         try:
             self._put(line, record, blobs, [e for ride in riders for e in ride.entries])
         except BaseException:
@@ -407,21 +403,21 @@ class Lines:
         lg_id: str,
         writes: Sequence[Write],
         *,
-        ride: bool = False,
         announced: Announced | None = None,
     ) -> None:
         """Journal one task's pending writes, durable when this returns: insert-if-absent;
         a reserved channel (index < 0) overwrites.
 
         One fenced write (one commit, as SqliteSaver's ``put_writes``), encoded, sealed and
-        written without holding :attr:`lock`; with ``ride`` (LangGraph's own calls) first
-        offered to the line's next checkpoint's transaction (:mod:`._rides`)."""
+        written without holding :attr:`lock`; when ``announced`` (LangGraph's own calls,
+        :meth:`announce`) first offered to the line's next checkpoint's transaction
+        (:mod:`._rides`)."""
         # One entry per index: LangGraph may hand a reserved channel twice in one call (a
         # node asking again writes its resume values anew), and the last one stands, as in
         # its own savers; two of one request id in one batch would settle a stale read.
         writes = list({w.index: w for w in writes}.values())
         # A reserved channel's write may replace a stored one: it goes on its own.
-        if ride and all(w.index >= 0 for w in writes):
+        if announced is not None and all(w.index >= 0 for w in writes):
             plain, sealed, seat = self._board(line, lg_id, writes, announced)
             if seat is not None and self._ride(line, seat):
                 return
@@ -432,28 +428,19 @@ class Lines:
         self._write(line, writes, plain, sealed)
 
     def _board(
-        self, line: Line, lg_id: str, writes: Sequence[Write], announced: Announced | None
+        self, line: Line, lg_id: str, writes: Sequence[Write], announced: Announced
     ) -> tuple[list[EffectRecord], list[EffectRecord], Ride | None]:
         """The writes as journal entries, and their seat on the line's next checkpoint, or
         None when they may not wait: their channels, or a checkpoint newer than theirs is
-        stored (LangGraph put the one after theirs first; the next is a step away). While
-        they are encoded, a checkpoint being put waits for them (``Seats.coming``)."""
-        seats = line.seats
+        stored (LangGraph put the one after theirs first; the next is a step away). Until
+        they board, a checkpoint being put waits for them (they are announced)."""
+        plain, sealed = self._journaled(line, lg_id, writes)  # on failure, the caller lands
         with self.lock:
-            seats.coming += 1
-        try:
-            plain, sealed = self._journaled(line, lg_id, writes)
-        except BaseException:
-            self._arrived(seats)
-            raise
-        with self.lock:
-            self._arrived(seats)
-            if announced is not None:
-                self.landed(line.thread_id, line.ns, announced)
-            # In the same step as leaving ``coming``, or a checkpoint could go between.
+            # Landed in the same step as boarding, or a checkpoint could go between.
+            self.landed(line.thread_id, line.ns, announced)
             if line.stored and line.stored[-1] != lg_id:
                 return plain, sealed, None
-            return plain, sealed, seats.board(sealed, frozenset(w.channel for w in writes))
+            return plain, sealed, line.seats.board(sealed, frozenset(w.channel for w in writes))
 
     def announce(self, thread_id: str, ns: str) -> Announced:
         """Writes of the line are on their way (before they are encoded): a checkpoint
@@ -476,12 +463,6 @@ class Lines:
                     self._announced[key] = left
                 else:
                     del self._announced[key]
-            self._boarded.notify_all()
-
-    def _arrived(self, seats: Seats) -> None:
-        """Writes stopped being encoded: a checkpoint waiting for them goes on."""
-        with self.lock:
-            seats.coming -= 1
             self._boarded.notify_all()
 
     def _journaled(

@@ -92,8 +92,6 @@ class Seats:
     """A line's riders and the channel sets barred from riding; guarded by the lines' lock."""
 
     riders: list[Ride] = field(default_factory=list)
-    coming: int = 0
-    """Writes being encoded that will offer themselves to ride."""
     barred: dict[frozenset[str], int] = field(default_factory=dict)
     """Channel sets whose wait ran out -> the checkpoint count then."""
     puts: int = 0

@@ -224,7 +224,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
         line = self._lines.early(thread_id, ns, lg_id, found)
         if line is None:
             return
-        self._lines.put_writes(line, lg_id, found, ride=announced is not None, announced=announced)
+        self._lines.put_writes(line, lg_id, found, announced=announced)
 
     # -- housekeeping -----------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
