@@ -13,13 +13,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from savegame import MemoryStore, codec
 from savegame.codec import (
     _blobs,
     _envelope,
     _packs,
+    _values,
 )
 from savegame.codec.storage import StorageConfig
 from savegame.errors import (
@@ -392,3 +396,49 @@ def test_lists_in_nested_dicts_are_packed_and_lists_in_lists_are_not() -> None:
     assert "$sg:pack" in body["chat"]["messages"] and "$sg:pack" in body["grid"]
     assert raw.count(b'"$sg:pack"') == 2  # the inner lists go whole into the grid's packs
     assert codec.canonical(run.load()) == codec.canonical(state)
+
+
+# -- a keyframe too small to pack: the same tree without the chunking walk ---------------
+_text = st.builds(
+    lambda n, c: c * n, st.integers(0, 20_000) | st.integers(0, 40), st.sampled_from("a$é")
+)
+_leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.binary(max_size=3000) | _text
+_data = st.recursive(
+    _leaves,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    state=st.dictionaries(st.text(max_size=6), _data, max_size=6),
+    pack_bytes=st.sampled_from([256, 512, 32 * 1024, 256 * 1024]),
+)
+def test_a_keyframe_tree_is_the_chunking_walks_whether_or_not_it_is_small(
+    state: dict[str, Any], pack_bytes: int
+) -> None:
+    # Below an eighth of pack_bytes no chunk closes, so Packer.tree skips the chunking walk
+    # (a LangGraph thread's first keyframe): its tree and blobs must be the walk's (a
+    # string in a list over inline_max and one elsewhere over blob_threshold as blobs),
+    # and a state the walk packs anything of must not take that path.
+    storage = StorageConfig(pack_bytes=pack_bytes)
+    trees = {k: _values.encode_at(v, _values.MAX_DEPTH - 1) for k, v in state.items()}
+    got, walked = _packs.Packed(), _packs.Packed()
+    tree = _packs.Packer(storage, trees=True).tree(trees, got)
+    expected = _packs.Packer(storage, trees=True)._dict(trees, "state", (), walked, set())
+    assert orjson.dumps(tree) == orjson.dumps(expected)
+    assert got.found == walked.found and got.sealed.keys() == walked.sealed.keys()
+
+
+def test_a_packed_list_that_shrank_below_packing_is_stored_whole_again() -> None:
+    storage = StorageConfig(pack_bytes=2048)
+    packer = _packs.Packer(storage, trees=True)
+    long = {"messages": [_message(i) for i in range(40)]}
+    assert _packs.TAG in orjson.dumps(packer.tree(long, _packs.Packed())).decode()
+    short = {"messages": long["messages"][:1]}
+    out = _packs.Packed()
+    assert packer.tree(short, out) == short and not out.sealed and not out.deferred
+    assert _packs.TAG in orjson.dumps(packer.tree(long, out := _packs.Packed())).decode()

@@ -189,11 +189,39 @@ class Packer:
             return _refs.extract(
                 _values.encode_at(state, _values.MAX_DEPTH), self.storage, out.found
             )
+        if self._trees and 2 * len(orjson.dumps(state)) < self.storage.pack_bytes // 4:
+            # No chunk closes below a quarter of ``pack_bytes`` (_cut_after), and a chunk
+            # holds at most 1.4x the JSON of its entries (a dict's "k":v, as [k,v] and a
+            # comma): in a state this small nothing is packed and no cached chunk can
+            # match. The same tree without the chunking walk: a LangGraph thread's first
+            # keyframe, every thread.
+            self._lists.clear()
+            self._dicts.clear()
+            return self._unpacked(state, (), out)
         seen: set[tuple[str, ...]] = set()
         tree = self._dict(state, "state", (), out, seen)
         for cache in (self._lists, self._dicts):
             for gone in [key for key in cache if key not in seen]:
                 del cache[gone]
+        return tree
+
+    def _unpacked(self, node: dict[str, Any], key: tuple[str, ...], out: Packed) -> Any:
+        """:meth:`_dict`'s tree of ``node`` (encoded) when nothing in it is packed: a list
+        is its items (strings over ``inline_max`` as blobs, as in a pack's tail), any other
+        leaf as :meth:`_value` has it (over ``blob_threshold``)."""
+        tree: dict[str, Any] = {}
+        for name, value in node.items():
+            inner = (*key, name)
+            if len(inner) <= _values.LAYOUT_DEPTH:
+                if type(value) is list:
+                    tree[name] = _refs.extract(
+                        value, self.storage, out.found, limit=self.storage.inline_max
+                    )
+                    continue
+                if type(value) is dict and _values.plain_dict(value):
+                    tree[name] = self._unpacked(value, inner, out)
+                    continue
+            tree[name] = _refs.extract(value, self.storage, out.found)
         return tree
 
     def committed(self, names: Iterable[str]) -> None:
