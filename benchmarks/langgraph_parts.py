@@ -24,6 +24,7 @@ This splits it. One graph of ``langgraph_threads.py`` (``chat3``, ``chat10``,
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import functools
 import os
@@ -32,8 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,24 +47,13 @@ WARMUP = 5
 _TOTAL = re.compile(rb"Collected : (\d+)")
 
 
-@contextmanager
-def saver(name: str, path: Path) -> Iterator[Any]:
-    """The saver on a file at ``synchronous=NORMAL`` (what is left is CPU)."""
-    if name == "sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        with SqliteSaver.from_conn_string(str(path)) as found:
-            found.setup()
-            found.conn.execute("PRAGMA synchronous=NORMAL")
-            yield found
-    else:
-        from savegame.langgraph import SavegameSaver
-
-        made = SavegameSaver(f"sqlite:///{path}?synchronous=normal")
-        try:
-            yield made
-        finally:
-            made.close()
+@asynccontextmanager
+async def saver(kind: str, path: Path) -> AsyncIterator[Any]:
+    """``langgraph_threads``' saver of ``kind`` on a file at ``synchronous=NORMAL`` (what
+    is left is CPU). Entered on an event loop, used from it with sync ``invoke``."""
+    name = lt.SAVEGAME if kind == "savegame" else lt.REFERENCE["sync"]
+    async with lt.open_saver(name, path, normal=True) as found:
+        yield found
 
 
 def case(name: str) -> lt.Case:
@@ -100,7 +90,7 @@ class Parts:
                 self.ns[label] += time.thread_time_ns() - start
                 self.calls[label] += 1
 
-        setattr(owner, attr, timed if not isinstance(inner, staticmethod) else staticmethod(timed))
+        setattr(owner, attr, timed)
 
 
 def wrap_all(parts: Parts) -> None:
@@ -137,24 +127,7 @@ def wrap_all(parts: Parts) -> None:
 def by_part(name: str, runs: int) -> str:
     parts = Parts()
     wrap_all(parts)
-    found = case(name)
-    with (
-        tempfile.TemporaryDirectory(prefix="savegame-lg-parts-") as tmp,
-        saver("sqlite", Path(tmp) / "lg.db") as sq,
-        saver("savegame", Path(tmp) / "sg.db") as sg,
-    ):
-        ones = {
-            kind: runner(found.graph.compile(checkpointer=s), found, kind)
-            for kind, s in (("sqlite", sq), ("savegame", sg))
-        }
-        for i in range(WARMUP):
-            for one in ones.values():
-                one(-1 - i)
-        parts.ns.clear()
-        parts.calls.clear()
-        for i in range(runs):
-            for kind in SAVERS if i % 2 else reversed(SAVERS):
-                ones[kind](i)
+    asyncio.run(_run_both(case(name), runs, parts))
     lines = [f"{name}: thread CPU a run, {runs} runs a saver, synchronous=NORMAL", ""]
     lines += ["| part | µs a run | calls a run |", "| --- | ---: | ---: |"]
     totals = {
@@ -167,7 +140,7 @@ def by_part(name: str, runs: int) -> str:
             label = f"{kind} {method}"
             lines.append(_row(label, parts, runs))
             if kind == "savegame":
-                for part in sorted(p for p in parts.ns if p.split(":")[0] == method.split()[0]):
+                for part in sorted(p for p in parts.ns if p.split(":")[0] == method):
                     lines.append(_row(part, parts, runs, "- "))
     for part in sorted(p for p in parts.ns if "/" in p.split(":")[0]):
         lines.append(_row(part, parts, runs, "- "))
@@ -178,6 +151,26 @@ def by_part(name: str, runs: int) -> str:
     return "\n".join(lines)
 
 
+async def _run_both(found: lt.Case, runs: int, parts: Parts) -> None:
+    with tempfile.TemporaryDirectory(prefix="savegame-lg-parts-") as tmp:
+        async with (
+            saver("sqlite", Path(tmp) / "lg.db") as sq,
+            saver("savegame", Path(tmp) / "sg.db") as sg,
+        ):
+            ones = {
+                kind: runner(found.graph.compile(checkpointer=s), found, kind)
+                for kind, s in (("sqlite", sq), ("savegame", sg))
+            }
+            for i in range(WARMUP):
+                for one in ones.values():
+                    one(-1 - i)
+            parts.ns.clear()
+            parts.calls.clear()
+            for i in range(runs):
+                for kind in SAVERS if i % 2 else reversed(SAVERS):
+                    ones[kind](i)
+
+
 def _row(label: str, parts: Parts, runs: int, indent: str = "") -> str:
     ms, calls = parts.ns[label] / runs / 1e3, parts.calls[label] / runs
     return f"| {indent}{label} | {ms:.0f} | {calls:.1f} |"
@@ -185,16 +178,17 @@ def _row(label: str, parts: Parts, runs: int, indent: str = "") -> str:
 
 # -- whole-process instructions per run ------------------------------------------------------
 def child(name: str, kind: str, runs: int) -> None:
-    found = case(name)
-    with (
-        tempfile.TemporaryDirectory(prefix="savegame-lg-parts-") as tmp,
-        saver(kind, Path(tmp) / "db") as s,
-    ):
-        one = runner(found.graph.compile(checkpointer=s), found, kind)
-        for i in range(WARMUP):
-            one(-1 - i)
-        for i in range(runs):
-            one(i)
+    asyncio.run(_run_one(case(name), kind, runs))
+
+
+async def _run_one(found: lt.Case, kind: str, runs: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="savegame-lg-parts-") as tmp:
+        async with saver(kind, Path(tmp) / "db") as s:
+            one = runner(found.graph.compile(checkpointer=s), found, kind)
+            for i in range(WARMUP):
+                one(-1 - i)
+            for i in range(runs):
+                one(i)
 
 
 def instructions(name: str, kind: str, runs: int) -> float:
