@@ -167,9 +167,8 @@ def test_writes_that_arrive_while_the_next_checkpoint_is_encoded_still_ride(
     rider.join(30)
     assert not rider.is_alive()
     assert store.alone == []  # no commit of their own
-    assert store.with_checkpoint == [
-        1
-    ]  # the second checkpoint took them (the first created the run)
+    # The second checkpoint took them (the first created the run).
+    assert store.with_checkpoint == [1]
     assert lines._announced == {}
     found = SavegameSaver(f"sqlite:///{tmp_path / 'lg.db'}").get_tuple(stored)
     assert found is not None and found.pending_writes == [("task", "seen", 1)]
