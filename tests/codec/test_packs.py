@@ -23,6 +23,7 @@ from savegame.codec import (
     _blobs,
     _envelope,
     _packs,
+    _refs,
     _values,
 )
 from savegame.codec.storage import StorageConfig
@@ -431,6 +432,26 @@ def test_a_keyframe_tree_is_the_chunking_walks_whether_or_not_it_is_small(
     expected = _packs.Packer(storage, trees=True)._dict(trees, "state", (), walked, set())
     assert orjson.dumps(tree) == orjson.dumps(expected)
     assert got.found == walked.found and got.sealed.keys() == walked.sealed.keys()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=_data
+    | st.binary(max_size=400)
+    | st.dictionaries(st.sampled_from(["$sg:blob", "$x", "k"]), st.binary(max_size=200))
+    | st.tuples(_data, _data)
+    | st.frozensets(st.integers(), max_size=4),
+    slack=st.integers(0, 8),
+)
+def test_a_pack_entry_within_the_limit_is_what_the_walk_would_give(value: Any, slack: int) -> None:
+    # Packer._chunked walks an entry for blob references only when its JSON is longer
+    # than the limit: within it the walk must give the tree back as it is, tags and all
+    # (bytes, escaped keys, tuples, sets, big numbers), and find no blob.
+    tree = _values.encode_at(value, _values.MAX_DEPTH - 2)
+    limit = len(orjson.dumps(tree)) + slack
+    found: dict[str, bytes] = {}
+    walked = _refs.extract(tree, StorageConfig(), found, limit=limit)
+    assert orjson.dumps(walked) == orjson.dumps(tree) and not found
 
 
 def test_a_packed_list_that_shrank_below_packing_is_stored_whole_again() -> None:

@@ -372,11 +372,12 @@ class Packer:
             name = names[index] if names is not None else None
             tree = items[index] if self._trees else _values.encode_at(items[index], room)
             entry = _encode(name, tree)
-            # As for a delta's body (Encoder._encode): no leaf of an entry this short
-            # outgrows the limit, and one without a "$" holds no tag, so the walk would
-            # copy the tree unchanged (12.7k instructions a 2 KB message). Otherwise the
-            # walk, and the entry encoded again from what it gives.
-            if len(entry) > limit or b"$" in entry:
+            # No leaf of an entry this short outgrows the limit, and the walk looks for
+            # no workspace file here (they are in the manifest, never packed): it would
+            # copy the tree unchanged, tags and all (12.7k instructions a 2 KB message;
+            # every LangChain message has a tag). Otherwise the walk, and the entry
+            # encoded again from what it gives.
+            if len(entry) > limit:
                 found: dict[str, bytes] = {}
                 tree = _refs.extract(tree, self.storage, found, limit=limit)
                 entry = _encode(name, tree)
