@@ -14,6 +14,7 @@ import savegame
 from savegame import MemoryStore, codec
 from savegame.codec import _values, blob_digest
 from savegame.codec.storage import StorageConfig
+from savegame.errors import SerializationError
 from savegame.model import WORKSPACE_KEY, StoredFile
 from tests.codec.chains import (
     PLAIN,
@@ -333,6 +334,140 @@ def test_by_value_a_growing_list_encodes_only_its_new_items_and_sees_edits(
         notes.append(_Note("last", []))
         run.write({"notes": notes}, {"notes"})
         assert [n.text for n in run.load()["notes"]] == [n.text for n in notes]
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The _Note objects encoded from now on, in order (under LangGraph's conventions:
+    tuples stored as lists, so an item's old tree may be reused, _byvalue)."""
+    encoded: list[Any] = []
+    real = _values.encode_at
+
+    def counting(value: Any, room: int) -> Any:
+        if type(value) is _Note:
+            encoded.append(value)
+        return real(value, room)
+
+    monkeypatch.setattr(_values, "encode_at", counting)
+    with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
+        yield encoded
+
+
+def _fresh(run: Run) -> Run:
+    """``run`` with an encoder that has written nothing (a new LangGraph line), whose
+    deltas may grow long (as a LangGraph line's: ``delta_floor``)."""
+    run.encoder = codec.Encoder(run.storage, by_value=True, delta_floor=1 << 30)
+    return run
+
+
+def test_by_value_a_new_encoder_taught_what_another_saw_encodes_only_new_items(
+    counted: list[Any],
+) -> None:
+    """A subgraph's line starts with its parent's messages, the same objects: told what
+    the parent's encoder saw (``learn``), it encodes only the items they do not share,
+    also when the list comes at its second record (LangGraph's input checkpoint holds
+    only ``__start__``), and stores them exactly. Asked to encode whole, it does."""
+    storage = replace(PLAIN, keyframe_every=50)
+    notes = [_Note(f"note {i}", []) for i in range(30)]
+    parent = Run(MemoryStore(), storage, {"notes": notes}, by_value=True)
+    notes.append(_Note("parent's", []))
+    parent.write({"notes": notes}, {"notes"})
+    child = _fresh(Run(MemoryStore(), storage, {}, by_value=True))
+    child.encoder.learn(parent.encoder.seen)
+    counted.clear()
+    child.write({"start": 1}, None)
+    mine = [*notes, _Note("child's", [])]
+    record = child.write({"start": 1, "notes": mine}, {"notes"})
+    assert counted == [mine[-1]] and record.header.base_id is not None  # a delta
+    assert [n.text for n in child.load()["notes"]] == [n.text for n in mine]
+    counted.clear()
+    child.write({"start": 1, "notes": [*mine, _Note("more", [])]}, None)  # whole, asked
+    assert len(counted) == len(mine) + 1
+
+
+def test_by_value_a_taught_list_edited_in_place_is_encoded_again(counted: list[Any]) -> None:
+    """What the other encoder saw is checked as its own would be: an item edited in place
+    since prints otherwise, and the list is encoded whole and stored as it is now."""
+    notes = [_Note(f"note {i}", []) for i in range(10)]
+    parent = Run(MemoryStore(), PLAIN, {"notes": notes}, by_value=True)
+    notes[4].tags.append("edited")
+    child = _fresh(Run(MemoryStore(), PLAIN, {}, by_value=True))
+    child.encoder.learn(parent.encoder.seen)
+    counted.clear()
+    child.write({"notes": notes}, None)
+    assert len(counted) == len(notes)
+    assert child.load()["notes"][4].tags == ["edited"]
+
+
+def test_by_value_learn_after_a_record_changes_nothing(counted: list[Any]) -> None:
+    notes = [_Note(f"note {i}", []) for i in range(10)]
+    parent = Run(MemoryStore(), PLAIN, {"notes": notes}, by_value=True)
+    other = Run(MemoryStore(), PLAIN, {"x": 1}, by_value=True)
+    other.encoder.learn(parent.encoder.seen)  # it has a record already: no
+    counted.clear()
+    other.write({"x": 1, "notes": notes}, {"notes"})
+    assert len(counted) == len(notes)
+
+
+def test_by_value_lists_loaded_from_the_last_record_are_known_by_the_loaded_objects(
+    counted: list[Any],
+) -> None:
+    """LangGraph decodes the thread's last checkpoint at every invoke and goes on from
+    the decoded objects: told so (``loaded``), the encoder reuses its trees for them,
+    and encodes only what the turn adds. Untold, or given objects that print otherwise,
+    it encodes the list whole."""
+    storage = replace(PLAIN, keyframe_every=50)
+    notes = [_Note(f"note {i}", []) for i in range(20)]
+    run = Run(MemoryStore(), storage, {"notes": notes}, by_value=True)
+    notes.append(_Note("second", []))
+    run.write({"notes": notes}, {"notes"})
+    turn = run.load()
+    counted.clear()
+    run.write({"notes": [*turn["notes"], _Note("a", [])]}, {"notes"})
+    assert len(counted) == len(notes) + 1
+    turn = run.load()
+    run.encoder.loaded(run.records[-1].checkpoint_id, turn)
+    counted.clear()
+    run.write({"notes": [*turn["notes"], _Note("b", [])]}, {"notes"})
+    assert [n.text for n in counted] == ["b"]
+    turn = run.load()
+    turn["notes"][2].text = "edited after the load"
+    run.encoder.loaded(run.records[-1].checkpoint_id, turn)  # prints otherwise: not taken
+    counted.clear()
+    run.write({"notes": [*turn["notes"], _Note("c", [])]}, {"notes"})
+    assert len(counted) == len(turn["notes"]) + 1
+    assert run.load()["notes"][2].text == "edited after the load"
+    assert run.load(-2)["notes"][2].text == "note 2"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(st.one_of(notes, by_value_tree), max_size=8),
+    edits=st.lists(st.tuples(st.integers(0, 7), by_value_tree), max_size=3),
+    extra=st.lists(by_value_tree, max_size=3),
+    refused=st.booleans(),
+)
+def test_a_list_value_encoded_with_what_an_encoder_saw_is_the_same_bytes(
+    items: list[Any], edits: Any, extra: list[Any], refused: bool
+) -> None:
+    """A LangGraph write of a channel's list is encoded with what the line's encoder saw
+    of it (``encode_value(seen=...)``): the same bytes as without, whatever was edited in
+    place or added since, and the same refusal for what cannot be saved."""
+    with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
+        run = Run(MemoryStore(), PLAIN, {"m": items}, by_value=True)
+        seen = run.encoder.seen.get("m")
+        for index, value in edits:
+            if items:
+                _mutate_deep(items[index % len(items)], value)
+        value = [*items, *extra, *([object()] if refused else [])]
+        if not refused:
+            assert codec.encode_value(value, "w", seen=seen) == codec.encode_value(value, "w")
+            return
+        with pytest.raises(SerializationError) as alone:
+            codec.encode_value(value, "w")
+        with pytest.raises(SerializationError) as helped:
+            codec.encode_value(value, "w", seen=seen)
+        assert str(helped.value) == str(alone.value)
 
 
 def test_by_value_a_list_orjson_cannot_fingerprint_is_still_exact() -> None:

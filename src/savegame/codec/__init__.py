@@ -28,6 +28,7 @@ They are private. Two modules stay public, because users build what they hold:
 
 from savegame.codec import _stdlib  # noqa: F401  (registers the standard library's values)
 from savegame.codec._blobs import blob_digest, known_blobs, unseal_blob
+from savegame.codec._byvalue import Seen
 from savegame.codec._conventions import Conventions
 from savegame.codec._conventions import using as using_conventions
 from savegame.codec._engine import Chain, Encoded, Encoder, load_chain, load_state
@@ -72,6 +73,7 @@ __all__ = [
     "Migration",
     "Renamed",
     "Renamer",
+    "Seen",
     "Unregistered",
     "blob_digest",
     "canonical",

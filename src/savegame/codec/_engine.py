@@ -28,7 +28,17 @@ from typing import Any, Protocol
 
 import orjson
 
-from savegame.codec import _blobs, _byvalue, _delta, _envelope, _metadata, _packs, _refs, _values
+from savegame.codec import (
+    _blobs,
+    _byvalue,
+    _conventions,
+    _delta,
+    _envelope,
+    _metadata,
+    _packs,
+    _refs,
+    _values,
+)
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import CorruptRecordError, NotFoundError, SerializationError
 from savegame.model import (
@@ -152,6 +162,7 @@ class Encoder:
         self._base_id: str | None = None
         self._shadow: dict[str, Any] = {}
         self._seen: dict[str, _byvalue.Seen] = {}
+        self._hints: Mapping[str, _byvalue.Seen] = {}
         self._chain = Chain()
         self._packer = (
             _packs.Packer(self.storage, trees=by_value) if _packs.enabled(self.storage) else None
@@ -188,6 +199,8 @@ class Encoder:
         # encoded now. Otherwise the values themselves, top-level containers copied.
         keep = _kept if self._by_value else _delta.shallow
         seen = seen or {}
+        if changed is None and self._base_id is not None:
+            self._hints = {}  # encoded whole after the first record: taught nothing more
         if changed is None:
             self._shadow = {k: keep(v) for k, v in state.items()}
             self._seen = dict(seen)
@@ -218,12 +231,51 @@ class Encoder:
                 trees[key] = self._shadow[key]
             elif type(value) is list:
                 before = None if changed is None else self._seen.get(key)
+                if before is None and (changed is not None or self._base_id is None):
+                    before = self._hints.get(key)  # never when asked to encode whole
                 trees[key], found = _byvalue.encode_list(value, room, before)
                 if found is not None:
                     seen[key] = found
             else:
                 trees[key] = _values.encode_at(value, room)
         return trees, seen
+
+    @property
+    def seen(self) -> Mapping[str, _byvalue.Seen]:
+        """``by_value``: what this encoder knows of lists, by key: of its last record's,
+        and what it was taught (:meth:`learn`) of others (for :meth:`learn` and
+        :func:`~savegame.codec.encode_value`'s ``seen``)."""
+        if not self._hints:
+            return self._seen
+        return {**self._hints, **self._seen}
+
+    def learn(self, seen: Mapping[str, _byvalue.Seen]) -> None:
+        """``by_value``, before the first record: another encoder's :attr:`seen`, for
+        lists this one has not encoded yet. A LangGraph subgraph's line takes the
+        parent's messages, the same objects, at its second checkpoint: it then encodes
+        only the items they do not share (an item is reused only where it is the same
+        object and prints the same, as from step to step), not every message again.
+        Known until the state is encoded whole again (``changed=None`` after the first
+        record), which uses none of it."""
+        if self._base_id is None:
+            self._hints = seen
+
+    def loaded(self, checkpoint_id: str, state: Mapping[str, Any]) -> None:
+        """``by_value``: ``state`` was decoded from ``checkpoint_id`` and handed on (a
+        LangGraph ``get_tuple``, at the start of every ``invoke``). Where that is this
+        encoder's last record, its lists are known by the decoded objects from now on, as
+        far as each prints exactly as the list it encoded: the next step's list holds
+        those objects, not the ones encoded, and was otherwise encoded whole again (every
+        message of a thread at every turn). Call under the conventions it was decoded
+        with."""
+        if checkpoint_id != self._base_id or not _conventions.current().tuples_as_lists:
+            return
+        for key, before in list(self._seen.items()):
+            value = state.get(key)
+            if type(value) is list and len(value) == len(before.items):
+                printed = _byvalue.fingerprint(value)
+                if printed == before.fingerprint:
+                    self._seen[key] = _byvalue.Seen(tuple(value), printed, before.tree)
 
     def encode(
         self,
@@ -397,7 +449,7 @@ class Encoder:
                 record.checkpoint_id, trees, changed=None, chain=Chain(0, 0, copy), seen=seen
             )
         else:  # a state that is not a plain dict (or holds a manifest): keyframes only
-            self._base_id, self._shadow, self._seen = None, {}, {}
+            self._base_id, self._shadow, self._seen, self._hints = None, {}, {}, {}
         return Encoded(record, out.found, out.sealed, out.deferred)
 
     def to_upload(self, store: BlobReader, encoded: Encoded) -> dict[str, bytes]:

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from savegame.codec import _compress, _values
+from savegame.codec import _byvalue, _compress, _values
 from savegame.codec.crypto import key_id, unbase64
 from savegame.codec.storage import StorageConfig, resolve
 from savegame.errors import (
@@ -232,17 +232,35 @@ def open_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> Ef
     )
 
 
-def encode_value(value: Any, path: str, *, compress_from: int = 0) -> bytes:
+def encode_value(
+    value: Any, path: str, *, compress_from: int = 0, seen: _byvalue.Seen | None = None
+) -> bytes:
     """Canonical JSON of ``value``; with ``compress_from`` > 0, a value of at least that
     many bytes is a zstd frame of it instead, where that is smaller. A journal row is not
-    compressed as a whole, as a checkpoint record is: a long value is compressed alone."""
-    data = _values.dumps(value, path)
+    compressed as a whole, as a checkpoint record is: a long value is compressed alone.
+
+    ``seen``: a ``by_value`` encoder's knowledge of a list (``Encoder.seen``); a list
+    ``value`` then reuses the trees of the items it shares with it (the same objects,
+    printing the same), as the encoder does from step to step. The bytes are the same."""
+    data = _listed(value, seen) if seen is not None and type(value) is list else None
+    if data is None:
+        data = _values.dumps(value, path)
     if 0 < compress_from <= len(data):
         # No frame checksum: the entry's check covers these bytes.
         packed = _compress.compress(data, level=_compress.RECORD_LEVEL)
         if len(packed) < len(data):
             return packed
     return data
+
+
+def _listed(value: list[Any], seen: _byvalue.Seen) -> bytes | None:
+    """:func:`_values.dumps` of ``value`` by way of ``seen``; None where it refuses (the
+    caller's own call then names the path)."""
+    try:
+        tree, _ = _byvalue.encode_list(value, _values.MAX_DEPTH, seen)
+        return orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
+    except (_values.Unsaveable, orjson.JSONEncodeError, RecursionError):
+        return None
 
 
 def decode_value(data: bytes | None) -> Any:

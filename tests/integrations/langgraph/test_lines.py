@@ -4,6 +4,7 @@ refuses plaintext rows, the allow-list that refuses an unknown type with its pat
 
 from __future__ import annotations
 
+import collections
 import os
 import sqlite3
 from pathlib import Path
@@ -370,3 +371,81 @@ def test_a_pending_writes_identity_is_encoded_as_encode_value_encodes_it() -> No
     assert arguments == codec.encode_value(["task-1", "~__pregel_pull, agent", "cp-1"], "x")
     with pytest.raises(SerializationError, match=r"writes\[task\ud800\]\[0\]\(messages\)"):
         lines_module._encoded("cp-1", Write("task\ud800", "messages", 1, "", 0), 0)
+
+
+def turns_graph() -> Any:
+    """``agent``, then ``research`` (a subgraph on the same messages: search, then
+    summarize), then ``answer``: five messages a turn with the user's."""
+
+    def say(name: str) -> Any:
+        return lambda s: {"messages": [AIMessage(content=f"{name} {len(s['messages'])}")]}
+
+    inner = StateGraph(Chat)
+    inner.add_node("search", say("search"))
+    inner.add_node("summarize", say("summarize"))
+    inner.add_edge(START, "search")
+    inner.add_edge("search", "summarize")
+    inner.add_edge("summarize", END)
+    g = StateGraph(Chat)
+    g.add_node("agent", say("agent"))
+    g.add_node("research", inner.compile())
+    g.add_node("answer", say("answer"))
+    g.add_edge(START, "agent")
+    g.add_edge("agent", "research")
+    g.add_edge("research", "answer")
+    g.add_edge("answer", END)
+    return g
+
+
+def test_a_thread_driven_a_turn_at_a_time_encodes_what_each_turn_adds(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An application invokes once a turn: LangGraph decodes the thread's history at each
+    and goes on from the decoded messages, and each subgraph call is a new namespace
+    whose input is the whole history. The saver encodes the messages a turn adds, not
+    the history again (the line's encoder learns the loaded objects, a subgraph's line
+    and a write of the whole list learn from the caller's line), and every checkpoint
+    still reads back as an in-memory saver holds it."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from savegame.codec import _values
+
+    saver = SavegameSaver(sqlite_url)
+    graphs = {"sg": turns_graph().compile(checkpointer=saver)}
+    graphs["mem"] = turns_graph().compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "talk"}}
+
+    def turn(i: int) -> None:
+        for graph in graphs.values():
+            graph.invoke({"messages": [HumanMessage(content=f"user {i}")]}, config)
+
+    for i in range(12):
+        turn(i)
+    encoded: list[Any] = []
+    real = _values.encode_at
+
+    def counting(value: Any, room: int) -> Any:
+        if isinstance(value, HumanMessage | AIMessage):
+            encoded.append(value)
+        return real(value, room)
+
+    monkeypatch.setattr(_values, "encode_at", counting)
+    turn(12)
+    messages = graphs["sg"].get_state(config).values["messages"]
+    assert len(messages) == 65
+    times = collections.Counter(m.content for m in encoded)
+    # A new message goes into a few checkpoints and writes (the subgraph's too); the 60
+    # before it once at most (the subgraph's input, a dict: ``__start__``). Before, a turn
+    # encoded the history four times over and more (323 messages).
+    assert all(times[m.content] <= 4 for m in messages[60:]), times
+    assert all(times[m.content] <= 1 for m in messages[:60]), times
+    monkeypatch.undo()
+    fresh = SavegameSaver(sqlite_url)  # reads only what was stored
+    stored = [s.values for s in graphs["sg"].get_state_history(config)]
+    reread = [s.values for s in turns_graph().compile(checkpointer=fresh).get_state_history(config)]
+    in_memory = [s.values for s in graphs["mem"].get_state_history(config)]
+
+    def texts(states: list[Any]) -> list[list[str]]:
+        return [[m.content for m in s.get("messages", [])] for s in states]
+
+    assert texts(stored) == texts(reread) == texts(in_memory)

@@ -145,10 +145,10 @@ def test_writes_that_arrive_while_the_next_checkpoint_is_encoded_still_ride(
     announced, encoding = threading.Event(), threading.Event()
     encoded_all = lines.encoded_all
 
-    def writes_wait_for_the_put(lg_id: str, writes: Any) -> Any:
+    def writes_wait_for_the_put(lg_id: str, writes: Any, seen: Any = None) -> Any:
         announced.set()
         assert encoding.wait(30)  # the put holds the lock: encode, then ask for it
-        return encoded_all(lg_id, writes)
+        return encoded_all(lg_id, writes, seen)
 
     line = lines.find("t", "")
     assert line is not None and line.encoder is not None

@@ -44,6 +44,8 @@ OWNER = "langgraph"
 #: LangGraph has no owner of a thread: the lease only fences savegame's own writers.
 TTL = 10 * 365 * 24 * 3600.0
 NS_KEY = "checkpoint_ns"
+#: LangGraph's ``NS_SEP``: a nested subgraph's namespace is its callers' and its own.
+NS_SEP = "|"
 CHECKPOINT, METADATA, PARENT, CHANNEL = "lg:checkpoint", "lg:metadata", "lg:parent", "c:"
 #: Shorter pending writes stay plain JSON: compressed alone they shrink by little; longer
 #: ones are stored compressed (unless compression is off): a message appended to a
@@ -209,6 +211,17 @@ class Lines:
                     return line
             return None
 
+    def seen(self, thread_id: str, ns: str) -> Mapping[str, codec.Seen]:
+        """What the encoder of the namespace's line knows of its lists, or, before its
+        first checkpoint (a subgraph's input comes as a write of every message, maybe
+        before it), its caller's: only to speed a write's encoding up, so read without
+        the lock or the store (dict reads)."""
+        for key in ((thread_id, ns), (thread_id, parent_ns(ns))) if ns else ((thread_id, ns),):
+            line = self._lines.get(key)
+            if line is not None and line.encoder is not None:
+                return line.encoder.seen
+        return {}
+
     def _keep(self, line: Line) -> None:
         self._lines[(line.thread_id, line.ns)] = line
         self._lines.move_to_end((line.thread_id, line.ns))
@@ -248,6 +261,9 @@ class Lines:
             if line.encoder is None:
                 line.encoder = codec.Encoder(self.storage, delta_floor=DELTA_FLOOR, by_value=True)
                 line.versions = {}
+                parent = self._lines.get((thread_id, parent_ns(ns))) if ns else None
+                if fresh and origin is None and parent is not None and parent.encoder is not None:
+                    line.encoder.learn(parent.encoder.seen)
             checkpoint = state[CHECKPOINT]
             versions = dict(checkpoint.get("channel_versions", {}))
             changed = {CHECKPOINT, METADATA, PARENT}
@@ -383,13 +399,23 @@ class Lines:
         refused here (naming its path), before any write of the task is recorded."""
         return self.encoded_all(lg_id, [write])[0]
 
-    def encoded_all(self, lg_id: str, writes: Sequence[Write]) -> list[Write]:
-        """:meth:`encoded` of each write, under one setting of the conventions."""
+    def encoded_all(
+        self, lg_id: str, writes: Sequence[Write], seen: Mapping[str, codec.Seen] | None = None
+    ) -> list[Write]:
+        """:meth:`encoded` of each write, under one setting of the conventions. ``seen``:
+        what an encoder knows of the channels' lists (:meth:`seen`); a list written to a
+        channel then reuses it (a subgraph's node returns every message of the thread,
+        most of them the line's own)."""
         if all(w.data is not None for w in writes):
             return list(writes)  # encoded by the saver already (put_writes' own call)
+        seen = seen or {}
         with codec.using_conventions(self.conventions):
             return [
-                w if w.data is not None else _with_data(w, _encoded(lg_id, w, self._compress_from))
+                w
+                if w.data is not None
+                else _with_data(
+                    w, _encoded(lg_id, w, self._compress_from, seen.get(CHANNEL + w.channel))
+                )
                 for w in writes
             ]
 
@@ -601,14 +627,24 @@ class Lines:
             self.store.record_intent(sealed, lease_token=self._token(line))
 
     # -- reading ------------------------------------------------------------------
-    def load(self, checkpoint_id: str) -> dict[str, Any] | None:
-        """The savegame state of a stored checkpoint, or None when it is not stored."""
+    def load(self, checkpoint_id: str, line: Line | None = None) -> dict[str, Any] | None:
+        """The savegame state of a stored checkpoint, or None when it is not stored.
+        ``line``: the line it is of, whose encoder learns the decoded lists (LangGraph
+        goes on from them: ``Encoder.loaded``)."""
         try:
             record = self.store.get_checkpoint(checkpoint_id)
         except NotFoundError:
             return None
         with codec.using_conventions(self.conventions):
-            return codec.load_state(self.store, record, self.storage).state
+            state = codec.load_state(self.store, record, self.storage).state
+            # Not waiting for a put of the line (durability="async"): it only speeds the
+            # next one up, and the put moves the encoder past this checkpoint anyway.
+            if line is not None and line.encoder is not None and self.lock.acquire(blocking=False):
+                try:
+                    line.encoder.loaded(checkpoint_id, state)
+                finally:
+                    self.lock.release()
+        return state
 
     def writes(self, run_id: str, lg_id: str | None = None) -> dict[str, list[Write]]:
         """The run's pending writes (of one checkpoint, or all) by LangGraph checkpoint id,
@@ -631,6 +667,12 @@ class Lines:
         for found in out.values():
             found.sort(key=lambda w: (w.task_path, w.task_id, w.index))
         return out
+
+
+def parent_ns(ns: str) -> str:
+    """The namespace of the graph that called the subgraph of ``ns`` (LangGraph's
+    ``node:task`` levels joined by ``|``): ``""`` for a subgraph of the root graph."""
+    return ns.rpartition(NS_SEP)[0]
 
 
 def write_record(
@@ -660,8 +702,11 @@ def _with_data(write: Write, data: tuple[bytes, bytes]) -> Write:
     return Write(write.task_id, write.channel, write.value, write.task_path, write.index, data)
 
 
-def _encoded(lg_id: str, write: Write, compress_from: int) -> tuple[bytes, bytes]:
-    """A pending write's entry arguments and result; refused with the write's path."""
+def _encoded(
+    lg_id: str, write: Write, compress_from: int, seen: codec.Seen | None = None
+) -> tuple[bytes, bytes]:
+    """A pending write's entry arguments and result; refused with the write's path.
+    ``seen``: what the line's encoder knows of the channel's list."""
     path = f"writes[{write.task_id}][{write.index}]({write.channel})"
     identity = [write.task_id, write.task_path, lg_id]
     try:
@@ -673,7 +718,7 @@ def _encoded(lg_id: str, write: Write, compress_from: int) -> tuple[bytes, bytes
             arguments = codec.encode_value(identity, path)
     except orjson.JSONEncodeError:  # a lone surrogate: refused as encode_value refuses it
         arguments = codec.encode_value(identity, path)
-    result = codec.encode_value(write.value, path, compress_from=compress_from)
+    result = codec.encode_value(write.value, path, compress_from=compress_from, seen=seen)
     return arguments, result
 
 

@@ -100,7 +100,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
             if not headers:
                 return None
             lg_id = lg_id_of(headers[0].checkpoint_id)
-        state = self._lines.load(stored_id(lg_id, line.run_id))
+        state = self._lines.load(stored_id(lg_id, line.run_id), line)
         if state is None:
             return None
         writes = self._lines.writes(line.run_id, lg_id).get(lg_id, [])
@@ -220,6 +220,7 @@ class SavegameSaver(BaseCheckpointSaver[str]):
                 )
                 for index, (channel, raw) in enumerate(writes)
             ],
+            self._lines.seen(thread_id, ns),
         )
         line = self._lines.early(thread_id, ns, lg_id, found)
         if line is None:

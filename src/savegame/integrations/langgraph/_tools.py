@@ -45,7 +45,7 @@ from langgraph.config import get_config
 
 from savegame.effects import Backoff, Calls, ainvoke_call, invoke_call, tool
 from savegame.errors import ConfigurationError, LeaseLostError
-from savegame.integrations.langgraph._lines import TOOL_PREFIX
+from savegame.integrations.langgraph._lines import TOOL_PREFIX, parent_ns
 from savegame.integrations.langgraph._saver import SavegameSaver
 from savegame.runtime import traced_tool_call
 from savegame.signals import NeedsAttention
@@ -56,7 +56,6 @@ _TASK_ID = "__pregel_task_id"
 _SCRATCHPAD = "__pregel_scratchpad"
 _RUNTIME = "__pregel_runtime"
 _DURABILITY = "__pregel_durability"
-_NS_SEP = "|"
 #: The parameter LangChain fills with the model's tool call id (hidden from the model).
 CALL_ID = "tool_call_id"
 
@@ -240,7 +239,7 @@ class _Site:
                 "before the graph ends, so a re-run could not find its call: use 'sync' or 'async'"
             )
         task_ns = str(conf.get("checkpoint_ns", ""))
-        ns = task_ns.rpartition(_NS_SEP)[0]
+        ns = parent_ns(task_ns)
         scratchpad = conf.get(_SCRATCHPAD)
         return cls(
             saver=saver,
