@@ -258,7 +258,7 @@ class Encoder:
         Known until the state is encoded whole again (``changed=None`` after the first
         record), which uses none of it."""
         if self._base_id is None:
-            self._hints = seen
+            self._hints = dict(seen)  # not the other's own dict, which it changes
 
     def loaded(self, checkpoint_id: str, state: Mapping[str, Any]) -> None:
         """``by_value``: ``state`` was decoded from ``checkpoint_id`` and handed on (a
