@@ -440,6 +440,34 @@ def test_by_value_lists_loaded_from_the_last_record_are_known_by_the_loaded_obje
     assert run.load(-2)["notes"][2].text == "note 2"
 
 
+def test_by_value_a_loaded_list_whose_dicts_come_back_sorted_is_known() -> None:
+    """A record's dicts are stored with sorted keys and decode in that order (a chat
+    model's ``response_metadata`` does not come sorted): the decoded list still prints
+    as the one encoded, and is known by its objects."""
+    with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
+        items = [{"model": "m", "finish": "stop", "n": i} for i in range(10)]
+        run = Run(MemoryStore(), PLAIN, {"m": items}, by_value=True)
+        run.write({"m": [*items, {"z": 1, "a": 2}]}, {"m"})
+        turn = run.load()
+        assert list(turn["m"][0]) != list(items[0])  # sorted now
+        run.encoder.loaded(run.records[-1].checkpoint_id, turn)
+        assert run.encoder.seen["m"].items[0] is turn["m"][0]
+
+
+def test_by_value_a_load_by_another_reader_costs_the_graph_nothing(counted: list[Any]) -> None:
+    """Another thread reads the state (a UI's ``get_state``) while the graph goes on from
+    its own objects: the encoder still knows those until the next record."""
+    notes = [_Note(f"note {i}", []) for i in range(20)]
+    run = Run(MemoryStore(), replace(PLAIN, keyframe_every=50), {"notes": notes}, by_value=True)
+    notes.append(_Note("second", []))
+    run.write({"notes": notes}, {"notes"})
+    run.encoder.loaded(run.records[-1].checkpoint_id, run.load())  # the reader's copy
+    counted.clear()
+    notes.append(_Note("third", []))
+    run.write({"notes": notes}, {"notes"})
+    assert [n.text for n in counted] == ["third"]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     items=st.lists(st.one_of(notes, by_value_tree), max_size=8),

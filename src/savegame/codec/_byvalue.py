@@ -23,6 +23,13 @@ so does what it would write without what the codec keeps: an object with slots b
 its ``__dict__`` (a slotted dataclass subclassing one without slots: the slot fields
 are stored but not in ``__dict__``), and a list or tuple (orjson writes both as an
 array) unless tuples are stored as lists (LangGraph's conventions).
+
+A list decoded from the encoder's last record is known by its new objects where it
+prints as the list encoded (``Encoder.loaded``). The same ambiguities apply there: a
+field a model's validation turns, when decoding, into another type that orjson writes
+alike (a ``str`` held in a ``UUID`` or enum field of a model built without validation)
+keeps the tree of the value as it was encoded. It loads back the same, since decoding
+validates it the same way, but its bytes are not those of encoding it afresh.
 """
 
 from __future__ import annotations
@@ -37,10 +44,14 @@ import orjson
 
 from savegame.codec import _conventions, _values
 
+#: Keys sorted, as the codec stores a dict's (its trees are written with sorted keys): a
+#: list decoded from a record, whose dicts come back in sorted order (a chat model's
+#: ``response_metadata``), prints as the list it was encoded from.
 _OPTIONS = (
     orjson.OPT_PASSTHROUGH_DATACLASS
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_SORT_KEYS
 )
 
 
@@ -122,14 +133,19 @@ def fingerprint(value: list[Any]) -> bytes | None:
         return None
 
 
-def encode_list(value: list[Any], room: int, before: Seen | None) -> tuple[list[Any], Seen | None]:
-    """``_values.encode_at(value, room)`` for a list, reusing ``before``'s trees for the
-    items that are the same objects and print the same; and what to remember of it."""
+def encode_list(
+    value: list[Any], room: int, *befores: Seen | None
+) -> tuple[list[Any], Seen | None]:
+    """``_values.encode_at(value, room)`` for a list, reusing the trees of the first of
+    ``befores`` whose items it starts with (the same objects, printing the same); and
+    what to remember of it."""
     # orjson writes a tuple as it writes a list: only where the codec stores both the
     # same way does the fingerprint tell them apart as well as the codec does.
     printed = fingerprint(value) if _conventions.current().tuples_as_lists else None
     tree: list[Any] | None = None
-    if printed is not None and before is not None:
+    for before in befores:
+        if printed is None or before is None:
+            continue
         n = len(before.items)
         old = before.fingerprint
         if (
@@ -140,6 +156,7 @@ def encode_list(value: list[Any], room: int, before: Seen | None) -> tuple[list[
         ):
             # ``before.tree`` was encoded at this room: the new items fit one level down.
             tree = [*before.tree, *(_values.encode_at(item, room - 1) for item in value[n:])]
+            break
     if tree is None:
         tree = _values.encode_at(value, room)
     if printed is None:

@@ -163,6 +163,9 @@ class Encoder:
         self._shadow: dict[str, Any] = {}
         self._seen: dict[str, _byvalue.Seen] = {}
         self._hints: Mapping[str, _byvalue.Seen] = {}
+        self._unloaded: dict[str, _byvalue.Seen] = {}
+        """What :meth:`loaded` replaced, tried second until the next record: the graph
+        may go on from its own objects while another thread read the state."""
         self._chain = Chain()
         self._packer = (
             _packs.Packer(self.storage, trees=by_value) if _packs.enabled(self.storage) else None
@@ -199,6 +202,7 @@ class Encoder:
         # encoded now. Otherwise the values themselves, top-level containers copied.
         keep = _kept if self._by_value else _delta.shallow
         seen = seen or {}
+        self._unloaded = {}
         if changed is None and self._base_id is not None:
             self._hints = {}  # encoded whole after the first record: taught nothing more
         if changed is None:
@@ -215,6 +219,8 @@ class Encoder:
             for key in self._shadow.keys() - state.keys():  # a set made in C: most steps none
                 del self._shadow[key]
                 self._seen.pop(key, None)
+        if self._hints:  # a list known by its own record needs the other's no more
+            self._hints = {k: v for k, v in self._hints.items() if k not in self._seen}
         self._base_id, self._chain = base_id, chain
 
     def _encoded(
@@ -230,10 +236,14 @@ class Encoder:
             if changed is not None and key not in changed and key in self._shadow:
                 trees[key] = self._shadow[key]
             elif type(value) is list:
-                before = None if changed is None else self._seen.get(key)
-                if before is None and (changed is not None or self._base_id is None):
-                    before = self._hints.get(key)  # never when asked to encode whole
-                trees[key], found = _byvalue.encode_list(value, room, before)
+                befores: tuple[_byvalue.Seen | None, ...]
+                if changed is not None:
+                    befores = (self._seen.get(key), self._unloaded.get(key), self._hints.get(key))
+                elif self._base_id is None:
+                    befores = (self._hints.get(key),)
+                else:
+                    befores = ()  # asked to encode whole
+                trees[key], found = _byvalue.encode_list(value, room, *befores)
                 if found is not None:
                     seen[key] = found
             else:
@@ -266,8 +276,10 @@ class Encoder:
         encoder's last record, its lists are known by the decoded objects from now on, as
         far as each prints exactly as the list it encoded: the next step's list holds
         those objects, not the ones encoded, and was otherwise encoded whole again (every
-        message of a thread at every turn). Call under the conventions it was decoded
-        with."""
+        message of a thread at every turn). What they replace is still tried until the
+        next record: another thread's read (a UI's ``get_state``) must not cost the
+        graph, which goes on from its own objects, a whole encoding. Call under the
+        conventions it was decoded with."""
         if checkpoint_id != self._base_id or not _conventions.current().tuples_as_lists:
             return
         for key, before in list(self._seen.items()):
@@ -276,6 +288,7 @@ class Encoder:
                 printed = _byvalue.fingerprint(value)
                 if printed == before.fingerprint:
                     self._seen[key] = _byvalue.Seen(tuple(value), printed, before.tree)
+                    self._unloaded[key] = before
 
     def encode(
         self,
