@@ -297,45 +297,6 @@ def test_by_value_packs_see_an_item_changed_in_place_inside_a_closed_chunk() -> 
     assert run.load(-2)["messages"][5]["content"].startswith("message 5")
 
 
-def test_by_value_a_growing_list_encodes_only_its_new_items_and_sees_edits(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A long list changed at every step (LangGraph's messages) is not encoded whole
-    again: the items that are the same objects and print the same keep their trees.
-    An item edited in place, at any depth, is encoded again and stored as it is."""
-    encoded: list[Any] = []
-    real = _values.encode_at
-
-    def counting(value: Any, room: int) -> Any:
-        if type(value) is _Note:
-            encoded.append(value)
-        return real(value, room)
-
-    monkeypatch.setattr(_values, "encode_at", counting)
-    # Tuples stored as lists (LangGraph's conventions): orjson writes both as an array,
-    # so only then may an item's old tree be reused (_byvalue).
-    with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
-        notes = [_Note(f"note {i}", []) for i in range(30)]
-        run = Run(MemoryStore(), replace(PLAIN, keyframe_every=50), {"notes": notes}, by_value=True)
-        encoded.clear()
-        notes.append(_Note("new", []))
-        run.write({"notes": notes}, {"notes"})
-        assert encoded == [notes[-1]]  # only the new item
-        encoded.clear()
-        notes[3].tags.append("edited")  # deep, in place, on an old item
-        notes[5].text = "rewritten"
-        run.write({"notes": notes}, {"notes"})
-        assert len(encoded) == len(notes)  # the prefix no longer prints the same: all again
-        loaded = run.load()["notes"]
-        assert (loaded[3].tags, loaded[5].text) == (["edited"], "rewritten")
-        assert run.load(-2)["notes"][3].tags == [] and run.load(-2)["notes"][5].text == "note 5"
-        encoded.clear()
-        notes[7] = _Note("replaced", [])  # a new object in the middle
-        notes.append(_Note("last", []))
-        run.write({"notes": notes}, {"notes"})
-        assert [n.text for n in run.load()["notes"]] == [n.text for n in notes]
-
-
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The _Note objects encoded from now on, in order (under LangGraph's conventions:
@@ -351,6 +312,33 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     monkeypatch.setattr(_values, "encode_at", counting)
     with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
         yield encoded
+
+
+def test_by_value_a_growing_list_encodes_only_its_new_items_and_sees_edits(
+    counted: list[Any],
+) -> None:
+    """A long list changed at every step (LangGraph's messages) is not encoded whole
+    again: the items that are the same objects and print the same keep their trees.
+    An item edited in place, at any depth, is encoded again and stored as it is."""
+    notes = [_Note(f"note {i}", []) for i in range(30)]
+    run = Run(MemoryStore(), replace(PLAIN, keyframe_every=50), {"notes": notes}, by_value=True)
+    counted.clear()
+    notes.append(_Note("new", []))
+    run.write({"notes": notes}, {"notes"})
+    assert counted == [notes[-1]]  # only the new item
+    counted.clear()
+    notes[3].tags.append("edited")  # deep, in place, on an old item
+    notes[5].text = "rewritten"
+    run.write({"notes": notes}, {"notes"})
+    assert len(counted) == len(notes)  # the prefix no longer prints the same: all again
+    loaded = run.load()["notes"]
+    assert (loaded[3].tags, loaded[5].text) == (["edited"], "rewritten")
+    assert run.load(-2)["notes"][3].tags == [] and run.load(-2)["notes"][5].text == "note 5"
+    counted.clear()
+    notes[7] = _Note("replaced", [])  # a new object in the middle
+    notes.append(_Note("last", []))
+    run.write({"notes": notes}, {"notes"})
+    assert [n.text for n in run.load()["notes"]] == [n.text for n in notes]
 
 
 def _fresh(run: Run) -> Run:

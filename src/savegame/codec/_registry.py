@@ -97,8 +97,22 @@ def storable(cls: type[Any]) -> bool:
     return _is_dataclass_type(cls) or _is_pydantic_type(cls) or issubclass(cls, enum.Enum)
 
 
+#: Whether a class is a dataclass, once a class: ``build`` asks for every object it
+#: decodes, and on a pydantic model class ``is_dataclass``'s attribute look-up goes
+#: through the metaclass's ``__getattr__``, which raises (6.5 % of a chat turn's samples,
+#: decoding the thread's messages). Bounded, as _byvalue's class caches are: a process
+#: may make classes as it goes.
+_DATACLASSES: dict[type[Any], bool] = {}
+_DATACLASSES_KEPT = 4096
+
+
 def _is_dataclass_type(cls: type[Any]) -> bool:
-    return dataclasses.is_dataclass(cls)
+    found = _DATACLASSES.get(cls)
+    if found is None:
+        if len(_DATACLASSES) >= _DATACLASSES_KEPT:
+            _DATACLASSES.clear()
+        found = _DATACLASSES[cls] = dataclasses.is_dataclass(cls)
+    return found
 
 
 def _is_pydantic_type(cls: type[Any]) -> bool:
