@@ -5,7 +5,8 @@ each. An application serving a conversation calls ``invoke`` once a turn instead
 same thread: LangGraph reads the thread's last checkpoint (``get_tuple``), decodes its
 whole history, and goes on from the decoded messages. Two graphs:
 
-* ``turns``: the user's message, then ``agent`` answers (two messages a turn);
+* ``turns``: the user's message, then ``agent`` answers as a chat model's client returns
+  an answer, with ``response_metadata`` and ``usage_metadata`` (two messages a turn);
 * ``subgraph``: ``agent``, ``research`` (a compiled subgraph sharing the messages:
   ``search``, ``summarize``) and ``answer`` (five messages a turn), each subgraph call
   a new namespace with the thread's history as its input.
@@ -43,13 +44,28 @@ SAVERS = {"SqliteSaver": lt.REFERENCE["sync"], "SavegameSaver": lt.SAVEGAME}
 DEFAULT_TURNS = {"turns": 800, "subgraph": 300}
 
 
+#: What a chat model's client attaches to its answer (keys in its order, not sorted: a
+#: record gives them back sorted, and the saver must know the decoded messages anyway).
+METADATA = {"model_name": "local-model", "system_fingerprint": "fp_0", "finish_reason": "stop"}
+
+
 def turn_graph(size: int) -> Any:
-    """``agent`` answers the user's message."""
+    """``agent`` answers the user's message, with a chat model's metadata and usage."""
     from langchain_core.messages import AIMessage
     from langgraph.graph import END, START, StateGraph
 
     def agent(state: lt.Chat) -> dict[str, Any]:
-        return {"messages": [AIMessage(lt.text(len(state["messages"]), size))]}
+        n = len(state["messages"])
+        usage = {
+            "input_tokens": 40 * n,
+            "output_tokens": size // 4,
+            "total_tokens": 40 * n + size // 4,
+        }
+        return {
+            "messages": [
+                AIMessage(lt.text(n, size), response_metadata=dict(METADATA), usage_metadata=usage)
+            ]
+        }
 
     g = StateGraph(lt.Chat)
     g.add_node("agent", agent)
