@@ -450,3 +450,35 @@ def test_a_thread_driven_a_turn_at_a_time_encodes_what_each_turn_adds(
         return [[m.content for m in s.get("messages", [])] for s in states]
 
     assert texts(stored) == texts(reread) == texts(in_memory)
+
+
+def test_a_put_the_store_refused_leaves_the_later_checkpoints_readable(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The encoder moves on as it encodes. A put the store then refused (a disk error, a
+    lost connection) left it on a record the store did not have, and every later
+    checkpoint of the line was stored as a delta on it: unreadable. The next put starts
+    again from a keyframe."""
+    from langgraph.checkpoint.base import create_checkpoint
+
+    saver = SavegameSaver(sqlite_url)
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    for step in range(5):
+        checkpoint = create_checkpoint(checkpoint, None, step)
+        checkpoint["channel_values"] = {"log": ["entry"] * (step + 1)}
+        checkpoint["channel_versions"] = {"log": step + 1}
+        if step == 2:
+
+            def refused(*args: Any, **kwargs: Any) -> Any:
+                raise sqlite3.OperationalError("disk I/O error")
+
+            monkeypatch.setattr(saver.store, "put_checkpoint", refused)
+            with pytest.raises(sqlite3.OperationalError):
+                saver.put(config, checkpoint, {"step": step}, {"log": step + 1})
+            monkeypatch.undo()
+            continue
+        config = saver.put(config, checkpoint, {"step": step}, {"log": step + 1})
+    stored = list(SavegameSaver(sqlite_url).list({"configurable": {"thread_id": "t"}}))
+    assert [t.metadata["step"] for t in stored] == [4, 3, 1, 0]
+    assert [len(t.checkpoint["channel_values"]["log"]) for t in stored] == [5, 4, 2, 1]

@@ -287,15 +287,22 @@ class Lines:
             )
             with codec.using_conventions(self.conventions):
                 encoded = line.encoder.encode(header, state, None if fresh else changed)
-            blobs = line.encoder.to_upload(self.store, encoded)
             record = encoded.record
-            if fresh:
-                self._create(line, record, blobs)
-                self._keep(line)
-            else:
-                # A rebuild (origin given) holds the lock across its appends: waiting
-                # for writes would let it go in the middle.
-                self._put_with_riders(line, record, blobs, board=origin is None)
+            try:
+                blobs = line.encoder.to_upload(self.store, encoded)
+                if fresh:
+                    self._create(line, record, blobs)
+                    self._keep(line)
+                else:
+                    # A rebuild (origin given) holds the lock across its appends: waiting
+                    # for writes would let it go in the middle.
+                    self._put_with_riders(line, record, blobs, board=origin is None)
+            except BaseException:
+                # The encoder has moved on to a record the store may not have: a delta on
+                # it would leave every later checkpoint of the line unreadable. The next
+                # put starts again from a keyframe, whichever way this one went.
+                line.encoder, line.versions = None, {}
+                raise
             line.encoder.committed(self.store, record)
             line.versions = versions
             line.stored.append(checkpoint["id"])
