@@ -261,9 +261,8 @@ class Lines:
             if line.encoder is None:
                 line.encoder = codec.Encoder(self.storage, delta_floor=DELTA_FLOOR, by_value=True)
                 line.versions = {}
-                parent = self._lines.get((thread_id, parent_ns(ns))) if ns else None
-                if fresh and origin is None and parent is not None and parent.encoder is not None:
-                    line.encoder.learn(parent.encoder.seen)
+                if fresh and origin is None and ns:  # a subgraph's: taught its caller's
+                    line.encoder.learn(self.seen(thread_id, parent_ns(ns)))
             checkpoint = state[CHECKPOINT]
             versions = dict(checkpoint.get("channel_versions", {}))
             changed = {CHECKPOINT, METADATA, PARENT}
