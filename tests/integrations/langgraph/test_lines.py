@@ -453,30 +453,33 @@ def test_a_thread_driven_a_turn_at_a_time_encodes_what_each_turn_adds(
 
 
 def test_a_put_the_store_refused_leaves_the_later_checkpoints_readable(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+    sqlite_url: str,
 ) -> None:
     """The encoder moves on as it encodes. A put the store then refused (a disk error, a
-    lost connection) left it on a record the store did not have, and every later
-    checkpoint of the line was stored as a delta on it: unreadable. The next put starts
-    again from a keyframe."""
+    lost connection, a constraint) left it on a record the store did not have, and every
+    later checkpoint of the line was stored as a delta on it: unreadable. The next put
+    starts again from a keyframe. The refusal is the database's own: another connection
+    adds a trigger to the file that aborts the third checkpoint's INSERT."""
     from langgraph.checkpoint.base import create_checkpoint
 
     saver = SavegameSaver(sqlite_url)
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     checkpoint = empty_checkpoint()
+    path = sqlite_url.removeprefix("sqlite:///")
     for step in range(5):
         checkpoint = create_checkpoint(checkpoint, None, step)
         checkpoint["channel_values"] = {"log": ["entry"] * (step + 1)}
         checkpoint["channel_versions"] = {"log": step + 1}
         if step == 2:
-
-            def refused(*args: Any, **kwargs: Any) -> Any:
-                raise sqlite3.OperationalError("disk I/O error")
-
-            monkeypatch.setattr(saver.store, "put_checkpoint", refused)
-            with pytest.raises(sqlite3.OperationalError):
+            with sqlite3.connect(path) as other:
+                other.execute(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints "
+                    "BEGIN SELECT RAISE(ABORT, 'refused by the database'); END"
+                )
+            with pytest.raises(sqlite3.IntegrityError, match="refused by the database"):
                 saver.put(config, checkpoint, {"step": step}, {"log": step + 1})
-            monkeypatch.undo()
+            with sqlite3.connect(path) as other:
+                other.execute("DROP TRIGGER refuse")
             continue
         config = saver.put(config, checkpoint, {"step": step}, {"log": step + 1})
     stored = list(SavegameSaver(sqlite_url).list({"configurable": {"thread_id": "t"}}))
