@@ -228,6 +228,58 @@ def test_tagged_values_inside_packs_are_revived() -> None:
     assert codec.canonical(loaded) == codec.canonical(state)
 
 
+def test_a_pack_of_tags_and_long_strings_is_walked_and_one_of_tags_alone_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tagged pack holds tags (a message each) or blob references (a string too long to
+    stay inline). Only a reference needs the resolver's walk; both load back."""
+    walked: list[Any] = []
+    real = _refs._Resolver.walk
+
+    def counting(self: Any, node: Any) -> Any:
+        walked.append(node)
+        return real(self, node)
+
+    monkeypatch.setattr(_refs._Resolver, "walk", counting)
+    tags = [{"at": {"$sg:tuple": [i, "x"]}, "content": f"message {i}"} for i in range(3)]
+    referring = [*tags, {"content": {_refs.TAG: ["s", "long"]}}]
+    blobs = {
+        "tags": orjson.dumps(tags),
+        "referring": orjson.dumps(referring),
+        "long": b"long " * 4000,
+    }
+    for name, items in (("tags", tags), ("referring", referring)):
+        resolver = _refs._Resolver(blobs.get, "r")
+        walked.clear()
+        got = resolver.unpack([[name], [], [name]])
+        assert resolver.revive  # the tags still revive
+        assert [len(p) for p in walked if type(p) is list and p and type(p[0]) is dict] == (
+            [] if name == "tags" else [len(items)]
+        )
+        assert got[:3] == tags and (name == "tags" or got[3] == {"content": "long " * 4000})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.one_of(st.text(), st.integers(-(2**63), 2**63 - 1), st.none()),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(st.text(), inner, max_size=3)
+        ),
+        max_leaves=12,
+    ),
+    st.sampled_from([_refs.TAG, _refs.PACK, _refs.DICT_PACK]),
+)
+def test_a_body_with_a_reference_is_never_taken_for_one_without(tree: Any, key: str) -> None:
+    """``has_references`` may say yes to text that looks like a reference (a walk for
+    nothing), never no to a body that holds one, wherever it sits."""
+    assert _refs.has_references(orjson.dumps([tree, {key: ["s", "x"]}]))
+    assert _refs.has_references(orjson.dumps({"k": {key: ["s", "x"]}, "t": tree}))
+    plain = orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
+    if _refs.has_references(plain):
+        assert any(k.encode() in plain for k in (_refs.TAG, _refs.PACK, _refs.DICT_PACK))
+
+
 def test_a_stop_marker_on_a_packed_keyframe_is_format_4_and_loads() -> None:
     store = MemoryStore()
     run = Run(store, PACKED, {"n": 0, "messages": []})

@@ -10,12 +10,14 @@ import threading
 from decimal import Decimal
 from typing import Any
 
+import orjson
 import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from savegame import codec
+from savegame.codec import _values
 from savegame.errors import ConfigurationError, SerializationError
 
 scalars = st.one_of(
@@ -73,6 +75,19 @@ def test_encoding_is_canonical(value: Any) -> None:
     # Encoding the decoded value again gives the same bytes: resume can compare byte for byte.
     data = codec.dumps(value)
     assert codec.dumps(codec.loads(data)) == data
+
+
+@settings(max_examples=200, deadline=None)
+@given(values)
+def test_from_data_leaves_its_tree_as_it_was(value: Any) -> None:
+    """``from_data`` is public: a caller's tree stays theirs. A load revives the trees it
+    parsed in place (``revive``), to the same value."""
+    tree = codec.to_data(value)
+    printed = orjson.dumps(tree)
+    back = codec.from_data(tree)
+    assert orjson.dumps(tree) == printed
+    assert same(value, back), (value, back)
+    assert same(value, _values.revive(orjson.loads(printed)))
 
 
 def test_dict_key_order_does_not_change_bytes() -> None:

@@ -255,7 +255,7 @@ def apply(state: dict[Any, Any], patch: Mapping[str, Any]) -> None:
         ValueError: the patch does not fit the state (a damaged chain).
     """
     for key, body in patch.get("s", ()):
-        state[key] = _values.from_data(body)
+        state[key] = _values.revive(body)
     for key in patch.get("r", ()):
         if key not in state:
             raise ValueError(f"delta removes missing key {key!r}")
@@ -264,7 +264,7 @@ def apply(state: dict[Any, Any], patch: Mapping[str, Any]) -> None:
         target = state.get(key)
         if type(target) is not list:
             raise ValueError(f"delta appends to {key!r}, which is not a list")
-        target.extend(_values.from_data(item) for item in items)
+        target.extend(_values.revive(item) for item in items)
     for key, sub in patch.get("p", ()):
         target = state.get(key)
         if type(target) is not dict:

@@ -267,7 +267,7 @@ def parse(
 def state_of(tree: Any, revive: bool, ident: str) -> dict[str, Any]:
     """The state from a resolved tree; ``revive``: it holds tags for ``_values.from_data``."""
     try:
-        state = _values.from_data(tree) if revive else tree
+        state = _values.revive(tree) if revive else tree
     except SerializationError:
         raise
     except (ValueError, TypeError, KeyError) as exc:

@@ -116,6 +116,15 @@ class _Extractor:
 _STRING_BLOB = b'{"$sg:blob":["s",'
 _PACKED = b'{"$sg:pack":'
 _DICT_PACKED = b'{"$sg:dpack":'
+_PACK_KEY = b'"$sg:pack"'
+_DICT_PACK_KEY = b'"$sg:dpack"'
+
+
+def has_references(body: bytes) -> bool:
+    """Whether a JSON body may hold a blob reference or a pack, which :func:`resolve`
+    replaces. The body is canonical orjson, where such a key's quotes are bare and a
+    string's are escaped, so a miss is exact (a hit may be text that looks like one)."""
+    return TAG_BYTES in body or _PACK_KEY in body or _DICT_PACK_KEY in body
 
 
 def needs_revival(body: bytes) -> bool:
@@ -218,7 +227,10 @@ class _Resolver:
             if type(part) is not list:
                 raise CorruptRecordError(self.record_id, f"pack {name} is not a list")
             if name in tagged:
-                self.walk(part)
+                # Tagged says blob references or tags; only references need the walk,
+                # and a pack of LangChain messages holds tags alone (a tag each).
+                if has_references(data):
+                    self.walk(part)
                 self.revive = self.revive or needs_revival(data)
             parts.append(part)
         return parts

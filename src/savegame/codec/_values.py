@@ -57,7 +57,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: per patched dict level (its op list, the pair, the sub-patch in place of the dict)
 #: and a keyframe 2 per pack around a list or dict, which both stop at
 #: :data:`LAYOUT_DEPTH`: 2 * (16 + 1) + 2 = 36 at most. 200 + 36 = 236 leaves room.
-#: Python's stack is not the bound: a level is at most 2 frames here and in from_data
+#: Python's stack is not the bound: a level is at most 2 frames here and in revive
 #: (a comprehension is a frame before 3.12), 400 or so of the default 1,000.
 MAX_DEPTH = 200
 #: How deep into the state deltas patch dicts in place and keyframes pack lists and
@@ -500,68 +500,107 @@ def _hashable_at(value: Any, room: int) -> Any:
 
 
 def from_data(tree: Any) -> Any:
-    """Inverse of :func:`to_data`."""
+    """Inverse of :func:`to_data`; ``tree`` is left as it was."""
+    return revive(_copied(tree))
+
+
+def _copied(tree: Any) -> Any:
     kind = type(tree)
     if kind is list:
-        return [from_data(item) for item in tree]
+        return [_copied(item) for item in tree]
+    if kind is dict:
+        return {key: _copied(item) for key, item in tree.items()}
+    return tree
+
+
+def revive(tree: Any) -> Any:
+    """:func:`from_data` of a tree the caller owns (freshly parsed), reusing its lists and
+    dicts in place. A long thread's load revives thousands of objects, each a handful of
+    nested dicts; a copy of each was a third of the walk's allocations, and every
+    container alive in a load is one the garbage collector's oldest generation counts
+    towards its next full pass (the most a LangGraph turn spent in one place)."""
+    kind = type(tree)
+    if kind is list:
+        for i, item in enumerate(tree):
+            if item and type(item) in _CONTAINERS:
+                tree[i] = revive(item)
+        return tree
     if kind is not dict:
         return tree
     if len(tree) == 1:
         ((key, body),) = tree.items()
         if key.startswith(_TAG):
             return _untag(key[len(_TAG) :], body)
-    return {key: from_data(item) for key, item in tree.items()}
+    _revive_values(tree)
+    return tree
+
+
+_CONTAINERS = frozenset((list, dict))
+
+
+def _revive_values(tree: dict[str, Any]) -> dict[str, Any]:
+    # An empty list or dict has nothing to revive (a message's kwargs and tool calls).
+    for key, item in tree.items():
+        if item and type(item) in _CONTAINERS:
+            tree[key] = revive(item)
+    return tree
 
 
 def _untag(tag: str, body: Any) -> Any:
-    if tag == "tuple":
-        return tuple(from_data(item) for item in body)
-    if tag == "set":
-        return {from_data(item) for item in body}
-    if tag == "frozenset":
-        return frozenset(from_data(item) for item in body)
-    if tag == "bytes":
-        return base64.b64decode(body, validate=True)
-    if tag == "datetime":
-        return dt.datetime.fromisoformat(body)
-    if tag == "zoned":
-        wall, key, fold = body
-        return dt.datetime.fromisoformat(wall).replace(tzinfo=zoneinfo.ZoneInfo(key), fold=fold)
-    if tag == "date":
-        return dt.date.fromisoformat(body)
-    if tag == "time":
-        return dt.time.fromisoformat(body)
-    if tag == "timedelta":
-        days, seconds, microseconds = body
-        return dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
-    if tag == "uuid":
-        return uuid.UUID(body)
-    if tag == "decimal":
-        return Decimal(body)
-    if tag == "secret":
-        return Secret(body)
-    if tag == "blob":
-        return _stored_file(body)
-    if tag == "int":
-        return int(body)
-    if tag == "float":
-        return float(body)
-    if tag == "dict":
-        return {key: from_data(item) for key, item in body.items()}
-    if tag == "map":
-        return {from_data(key): from_data(item) for key, item in body}
+    # A registered object first: almost every tag a state holds is one (a message).
     if tag == "obj":
         name, fields = body
-        cls = _registry.type_named(name) or _resolved(name)
-        if cls is None and _conventions.current().placeholders:
-            return Unregistered(name, {key: from_data(item) for key, item in fields.items()})
-        if cls is None:
-            raise SerializationError(
-                f"<{name}>",
-                f"type {name!r} is not registered in this process; call savegame.register() before loading",
-            )
-        return _registry.build(cls, {key: from_data(item) for key, item in fields.items()})
-    raise SerializationError(f"<{tag}>", f"unknown tag {_TAG}{tag} (written by a newer savegame?)")
+        return _object(name, fields)
+    untag = _UNTAG.get(tag)
+    if untag is None:
+        raise SerializationError(
+            f"<{tag}>", f"unknown tag {_TAG}{tag} (written by a newer savegame?)"
+        )
+    return untag(body)
+
+
+def _object(name: str, fields: dict[str, Any]) -> Any:
+    cls = _registry.type_named(name) or _resolved(name)
+    if cls is None and _conventions.current().placeholders:
+        return Unregistered(name, _revive_values(fields))
+    if cls is None:
+        raise SerializationError(
+            f"<{name}>",
+            f"type {name!r} is not registered in this process; call savegame.register() before loading",
+        )
+    return _registry.build(cls, _revive_values(fields))
+
+
+def _zoned(body: Any) -> dt.datetime:
+    wall, key, fold = body
+    return dt.datetime.fromisoformat(wall).replace(tzinfo=zoneinfo.ZoneInfo(key), fold=fold)
+
+
+def _timedelta(body: Any) -> dt.timedelta:
+    days, seconds, microseconds = body
+    return dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+
+
+_UNTAG: dict[str, Any] = {
+    "tuple": lambda body: tuple(revive(item) for item in body),
+    "set": lambda body: {revive(item) for item in body},
+    "frozenset": lambda body: frozenset(revive(item) for item in body),
+    "bytes": lambda body: base64.b64decode(body, validate=True),
+    "datetime": dt.datetime.fromisoformat,
+    "zoned": _zoned,
+    "date": dt.date.fromisoformat,
+    "time": dt.time.fromisoformat,
+    "timedelta": _timedelta,
+    "uuid": uuid.UUID,
+    "decimal": Decimal,
+    "secret": Secret,
+    "blob": lambda body: _stored_file(body),
+    "int": int,
+    "float": float,
+    # An escaped user dict: its keys are data, only its values revive.
+    "dict": _revive_values,
+    "map": lambda body: {revive(key): revive(item) for key, item in body},
+}
 
 
 def _resolved(name: str) -> type[Any] | None:
@@ -600,7 +639,7 @@ def loads(data: bytes) -> Any:
     # Nothing tagged means nothing to revive: skip the walk (the common case).
     if _TAG.encode() not in data:
         return tree
-    return from_data(tree)
+    return revive(tree)
 
 
 def canonical(value: Any) -> bytes:
