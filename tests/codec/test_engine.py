@@ -387,6 +387,27 @@ def test_by_value_a_taught_list_edited_in_place_is_encoded_again(counted: list[A
     assert child.load()["notes"][4].tags == ["edited"]
 
 
+def test_by_value_a_known_list_inside_a_dict_is_not_encoded_again(counted: list[Any]) -> None:
+    """A LangGraph subgraph's first checkpoint holds its input, ``{"messages": [...]}``:
+    the caller's list, the same objects, under another key and inside a dict. Its items
+    keep their trees, the record is what encoding it whole writes, and an item edited
+    in place is encoded again."""
+    notes = [_Note(f"note {i}", []) for i in range(10)]
+    parent = Run(MemoryStore(), PLAIN, {"notes": notes}, by_value=True)
+    for edited in (False, True):
+        if edited:
+            notes[4].tags.append("edited")
+        child = _fresh(Run(MemoryStore(), PLAIN, {}, by_value=True))
+        child.encoder.learn(parent.encoder.seen)
+        counted.clear()
+        state = {"input": {"messages": [*notes, _Note("new", [])], "n": 1}}
+        record = child.write(state, None)
+        assert len(counted) == (len(notes) + 1 if edited else 1), counted
+        whole = _fresh(Run(MemoryStore(), PLAIN, {}, by_value=True)).write(state, None)
+        assert codec.open_record(record, PLAIN)[1] == codec.open_record(whole, PLAIN)[1]
+        assert child.load()["input"]["messages"][4].tags == (["edited"] if edited else [])
+
+
 def test_by_value_learn_after_a_record_changes_nothing(counted: list[Any]) -> None:
     notes = [_Note(f"note {i}", []) for i in range(10)]
     parent = Run(MemoryStore(), PLAIN, {"notes": notes}, by_value=True)
@@ -462,20 +483,32 @@ def test_by_value_a_load_by_another_reader_costs_the_graph_nothing(counted: list
     edits=st.lists(st.tuples(st.integers(0, 7), by_value_tree), max_size=3),
     extra=st.lists(by_value_tree, max_size=3),
     refused=st.booleans(),
+    key=st.sampled_from([None, "m", "$sg:m", 1]),
+    beside=st.dictionaries(st.text(max_size=3), by_value_tree, max_size=2),
 )
 def test_a_list_value_encoded_with_what_an_encoder_saw_is_the_same_bytes(
-    items: list[Any], edits: Any, extra: list[Any], refused: bool
+    items: list[Any],
+    edits: Any,
+    extra: list[Any],
+    refused: bool,
+    key: str | int | None,
+    beside: dict[str, Any],
 ) -> None:
     """A LangGraph write of a channel's list is encoded with what the line's encoder saw
     of it (``encode_value(seen=...)``): the same bytes as without, whatever was edited in
-    place or added since, and the same refusal for what cannot be saved."""
+    place or added since, and the same refusal for what cannot be saved. So is a dict
+    holding the list under ``key`` (a subgraph's input) with ``seen`` by key, including
+    the dicts written otherwise (one tag-like key, a key not a str)."""
     with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
         run = Run(MemoryStore(), PLAIN, {"m": items}, by_value=True)
-        seen = run.encoder.seen.get("m")
+        seen: Any = run.encoder.seen.get("m")
         for index, value in edits:
             if items:
                 _mutate_deep(items[index % len(items)], value)
-        value = [*items, *extra, *([object()] if refused else [])]
+        value: Any = [*items, *extra, *([object()] if refused else [])]
+        if key is not None and seen is not None:
+            value = {**({} if key == "$sg:m" else beside), key: value}
+            seen = {key: seen} if type(key) is str else {"m": seen}
         if not refused:
             assert codec.encode_value(value, "w", seen=seen) == codec.encode_value(value, "w")
             return

@@ -467,7 +467,8 @@ _data = st.recursive(
 
 @settings(max_examples=400, deadline=None)
 @given(
-    state=st.dictionaries(st.text(max_size=6), _data, max_size=6),
+    # One lone "$sg:" key is not a plain dict: tree() escapes it whole, on neither path.
+    state=st.dictionaries(st.text(max_size=6), _data, max_size=6).filter(_values.plain_dict),
     pack_bytes=st.sampled_from([256, 512, 32 * 1024, 256 * 1024]),
 )
 def test_a_keyframe_tree_is_the_chunking_walks_whether_or_not_it_is_small(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import is_
 from typing import Any
@@ -162,3 +163,25 @@ def encode_list(
     if printed is None:
         return tree, None
     return tree, Seen(tuple(value), printed, tree)
+
+
+def encode_dict(
+    value: dict[Any, Any], room: int, known: Callable[[str, list[Any]], Seen | None]
+) -> dict[str, Any] | None:
+    """``_values.encode_at(value, room)`` for a non-empty dict it writes key for key (str
+    keys, not one tag-like key), each of its lists by way of the ``Seen`` that ``known``
+    gives for it, if any (:func:`encode_list`); None for any other dict, which the
+    caller encodes whole. A LangGraph subgraph's input, ``{"messages": [...]}``, holds
+    the caller's list of every message of the thread."""
+    if not value or not _values.plain_dict(value):
+        return None
+    room -= 1
+    if room < 0:
+        return None  # the caller's whole encoding refuses it, naming the path
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if type(item) is list and (before := known(key, item)) is not None:
+            out[key] = encode_list(item, room, before)[0]
+        else:
+            out[key] = _values.encode_at(item, room)
+    return out

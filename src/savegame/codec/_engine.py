@@ -246,9 +246,25 @@ class Encoder:
                 trees[key], found = _byvalue.encode_list(value, room, *befores)
                 if found is not None:
                     seen[key] = found
+            elif type(value) is dict and (changed is not None or self._base_id is None):
+                tree = _byvalue.encode_dict(value, room, self._known_list)
+                trees[key] = _values.encode_at(value, room) if tree is None else tree
             else:
                 trees[key] = _values.encode_at(value, room)
         return trees, seen
+
+    def _known_list(self, key: str, value: list[Any]) -> _byvalue.Seen | None:
+        """A list this encoder knows (its own, or taught) that ``value``, a list inside a
+        dict, starts as: the same first object. A LangGraph subgraph's first checkpoint
+        holds its input, ``{"messages": [...]}``, the caller's list of every message."""
+        if not value:
+            return None
+        first = value[0]
+        for known in (self._seen, self._unloaded, self._hints):
+            for before in known.values():
+                if before.items and before.items[0] is first:
+                    return before
+        return None
 
     @property
     def seen(self) -> Mapping[str, _byvalue.Seen]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -233,7 +234,11 @@ def open_entry(effect: EffectRecord, storage: StorageConfig | None = None) -> Ef
 
 
 def encode_value(
-    value: Any, path: str, *, compress_from: int = 0, seen: _byvalue.Seen | None = None
+    value: Any,
+    path: str,
+    *,
+    compress_from: int = 0,
+    seen: _byvalue.Seen | Mapping[str, _byvalue.Seen] | None = None,
 ) -> bytes:
     """Canonical JSON of ``value``; with ``compress_from`` > 0, a value of at least that
     many bytes is a zstd frame of it instead, where that is smaller. A journal row is not
@@ -241,8 +246,10 @@ def encode_value(
 
     ``seen``: a ``by_value`` encoder's knowledge of a list (``Encoder.seen``); a list
     ``value`` then reuses the trees of the items it shares with it (the same objects,
-    printing the same), as the encoder does from step to step. The bytes are the same."""
-    data = _listed(value, seen) if seen is not None and type(value) is list else None
+    printing the same), as the encoder does from step to step. For a dict ``value``, that
+    knowledge by key: each of its lists known there is encoded so (a LangGraph subgraph's
+    input, ``{"messages": [every message of the thread]}``). The bytes are the same."""
+    data = _listed(value, seen) if seen else None
     if data is None:
         data = _values.dumps(value, path)
     if 0 < compress_from <= len(data):
@@ -253,12 +260,20 @@ def encode_value(
     return data
 
 
-def _listed(value: list[Any], seen: _byvalue.Seen) -> bytes | None:
-    """:func:`_values.dumps` of ``value`` by way of ``seen``; None where it refuses (the
-    caller's own call then names the path)."""
+def _listed(value: Any, seen: _byvalue.Seen | Mapping[str, _byvalue.Seen]) -> bytes | None:
+    """:func:`_values.dumps` of ``value`` by way of ``seen``; None where it does not apply
+    or refuses (the caller's own call then names the path)."""
+    tree: Any
     try:
-        tree, _ = _byvalue.encode_list(value, _values.MAX_DEPTH, seen)
-        return orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
+        if isinstance(seen, _byvalue.Seen):
+            if type(value) is not list:
+                return None
+            tree, _ = _byvalue.encode_list(value, _values.MAX_DEPTH, seen)
+        elif type(value) is dict:
+            tree = _byvalue.encode_dict(value, _values.MAX_DEPTH, lambda key, _: seen.get(key))
+        else:
+            return None
+        return None if tree is None else orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
     except (_values.Unsaveable, orjson.JSONEncodeError, RecursionError):
         return None
 

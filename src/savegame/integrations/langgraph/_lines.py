@@ -419,9 +419,7 @@ class Lines:
             return [
                 w
                 if w.data is not None
-                else _with_data(
-                    w, _encoded(lg_id, w, self._compress_from, seen.get(CHANNEL + w.channel))
-                )
+                else _with_data(w, _encoded(lg_id, w, self._compress_from, _seen_by(w, seen)))
                 for w in writes
             ]
 
@@ -708,11 +706,32 @@ def _with_data(write: Write, data: tuple[bytes, bytes]) -> Write:
     return Write(write.task_id, write.channel, write.value, write.task_path, write.index, data)
 
 
+def _seen_by(
+    write: Write, seen: Mapping[str, codec.Seen]
+) -> codec.Seen | dict[str, codec.Seen] | None:
+    """What ``seen`` knows of the lists ``write`` holds: its channel's, or, for a dict of
+    channels (a subgraph's input, ``__start__``), each channel's by its key."""
+    own = seen.get(CHANNEL + write.channel)
+    if own is not None or type(write.value) is not dict or not seen:
+        return own
+    return {
+        key: known
+        for key, item in write.value.items()
+        if type(key) is str
+        and type(item) is list
+        and (known := seen.get(CHANNEL + key)) is not None
+    }
+
+
 def _encoded(
-    lg_id: str, write: Write, compress_from: int, seen: codec.Seen | None = None
+    lg_id: str,
+    write: Write,
+    compress_from: int,
+    seen: codec.Seen | Mapping[str, codec.Seen] | None = None,
 ) -> tuple[bytes, bytes]:
     """A pending write's entry arguments and result; refused with the write's path.
-    ``seen``: what the line's encoder knows of the channel's list."""
+    ``seen``: what the line's encoder knows of the channel's list, or of a dict's lists
+    by key (:func:`_seen_by`)."""
     path = f"writes[{write.task_id}][{write.index}]({write.channel})"
     identity = [write.task_id, write.task_path, lg_id]
     try:
