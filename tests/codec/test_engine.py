@@ -408,6 +408,35 @@ def test_by_value_a_known_list_inside_a_dict_is_not_encoded_again(counted: list[
         assert child.load()["input"]["messages"][4].tags == (["edited"] if edited else [])
 
 
+def test_by_value_a_known_list_a_level_deeper_is_refused_as_a_whole_encoding_refuses_it() -> None:
+    """Inside a dict, a list is a level deeper than the list at the top whose trees it
+    reuses: an item that only just fitted there is too deep here. The write is refused as
+    a fresh encoder refuses it, not stored to be refused at the next keyframe of the same
+    state (found by the session's adversarial review)."""
+
+    def nested(levels: int) -> Any:
+        value: Any = 0
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    with codec.using_conventions(codec.Conventions(tuples_as_lists=True)):
+        items = [nested(198)]  # fits as an item of a list at the top of the state
+        run = Run(MemoryStore(), PLAIN, {"m": items}, by_value=True)
+        state = {"m": items, "input": {"messages": items}}
+        with pytest.raises(SerializationError) as whole:
+            _fresh(Run(MemoryStore(), PLAIN, {}, by_value=True)).write(state, None)
+        with pytest.raises(SerializationError) as known:
+            run.write(state, {"input"})
+        assert str(known.value) == str(whole.value)
+        # One level less fits both ways, and loads back.
+        items = [nested(197)]
+        run = Run(MemoryStore(), PLAIN, {"m": items}, by_value=True)
+        state = {"m": items, "input": {"messages": items}}
+        run.write(state, {"input"})
+        assert run.load() == state
+
+
 def test_by_value_learn_after_a_record_changes_nothing(counted: list[Any]) -> None:
     notes = [_Note(f"note {i}", []) for i in range(10)]
     parent = Run(MemoryStore(), PLAIN, {"notes": notes}, by_value=True)

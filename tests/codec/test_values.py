@@ -90,6 +90,13 @@ def test_from_data_leaves_its_tree_as_it_was(value: Any) -> None:
     assert same(value, _values.revive(orjson.loads(printed)))
 
 
+def test_from_data_leaves_a_tree_built_by_hand_as_it_was() -> None:
+    """A hand-built tree may hold tuples: their contents are the caller's too."""
+    tree = {"$sg:tuple": ([{"$sg:int": "5"}],), "x": ({"$sg:int": "6"},)}
+    codec.from_data(tree)
+    assert tree == {"$sg:tuple": ([{"$sg:int": "5"}],), "x": ({"$sg:int": "6"},)}
+
+
 def test_dict_key_order_does_not_change_bytes() -> None:
     assert codec.canonical({"a": 1, "b": {"y": 2, "x": 3}}) == codec.canonical(
         {"b": {"x": 3, "y": 2}, "a": 1}

@@ -37,7 +37,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import is_
 from typing import Any
 
@@ -66,6 +66,27 @@ class Seen:
     items: tuple[Any, ...]
     fingerprint: bytes
     tree: list[Any]
+    depth: list[int] = field(default_factory=lambda: [-1], compare=False, repr=False)
+    """How deep ``tree`` nests, worked out when first asked (:func:`fits`)."""
+
+
+def fits(seen: Seen, room: int) -> bool:
+    """Whether ``seen``'s tree fits at ``room`` (``_values.encode_at``'s): a list inside
+    a dict is a level deeper than the list at the top of the state it was encoded as,
+    and an item that only just fitted there must be refused here, as encoding it whole
+    would. Containers counted as levels: a scalar's tag counts one that ``encode_at``
+    does not (then the list is encoded whole, which decides)."""
+    if seen.depth[0] < 0:
+        seen.depth[0] = _depth(seen.tree)
+    return seen.depth[0] <= room
+
+
+def _depth(tree: Any) -> int:
+    if type(tree) is list:
+        return 1 + max(map(_depth, tree), default=0)
+    if type(tree) is dict:
+        return 1 + max(map(_depth, tree.values()), default=0)
+    return 0
 
 
 # Bounded: a process that makes classes as it goes (pydantic's create_model per
@@ -180,7 +201,7 @@ def encode_dict(
         return None  # the caller's whole encoding refuses it, naming the path
     out: dict[str, Any] = {}
     for key, item in value.items():
-        if type(item) is list and (before := known(key, item)) is not None:
+        if type(item) is list and (before := known(key, item)) is not None and fits(before, room):
             out[key] = encode_list(item, room, before)[0]
         else:
             out[key] = _values.encode_at(item, room)

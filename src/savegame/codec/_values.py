@@ -510,6 +510,8 @@ def _copied(tree: Any) -> Any:
         return [_copied(item) for item in tree]
     if kind is dict:
         return {key: _copied(item) for key, item in tree.items()}
+    if kind is tuple:  # a tree built by hand may hold one (a tag's body)
+        return tuple(_copied(item) for item in tree)
     return tree
 
 
