@@ -435,6 +435,15 @@ def test_by_value_a_known_list_a_level_deeper_is_refused_as_a_whole_encoding_ref
         state = {"m": items, "input": {"messages": items}}
         run.write(state, {"input"})
         assert run.load() == state
+        # The depth, once worked out, is kept up with the items each step adds.
+        items = [nested(3)]
+        run = Run(MemoryStore(), PLAIN, {"m": items}, by_value=True)
+        run.write({"input": {"messages": items}, "m": items}, {"input", "m"})  # worked out
+        assert run.encoder.seen["m"].depth[0] >= 0
+        items = [*items, nested(198)]
+        run.write({"input": {}, "m": items}, {"input", "m"})  # fits at the top
+        with pytest.raises(SerializationError):
+            run.write({"input": {"messages": items}, "m": items}, {"input"})
 
 
 def test_by_value_learn_after_a_record_changes_nothing(counted: list[Any]) -> None:

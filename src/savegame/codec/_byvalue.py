@@ -67,7 +67,9 @@ class Seen:
     fingerprint: bytes
     tree: list[Any]
     depth: list[int] = field(default_factory=lambda: [-1], compare=False, repr=False)
-    """How deep ``tree`` nests, worked out when first asked (:func:`fits`)."""
+    """How deep ``tree`` nests (-1: not known), worked out when first asked (:func:`fits`,
+    a walk of the whole tree: as long as encoding it) and from then on kept up with each
+    step's new items."""
 
 
 def fits(seen: Seen, room: int) -> bool:
@@ -165,6 +167,7 @@ def encode_list(
     # same way does the fingerprint tell them apart as well as the codec does.
     printed = fingerprint(value) if _conventions.current().tuples_as_lists else None
     tree: list[Any] | None = None
+    depth = -1
     for before in befores:
         if printed is None or before is None:
             continue
@@ -178,12 +181,14 @@ def encode_list(
         ):
             # ``before.tree`` was encoded at this room: the new items fit one level down.
             tree = [*before.tree, *(_values.encode_at(item, room - 1) for item in value[n:])]
+            if before.depth[0] >= 0:  # known once asked (fits): kept up with the new items
+                depth = max(before.depth[0], _depth(tree[n:]))
             break
     if tree is None:
         tree = _values.encode_at(value, room)
     if printed is None:
         return tree, None
-    return tree, Seen(tuple(value), printed, tree)
+    return tree, Seen(tuple(value), printed, tree, [depth])
 
 
 def encode_dict(

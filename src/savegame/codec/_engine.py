@@ -303,7 +303,9 @@ class Encoder:
             if type(value) is list and len(value) == len(before.items):
                 printed = _byvalue.fingerprint(value)
                 if printed == before.fingerprint:
-                    self._seen[key] = _byvalue.Seen(tuple(value), printed, before.tree)
+                    self._seen[key] = _byvalue.Seen(
+                        tuple(value), printed, before.tree, before.depth
+                    )
                     self._unloaded[key] = before
 
     def encode(
