@@ -232,8 +232,8 @@ def open_record(
 def parse(
     body: bytes, record: CheckpointRecord, fetch: Fetch | None, storage: StorageConfig
 ) -> tuple[Any, bool]:
-    """JSON body -> data tree with blob references resolved (not yet ``from_data``),
-    and whether ``from_data`` must revive tags in it (see :func:`state_of`)."""
+    """JSON body -> data tree with blob references resolved (not yet ``revive``),
+    and whether ``revive`` must revive tags in it (see :func:`state_of`)."""
     try:
         tree = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -265,7 +265,7 @@ def parse(
 
 
 def state_of(tree: Any, revive: bool, ident: str) -> dict[str, Any]:
-    """The state from a resolved tree; ``revive``: it holds tags for ``_values.from_data``."""
+    """The state from a resolved tree; ``revive``: it holds tags for ``_values.revive``."""
     try:
         state = _values.revive(tree) if revive else tree
     except SerializationError:

@@ -4,7 +4,7 @@ After ``_values.to_data``, every string longer than ``blob_threshold`` character
 and every ``bytes`` value longer than ``blob_threshold`` bytes is replaced in the
 tree by ``{"$sg:blob": ["s"|"b", digest]}`` and its bytes go to the store's blob
 table under ``digest`` (:mod:`savegame.codec._blobs` names and seals them).
-``resolve`` puts them back before ``_values.from_data``, so every other part of
+``resolve`` puts them back before ``_values.revive``, so every other part of
 the codec sees ordinary trees. A keyframe's packs (:mod:`savegame.codec._packs`)
 are references too: ``{"$sg:pack": ...}`` and ``{"$sg:dpack": ...}``.
 
@@ -131,7 +131,7 @@ def needs_revival(body: bytes) -> bool:
     """Whether a JSON body holds tags other than string blob references and packs.
 
     Those are plain strings and lists once resolved, so a state made of text
-    (the usual agent state: messages) skips ``_values.from_data``'s walk. The
+    (the usual agent state: messages) skips ``_values.revive``'s walk. The
     body is canonical orjson, so the patterns are exact.
     """
     tags = body.count(b'"$sg:')
@@ -144,7 +144,7 @@ def resolve(tree: Any, fetched: Callable[[str], bytes | None], record_id: str) -
     plaintext, or None when the store does not have it. It is called when the walk
     reaches the blob, so a caller can unseal lazily.
 
-    Returns the tree and whether a pack's items hold tags that ``_values.from_data``
+    Returns the tree and whether a pack's items hold tags that ``_values.revive``
     must revive (the caller checks the record's own body with :func:`needs_revival`).
 
     Patches ``tree`` in place (it is freshly parsed and owned by the caller):
